@@ -1,0 +1,44 @@
+"""``osprey``: the command line. Each command group lives in its own module; this one only composes them.
+
+Exit codes: 0 success, 1 invalid input (the errors are printed one per line), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from osprey import __version__
+from osprey.cli.derive import derive_command
+from osprey.cli.policy import policy_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="osprey",
+    help="Osprey: GPU-job priority control plane for SageMaker, AWS Batch and EKS.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(policy_app, name="policy")
+app.command("derive")(derive_command)
+# Further command groups (eks, jobs, local, plan, ...) are registered below, one line each.
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"osprey {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Osprey: GPU-job priority control plane for SageMaker, AWS Batch and EKS."""
+
+
+def main() -> None:
+    app()
