@@ -1,0 +1,47 @@
+"""The derivation engine (DESIGN §4): pure Python, no AWS import.
+
+>>> from osprey_control.derivation import compile_policy, derive, JobMetrics, NodeMetrics
+>>> decision = derive(compile_policy(policy), JobMetrics("j1", [NodeMetrics("i-1", {"gpu_utilization": 95})]), 50)
+"""
+
+from osprey_control.derivation.custom import (
+    EVENT_VERSION,
+    CustomRuleCall,
+    CustomRuleFailure,
+    CustomRuleInvoker,
+    FailureReason,
+    build_event,
+    parse_answer,
+)
+from osprey_control.derivation.engine import (
+    CompiledPolicy,
+    Decision,
+    Reason,
+    RuleExplanation,
+    compile_policy,
+    derive,
+)
+from osprey_control.derivation.inputs import JobMetrics, NodeMetrics, mean_of_gpus
+from osprey_control.derivation.metrics_file import MetricsFileError, parse_metrics_document, read_metrics_file
+
+__all__ = [
+    "EVENT_VERSION",
+    "CompiledPolicy",
+    "CustomRuleCall",
+    "CustomRuleFailure",
+    "CustomRuleInvoker",
+    "Decision",
+    "FailureReason",
+    "JobMetrics",
+    "MetricsFileError",
+    "NodeMetrics",
+    "Reason",
+    "RuleExplanation",
+    "build_event",
+    "compile_policy",
+    "derive",
+    "mean_of_gpus",
+    "parse_answer",
+    "parse_metrics_document",
+    "read_metrics_file",
+]

@@ -1,0 +1,300 @@
+"""The derivation engine: DESIGN §4, to the letter, with a per-rule explanation.
+
+Pure Python. A policy is compiled once into flat tuples (:class:`CompiledPolicy`) so a cycle over thousands of
+jobs does not walk pydantic models; :func:`derive` then turns one job's metrics and its applied priority into a
+:class:`Decision`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from osprey_control.derivation.custom import (
+    CustomRuleCall,
+    CustomRuleFailure,
+    CustomRuleInvoker,
+    FailureReason,
+    build_event,
+    parse_answer,
+)
+from osprey_control.derivation.inputs import JobMetrics
+from osprey_control.policy.model import (
+    Aggregation,
+    BuiltinRule,
+    CustomRuleEntry,
+    PriorityDerivationPolicy,
+    Scaling,
+)
+
+__all__ = ["CompiledPolicy", "Decision", "Reason", "RuleExplanation", "compile_policy", "derive"]
+
+Reason = Literal["derived", "damped", "deadband", "no-data"]
+
+_LINEAR, _LOG, _INVERSE = 0, 1, 2
+_SCALING_CODES = {Scaling.LINEAR: _LINEAR, Scaling.LOGARITHMIC: _LOG, Scaling.INVERSE: _INVERSE}
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledBuiltin:
+    index: int
+    metric: str
+    job_level: bool
+    weight: float
+    lo: float
+    span: float
+    scaling: int
+    min_priority: float
+    priority_span: float
+    aggregation: Aggregation
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledCustom:
+    index: int
+    arn: str
+    weight: float | None
+    fallback: float
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    """A policy flattened for evaluation. Build it with :func:`compile_policy`."""
+
+    name: str
+    builtins: tuple[_CompiledBuiltin, ...]
+    weighted_customs: tuple[_CompiledCustom, ...]
+    stages: tuple[_CompiledCustom, ...]
+    rule_count: int
+    initial_priority: int
+    max_priority_change: float
+    deadband: float
+
+
+def compile_policy(policy: PriorityDerivationPolicy) -> CompiledPolicy:
+    builtins: list[_CompiledBuiltin] = []
+    weighted: list[_CompiledCustom] = []
+    stages: list[_CompiledCustom] = []
+    for index, rule in enumerate(policy.spec.derivation_rules):
+        if isinstance(rule, BuiltinRule):
+            lo, hi = rule.effective_range
+            builtins.append(
+                _CompiledBuiltin(
+                    index=index,
+                    metric=rule.metric.value,
+                    job_level=rule.metric.job_level,
+                    weight=rule.weight,
+                    lo=lo,
+                    span=hi - lo,
+                    scaling=_SCALING_CODES[rule.scaling],
+                    min_priority=rule.min_priority,
+                    priority_span=rule.max_priority - rule.min_priority,
+                    aggregation=rule.aggregation,
+                )
+            )
+        elif isinstance(rule, CustomRuleEntry):
+            custom = rule.custom
+            compiled = _CompiledCustom(
+                index, custom.arn, custom.weight, custom.fallback_priority, custom.timeout_ms
+            )
+            (weighted if custom.weight is not None else stages).append(compiled)
+    spec = policy.spec
+    return CompiledPolicy(
+        name=policy.name,
+        builtins=tuple(builtins),
+        weighted_customs=tuple(weighted),
+        stages=tuple(stages),
+        rule_count=len(spec.derivation_rules),
+        initial_priority=spec.initial_priority,
+        max_priority_change=spec.max_priority_change,
+        deadband=spec.deadband,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RuleExplanation:
+    """How one rule contributed. ``outcome``: ``used`` / ``no-data`` (built-in), ``answered`` /
+    ``fallback:<reason>`` (custom). ``value`` is the aggregated raw metric, or the custom rule's answer."""
+
+    index: int
+    kind: Literal["builtin", "custom"]
+    metric: str | None
+    arn: str | None
+    value: float | None
+    normalized: float | None
+    score: float | None
+    priority: float | None
+    weight: float | None
+    used: bool
+    outcome: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"index": self.index, "kind": self.kind}
+        if self.kind == "builtin":
+            entry["metric"] = self.metric
+        else:
+            entry["arn"] = self.arn
+        entry.update(
+            value=self.value,
+            normalized=self.normalized,
+            score=self.score,
+            priority=self.priority,
+            weight=self.weight,
+            used=self.used,
+            outcome=self.outcome,
+        )
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The result for one job. ``target`` is clamped but undamped (None on no-data); ``base`` is the
+    weighted mean of the components (None without any)."""
+
+    policy: str
+    job_id: str
+    priority: int
+    previous: int
+    target: float | None
+    base: float | None
+    reason: Reason
+    rules: tuple[RuleExplanation, ...]
+
+    @property
+    def changed(self) -> bool:
+        return self.priority != self.previous
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "priority": self.priority,
+            "previous": self.previous,
+            "target": self.target,
+            "base": self.base,
+            "reason": self.reason,
+            "rules": [rule.to_dict() for rule in self.rules],
+        }
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return low if value < low else high if value > high else value
+
+
+def _aggregate(values: Sequence[float], aggregation: Aggregation) -> float:
+    if aggregation is Aggregation.MEAN:
+        return math.fsum(values) / len(values)
+    return min(values) if aggregation is Aggregation.MIN else max(values)
+
+
+def _evaluate_builtin(rule: _CompiledBuiltin, job: JobMetrics) -> RuleExplanation:
+    metric = rule.metric
+    if rule.job_level:
+        value = job.job_values.get(metric)
+        values = [] if value is None else [value]
+    else:
+        values = [node.values[metric] for node in job.nodes if metric in node.values]
+    if not values:
+        return RuleExplanation(
+            rule.index, "builtin", metric, None, None, None, None, None, rule.weight, False, "no-data"
+        )
+    value = _aggregate(values, rule.aggregation)
+    x = _clamp((value - rule.lo) / rule.span, 0.0, 1.0)
+    if rule.scaling == _LINEAR:
+        score = x
+    elif rule.scaling == _LOG:
+        score = math.log10(1.0 + 9.0 * x)
+    else:
+        score = 1.0 - x
+    priority = rule.min_priority + rule.priority_span * score
+    return RuleExplanation(rule.index, "builtin", metric, None, value, x, score, priority, rule.weight, True, "used")
+
+
+def _evaluate_custom(
+    rule: _CompiledCustom,
+    policy: CompiledPolicy,
+    job: JobMetrics,
+    previous: int,
+    base_priority: float | None,
+    invoker: CustomRuleInvoker | None,
+) -> RuleExplanation:
+    answer: float | None = None
+    outcome = "answered"
+    detail = ""
+    if invoker is None:
+        outcome = f"fallback:{FailureReason.NOT_INVOKED.value}"
+    else:
+        call = CustomRuleCall(
+            policy.name, rule.index, rule.arn, rule.timeout_ms, build_event(policy.name, job, previous, base_priority)
+        )
+        try:
+            answer = parse_answer(invoker.invoke(call))
+        except CustomRuleFailure as failure:
+            outcome, detail = f"fallback:{failure.reason.value}", failure.detail
+        except Exception as error:  # noqa: BLE001 - a broken rule must never stop a cycle (DESIGN §4.5)
+            outcome, detail = f"fallback:{FailureReason.ERROR.value}", f"{type(error).__name__}: {error}"
+    priority = rule.fallback if answer is None else _clamp(answer, 0.0, 100.0)
+    return RuleExplanation(
+        rule.index, "custom", None, rule.arn, answer, None, None, priority, rule.weight, True, outcome, detail
+    )
+
+
+def _weighted_mean(explanations: Sequence[RuleExplanation]) -> float | None:
+    total_weight = 0.0
+    total = 0.0
+    for explanation in explanations:
+        if explanation.used and explanation.weight is not None and explanation.priority is not None:
+            total_weight += explanation.weight
+            total += explanation.weight * explanation.priority
+    return total / total_weight if total_weight > 0 else None
+
+
+def _damp(policy: CompiledPolicy, previous: int, target: float) -> tuple[int, Reason]:
+    delta = target - previous
+    if abs(delta) < policy.deadband:
+        return previous, "deadband"
+    limit = policy.max_priority_change
+    step = _clamp(delta, -limit, limit)
+    applied = math.floor(previous + step + 0.5)
+    # Rounding may not carry a fractional maxPriorityChange past its bound (docs/decisions.md).
+    cap = math.floor(limit)
+    applied = int(_clamp(applied, previous - cap, previous + cap))
+    return applied, ("damped" if step != delta else "derived")
+
+
+def derive(
+    policy: CompiledPolicy | PriorityDerivationPolicy,
+    job: JobMetrics,
+    previous: int | None = None,
+    invoker: CustomRuleInvoker | None = None,
+) -> Decision:
+    """Derive the next applied priority for ``job``.
+
+    ``previous`` is the applied priority (an integer 0..100); None means never derived, so the policy's
+    ``initialPriority``. Custom rules go through ``invoker``; without one they use their fallback.
+    """
+    compiled = policy if isinstance(policy, CompiledPolicy) else compile_policy(policy)
+    prev = compiled.initial_priority if previous is None else previous
+    if isinstance(prev, bool) or not isinstance(prev, int) or not 0 <= prev <= 100:
+        raise ValueError(f"previous priority must be an integer 0..100, got {prev!r}")
+
+    explanations: list[RuleExplanation] = [_evaluate_builtin(rule, job) for rule in compiled.builtins]
+    builtin_base = _weighted_mean(explanations)
+    for custom in compiled.weighted_customs:
+        explanations.append(_evaluate_custom(custom, compiled, job, prev, builtin_base, invoker))
+    base = _weighted_mean(explanations)
+
+    running = prev if base is None else base
+    for stage in compiled.stages:
+        explanation = _evaluate_custom(stage, compiled, job, prev, running, invoker)
+        explanations.append(explanation)
+        running = explanation.priority if explanation.priority is not None else running
+
+    explanations.sort(key=lambda explanation: explanation.index)
+    if base is None and not compiled.stages:
+        return Decision(compiled.name, job.job_id, prev, prev, None, None, "no-data", tuple(explanations))
+    target = _clamp(running, 0.0, 100.0)
+    applied, reason = _damp(compiled, prev, target)
+    return Decision(compiled.name, job.job_id, applied, prev, target, base, reason, tuple(explanations))

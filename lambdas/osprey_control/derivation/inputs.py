@@ -1,0 +1,40 @@
+"""What the engine derives from: one job's metrics, per node, in raw units (DESIGN §3 table)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["JobMetrics", "NodeMetrics", "mean_of_gpus"]
+
+
+def mean_of_gpus(values: float | Sequence[float]) -> float | None:
+    """A node's value from a number or a list of per-GPU numbers (averaged); an empty list is no data."""
+    if isinstance(values, int | float):
+        return float(values)
+    if not values:
+        return None
+    return math.fsum(values) / len(values)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMetrics:
+    """One node (EC2 instance, SageMaker host or pod): metric name → raw value, GPU values already averaged.
+
+    A metric that is absent has no data on this node; it is never read as zero.
+    """
+
+    node_id: str
+    values: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobMetrics:
+    """One job: job-level values (``queue_wait``) and its nodes."""
+
+    job_id: str
+    nodes: Sequence[NodeMetrics] = ()
+    job_values: Mapping[str, float] = field(default_factory=dict)
+    backend: str = "unknown"
+    name: str = ""

@@ -1,0 +1,123 @@
+"""The metrics file of ``osprey derive``: one job's metrics in raw units (DESIGN §3, §4).
+
+```json
+{"job": {"id": "j1", "backend": "sagemaker", "queue_wait": 0},
+ "nodes": [{"node_id": "i-1", "gpu_utilization": [95, 91], "node_interconnect_latency": 120}]}
+```
+A node value is a number or a list of per-GPU numbers (averaged; an empty list is no data). Unknown keys are
+ignored. A non-numeric or non-finite value is an error naming its path (``nodes[0].gpu_utilization``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from osprey_control.derivation.inputs import JobMetrics, NodeMetrics, mean_of_gpus
+from osprey_control.policy.loader import MAX_FILE_BYTES
+from osprey_control.policy.model import Metric
+from osprey_control.policy.safe_yaml import YamlProblem, read_documents
+
+__all__ = ["MetricsFileError", "parse_metrics_document", "read_metrics_file"]
+
+_NODE_METRICS = tuple(metric.value for metric in Metric if not metric.job_level)
+_JOB_METRICS = tuple(metric.value for metric in Metric if metric.job_level)
+
+
+class MetricsFileError(ValueError):
+    """A problem in a metrics file; ``path`` is the field path."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
+def _number(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MetricsFileError(path, f"must be a number, got {json.dumps(value)[:40]}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise MetricsFileError(path, f"must be a finite number, got {number}")
+    return number
+
+
+def _node_value(value: Any, path: str) -> float | None:
+    if isinstance(value, list):
+        return mean_of_gpus([_number(item, f"{path}[{index}]") for index, item in enumerate(value)])
+    return _number(value, path)
+
+
+def _text(value: Any, path: str, default: str) -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise MetricsFileError(path, "must be a string")
+    return str(value)
+
+
+def parse_metrics_document(data: Any) -> JobMetrics:
+    """Validate an already-decoded metrics document."""
+    if not isinstance(data, Mapping):
+        raise MetricsFileError("(document)", "must be an object with 'job' and 'nodes'")
+    job = data.get("job", {})
+    if not isinstance(job, Mapping):
+        raise MetricsFileError("job", "must be an object")
+    nodes = data.get("nodes", [])
+    if not isinstance(nodes, list):
+        raise MetricsFileError("nodes", "must be a list of objects")
+
+    job_values = {
+        metric: _number(job[metric], f"job.{metric}") for metric in _JOB_METRICS if job.get(metric) is not None
+    }
+    parsed_nodes = []
+    for index, node in enumerate(nodes):
+        path = f"nodes[{index}]"
+        if not isinstance(node, Mapping):
+            raise MetricsFileError(path, "must be an object")
+        values: dict[str, float] = {}
+        for metric in _NODE_METRICS:
+            if node.get(metric) is None:
+                continue
+            value = _node_value(node[metric], f"{path}.{metric}")
+            if value is not None:
+                values[metric] = value
+        parsed_nodes.append(NodeMetrics(_text(node.get("node_id"), f"{path}.node_id", f"node-{index}"), values))
+    return JobMetrics(
+        job_id=_text(job.get("id"), "job.id", "job"),
+        nodes=tuple(parsed_nodes),
+        job_values=job_values,
+        backend=_text(job.get("backend"), "job.backend", "unknown"),
+        name=_text(job.get("name"), "job.name", ""),
+    )
+
+
+def read_metrics_file(path: str | Path) -> JobMetrics:
+    """Read a JSON (or, by suffix, YAML) metrics file. Raises :class:`MetricsFileError` or OSError."""
+    path = Path(path)
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_FILE_BYTES * 4 + 1)
+    if len(raw) > MAX_FILE_BYTES * 4:
+        raise MetricsFileError("(file)", f"file is larger than {MAX_FILE_BYTES * 4} bytes")
+    text = raw.decode("utf-8", errors="strict")
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            documents = read_documents(text)
+        except YamlProblem as problem:
+            raise MetricsFileError(problem.location, problem.message) from None
+        if len(documents) != 1:
+            raise MetricsFileError("(file)", "must hold exactly one YAML document")
+        return parse_metrics_document(documents[0][1])
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as error:
+        raise MetricsFileError(f"line {error.lineno}, column {error.colno}", f"not valid JSON: {error.msg}") from None
+    return parse_metrics_document(data)
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN / Infinity are not JSON; accepting them would hide a broken exporter.
+    raise MetricsFileError("(file)", f"{name} is not a valid JSON number; metric values must be finite")
