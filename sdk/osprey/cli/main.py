@@ -9,6 +9,7 @@ import typer
 
 from osprey import __version__
 from osprey.cli.derive import derive_command
+from osprey.cli.eks import eks_app
 from osprey.cli.policy import policy_app
 
 __all__ = ["app", "main"]
@@ -23,6 +24,7 @@ app = typer.Typer(
 app.add_typer(policy_app, name="policy")
 app.command("derive")(derive_command)
 # Further command groups (eks, jobs, local, plan, ...) are registered below, one line each.
+app.add_typer(eks_app, name="eks")
 
 
 def _version(value: bool) -> None:

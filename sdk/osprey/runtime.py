@@ -1,0 +1,193 @@
+"""In-job runtime: read the Osprey environment and report metrics as CloudWatch Embedded Metric Format.
+
+SageMaker, AWS Batch and EKS (Container Insights / Fluent Bit) ship a job's stdout to CloudWatch Logs,
+where each EMF line becomes a metric. Nothing here calls AWS.
+
+Metrics (namespace ``/aws/osprey``, or ``OSPREY_METRICS_NAMESPACE``):
+
+==================================  ==============  ===================================================
+metric name                         unit            reported by
+==================================  ==============  ===================================================
+``InterconnectLatencyMicroseconds``  Microseconds    :func:`report_interconnect_latency` (policy metric
+                                                    ``node_interconnect_latency``)
+``StepTimeSeconds``                 Seconds         :func:`report_step_time`
+==================================  ==============  ===================================================
+
+Every line has exactly one dimension set, ``[Backend, JobId, Host]``, so the control plane's collector
+queries ``GetMetricData`` MetricStat with exactly these three dimensions:
+
+- ``Backend``: ``sagemaker`` | ``batch`` | ``eks`` | ``unknown``.
+- ``JobId``: SageMaker: the training job name (``TRAINING_JOB_NAME``); Batch: the job ID
+  (``AWS_BATCH_JOB_ID`` without a multi-node ``#<index>`` suffix, i.e. the parent job); EKS:
+  ``<namespace>/<job name>`` (``OSPREY_JOB_ID``, set by ``osprey.eks.annotate``); else ``unknown``.
+- ``Host``: SageMaker: ``current_host`` of ``/opt/ml/input/config/resourceconfig.json`` (``algo-1``, ...),
+  else ``SM_CURRENT_HOST``; Batch: ``AWS_BATCH_JOB_NODE_INDEX`` (``0`` for a single-node job); EKS: the pod
+  name (``OSPREY_K8S_POD_NAME``, else ``HOSTNAME``); else ``HOSTNAME`` or ``unknown``.
+- ``OSPREY_JOB_ID`` and ``OSPREY_HOST`` override the detected values on every backend.
+
+The line also carries ``PolicyName`` (from ``OSPREY_PRIORITY_POLICY``) as a plain property (not a
+dimension, so it adds no metric cost).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from osprey_control.contract import OspreyBlock, from_environment
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DIMENSIONS",
+    "INTERCONNECT_LATENCY_METRIC",
+    "RESOURCE_CONFIG_PATH",
+    "STEP_TIME_METRIC",
+    "config",
+    "emf_record",
+    "job_dimensions",
+    "measure_interconnect_latency",
+    "report_interconnect_latency",
+    "report_step_time",
+]
+
+DEFAULT_NAMESPACE = "/aws/osprey"
+INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
+STEP_TIME_METRIC = "StepTimeSeconds"
+DIMENSIONS = ("Backend", "JobId", "Host")
+RESOURCE_CONFIG_PATH = Path("/opt/ml/input/config/resourceconfig.json")
+
+
+def config(environment: Mapping[str, str] | None = None) -> OspreyBlock | None:
+    """The job's Osprey settings from its ``OSPREY_*`` environment; None when the job has not opted in."""
+    return from_environment(os.environ if environment is None else environment, strict=False)
+
+
+def _sagemaker_host(environment: Mapping[str, str], resource_config: Path) -> str | None:
+    try:
+        host = json.loads(resource_config.read_text()).get("current_host")
+    except (OSError, ValueError, AttributeError):
+        host = None
+    return str(host) if host else environment.get("SM_CURRENT_HOST")
+
+
+def job_dimensions(
+    environment: Mapping[str, str] | None = None, *, resource_config: Path = RESOURCE_CONFIG_PATH
+) -> dict[str, str]:
+    """``{"Backend", "JobId", "Host"}`` for the current process (rules in the module docstring)."""
+    env = os.environ if environment is None else environment
+    if "TRAINING_JOB_NAME" in env or "SM_CURRENT_HOST" in env or resource_config.exists():
+        backend = "sagemaker"
+        job_id = env.get("TRAINING_JOB_NAME")
+        host = _sagemaker_host(env, resource_config)
+    elif "AWS_BATCH_JOB_ID" in env:
+        backend = "batch"
+        job_id = env["AWS_BATCH_JOB_ID"].split("#", 1)[0]
+        host = env.get("AWS_BATCH_JOB_NODE_INDEX", "0")
+    elif "KUBERNETES_SERVICE_HOST" in env:
+        backend = "eks"
+        job_id = None
+        host = env.get("OSPREY_K8S_POD_NAME") or env.get("HOSTNAME")
+    else:
+        backend, job_id, host = "unknown", None, env.get("HOSTNAME")
+    return {
+        "Backend": backend,
+        "JobId": env.get("OSPREY_JOB_ID") or job_id or "unknown",
+        "Host": env.get("OSPREY_HOST") or host or "unknown",
+    }
+
+
+def emf_record(
+    metrics: Mapping[str, tuple[float, str]],
+    *,
+    environment: Mapping[str, str] | None = None,
+    timestamp_ms: int | None = None,
+    resource_config: Path = RESOURCE_CONFIG_PATH,
+) -> dict[str, Any]:
+    """One EMF document for ``{metric name: (value, unit)}`` with the job's dimensions."""
+    if not metrics or len(metrics) > 100:
+        raise ValueError("an EMF directive holds 1 to 100 metrics")
+    for name, (value, _unit) in metrics.items():
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    env = os.environ if environment is None else environment
+    dimensions = job_dimensions(env, resource_config=resource_config)
+    record: dict[str, Any] = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": env.get("OSPREY_METRICS_NAMESPACE") or DEFAULT_NAMESPACE,
+                    "Dimensions": [list(DIMENSIONS)],
+                    "Metrics": [{"Name": name, "Unit": unit} for name, (_value, unit) in metrics.items()],
+                }
+            ],
+        },
+        **dimensions,
+    }
+    policy = env.get("OSPREY_PRIORITY_POLICY")
+    if policy:
+        record["PolicyName"] = policy
+    record.update({name: float(value) for name, (value, _unit) in metrics.items()})
+    return record
+
+
+def _emit(metrics: Mapping[str, tuple[float, str]], stream: TextIO | None) -> dict[str, Any]:
+    record = emf_record(metrics)
+    out = stream if stream is not None else sys.stdout
+    # One JSON document per line: the CloudWatch agent / Logs EMF parser splits on newlines.
+    out.write(json.dumps(record, separators=(",", ":")) + "\n")
+    out.flush()
+    return record
+
+
+def report_interconnect_latency(microseconds: float, *, stream: TextIO | None = None) -> dict[str, Any]:
+    """Print one EMF line with ``InterconnectLatencyMicroseconds``; returns the document."""
+    if microseconds < 0:
+        raise ValueError(f"latency must be >= 0 microseconds, got {microseconds!r}")
+    return _emit({INTERCONNECT_LATENCY_METRIC: (microseconds, "Microseconds")}, stream)
+
+
+def report_step_time(seconds: float, *, stream: TextIO | None = None) -> dict[str, Any]:
+    """Print one EMF line with ``StepTimeSeconds``; returns the document."""
+    if seconds < 0:
+        raise ValueError(f"step time must be >= 0 seconds, got {seconds!r}")
+    return _emit({STEP_TIME_METRIC: (seconds, "Seconds")}, stream)
+
+
+def measure_interconnect_latency(*, iterations: int = 10, warmup: int = 2, elements: int = 1) -> float | None:
+    """Median wall time in microseconds of a tiny ``torch.distributed.all_reduce``.
+
+    Returns None when torch is not installed, ``torch.distributed`` is unavailable, or no process group
+    is initialised. The tensor is on the current CUDA device for the NCCL backend (the interconnect that
+    matters), on CPU otherwise. Every rank must call it, like any collective.
+    """
+    try:
+        # torch is optional (not a dependency) and heavy: import it only when measuring.
+        import torch  # type: ignore[import-not-found]  # noqa: PLC0415
+        import torch.distributed as dist  # type: ignore[import-not-found]  # noqa: PLC0415
+    except ImportError:
+        return None
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    on_gpu = dist.get_backend() == "nccl" and torch.cuda.is_available()
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    tensor = torch.ones(elements, device=device)
+    samples: list[float] = []
+    for index in range(warmup + iterations):
+        if on_gpu:
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        dist.all_reduce(tensor)
+        if on_gpu:
+            torch.cuda.synchronize(device)
+        elapsed = (time.perf_counter() - start) * 1e6
+        if index >= warmup:
+            samples.append(elapsed)
+    return float(statistics.median(samples))
