@@ -1,0 +1,79 @@
+"""Given a metrics file for `osprey derive`, when it is read, then values are averaged per node, unknown keys
+ignored, and bad values rejected with their path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osprey_control.derivation import MetricsFileError, parse_metrics_document, read_metrics_file
+
+
+def test_per_gpu_lists_are_averaged_and_unknown_keys_ignored() -> None:
+    job = parse_metrics_document(
+        {
+            "job": {"id": "j1", "queue_wait": 30, "owner": "team-a"},
+            "nodes": [
+                {"node_id": "i-1", "gpu_utilization": [90, 100, 80, 70], "temperature": 71},
+                {"gpu_utilization": 55, "memory_bandwidth_utilization": []},
+            ],
+            "extra": True,
+        }
+    )
+    assert job.job_id == "j1"
+    assert job.job_values == {"queue_wait": 30.0}
+    assert [node.node_id for node in job.nodes] == ["i-1", "node-1"]
+    assert job.nodes[0].values == {"gpu_utilization": 85.0}
+    assert job.nodes[1].values == {"gpu_utilization": 55.0}  # an empty per-GPU list is no data
+
+
+@pytest.mark.parametrize(
+    ("document", "path"),
+    [
+        ({"nodes": [{"gpu_utilization": "95"}]}, "nodes[0].gpu_utilization"),
+        ({"nodes": [{}, {"node_interconnect_latency": True}]}, "nodes[1].node_interconnect_latency"),
+        ({"nodes": [{"gpu_utilization": [90, "x"]}]}, "nodes[0].gpu_utilization[1]"),
+        ({"nodes": [{"gpu_utilization": float("inf")}]}, "nodes[0].gpu_utilization"),
+        ({"job": {"queue_wait": "long"}}, "job.queue_wait"),
+        ({"nodes": {"gpu_utilization": 1}}, "nodes"),
+        ({"nodes": [5]}, "nodes[0]"),
+        ({"job": []}, "job"),
+        ([], "(document)"),
+    ],
+)
+def test_bad_values_name_their_path(document: Any, path: str) -> None:
+    with pytest.raises(MetricsFileError) as raised:
+        parse_metrics_document(document)
+    assert raised.value.path == path
+
+
+def test_json_nan_is_rejected(tmp_path: Path) -> None:
+    file = tmp_path / "m.json"
+    file.write_text('{"nodes": [{"gpu_utilization": NaN}]}')
+    with pytest.raises(MetricsFileError, match="NaN is not a valid JSON number"):
+        read_metrics_file(file)
+
+
+def test_invalid_json_reports_line_and_column(tmp_path: Path) -> None:
+    file = tmp_path / "m.json"
+    file.write_text('{"nodes": [\n  {"gpu_utilization": }]}')
+    with pytest.raises(MetricsFileError) as raised:
+        read_metrics_file(file)
+    assert raised.value.path == "line 2, column 23"
+
+
+def test_yaml_metrics_files_are_read_by_suffix(tmp_path: Path) -> None:
+    file = tmp_path / "m.yaml"
+    file.write_text("job: {id: j9}\nnodes:\n- {node_id: a, gpu_utilization: [50, 70]}\n")
+    assert read_metrics_file(file).nodes[0].values == {"gpu_utilization": 60.0}
+
+
+def test_shipped_sample_fleet_is_valid(repo_root: Path) -> None:
+    files = sorted((repo_root / "docs/examples/fleet").glob("*.json"))
+    assert len(files) >= 5
+    for file in files:
+        job = read_metrics_file(file)
+        assert job.job_id == json.loads(file.read_text())["job"]["id"]
