@@ -7,7 +7,7 @@
 from osprey_control.derivation.custom import (
     EVENT_VERSION,
     CustomRuleCall,
-    CustomRuleFailure,
+    CustomRuleError,
     CustomRuleInvoker,
     FailureReason,
     build_event,
@@ -28,7 +28,7 @@ __all__ = [
     "EVENT_VERSION",
     "CompiledPolicy",
     "CustomRuleCall",
-    "CustomRuleFailure",
+    "CustomRuleError",
     "CustomRuleInvoker",
     "Decision",
     "FailureReason",

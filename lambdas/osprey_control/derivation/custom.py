@@ -2,7 +2,7 @@
 
 The engine never talks to AWS. It hands a :class:`CustomRuleCall` to an injected :class:`CustomRuleInvoker`;
 the control plane's Lambda invoker lives with the adapters. The invoker returns the function's decoded JSON
-answer or raises :class:`CustomRuleFailure` (or anything else, counted as ``error``).
+answer or raises :class:`CustomRuleError` (or anything else, counted as ``error``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from osprey_control.derivation.inputs import JobMetrics
 __all__ = [
     "EVENT_VERSION",
     "CustomRuleCall",
-    "CustomRuleFailure",
+    "CustomRuleError",
     "CustomRuleInvoker",
     "FailureReason",
     "build_event",
@@ -39,7 +39,7 @@ _EVENT_NODE_FIELDS: tuple[tuple[str, str, float], ...] = (
 
 
 class FailureReason(StrEnum):
-    """Why a custom rule fell back. Published as the ``reason`` dimension of CustomRuleFailures."""
+    """Why a custom rule fell back. Published as the ``reason`` dimension of CustomRuleErrors."""
 
     ERROR = "error"  # the function raised, or the invocation failed
     TIMEOUT = "timeout"
@@ -51,7 +51,7 @@ class FailureReason(StrEnum):
     NOT_ALLOWED = "not-allowed"  # the deployment does not allow this function
 
 
-class CustomRuleFailure(Exception):
+class CustomRuleError(Exception):
     """Raised by an invoker to say why a rule has no answer."""
 
     def __init__(self, reason: FailureReason, detail: str = "") -> None:
@@ -72,7 +72,7 @@ class CustomRuleCall:
 
 
 class CustomRuleInvoker(Protocol):
-    """Invokes a custom rule and returns its decoded answer, or raises :class:`CustomRuleFailure`."""
+    """Invokes a custom rule and returns its decoded answer, or raises :class:`CustomRuleError`."""
 
     def invoke(self, call: CustomRuleCall) -> Any: ...
 
@@ -106,31 +106,31 @@ def _decode_json(text: Any) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        raise CustomRuleFailure(FailureReason.UNPARSABLE, "answer is not JSON") from None
+        raise CustomRuleError(FailureReason.UNPARSABLE, "answer is not JSON") from None
 
 
 def parse_answer(answer: Any) -> float:
     """``{"derived_priority": N}`` or ``{"statusCode": 200, "body": "{\\"derived_priority\\": N}"}`` → N.
 
-    Raises :class:`CustomRuleFailure` with the reason; the engine then uses the rule's fallback. The value is
+    Raises :class:`CustomRuleError` with the reason; the engine then uses the rule's fallback. The value is
     returned as answered (not yet clamped).
     """
     answer = _decode_json(answer)
     if isinstance(answer, Mapping) and "statusCode" in answer:
         if answer.get("statusCode") != 200:
-            raise CustomRuleFailure(FailureReason.UNPARSABLE, f"statusCode {answer.get('statusCode')!r}")
+            raise CustomRuleError(FailureReason.UNPARSABLE, f"statusCode {answer.get('statusCode')!r}")
         answer = _decode_json(answer.get("body"))
     if not isinstance(answer, Mapping):
-        raise CustomRuleFailure(FailureReason.UNPARSABLE, "answer is not a JSON object")
+        raise CustomRuleError(FailureReason.UNPARSABLE, "answer is not a JSON object")
     value = answer.get("derived_priority")
     if value is None:
-        raise CustomRuleFailure(FailureReason.MISSING, "no derived_priority in the answer")
+        raise CustomRuleError(FailureReason.MISSING, "no derived_priority in the answer")
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CustomRuleFailure(FailureReason.UNPARSABLE, f"derived_priority is {type(value).__name__}")
+        raise CustomRuleError(FailureReason.UNPARSABLE, f"derived_priority is {type(value).__name__}")
     try:
         number = float(value)
     except OverflowError:  # an integer too large for a float
-        raise CustomRuleFailure(FailureReason.NON_FINITE, "derived_priority is out of range") from None
+        raise CustomRuleError(FailureReason.NON_FINITE, "derived_priority is out of range") from None
     if not math.isfinite(number):
-        raise CustomRuleFailure(FailureReason.NON_FINITE, f"derived_priority is {number}")
+        raise CustomRuleError(FailureReason.NON_FINITE, f"derived_priority is {number}")
     return number

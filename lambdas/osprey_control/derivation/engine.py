@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from osprey_control.derivation.custom import (
     CustomRuleCall,
-    CustomRuleFailure,
+    CustomRuleError,
     CustomRuleInvoker,
     FailureReason,
     build_event,
@@ -209,11 +209,14 @@ def _evaluate_builtin(rule: _CompiledBuiltin, job: JobMetrics) -> RuleExplanatio
     else:
         score = 1.0 - x
     priority = rule.min_priority + rule.priority_span * score
-    return RuleExplanation(rule.index, "builtin", metric, None, value, x, score, priority, rule.weight, True, "used")
+    return RuleExplanation(
+        rule.index, "builtin", metric, None, value, x, score, priority, rule.weight, True, "used"
+    )
 
 
 def _evaluate_custom(
     rule: _CompiledCustom,
+    *,
     policy: CompiledPolicy,
     job: JobMetrics,
     previous: int,
@@ -227,13 +230,17 @@ def _evaluate_custom(
         outcome = f"fallback:{FailureReason.NOT_INVOKED.value}"
     else:
         call = CustomRuleCall(
-            policy.name, rule.index, rule.arn, rule.timeout_ms, build_event(policy.name, job, previous, base_priority)
+            policy.name,
+            rule.index,
+            rule.arn,
+            rule.timeout_ms,
+            build_event(policy.name, job, previous, base_priority),
         )
         try:
             answer = parse_answer(invoker.invoke(call))
-        except CustomRuleFailure as failure:
+        except CustomRuleError as failure:
             outcome, detail = f"fallback:{failure.reason.value}", failure.detail
-        except Exception as error:  # noqa: BLE001 - a broken rule must never stop a cycle (DESIGN §4.5)
+        except Exception as error:  # a broken rule must never stop a cycle (DESIGN §4.5)
             outcome, detail = f"fallback:{FailureReason.ERROR.value}", f"{type(error).__name__}: {error}"
     priority = rule.fallback if answer is None else _clamp(answer, 0.0, 100.0)
     return RuleExplanation(
@@ -283,12 +290,18 @@ def derive(
     explanations: list[RuleExplanation] = [_evaluate_builtin(rule, job) for rule in compiled.builtins]
     builtin_base = _weighted_mean(explanations)
     for custom in compiled.weighted_customs:
-        explanations.append(_evaluate_custom(custom, compiled, job, prev, builtin_base, invoker))
+        explanations.append(
+            _evaluate_custom(
+                custom, policy=compiled, job=job, previous=prev, base_priority=builtin_base, invoker=invoker
+            )
+        )
     base = _weighted_mean(explanations)
 
     running = prev if base is None else base
     for stage in compiled.stages:
-        explanation = _evaluate_custom(stage, compiled, job, prev, running, invoker)
+        explanation = _evaluate_custom(
+            stage, policy=compiled, job=job, previous=prev, base_priority=running, invoker=invoker
+        )
         explanations.append(explanation)
         running = explanation.priority if explanation.priority is not None else running
 

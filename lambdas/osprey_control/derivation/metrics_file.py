@@ -19,7 +19,7 @@ from typing import Any
 from osprey_control.derivation.inputs import JobMetrics, NodeMetrics, mean_of_gpus
 from osprey_control.policy.loader import MAX_FILE_BYTES
 from osprey_control.policy.model import Metric
-from osprey_control.policy.safe_yaml import YamlProblem, read_documents
+from osprey_control.policy.safe_yaml import UnsafeYamlError, read_documents
 
 __all__ = ["MetricsFileError", "parse_metrics_document", "read_metrics_file"]
 
@@ -71,7 +71,9 @@ def parse_metrics_document(data: Any) -> JobMetrics:
         raise MetricsFileError("nodes", "must be a list of objects")
 
     job_values = {
-        metric: _number(job[metric], f"job.{metric}") for metric in _JOB_METRICS if job.get(metric) is not None
+        metric: _number(job[metric], f"job.{metric}")
+        for metric in _JOB_METRICS
+        if job.get(metric) is not None
     }
     parsed_nodes = []
     for index, node in enumerate(nodes):
@@ -85,7 +87,9 @@ def parse_metrics_document(data: Any) -> JobMetrics:
             value = _node_value(node[metric], f"{path}.{metric}")
             if value is not None:
                 values[metric] = value
-        parsed_nodes.append(NodeMetrics(_text(node.get("node_id"), f"{path}.node_id", f"node-{index}"), values))
+        parsed_nodes.append(
+            NodeMetrics(_text(node.get("node_id"), f"{path}.node_id", f"node-{index}"), values)
+        )
     return JobMetrics(
         job_id=_text(job.get("id"), "job.id", "job"),
         nodes=tuple(parsed_nodes),
@@ -106,7 +110,7 @@ def read_metrics_file(path: str | Path) -> JobMetrics:
     if path.suffix in (".yaml", ".yml"):
         try:
             documents = read_documents(text)
-        except YamlProblem as problem:
+        except UnsafeYamlError as problem:
             raise MetricsFileError(problem.location, problem.message) from None
         if len(documents) != 1:
             raise MetricsFileError("(file)", "must hold exactly one YAML document")
@@ -114,7 +118,9 @@ def read_metrics_file(path: str | Path) -> JobMetrics:
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as error:
-        raise MetricsFileError(f"line {error.lineno}, column {error.colno}", f"not valid JSON: {error.msg}") from None
+        raise MetricsFileError(
+            f"line {error.lineno}, column {error.colno}", f"not valid JSON: {error.msg}"
+        ) from None
     return parse_metrics_document(data)
 
 

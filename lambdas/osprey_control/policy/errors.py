@@ -72,7 +72,7 @@ _CONTAINER_MODELS: dict[str, type[BaseModel]] = {
     "spec": PolicySpec,
     "coScheduling": CoScheduling,
 }
-_RULE_TAGS = {"builtin": BuiltinRule, "custom": CustomRuleEntry}
+_RULE_TAGS: dict[str, type[BaseModel]] = {"builtin": BuiltinRule, "custom": CustomRuleEntry}
 
 
 def _strip_union_tags(loc: Sequence[int | str]) -> list[int | str]:
@@ -137,11 +137,11 @@ def describe_error(error: ErrorDetails) -> tuple[str, str]:
 
     if kind == "extra_forbidden":
         model = _model_at(raw_loc[:-1])
-        allowed = _field_names(model) if model else []
+        fields = _field_names(model) if model else []
         unknown = str(raw_loc[-1])
-        hint = difflib.get_close_matches(unknown, allowed, n=1)
+        hint = difflib.get_close_matches(unknown, fields, n=1)
         suggestion = f"; did you mean '{hint[0]}'?" if hint else ""
-        listing = f"; allowed fields here: {', '.join(allowed)}" if allowed else ""
+        listing = f"; allowed fields here: {', '.join(fields)}" if fields else ""
         return path, f"unknown field '{unknown}'{suggestion}{listing}"
     if kind == "missing":
         allowed = ALLOWED.get(field)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from osprey_control.policy.errors import describe_error
 from osprey_control.policy.model import PriorityDerivationPolicy
-from osprey_control.policy.safe_yaml import YamlProblem, read_documents
+from osprey_control.policy.safe_yaml import UnsafeYamlError, read_documents
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -144,7 +144,7 @@ def load_policy_text(text: str | bytes, source: str) -> PolicySet:
             return result
     try:
         documents = read_documents(text)
-    except YamlProblem as problem:
+    except UnsafeYamlError as problem:
         label = source if problem.document <= 1 else f"{source}#{problem.document}"
         result.errors.append(PolicyIssue(label, problem.location, problem.message))
         return result

@@ -204,7 +204,9 @@ DerivationRule = Annotated[
 class CoScheduling(_Document):
     enabled: StrictBool = False
     gang_timeout_seconds: Annotated[int, Strict(), Field(ge=1, le=86400)] = 120
-    required_min_workers: Annotated[int, Strict(), Field(ge=1, le=100, description="percent of workers")] = 100
+    required_min_workers: Annotated[int, Strict(), Field(ge=1, le=100, description="percent of workers")] = (
+        100
+    )
     fallback: GangFallback = GangFallback.SERIAL
 
 
@@ -254,4 +256,3 @@ class PriorityDerivationPolicy(_Document):
             for index, rule in enumerate(self.spec.derivation_rules)
             if isinstance(rule, CustomRuleEntry)
         ]
-

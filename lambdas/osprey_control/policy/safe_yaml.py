@@ -2,7 +2,7 @@
 
 It accepts the safe subset only: no explicit tags (``!!python/object``, ``!Ref``, ``!!binary``), no anchors or
 aliases (which is also what makes billion-laughs documents harmless), no duplicate keys, string keys only,
-bounded nesting. Timestamps stay strings. Every problem is reported as :class:`YamlProblem` with the field
+bounded nesting. Timestamps stay strings. Every problem is reported as :class:`UnsafeYamlError` with the field
 path when one is known, else the line and column.
 """
 
@@ -15,14 +15,14 @@ import yaml
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent, ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-__all__ = ["MAX_NESTING", "YamlProblem", "read_documents"]
+__all__ = ["MAX_NESTING", "UnsafeYamlError", "read_documents"]
 
 MAX_NESTING = 32
 _STR_TAG = "tag:yaml.org,2002:str"
 
 
 @dataclass(frozen=True)
-class YamlProblem(Exception):
+class UnsafeYamlError(Exception):
     """Why a YAML text was refused. ``location`` is a field path or ``line L, column C``."""
 
     document: int
@@ -30,7 +30,7 @@ class YamlProblem(Exception):
     message: str
 
 
-def _position(mark: yaml.Mark | None) -> str:
+def _position(mark: Any) -> str:
     if mark is None:
         return "(document)"
     return f"line {mark.line + 1}, column {mark.column + 1}"
@@ -45,21 +45,21 @@ class _SafeSubsetLoader(yaml.SafeLoader):
         self.document_index = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, AliasEvent):
-            raise YamlProblem(
+            raise UnsafeYamlError(
                 self.document_index,
                 _position(event.start_mark),
                 f"aliases (*{event.anchor}) are not allowed; write the value out in full",
             )
         if isinstance(event, NodeEvent) and event.anchor is not None:
-            raise YamlProblem(
+            raise UnsafeYamlError(
                 self.document_index,
                 _position(event.start_mark),
                 f"anchors (&{event.anchor}) are not allowed; write the value out in full",
             )
         if isinstance(event, ScalarEvent | CollectionStartEvent) and event.tag not in (None, "!"):
-            raise YamlProblem(
+            raise UnsafeYamlError(
                 self.document_index,
                 _position(event.start_mark),
                 f"explicit YAML tags ({event.tag}) are not allowed; use plain YAML values",
@@ -67,12 +67,12 @@ class _SafeSubsetLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_NESTING:
-                raise YamlProblem(
+                raise UnsafeYamlError(
                     self.document_index,
                     _position(event.start_mark),
                     f"nesting deeper than {MAX_NESTING} levels is not allowed",
                 )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
@@ -91,7 +91,7 @@ def _check_keys(node: Node, path: str, document: int) -> None:
         seen: set[str] = set()
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag != _STR_TAG:
-                raise YamlProblem(
+                raise UnsafeYamlError(
                     document,
                     path or _position(key_node.start_mark),
                     f"mapping keys must be strings ({_position(key_node.start_mark)})",
@@ -99,7 +99,7 @@ def _check_keys(node: Node, path: str, document: int) -> None:
             key = str(key_node.value)
             child = f"{path}.{key}" if path else key
             if key in seen:
-                raise YamlProblem(
+                raise UnsafeYamlError(
                     document,
                     child,
                     f"duplicate key '{key}' ({_position(key_node.start_mark)}); each key may appear once",
@@ -114,7 +114,7 @@ def _check_keys(node: Node, path: str, document: int) -> None:
 def read_documents(text: str) -> list[tuple[int, Any]]:
     """Parse every document of ``text`` into ``(1-based document number, value)`` pairs.
 
-    Empty documents (nothing, or only ``null``) are dropped. Raises :class:`YamlProblem`.
+    Empty documents (nothing, or only ``null``) are dropped. Raises :class:`UnsafeYamlError`.
     """
     loader = _SafeSubsetLoader(text)
     documents: list[tuple[int, Any]] = []
@@ -127,18 +127,20 @@ def read_documents(text: str) -> list[tuple[int, Any]]:
                 node = loader.get_node()
             except yaml.MarkedYAMLError as error:
                 mark = error.problem_mark or error.context_mark
-                raise YamlProblem(
+                raise UnsafeYamlError(
                     loader.document_index, _position(mark), f"not valid YAML: {error.problem or error}"
                 ) from None
             except yaml.YAMLError as error:
-                raise YamlProblem(loader.document_index, "(document)", f"not valid YAML: {error}") from None
+                raise UnsafeYamlError(
+                    loader.document_index, "(document)", f"not valid YAML: {error}"
+                ) from None
             if node is None:
                 continue
             _check_keys(node, "", loader.document_index)
             try:
                 document = loader.construct_document(node)
             except yaml.YAMLError as error:
-                raise YamlProblem(
+                raise UnsafeYamlError(
                     loader.document_index, _position(node.start_mark), f"not valid YAML: {error}"
                 ) from None
             if document is not None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from osprey.cli.render import render_decision
 from osprey_control.derivation import (
     CustomRuleCall,
-    CustomRuleFailure,
+    CustomRuleError,
     FailureReason,
     MetricsFileError,
     compile_policy,
@@ -32,10 +32,10 @@ class ScriptedInvoker:
 
     def invoke(self, call: CustomRuleCall) -> Any:
         if call.rule_index not in self._answers:
-            raise CustomRuleFailure(FailureReason.NOT_INVOKED, "no --custom value given")
+            raise CustomRuleError(FailureReason.NOT_INVOKED, "no --custom value given")
         answer = self._answers[call.rule_index]
         if answer is None:
-            raise CustomRuleFailure(FailureReason.ERROR, "--custom asked this rule to fail")
+            raise CustomRuleError(FailureReason.ERROR, "--custom asked this rule to fail")
         return {"derived_priority": answer}
 
 
@@ -62,7 +62,9 @@ def parse_custom_options(options: list[str], policy: PriorityDerivationPolicy) -
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise typer.BadParameter(f"{option!r}: VALUE must be a finite number or 'fail'", param_hint="--custom")
+            raise typer.BadParameter(
+                f"{option!r}: VALUE must be a finite number or 'fail'", param_hint="--custom"
+            )
         answers[index] = value
     return answers
 
@@ -76,7 +78,9 @@ def _select_policy(policy_file: Path, name: str | None) -> PriorityDerivationPol
     policies = result.by_name()
     if name is not None:
         if name not in policies:
-            raise typer.BadParameter(f"no policy named {name!r}; found: {', '.join(policies)}", param_hint="--name")
+            raise typer.BadParameter(
+                f"no policy named {name!r}; found: {', '.join(policies)}", param_hint="--name"
+            )
         return policies[name]
     if len(policies) > 1:
         raise typer.BadParameter(
@@ -87,20 +91,29 @@ def _select_policy(policy_file: Path, name: str | None) -> PriorityDerivationPol
 
 
 def derive_command(
-    policy_file: Path = typer.Option(..., "--policy", help="Policy file (YAML)."),
-    metrics_file: Path = typer.Option(..., "--metrics", help="Metrics file (JSON, or YAML by suffix)."),
-    current: int | None = typer.Option(
-        None, "--current", min=0, max=100, help="Applied priority now (default: the policy's initialPriority)."
-    ),
-    custom: list[str] = typer.Option(
-        [], "--custom", help="Answer for custom rule INDEX (0-based in derivationRules): INDEX=VALUE or INDEX=fail."
-    ),
-    name: str | None = typer.Option(None, "--name", help="Policy name, when the file holds several."),
-    as_json: bool = typer.Option(False, "--json", help="Print the decision as one JSON object."),
+    policy_file: Annotated[Path, typer.Option("--policy", help="Policy file (YAML).")],
+    metrics_file: Annotated[Path, typer.Option("--metrics", help="Metrics file (JSON, or YAML by suffix).")],
+    current: Annotated[
+        int | None,
+        typer.Option(
+            "--current", min=0, max=100, help="Applied priority now (default: the policy's initialPriority)."
+        ),
+    ] = None,
+    custom: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--custom",
+            help="Answer for custom rule INDEX (0-based in derivationRules): INDEX=VALUE or INDEX=fail.",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Policy name, when the file holds several.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as one JSON object.")] = False,
 ) -> None:
     """Derive one job's next priority exactly as the control plane would, and explain every rule."""
     policy = _select_policy(policy_file, name)
-    answers = parse_custom_options(custom, policy)
+    answers = parse_custom_options(custom or [], policy)
     try:
         job = read_metrics_file(metrics_file)
     except MetricsFileError as error:

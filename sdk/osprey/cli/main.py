@@ -5,6 +5,8 @@ Exit codes: 0 success, 1 invalid input (the errors are printed one per line), 2 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from osprey import __version__
@@ -35,9 +37,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Osprey: GPU-job priority control plane for SageMaker, AWS Batch and EKS."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -16,9 +17,10 @@ policy_app = typer.Typer(help="Validate policies and print their JSON Schema.", 
 
 @policy_app.command("validate")
 def validate_command(
-    paths: list[Path] = typer.Argument(
-        ..., help="Policy files, or directories of *.yaml / *.yml. All paths form one policy set."
-    ),
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Policy files, or directories of *.yaml / *.yml. All paths form one policy set."),
+    ],
 ) -> None:
     """Validate a policy set. Exit 0 when valid; else print one `FILE: FIELD.PATH: message` line per error
     and exit 1. Weights that do not sum to 1 only warn (they are normalised)."""

@@ -22,7 +22,17 @@ def render_decision(decision: Decision, job: JobMetrics, console: Console | None
     console = console or Console(width=None if sys.stdout.isatty() else 160)
     title = f"policy {decision.policy} · job {job.job_id} · {len(job.nodes)} node(s)"
     rules = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for header in ("RULE", "KIND", "METRIC/FUNCTION", "VALUE", "NORM", "SCORE", "PRIORITY", "WEIGHT", "OUTCOME"):
+    for header in (
+        "RULE",
+        "KIND",
+        "METRIC/FUNCTION",
+        "VALUE",
+        "NORM",
+        "SCORE",
+        "PRIORITY",
+        "WEIGHT",
+        "OUTCOME",
+    ):
         numeric = header in {"VALUE", "NORM", "SCORE", "PRIORITY", "WEIGHT"}
         rules.add_column(header, justify="right" if numeric else "left", no_wrap=True)
     for rule in decision.rules:

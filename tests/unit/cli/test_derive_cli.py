@@ -14,7 +14,12 @@ from osprey.cli.main import app
 from tests.unit.policy.seeds import SEED_POLICY, SEED_WITH_CUSTOM
 
 runner = CliRunner()
-NODE = {"node_id": "i-1", "gpu_utilization": 95, "memory_bandwidth_utilization": 70, "node_interconnect_latency": 120}
+NODE = {
+    "node_id": "i-1",
+    "gpu_utilization": 95,
+    "memory_bandwidth_utilization": 70,
+    "node_interconnect_latency": 120,
+}
 SEED_BASE = 0.6 * 95.5 + 0.3 * (5 + 95 * math.log10(7.3)) + 0.1 * 47.06
 
 
@@ -48,11 +53,21 @@ def test_json_decision(files: dict[str, Path]) -> None:
     rules = document["rules"]
     assert isinstance(rules, list)
     assert [rule["metric"] for rule in rules] == [
-        "gpu_utilization", "memory_bandwidth_utilization", "node_interconnect_latency"
+        "gpu_utilization",
+        "memory_bandwidth_utilization",
+        "node_interconnect_latency",
     ]
     assert rules[0] == {
-        "index": 0, "kind": "builtin", "metric": "gpu_utilization", "value": 95.0, "normalized": 0.95,
-        "score": 0.95, "priority": 95.5, "weight": 0.6, "used": True, "outcome": "used",
+        "index": 0,
+        "kind": "builtin",
+        "metric": "gpu_utilization",
+        "value": 95.0,
+        "normalized": 0.95,
+        "score": 0.95,
+        "priority": 95.5,
+        "weight": 0.6,
+        "used": True,
+        "outcome": "used",
     }
 
 
@@ -75,12 +90,18 @@ def test_custom_rules_use_fallback_value_or_fail(files: dict[str, Path]) -> None
 
 @pytest.mark.parametrize(
     ("option", "message"),
-    [("1=20", "not a custom rule"), ("9=20", "not a custom rule"), ("3", "INDEX=VALUE"), ("3=abc", "finite number"),
-     ("3=nan", "finite number")],
+    [
+        ("1=20", "not a custom rule"),
+        ("9=20", "not a custom rule"),
+        ("3", "INDEX=VALUE"),
+        ("3=abc", "finite number"),
+        ("3=nan", "finite number"),
+    ],
 )
 def test_bad_custom_option_is_a_usage_error(files: dict[str, Path], option: str, message: str) -> None:
     result = runner.invoke(
-        app, ["derive", "--policy", str(files["custom"]), "--metrics", str(files["metrics"]), "--custom", option]
+        app,
+        ["derive", "--policy", str(files["custom"]), "--metrics", str(files["metrics"]), "--custom", option],
     )
     assert result.exit_code == 2
     assert message in result.stderr
@@ -104,7 +125,8 @@ def test_bad_policy_file_exits_one_with_field_path(files: dict[str, Path], tmp_p
 
 def test_current_out_of_range_is_a_usage_error(files: dict[str, Path]) -> None:
     result = runner.invoke(
-        app, ["derive", "--policy", str(files["seed"]), "--metrics", str(files["metrics"]), "--current", "101"]
+        app,
+        ["derive", "--policy", str(files["seed"]), "--metrics", str(files["metrics"]), "--current", "101"],
     )
     assert result.exit_code == 2
 
@@ -119,7 +141,16 @@ def test_file_with_several_policies_needs_a_name(files: dict[str, Path], tmp_pat
 
 
 def test_table_output_reads_like_sprio(files: dict[str, Path]) -> None:
-    result = runner.invoke(app, ["derive", "--policy", str(files["custom"]), "--metrics", str(files["metrics"])])
+    result = runner.invoke(
+        app, ["derive", "--policy", str(files["custom"]), "--metrics", str(files["metrics"])]
+    )
     assert result.exit_code == 0
-    for text in ("gpu_utilization", "95.50", "osprey-custom-derivation", "stage", "fallback:not-invoked", "REASON"):
+    for text in (
+        "gpu_utilization",
+        "95.50",
+        "osprey-custom-derivation",
+        "stage",
+        "fallback:not-invoked",
+        "REASON",
+    ):
         assert text in result.stdout

@@ -12,9 +12,20 @@ ARN = "arn:aws:lambda:us-east-1:123456789012:function:osprey-rule-{}"
 
 SEED_RULES: list[dict[str, Any]] = [
     {"metric": "gpu_utilization", "weight": 0.6, "scaling": "linear", "minPriority": 10, "maxPriority": 100},
-    {"metric": "memory_bandwidth_utilization", "weight": 0.3, "scaling": "logarithmic", "minPriority": 5,
-     "maxPriority": 100},
-    {"metric": "node_interconnect_latency", "weight": 0.1, "scaling": "inverse", "minPriority": 1, "maxPriority": 50},
+    {
+        "metric": "memory_bandwidth_utilization",
+        "weight": 0.3,
+        "scaling": "logarithmic",
+        "minPriority": 5,
+        "maxPriority": 100,
+    },
+    {
+        "metric": "node_interconnect_latency",
+        "weight": 0.1,
+        "scaling": "inverse",
+        "minPriority": 1,
+        "maxPriority": 50,
+    },
 ]
 
 

@@ -59,11 +59,19 @@ def reference_derive(
         if not values:
             continue
         aggregation = rule.get("aggregation", "mean")
-        v = math.fsum(values) / len(values) if aggregation == "mean" else min(values) if aggregation == "min" else max(values)
+        v = (
+            math.fsum(values) / len(values)
+            if aggregation == "mean"
+            else min(values)
+            if aggregation == "min"
+            else max(values)
+        )
         lo, hi = rule.get("range", DEFAULT_RANGES[metric])
         x = _clamp((v - lo) / (hi - lo), 0, 1)
         s = {"linear": x, "logarithmic": math.log10(1 + 9 * x), "inverse": 1 - x}[rule["scaling"]]
-        components.append((rule["weight"], rule["minPriority"] + (rule["maxPriority"] - rule["minPriority"]) * s))
+        components.append(
+            (rule["weight"], rule["minPriority"] + (rule["maxPriority"] - rule["minPriority"]) * s)
+        )
     if not components and not stages:
         return prev, None, "no-data"
     value = float(prev)

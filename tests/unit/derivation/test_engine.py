@@ -8,10 +8,14 @@ from typing import Any
 
 import pytest
 
-from osprey_control.derivation import CustomRuleFailure, FailureReason, compile_policy, derive
+from osprey_control.derivation import CustomRuleError, FailureReason, compile_policy, derive
 from tests.unit.derivation.helpers import SEED_RULES, RecordingInvoker, custom, job, policy
 
-SEED_NODE = {"gpu_utilization": 95.0, "memory_bandwidth_utilization": 70.0, "node_interconnect_latency": 120.0}
+SEED_NODE = {
+    "gpu_utilization": 95.0,
+    "memory_bandwidth_utilization": 70.0,
+    "node_interconnect_latency": 120.0,
+}
 GPU_P = 10 + 90 * 0.95
 MEM_P = 5 + 95 * math.log10(1 + 9 * 0.7)
 LAT_P = 1 + 49 * (1 - 120 / 2000)
@@ -60,13 +64,11 @@ def test_never_derived_job_starts_from_initial_priority() -> None:
 
 @pytest.mark.parametrize("previous", [-1, 101, 50.0, True])
 def test_invalid_previous_priority_is_refused(previous: Any) -> None:
-    with pytest.raises(ValueError, match="previous priority must be an integer 0..100"):
+    with pytest.raises(ValueError, match=r"previous priority must be an integer 0\.\.100"):
         derive(policy(), job(SEED_NODE), previous)
 
 
-@pytest.mark.parametrize(
-    ("aggregation", "expected"), [("mean", 60.0), ("min", 20.0), ("max", 100.0)]
-)
+@pytest.mark.parametrize(("aggregation", "expected"), [("mean", 60.0), ("min", 20.0), ("max", 100.0)])
 def test_aggregation_over_nodes(aggregation: str, expected: float) -> None:
     rules = [{**SEED_RULES[0], "aggregation": aggregation}]
     nodes = [{"gpu_utilization": 20.0}, {"gpu_utilization": 100.0}, {"gpu_utilization": 60.0}, {}]
@@ -81,8 +83,16 @@ def test_normalised_value_is_clamped_into_the_range(value: float, normalized: fl
 
 
 def test_custom_range_and_job_level_queue_wait() -> None:
-    rules = [{"metric": "queue_wait", "weight": 1, "scaling": "linear", "minPriority": 0, "maxPriority": 100,
-              "range": [0, 3600]}]
+    rules = [
+        {
+            "metric": "queue_wait",
+            "weight": 1,
+            "scaling": "linear",
+            "minPriority": 0,
+            "maxPriority": 100,
+            "range": [0, 3600],
+        }
+    ]
     decision = derive(policy(rules, maxPriorityChange=100), job(queue_wait=900), 0)
     assert decision.rules[0].normalized == 0.25
     assert decision.priority == 25
@@ -156,17 +166,17 @@ def test_stage_without_weighted_components_starts_from_previous_priority() -> No
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [
-        (CustomRuleFailure(FailureReason.TIMEOUT), "timeout"),
-        (CustomRuleFailure(FailureReason.THROTTLED), "throttled"),
+        (CustomRuleError(FailureReason.TIMEOUT), "timeout"),
+        (CustomRuleError(FailureReason.THROTTLED), "throttled"),
         (RuntimeError("boom"), "error"),
         ("not json", "unparsable"),
         ([1, 2], "unparsable"),
         ({"derived_priority": "55"}, "unparsable"),
         ({"derived_priority": True}, "unparsable"),
-        ({"statusCode": 500, "body": "{\"derived_priority\": 55}"}, "unparsable"),
+        ({"statusCode": 500, "body": '{"derived_priority": 55}'}, "unparsable"),
         ({"statusCode": 200, "body": "<html>"}, "unparsable"),
         ({"derived_priority": math.nan}, "non-finite"),
-        ("{\"derived_priority\": Infinity}", "non-finite"),
+        ('{"derived_priority": Infinity}', "non-finite"),
         ({"derived_priority": 10**400}, "non-finite"),
         ({}, "missing"),
         ({"derived_priority": None}, "missing"),
@@ -184,14 +194,16 @@ def test_failing_custom_rule_yields_its_fallback_with_the_reason(answer: Any, re
     ("answer", "priority"),
     [
         ({"derived_priority": 72.4}, 72.4),
-        ({"statusCode": 200, "body": "{\"derived_priority\": 61}"}, 61),
-        (b"{\"derived_priority\": 12}", 12),
+        ({"statusCode": 200, "body": '{"derived_priority": 61}'}, 61),
+        (b'{"derived_priority": 12}', 12),
         ({"derived_priority": 150}, 100),
         ({"derived_priority": -5}, 0),
     ],
 )
 def test_custom_answers_are_read_in_both_forms_and_clamped(answer: Any, priority: float) -> None:
-    decision = derive(policy([custom("r")], maxPriorityChange=100), job({}), 50, RecordingInvoker({"r": answer}))
+    decision = derive(
+        policy([custom("r")], maxPriorityChange=100), job({}), 50, RecordingInvoker({"r": answer})
+    )
     assert decision.rules[0].priority == priority
     assert decision.rules[0].outcome == "answered"
 
@@ -203,7 +215,10 @@ def test_without_an_invoker_custom_rules_fall_back() -> None:
 
 def test_custom_rule_event_follows_the_contract() -> None:
     invoker = RecordingInvoker({"r": {"derived_priority": 1}})
-    nodes = [{**SEED_NODE, "gpu_memory_utilization": 80.0, "spot_interruption_risk": 0.5}, {"gpu_utilization": 10.0}]
+    nodes = [
+        {**SEED_NODE, "gpu_memory_utilization": 80.0, "spot_interruption_risk": 0.5},
+        {"gpu_utilization": 10.0},
+    ]
     derive(policy([*SEED_RULES, custom("r", timeoutMs=250)]), job(*nodes), 42, invoker)
     call = invoker.calls[0]
     assert (call.policy, call.rule_index, call.timeout_ms) == ("test-policy", 3, 250)
@@ -215,10 +230,22 @@ def test_custom_rule_event_follows_the_contract() -> None:
         # a stage sees the weighted mean: gpu is averaged over both nodes, the others come from node 0
         "base_priority": pytest.approx(0.6 * (10 + 90 * 0.525) + 0.3 * MEM_P + 0.1 * LAT_P),
         "node_metrics": [
-            {"node_id": "i-0", "gpu_util": 0.95, "memory_bw": 0.7, "gpu_mem": 0.8,
-             "interconnect_latency_us": 120.0, "spot_interruption_risk": 0.5},
-            {"node_id": "i-1", "gpu_util": 0.1, "memory_bw": None, "gpu_mem": None,
-             "interconnect_latency_us": None, "spot_interruption_risk": None},
+            {
+                "node_id": "i-0",
+                "gpu_util": 0.95,
+                "memory_bw": 0.7,
+                "gpu_mem": 0.8,
+                "interconnect_latency_us": 120.0,
+                "spot_interruption_risk": 0.5,
+            },
+            {
+                "node_id": "i-1",
+                "gpu_util": 0.1,
+                "memory_bw": None,
+                "gpu_mem": None,
+                "interconnect_latency_us": None,
+                "spot_interruption_risk": None,
+            },
         ],
     }
 
@@ -233,8 +260,26 @@ def test_decision_json_has_the_documented_keys() -> None:
     document = decision.to_dict()
     assert list(document) == ["priority", "previous", "target", "base", "reason", "rules"]
     assert list(document["rules"][0]) == [
-        "index", "kind", "metric", "value", "normalized", "score", "priority", "weight", "used", "outcome"
+        "index",
+        "kind",
+        "metric",
+        "value",
+        "normalized",
+        "score",
+        "priority",
+        "weight",
+        "used",
+        "outcome",
     ]
     assert list(document["rules"][3]) == [
-        "index", "kind", "arn", "value", "normalized", "score", "priority", "weight", "used", "outcome"
+        "index",
+        "kind",
+        "arn",
+        "value",
+        "normalized",
+        "score",
+        "priority",
+        "weight",
+        "used",
+        "outcome",
     ]

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from osprey.cli.derive import ScriptedInvoker
 from osprey_control.derivation import compile_policy, derive, parse_metrics_document
 from osprey_control.policy import PriorityDerivationPolicy
-from osprey.cli.derive import ScriptedInvoker
 from tests.unit.derivation.reference import DEFAULT_RANGES, reference_derive
 
 METRICS = sorted(DEFAULT_RANGES)
@@ -64,7 +65,9 @@ def policy_document(rules: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
 
 @st.composite
 def policies(draw: st.DrawFn) -> dict[str, Any]:
-    rules = draw(st.lists(st.one_of(builtin_rules(), builtin_rules(), custom_rules()), min_size=1, max_size=6))
+    rules = draw(
+        st.lists(st.one_of(builtin_rules(), builtin_rules(), custom_rules()), min_size=1, max_size=6)
+    )
     spec: dict[str, Any] = {"maxPriorityChange": draw(st.floats(1, 100, allow_nan=False))}
     if draw(st.booleans()):
         spec["deadband"] = draw(st.floats(0, 30, allow_nan=False))
@@ -85,7 +88,9 @@ def fleets(draw: st.DrawFn) -> dict[str, Any]:
     return {"job": job, "nodes": nodes}
 
 
-def _answers(draw: st.DrawFn, document: dict[str, Any]) -> dict[int, float | None]:
+def _answers(
+    draw: Callable[[st.SearchStrategy[Any]], Any], document: dict[str, Any]
+) -> dict[int, float | None]:
     answers: dict[int, float | None] = {}
     for index, rule in enumerate(document["spec"]["derivationRules"]):
         if "custom" in rule:
@@ -97,17 +102,24 @@ def _near_tie(previous: int, target: float, spec: dict[str, Any]) -> bool:
     limit = spec.get("maxPriorityChange", 10)
     step = max(-limit, min(limit, target - previous))
     fraction = (previous + step) % 1
-    return abs(fraction - 0.5) < 1e-7 or abs(abs(target - previous) - spec.get("deadband", 0)) < 1e-7
+    deadband = float(spec.get("deadband", 0))
+    return abs(fraction - 0.5) < 1e-7 or abs(abs(target - previous) - deadband) < 1e-7
 
 
-@given(document=policies(), metrics=fleets(), previous=st.one_of(st.none(), st.integers(0, 100)), data=st.data())
+@given(
+    document=policies(), metrics=fleets(), previous=st.one_of(st.none(), st.integers(0, 100)), data=st.data()
+)
 def test_engine_matches_the_reference_transcription_of_design_4(
     document: dict[str, Any], metrics: dict[str, Any], previous: int | None, data: st.DataObject
 ) -> None:
     answers = _answers(data.draw, document)
     policy = PriorityDerivationPolicy.model_validate(document)
-    decision = derive(compile_policy(policy), parse_metrics_document(metrics), previous, ScriptedInvoker(answers))
-    expected_priority, expected_target, expected_reason = reference_derive(document, metrics, previous, answers)
+    decision = derive(
+        compile_policy(policy), parse_metrics_document(metrics), previous, ScriptedInvoker(answers)
+    )
+    expected_priority, expected_target, expected_reason = reference_derive(
+        document, metrics, previous, answers
+    )
     if expected_target is None:
         assert decision.target is None
     else:
@@ -123,7 +135,9 @@ def test_applied_change_never_exceeds_max_priority_change(
 ) -> None:
     answers = _answers(data.draw, document)
     decision = derive(
-        PriorityDerivationPolicy.model_validate(document), parse_metrics_document(metrics), previous,
+        PriorityDerivationPolicy.model_validate(document),
+        parse_metrics_document(metrics),
+        previous,
         ScriptedInvoker(answers),
     )
     assert abs(decision.priority - previous) <= document["spec"]["maxPriorityChange"]
@@ -140,10 +154,13 @@ def test_rule_priority_is_monotone_in_its_metric(
     scaling: str, metric: str, data: st.DataObject, values: list[float]
 ) -> None:
     rule = data.draw(builtin_rules(metric=metric, scaling=scaling))
-    policy = compile_policy(PriorityDerivationPolicy.model_validate(policy_document([rule], maxPriorityChange=100)))
+    policy = compile_policy(
+        PriorityDerivationPolicy.model_validate(policy_document([rule], maxPriorityChange=100))
+    )
     low, high = sorted(values)
     p_low, p_high = (
-        derive(policy, parse_metrics_document({"nodes": [{metric: value}]}), 50).rules[0].priority for value in (low, high)
+        derive(policy, parse_metrics_document({"nodes": [{metric: value}]}), 50).rules[0].priority
+        for value in (low, high)
     )
     assert p_low is not None
     assert p_high is not None
@@ -153,20 +170,30 @@ def test_rule_priority_is_monotone_in_its_metric(
         assert p_low <= p_high
 
 
-@given(document=policies(), metrics=fleets(), previous=st.integers(0, 100), factor=st.floats(1e-3, 1e3), data=st.data())
+@given(
+    document=policies(),
+    metrics=fleets(),
+    previous=st.integers(0, 100),
+    factor=st.floats(1e-3, 1e3),
+    data=st.data(),
+)
 def test_scaling_all_weights_changes_nothing(
     document: dict[str, Any], metrics: dict[str, Any], previous: int, factor: float, data: st.DataObject
 ) -> None:
     scaled = copy.deepcopy(document)
     for rule in scaled["spec"]["derivationRules"]:
-        target = rule["custom"] if "custom" in rule else rule
+        target = rule.get("custom", rule)
         if "weight" in target:
             target["weight"] *= factor
             assume(0 < target["weight"] <= 1000)
     answers = _answers(data.draw, document)
     job = parse_metrics_document(metrics)
-    original = derive(PriorityDerivationPolicy.model_validate(document), job, previous, ScriptedInvoker(answers))
-    rescaled = derive(PriorityDerivationPolicy.model_validate(scaled), job, previous, ScriptedInvoker(answers))
+    original = derive(
+        PriorityDerivationPolicy.model_validate(document), job, previous, ScriptedInvoker(answers)
+    )
+    rescaled = derive(
+        PriorityDerivationPolicy.model_validate(scaled), job, previous, ScriptedInvoker(answers)
+    )
     if original.target is None:
         assert rescaled.target is None
     else:
@@ -183,6 +210,8 @@ def test_scaling_all_weights_changes_nothing(
 )
 def test_no_data_holds_the_priority(rules: list[dict[str, Any]], previous: int, node_count: int) -> None:
     policy = PriorityDerivationPolicy.model_validate(policy_document(rules))
-    empty = parse_metrics_document({"job": {"id": "j"}, "nodes": [{"node_id": f"n{i}"} for i in range(node_count)]})
+    empty = parse_metrics_document(
+        {"job": {"id": "j"}, "nodes": [{"node_id": f"n{i}"} for i in range(node_count)]}
+    )
     decision = derive(policy, empty, previous)
     assert (decision.priority, decision.reason, decision.target) == (previous, "no-data", None)

@@ -53,7 +53,12 @@ def test_billion_laughs_is_refused_without_expanding() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["!!python/object/apply:os.system [echo pwned]", "!!python/name:os.system", "!Ref Something", "!!binary aGk="],
+    [
+        "!!python/object/apply:os.system [echo pwned]",
+        "!!python/name:os.system",
+        "!Ref Something",
+        "!!binary aGk=",
+    ],
 )
 def test_language_and_custom_tags_are_rejected(value: str) -> None:
     text = SEED_POLICY.replace("  namespace: training\n", f"  namespace: {value}\n")
@@ -79,7 +84,9 @@ def test_keys_must_be_strings() -> None:
 
 
 def test_dates_stay_strings_so_errors_are_about_the_value() -> None:
-    text = SEED_POLICY.replace("  namespace: training\n", "  namespace: training\n  labels: {since: 2026-01-01}\n")
+    text = SEED_POLICY.replace(
+        "  namespace: training\n", "  namespace: training\n  labels: {since: 2026-01-01}\n"
+    )
     assert load_policy_text(text, "p.yaml").policies[0].policy.metadata.labels == {"since": "2026-01-01"}
 
 
@@ -99,7 +106,9 @@ def test_several_documents_per_file_are_loaded_and_numbered_in_errors() -> None:
     third = SEED_POLICY.replace("name: training-policy", "name: third")
     result = load_policy_text(SEED_POLICY + "---\n" + second + "---\n" + third + "---\n", "multi.yaml")
     assert [p.policy.name for p in result.policies] == ["training-policy", "third"]
-    assert [str(e).split(": ")[0:2] for e in result.errors] == [["multi.yaml#2", "spec.derivationRules[0].weight"]]
+    assert [str(e).split(": ")[0:2] for e in result.errors] == [
+        ["multi.yaml#2", "spec.derivationRules[0].weight"]
+    ]
 
 
 def test_two_policies_with_one_name_in_a_set_are_an_error(tmp_path: Path) -> None:
@@ -122,7 +131,10 @@ def test_directories_contribute_only_yaml_files(tmp_path: Path) -> None:
 
 def test_missing_path_and_empty_directory_are_errors(tmp_path: Path) -> None:
     result = load_policy_files([tmp_path / "missing.yaml", tmp_path])
-    assert [e.message for e in result.errors] == ["no such file or directory", "no *.yaml or *.yml files found"]
+    assert [e.message for e in result.errors] == [
+        "no such file or directory",
+        "no *.yaml or *.yml files found",
+    ]
 
 
 def test_weights_not_summing_to_one_warn_but_validate() -> None:

@@ -71,7 +71,9 @@ def test_seed_policy_validates_verbatim_with_documented_defaults() -> None:
     assert result.warnings == []
 
 
-@pytest.mark.parametrize("text", [SEED_WITH_CUSTOM, DESIGN_EXAMPLE], ids=["seed-with-custom", "design-example"])
+@pytest.mark.parametrize(
+    "text", [SEED_WITH_CUSTOM, DESIGN_EXAMPLE], ids=["seed-with-custom", "design-example"]
+)
 def test_custom_rule_forms_validate_as_stages_with_default_timeout(text: str) -> None:
     result = load_policy_text(text, "seed.yaml")
     assert result.errors == []
@@ -108,25 +110,65 @@ def test_missing_optional_sections_take_defaults() -> None:
         (_with("spec.derivationRules.1.weight", 1000.5), "spec.derivationRules[1].weight", "(0, 1000]"),
         (_with("spec.derivationRules.1.weight", float("inf")), "spec.derivationRules[1].weight", "finite"),
         (_with("spec.derivationRules.0.maxPriority", 101), "spec.derivationRules[0].maxPriority", "[0, 100]"),
-        (_with("spec.derivationRules.0.minPriority", -0.1), "spec.derivationRules[0].minPriority", "[0, 100]"),
-        (_with("spec.derivationRules.0.minPriority", float("nan")), "spec.derivationRules[0].minPriority", "finite"),
+        (
+            _with("spec.derivationRules.0.minPriority", -0.1),
+            "spec.derivationRules[0].minPriority",
+            "[0, 100]",
+        ),
+        (
+            _with("spec.derivationRules.0.minPriority", float("nan")),
+            "spec.derivationRules[0].minPriority",
+            "finite",
+        ),
         (_with("spec.maxPriorityChange", 0.5), "spec.maxPriorityChange", "1..100"),
         (_with("spec.deadband", 101), "spec.deadband", "0..100"),
         (_with("spec.derivationIntervalSeconds", 5), "spec.derivationIntervalSeconds", "10..86400"),
-        (_with("spec.coScheduling.gangTimeoutSeconds", 0), "spec.coScheduling.gangTimeoutSeconds", "1..86400"),
-        (_with("spec.coScheduling.requiredMinWorkers", 101), "spec.coScheduling.requiredMinWorkers", "1..100"),
+        (
+            _with("spec.coScheduling.gangTimeoutSeconds", 0),
+            "spec.coScheduling.gangTimeoutSeconds",
+            "1..86400",
+        ),
+        (
+            _with("spec.coScheduling.requiredMinWorkers", 101),
+            "spec.coScheduling.requiredMinWorkers",
+            "1..100",
+        ),
         (_with("spec.coScheduling.fallback", "retry"), "spec.coScheduling.fallback", "serial, requeue, fail"),
         # minPriority > maxPriority
-        (_with("spec.derivationRules.0.minPriority", 100.5), "spec.derivationRules[0].minPriority", "[0, 100]"),
-        (_with("spec.derivationRules.2.minPriority", 60), "spec.derivationRules[2].maxPriority", "must be >= minPriority"),
+        (
+            _with("spec.derivationRules.0.minPriority", 100.5),
+            "spec.derivationRules[0].minPriority",
+            "[0, 100]",
+        ),
+        (
+            _with("spec.derivationRules.2.minPriority", 60),
+            "spec.derivationRules[2].maxPriority",
+            "must be >= minPriority",
+        ),
         # ranges
         (_with("spec.derivationRules.0.range", [100, 0]), "spec.derivationRules[0].range", "lo < hi"),
-        (_with("spec.derivationRules.0.range", [0]), "spec.derivationRules[0].range[1]", "two finite numbers"),
+        (
+            _with("spec.derivationRules.0.range", [0]),
+            "spec.derivationRules[0].range[1]",
+            "two finite numbers",
+        ),
         (_with("spec.derivationRules.0.range", [0, "x"]), "spec.derivationRules[0].range[1]", "valid number"),
         # unknown metric, scaling, aggregation
-        (_with("spec.derivationRules.0.metric", "gpu_util"), "spec.derivationRules[0].metric", "did you mean"),
-        (_with("spec.derivationRules.0.scaling", "exp"), "spec.derivationRules[0].scaling", "linear, logarithmic"),
-        (_with("spec.derivationRules.0.aggregation", "p99"), "spec.derivationRules[0].aggregation", "mean, min, max"),
+        (
+            _with("spec.derivationRules.0.metric", "gpu_util"),
+            "spec.derivationRules[0].metric",
+            "did you mean",
+        ),
+        (
+            _with("spec.derivationRules.0.scaling", "exp"),
+            "spec.derivationRules[0].scaling",
+            "linear, logarithmic",
+        ),
+        (
+            _with("spec.derivationRules.0.aggregation", "p99"),
+            "spec.derivationRules[0].aggregation",
+            "mean, min, max",
+        ),
         # identity
         (_with("apiVersion", "osprey.aws/v2"), "apiVersion", "osprey.aws/v1"),
         (_with("kind", "Policy"), "kind", "PriorityDerivationPolicy"),
@@ -140,19 +182,35 @@ def test_missing_optional_sections_take_defaults() -> None:
         (_without("spec"), "spec", "required"),
         (_without("apiVersion"), "apiVersion", "required"),
         # unknown fields
-        (_with("spec.derivationRules.0.wieght", 1), "spec.derivationRules[0].wieght", "did you mean 'weight'"),
+        (
+            _with("spec.derivationRules.0.wieght", 1),
+            "spec.derivationRules[0].wieght",
+            "did you mean 'weight'",
+        ),
         (_with("spec.maxPriorityChnage", 1), "spec.maxPriorityChnage", "did you mean 'maxPriorityChange'"),
         (_with("status", {}), "status", "unknown field"),
         (_with("spec.coScheduling.timeout", 3), "spec.coScheduling.timeout", "unknown field"),
         # rule lists
         (_with("spec.derivationRules", []), "spec.derivationRules", "at least 1"),
-        (_with("spec.derivationRules", [dict(yaml.safe_load(SEED_POLICY)["spec"]["derivationRules"][0]) for _ in range(33)]),
-         "spec.derivationRules", "at most 32"),
-        (_with("spec.derivationRules.0", {"weight": 1}), "spec.derivationRules[0]", "exactly one of 'metric'"),
+        (
+            _with(
+                "spec.derivationRules",
+                [dict(yaml.safe_load(SEED_POLICY)["spec"]["derivationRules"][0]) for _ in range(33)],
+            ),
+            "spec.derivationRules",
+            "at most 32",
+        ),
+        (
+            _with("spec.derivationRules.0", {"weight": 1}),
+            "spec.derivationRules[0]",
+            "exactly one of 'metric'",
+        ),
         (_with("spec.derivationRules.0", "gpu_utilization"), "spec.derivationRules[0]", "exactly one of"),
     ],
 )
-def test_malformed_policy_is_rejected_with_field_path_and_allowed_values(text: str, path: str, fragment: str) -> None:
+def test_malformed_policy_is_rejected_with_field_path_and_allowed_values(
+    text: str, path: str, fragment: str
+) -> None:
     errors = _errors(text)
     matching = [error for error in errors if error.startswith(f"p.yaml: {path}: ")]
     assert matching, f"no error at {path}: {errors}"
@@ -160,7 +218,9 @@ def test_malformed_policy_is_rejected_with_field_path_and_allowed_values(text: s
 
 
 def _custom(**fields: object) -> str:
-    rule = {"custom": {"arn": "arn:aws:lambda:us-east-1:123456789012:function:osprey-x", "fallbackPriority": 50}}
+    rule = {
+        "custom": {"arn": "arn:aws:lambda:us-east-1:123456789012:function:osprey-x", "fallbackPriority": 50}
+    }
     rule["custom"].update(fields)
     return _with("spec.derivationRules.3", rule, base=SEED_WITH_CUSTOM)
 
@@ -180,7 +240,10 @@ def _custom(**fields: object) -> str:
 )
 def test_bad_custom_rule_arn_is_rejected(arn: str) -> None:
     errors = _errors(_custom(arn=arn))
-    assert any(e.startswith("p.yaml: spec.derivationRules[3].custom.arn: ") and "Lambda function ARN" in e for e in errors)
+    assert any(
+        e.startswith("p.yaml: spec.derivationRules[3].custom.arn: ") and "Lambda function ARN" in e
+        for e in errors
+    )
 
 
 @pytest.mark.parametrize(
@@ -211,7 +274,9 @@ def test_valid_custom_rule_arns_are_accepted(arn: str) -> None:
 )
 def test_bad_custom_rule_fields_are_rejected(fields: dict[str, object], path: str, fragment: str) -> None:
     errors = _errors(_custom(**fields))
-    assert any(e.startswith(f"p.yaml: spec.derivationRules[3].{path}: ") and fragment in e for e in errors), errors
+    assert any(e.startswith(f"p.yaml: spec.derivationRules[3].{path}: ") and fragment in e for e in errors), (
+        errors
+    )
 
 
 def test_custom_rule_without_fallback_is_rejected() -> None:

@@ -29,7 +29,12 @@ def test_shipped_policies_form_one_valid_set_without_warnings() -> None:
     result = load_policy_files([POLICY_DIR])
     assert result.errors == []
     assert result.warnings == []
-    assert sorted(result.by_name()) == ["aging-policy", "inference-policy", "spot-aware-policy", "training-policy"]
+    assert sorted(result.by_name()) == [
+        "aging-policy",
+        "inference-policy",
+        "spot-aware-policy",
+        "training-policy",
+    ]
 
 
 def test_training_policy_is_the_seed() -> None:
@@ -43,7 +48,9 @@ def test_shipped_policies_cover_latency_spot_custom_and_aging() -> None:
     def metrics(name: str) -> set[Metric]:
         return {r.metric for r in policies[name].spec.derivation_rules if isinstance(r, BuiltinRule)}
 
-    inference_rules = [r for r in policies["inference-policy"].spec.derivation_rules if isinstance(r, BuiltinRule)]
+    inference_rules = [
+        r for r in policies["inference-policy"].spec.derivation_rules if isinstance(r, BuiltinRule)
+    ]
     heaviest = max(inference_rules, key=lambda rule: rule.weight)
     assert heaviest.metric is Metric.NODE_INTERCONNECT_LATENCY
     assert Metric.SPOT_INTERRUPTION_RISK in metrics("spot-aware-policy")
