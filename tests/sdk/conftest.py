@@ -18,7 +18,7 @@ from moto import mock_aws
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
-BUCKET = "osprey-test-artifacts"
+BUCKET = "test-training-artifacts"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole"
 
 _SAGEMAKER_CONFIG = """\
