@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from osprey_control.derivation.custom import (
     CustomRuleCall,
@@ -33,8 +33,11 @@ __all__ = ["CompiledPolicy", "Decision", "Reason", "RuleExplanation", "compile_p
 
 Reason = Literal["derived", "damped", "deadband", "no-data"]
 
+# Small ints instead of enum members on the hot path: enum attribute lookups cost more than the arithmetic.
 _LINEAR, _LOG, _INVERSE = 0, 1, 2
 _SCALING_CODES = {Scaling.LINEAR: _LINEAR, Scaling.LOGARITHMIC: _LOG, Scaling.INVERSE: _INVERSE}
+_MEAN, _MIN, _MAX = 0, 1, 2
+_AGGREGATION_CODES = {Aggregation.MEAN: _MEAN, Aggregation.MIN: _MIN, Aggregation.MAX: _MAX}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,7 @@ class _CompiledBuiltin:
     scaling: int
     min_priority: float
     priority_span: float
-    aggregation: Aggregation
+    aggregation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,7 @@ def compile_policy(policy: PriorityDerivationPolicy) -> CompiledPolicy:
                     scaling=_SCALING_CODES[rule.scaling],
                     min_priority=rule.min_priority,
                     priority_span=rule.max_priority - rule.min_priority,
-                    aggregation=rule.aggregation,
+                    aggregation=_AGGREGATION_CODES[rule.aggregation],
                 )
             )
         elif isinstance(rule, CustomRuleEntry):
@@ -114,9 +117,8 @@ def compile_policy(policy: PriorityDerivationPolicy) -> CompiledPolicy:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class RuleExplanation:
-    """How one rule contributed. ``outcome``: ``used`` / ``no-data`` (built-in), ``answered`` /
+class RuleExplanation(NamedTuple):
+    """How one rule contributed (a NamedTuple: a cycle builds one per rule per job, so creation is hot). ``outcome``: ``used`` / ``no-data`` (built-in), ``answered`` /
     ``fallback:<reason>`` (custom). ``value`` is the aggregated raw metric, or the custom rule's answer."""
 
     index: int
@@ -183,35 +185,33 @@ def _clamp(value: float, low: float, high: float) -> float:
     return low if value < low else high if value > high else value
 
 
-def _aggregate(values: Sequence[float], aggregation: Aggregation) -> float:
-    if aggregation is Aggregation.MEAN:
-        return math.fsum(values) / len(values)
-    return min(values) if aggregation is Aggregation.MIN else max(values)
-
-
 def _evaluate_builtin(rule: _CompiledBuiltin, job: JobMetrics) -> RuleExplanation:
     metric = rule.metric
     if rule.job_level:
-        value = job.job_values.get(metric)
-        values = [] if value is None else [value]
+        single = job.job_values.get(metric)
+        values = [] if single is None else [single]
     else:
         values = [node.values[metric] for node in job.nodes if metric in node.values]
     if not values:
         return RuleExplanation(
             rule.index, "builtin", metric, None, None, None, None, None, rule.weight, False, "no-data"
         )
-    value = _aggregate(values, rule.aggregation)
-    x = _clamp((value - rule.lo) / rule.span, 0.0, 1.0)
-    if rule.scaling == _LINEAR:
+    aggregation = rule.aggregation
+    if aggregation == _MEAN:
+        value = math.fsum(values) / len(values)
+    else:
+        value = min(values) if aggregation == _MIN else max(values)
+    x = (value - rule.lo) / rule.span
+    x = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+    scaling = rule.scaling
+    if scaling == _LINEAR:
         score = x
-    elif rule.scaling == _LOG:
+    elif scaling == _LOG:
         score = math.log10(1.0 + 9.0 * x)
     else:
         score = 1.0 - x
     priority = rule.min_priority + rule.priority_span * score
-    return RuleExplanation(
-        rule.index, "builtin", metric, None, value, x, score, priority, rule.weight, True, "used"
-    )
+    return RuleExplanation(rule.index, "builtin", metric, None, value, x, score, priority, rule.weight, True, "used")
 
 
 def _evaluate_custom(
