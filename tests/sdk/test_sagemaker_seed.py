@@ -110,8 +110,10 @@ def test_given_own_environment_and_tags_when_fit_then_they_are_kept_next_to_ospr
 
 
 def test_given_a_job_created_with_a_block_when_attached_then_the_block_comes_back_from_its_tags(
-    sagemaker_session: Any, training_script: Any
+    sagemaker_session: Any, training_script: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # attach() polls the job until it completes; moto's job completes at once, so skip the sleeps.
+    monkeypatch.setattr("time.sleep", lambda _seconds: None)
     # Given: a job whose block sets every field that tags carry
     block = {
         "co_schedule": True,

@@ -28,6 +28,11 @@ eks_app = typer.Typer(
 )
 
 
+@eks_app.callback()
+def _eks() -> None:
+    """Kubernetes (EKS) manifests: add Osprey labels, annotations and environment."""
+
+
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code=1)
