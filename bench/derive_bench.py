@@ -111,10 +111,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"fleet: {args.jobs} jobs x {args.nodes} nodes x {rules} rules = {evaluations} rule evaluations")
     print(f"engine:   {engine_seconds:.4f} s  ({evaluations / engine_seconds:,.0f} rule evals/s)")
-    print(f"baseline: {baseline_seconds:.4f} s  ({evaluations / baseline_seconds:,.0f} rule evals/s, bare formula)")
+    print(
+        f"baseline: {baseline_seconds:.4f} s  ({evaluations / baseline_seconds:,.0f} rule evals/s, bare formula)"
+    )
     print(f"ratio engine/baseline time: {engine_seconds / baseline_seconds:.2f}x")
     print(f"priorities differing from the baseline: {mismatches}")
-    print(f"rule_evals_per_s={evaluations / engine_seconds:.0f} jobs={args.jobs} seconds={engine_seconds:.4f}")
+    print(
+        f"rule_evals_per_s={evaluations / engine_seconds:.0f} jobs={args.jobs} seconds={engine_seconds:.4f}"
+    )
     return 1 if mismatches else 0
 
 

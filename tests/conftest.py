@@ -16,6 +16,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# jsii (aws-cdk-lib) prints a banner on every process start under Node 20; it says nothing actionable here.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
 
 @pytest.fixture
 def repo_root() -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from osprey_control.derivation.custom import (
     CustomRuleCall,
@@ -117,8 +117,9 @@ def compile_policy(policy: PriorityDerivationPolicy) -> CompiledPolicy:
     )
 
 
-class RuleExplanation(NamedTuple):
-    """How one rule contributed (a NamedTuple: a cycle builds one per rule per job, so creation is hot). ``outcome``: ``used`` / ``no-data`` (built-in), ``answered`` /
+@dataclass(slots=True)
+class RuleExplanation:
+    """How one rule contributed. ``outcome``: ``used`` / ``no-data`` (built-in), ``answered`` /
     ``fallback:<reason>`` (custom). ``value`` is the aggregated raw metric, or the custom rule's answer."""
 
     index: int
@@ -152,7 +153,10 @@ class RuleExplanation(NamedTuple):
         return entry
 
 
-@dataclass(frozen=True, slots=True)
+# Decision and RuleExplanation are plain slotted dataclasses, not frozen ones: a cycle builds one per job and
+# one per rule per job, and a frozen dataclass's __init__ costs ten times more (docs/performance.md). Treat
+# them as read-only.
+@dataclass(slots=True)
 class Decision:
     """The result for one job. ``target`` is clamped but undamped (None on no-data); ``base`` is the
     weighted mean of the components (None without any)."""
@@ -211,7 +215,9 @@ def _evaluate_builtin(rule: _CompiledBuiltin, job: JobMetrics) -> RuleExplanatio
     else:
         score = 1.0 - x
     priority = rule.min_priority + rule.priority_span * score
-    return RuleExplanation(rule.index, "builtin", metric, None, value, x, score, priority, rule.weight, True, "used")
+    return RuleExplanation(
+        rule.index, "builtin", metric, None, value, x, score, priority, rule.weight, True, "used"
+    )
 
 
 def _evaluate_custom(
