@@ -78,10 +78,11 @@ def _sagemaker_host(environment: Mapping[str, str], resource_config: Path) -> st
 
 
 def job_dimensions(
-    environment: Mapping[str, str] | None = None, *, resource_config: Path = RESOURCE_CONFIG_PATH
+    environment: Mapping[str, str] | None = None, *, resource_config: Path | None = None
 ) -> dict[str, str]:
     """``{"Backend", "JobId", "Host"}`` for the current process (rules in the module docstring)."""
     env = os.environ if environment is None else environment
+    resource_config = resource_config or RESOURCE_CONFIG_PATH
     if "TRAINING_JOB_NAME" in env or "SM_CURRENT_HOST" in env or resource_config.exists():
         backend = "sagemaker"
         job_id = env.get("TRAINING_JOB_NAME")
@@ -108,7 +109,7 @@ def emf_record(
     *,
     environment: Mapping[str, str] | None = None,
     timestamp_ms: int | None = None,
-    resource_config: Path = RESOURCE_CONFIG_PATH,
+    resource_config: Path | None = None,
 ) -> dict[str, Any]:
     """One EMF document for ``{metric name: (value, unit)}`` with the job's dimensions."""
     if not metrics or len(metrics) > 100:

@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from sagemaker.session import Session
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -68,7 +69,7 @@ class AwsCalls:
 
     def record_call(self, event_name: str, **_: Any) -> None:
         # before-call.<service>.<Operation>
-        _, service, operation = event_name.split(".", 2)
+        _event, service, operation = event_name.split(".", 2)
         self.calls.append(f"{service}.{operation}")
 
     def record_training_job(self, params: dict[str, Any], **_: Any) -> None:
@@ -100,9 +101,7 @@ def boto_session(aws: None, aws_calls: AwsCalls) -> boto3.Session:
 
 @pytest.fixture
 def sagemaker_session(boto_session: boto3.Session, aws_calls: AwsCalls) -> Any:
-    import sagemaker
-
-    session = sagemaker.Session(boto_session=boto_session, default_bucket=BUCKET)
+    session = Session(boto_session=boto_session, default_bucket=BUCKET)
     aws_calls.calls.clear()
     return session
 

@@ -33,7 +33,7 @@ OSPREY_TAGS = {
     "osprey:initial-priority": "50",
 }
 RESPONSE = {"jobArn": "arn:aws:batch:us-east-1:123456789012:job/abc", "jobName": "train", "jobId": "abc"}
-BASE = {"jobName": "train", "jobQueue": "gpu-fair-share", "jobDefinition": "trainer:3"}
+BASE: dict[str, Any] = {"jobName": "train", "jobQueue": "gpu-fair-share", "jobDefinition": "trainer:3"}
 
 
 @pytest.fixture
@@ -89,11 +89,15 @@ def test_given_a_multinode_job_when_submitted_then_every_node_range_gets_the_env
         stubber.assert_no_pending_responses()
 
 
-def test_given_multinode_form_without_overrides_when_submitted_then_all_nodes_are_targeted(batch: Any) -> None:
+def test_given_multinode_form_without_overrides_when_submitted_then_all_nodes_are_targeted(
+    batch: Any,
+) -> None:
     expected = {
         **BASE,
         "nodeOverrides": {
-            "nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": {"environment": OSPREY_ENV}}]
+            "nodePropertyOverrides": [
+                {"targetNodes": "0:", "containerOverrides": {"environment": OSPREY_ENV}}
+            ]
         },
         "tags": OSPREY_TAGS,
         "shareIdentifier": "vision",
@@ -105,7 +109,9 @@ def test_given_multinode_form_without_overrides_when_submitted_then_all_nodes_ar
         stubber.assert_no_pending_responses()
 
 
-def test_given_an_eks_job_when_submitted_then_containers_get_env_and_the_pod_osprey_labels(batch: Any) -> None:
+def test_given_an_eks_job_when_submitted_then_containers_get_env_and_the_pod_osprey_labels(
+    batch: Any,
+) -> None:
     eks_env = [{"name": item["name"], "value": item["value"]} for item in OSPREY_ENV]
     expected = {
         **BASE,
@@ -113,7 +119,11 @@ def test_given_an_eks_job_when_submitted_then_containers_get_env_and_the_pod_osp
             "podProperties": {
                 "containers": [{"name": "trainer", "env": eks_env}],
                 "metadata": {
-                    "labels": {"app": "train", "osprey.aws/enabled": "true", "osprey.aws/policy": "training-policy"}
+                    "labels": {
+                        "app": "train",
+                        "osprey.aws/enabled": "true",
+                        "osprey.aws/policy": "training-policy",
+                    }
                 },
             }
         },
@@ -127,7 +137,10 @@ def test_given_an_eks_job_when_submitted_then_containers_get_env_and_the_pod_osp
             batch,
             osprey=BLOCK,
             eksPropertiesOverride={
-                "podProperties": {"containers": [{"name": "trainer"}], "metadata": {"labels": {"app": "train"}}}
+                "podProperties": {
+                    "containers": [{"name": "trainer"}],
+                    "metadata": {"labels": {"app": "train"}},
+                }
             },
             **BASE,
         )

@@ -33,7 +33,9 @@ def run(args: list[str], stdin: str | None = None) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_given_a_manifest_when_annotated_by_the_cli_then_the_output_matches_the_golden_file(name: str) -> None:
+def test_given_a_manifest_when_annotated_by_the_cli_then_the_output_matches_the_golden_file(
+    name: str,
+) -> None:
     # Given
     source = GOLDEN / f"{name}.input.yaml"
     golden = GOLDEN / f"{name}.golden.yaml"
@@ -51,7 +53,11 @@ def test_given_a_manifest_when_annotated_by_the_cli_then_the_output_matches_the_
 def test_given_an_annotated_job_when_read_back_then_labels_and_pod_env_give_the_block() -> None:
     # Given
     manifest = yaml.safe_load((GOLDEN / "job.input.yaml").read_text())
-    block = {"co_schedule": True, "gang_timeout": 120, "priority_derivation_profile": "training-policy"}
+    block: dict[str, Any] = {
+        "co_schedule": True,
+        "gang_timeout": 120,
+        "priority_derivation_profile": "training-policy",
+    }
 
     # When
     annotated = annotate(manifest, **block)
@@ -67,10 +73,14 @@ def test_given_an_annotated_job_when_read_back_then_labels_and_pod_env_give_the_
 
 def test_given_min_workers_when_annotating_a_job_then_kueue_min_parallelism_is_within_its_bounds() -> None:
     manifest = yaml.safe_load((GOLDEN / "job.input.yaml").read_text())
-    annotations = annotate(manifest, priority_derivation_profile="p", required_min_workers=75)["metadata"]["annotations"]
+    annotations = annotate(manifest, priority_derivation_profile="p", required_min_workers=75)["metadata"][
+        "annotations"
+    ]
     assert annotations["kueue.x-k8s.io/job-min-parallelism"] == "6"
     # 100 % is all-or-nothing: Kueue rejects a minimum equal to parallelism, so nothing is written
-    full = annotate(manifest, priority_derivation_profile="p", required_min_workers=100)["metadata"]["annotations"]
+    full = annotate(manifest, priority_derivation_profile="p", required_min_workers=100)["metadata"][
+        "annotations"
+    ]
     assert "kueue.x-k8s.io/job-min-parallelism" not in full
 
 
@@ -87,7 +97,7 @@ def test_given_min_workers_when_annotating_a_job_then_kueue_min_parallelism_is_w
 def test_given_bad_input_when_annotating_then_the_error_names_the_problem(
     change: dict[str, Any], block: dict[str, Any], expected: str
 ) -> None:
-    manifest = {**yaml.safe_load((GOLDEN / "job.input.yaml").read_text()), **change}
+    manifest: dict[str, Any] = {**yaml.safe_load((GOLDEN / "job.input.yaml").read_text()), **change}
     if "metadata" in change:
         manifest["metadata"]["name"] = "resnet"
     with pytest.raises(OspreyBlockError) as raised:

@@ -52,6 +52,7 @@ def expect_submit(stubber: Stubber, **expected: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("initial_priority", "scheduling_priority"), [(70, 6999), (0, 0), (100, 9999)])
 def test_given_a_queue_in_the_block_when_fit_then_the_job_is_submitted_to_batch_with_mapped_priority(
     sagemaker_session: Any,
+    *,
     aws_calls: AwsCalls,
     training_script: Any,
     batch: Any,
@@ -81,9 +82,7 @@ def test_given_a_queue_in_the_block_when_fit_then_the_job_is_submitted_to_batch_
 
     # When
     with Stubber(batch) as stubber:
-        captured = expect_submit(
-            stubber, schedulingPriority=scheduling_priority, shareIdentifier="vision"
-        )
+        captured = expect_submit(stubber, schedulingPriority=scheduling_priority, shareIdentifier="vision")
         handle = estimator.fit(wait=False)
         stubber.assert_no_pending_responses()
 
@@ -120,4 +119,5 @@ def test_given_a_queue_without_initial_priority_when_fit_then_batch_gets_no_prio
 
     # Then
     assert handle.job_name == "queued"
-    assert "schedulingPriority" not in captured and "shareIdentifier" not in captured
+    assert "schedulingPriority" not in captured
+    assert "shareIdentifier" not in captured

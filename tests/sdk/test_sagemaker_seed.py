@@ -18,7 +18,11 @@ role = ROLE
 SEED_DISTRIBUTION: dict[str, Any] = {
     "torch_distributed": {
         "enabled": True,
-        "osprey": {"co_schedule": True, "gang_timeout": 120, "priority_derivation_profile": "training-policy"},
+        "osprey": {
+            "co_schedule": True,
+            "gang_timeout": 120,
+            "priority_derivation_profile": "training-policy",
+        },
     }
 }
 SEED_HYPERPARAMETERS = {"epochs": 10, "batch_size": 64, "model_parallel_size": 4}
@@ -106,7 +110,8 @@ def test_given_own_environment_and_tags_when_fit_then_they_are_kept_next_to_ospr
     assert {"Key": "team", "Value": "vision"} in request["Tags"]
     assert {"Key": "osprey:min-workers", "Value": "75"} in request["Tags"]
     assert from_environment(request["Environment"]) == from_tags(request["Tags"])
-    assert estimator.osprey is not None and estimator.osprey.required_min_workers == 75
+    assert estimator.osprey is not None
+    assert estimator.osprey.required_min_workers == 75
 
 
 def test_given_a_job_created_with_a_block_when_attached_then_the_block_comes_back_from_its_tags(
@@ -129,12 +134,16 @@ def test_given_a_job_created_with_a_block_when_attached_then_the_block_comes_bac
     estimator.fit(wait=False)
 
     # When
-    attached = PyTorch.attach(estimator.latest_training_job.name, sagemaker_session=sagemaker_session)
+    job: Any = estimator.latest_training_job
+    # sagemaker leaves attach() unannotated
+    attach_pytorch: Any = PyTorch.attach
+    attach_estimator: Any = Estimator.attach
+    attached = attach_pytorch(job.name, sagemaker_session=sagemaker_session)
 
     # Then
     assert attached.osprey == parse_block(block)
     assert block_of(attached) == parse_block(block)
-    assert block_of(Estimator.attach(estimator.latest_training_job.name, sagemaker_session)) == parse_block(block)
+    assert block_of(attach_estimator(job.name, sagemaker_session)) == parse_block(block)
 
 
 def test_given_a_generic_estimator_when_enabled_then_its_job_carries_the_block(
@@ -201,11 +210,15 @@ def test_given_the_environment_form_when_read_back_then_it_is_the_same_model_as_
 BAD_BLOCKS = [
     pytest.param({"co_schedul": True}, "co_schedul", "did you mean 'co_schedule'", id="unknown-key"),
     pytest.param({"gangTimeout": 120}, "gangTimeout", "did you mean 'gang_timeout'", id="camel-case-key"),
-    pytest.param({"gang_timeout": "120"}, "gang_timeout", "an integer number of seconds 1..86400", id="string"),
+    pytest.param(
+        {"gang_timeout": "120"}, "gang_timeout", "an integer number of seconds 1..86400", id="string"
+    ),
     pytest.param({"gang_timeout": 0}, "gang_timeout", "1..86400", id="timeout-low"),
     pytest.param({"gang_timeout": 86401}, "gang_timeout", "1..86400", id="timeout-high"),
     pytest.param({"co_schedule": "yes"}, "co_schedule", "true or false", id="bool"),
-    pytest.param({"priority_derivation_profile": "Training_Policy"}, "priority_derivation_profile", "DNS-1123"),
+    pytest.param(
+        {"priority_derivation_profile": "Training_Policy"}, "priority_derivation_profile", "DNS-1123"
+    ),
     pytest.param({"required_min_workers": 0}, "required_min_workers", "percent of the workers 1..100"),
     pytest.param({"initial_priority": 101}, "initial_priority", "0..100", id="priority-high"),
     pytest.param({"queue": "no spaces"}, "queue", "AWS Batch job queue", id="queue"),
@@ -218,7 +231,12 @@ def test_given_a_bad_block_when_constructing_then_a_clear_error_comes_before_any
     sagemaker_session: Any, aws_calls: AwsCalls, change: dict[str, Any], key: str, allowed: str
 ) -> None:
     # Given
-    block = {"co_schedule": True, "gang_timeout": 120, "priority_derivation_profile": "training-policy", **change}
+    block = {
+        "co_schedule": True,
+        "gang_timeout": 120,
+        "priority_derivation_profile": "training-policy",
+        **change,
+    }
     distribution = {"torch_distributed": {"enabled": True, "osprey": block}}
 
     # When / Then
@@ -234,7 +252,9 @@ def test_given_a_block_without_policy_when_constructing_then_the_missing_key_is_
     sagemaker_session: Any, aws_calls: AwsCalls
 ) -> None:
     distribution = {"torch_distributed": {"enabled": True, "osprey": {"co_schedule": True}}}
-    with pytest.raises(OspreyBlockError, match=r"osprey\.priority_derivation_profile: required key is missing"):
+    with pytest.raises(
+        OspreyBlockError, match=r"osprey\.priority_derivation_profile: required key is missing"
+    ):
         seed_estimator(sagemaker_session, distribution)
     assert aws_calls.calls == []
 
@@ -243,7 +263,10 @@ def test_given_a_block_without_policy_when_constructing_then_the_missing_key_is_
     ("extra", "expected"),
     [
         ({"environment": {"OSPREY_GANG_TIMEOUT": "60"}}, "environment OSPREY_GANG_TIMEOUT: 60 contradicts"),
-        ({"environment": {"OSPREY_ENABLED": "0"}}, "environment OSPREY_ENABLED: '0' contradicts the osprey block"),
+        (
+            {"environment": {"OSPREY_ENABLED": "0"}},
+            "environment OSPREY_ENABLED: '0' contradicts the osprey block",
+        ),
         ({"tags": [{"Key": "osprey:policy", "Value": "other"}]}, "tags osprey:policy: 'other' contradicts"),
         ({"tags": {"osprey:gang-timeot": "120"}}, "did you mean 'osprey:gang-timeout'"),
     ],
@@ -267,6 +290,8 @@ def test_given_enable_with_a_bad_block_when_called_then_error_before_any_aws_cal
         instance_type="ml.g5.xlarge",
         sagemaker_session=sagemaker_session,
     )
-    with pytest.raises(OspreyBlockError, match=r"osprey\.initial_priorty: unknown key; did you mean 'initial_priority'"):
+    with pytest.raises(
+        OspreyBlockError, match=r"osprey\.initial_priorty: unknown key; did you mean 'initial_priority'"
+    ):
         enable(estimator, priority_derivation_profile="training-policy", initial_priorty=5)
     assert aws_calls.calls == []

@@ -1,0 +1,176 @@
+"""``osprey.runtime``: OSPREY_* config and EMF lines checked against the CloudWatch EMF specification."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osprey import runtime
+from osprey_control.contract import parse_block
+
+NO_FILE = Path("/nonexistent/resourceconfig.json")
+
+
+def assert_valid_emf(document: dict[str, Any]) -> None:
+    """The EMF specification's structural rules (CloudWatch 'Embedded metric format specification')."""
+    metadata = document["_aws"]
+    assert isinstance(metadata["Timestamp"], int)
+    assert metadata["Timestamp"] > 0
+    directives = metadata["CloudWatchMetrics"]
+    assert isinstance(directives, list)
+    assert directives
+    for directive in directives:
+        assert isinstance(directive["Namespace"], str)
+        assert 1 <= len(directive["Namespace"]) <= 1024
+        assert isinstance(directive["Dimensions"], list)
+        for dimension_set in directive["Dimensions"]:
+            assert 1 <= len(dimension_set) <= 30
+            for name in dimension_set:
+                assert isinstance(document[name], str), f"dimension {name} must be a top-level string"
+        metrics = directive["Metrics"]
+        assert 1 <= len(metrics) <= 100
+        for metric in metrics:
+            assert isinstance(metric["Name"], str)
+            assert 1 <= len(metric["Name"]) <= 1024
+            assert isinstance(document[metric["Name"]], int | float), "every metric needs a top-level value"
+            assert metric.get("Unit", "None") in {"Seconds", "Microseconds", "Milliseconds", "Count", "None"}
+
+
+def emitted(call: Any, *args: Any) -> dict[str, Any]:
+    stream = io.StringIO()
+    call(*args, stream=stream)
+    (line,) = stream.getvalue().splitlines()
+    document: dict[str, Any] = json.loads(line)
+    return document
+
+
+def test_given_a_sagemaker_host_when_reporting_latency_then_one_valid_emf_line_names_job_and_host(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given: SageMaker's environment and resource config
+    config = tmp_path / "resourceconfig.json"
+    config.write_text(json.dumps({"current_host": "algo-3", "hosts": ["algo-1", "algo-2", "algo-3"]}))
+    monkeypatch.setattr(runtime, "RESOURCE_CONFIG_PATH", config)
+    monkeypatch.setenv("TRAINING_JOB_NAME", "pytorch-training-2024")
+    monkeypatch.setenv("OSPREY_PRIORITY_POLICY", "training-policy")
+
+    # When
+    document = emitted(runtime.report_interconnect_latency, 120.5)
+
+    # Then
+    assert_valid_emf(document)
+    directive = document["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "/aws/osprey"
+    assert directive["Dimensions"] == [["Backend", "JobId", "Host"]]
+    assert directive["Metrics"] == [{"Name": "InterconnectLatencyMicroseconds", "Unit": "Microseconds"}]
+    assert document["Backend"] == "sagemaker"
+    assert document["JobId"] == "pytorch-training-2024"
+    assert document["Host"] == "algo-3"
+    assert document["InterconnectLatencyMicroseconds"] == 120.5
+    assert document["PolicyName"] == "training-policy"
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({"AWS_BATCH_JOB_ID": "abc#2", "AWS_BATCH_JOB_NODE_INDEX": "2"}, ("batch", "abc", "2")),
+        ({"AWS_BATCH_JOB_ID": "abc"}, ("batch", "abc", "0")),
+        (
+            {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "OSPREY_JOB_ID": "training/resnet",
+             "OSPREY_K8S_POD_NAME": "resnet-0-xyz", "HOSTNAME": "other"},
+            ("eks", "training/resnet", "resnet-0-xyz"),
+        ),
+        ({"HOSTNAME": "laptop"}, ("unknown", "unknown", "laptop")),
+        ({"AWS_BATCH_JOB_ID": "abc", "OSPREY_JOB_ID": "mine", "OSPREY_HOST": "h"}, ("batch", "mine", "h")),
+    ],
+)  # fmt: skip
+def test_given_a_backend_environment_when_computing_dimensions_then_job_and_host_are_identified(
+    environment: dict[str, str], expected: tuple[str, str, str]
+) -> None:
+    dimensions = runtime.job_dimensions(environment, resource_config=NO_FILE)
+    assert (dimensions["Backend"], dimensions["JobId"], dimensions["Host"]) == expected
+
+
+def test_given_a_namespace_override_when_reporting_step_time_then_it_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OSPREY_METRICS_NAMESPACE", "/custom/osprey")
+    monkeypatch.setenv("AWS_BATCH_JOB_ID", "job-1")
+    document = emitted(runtime.report_step_time, 1.25)
+    assert_valid_emf(document)
+    assert document["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "/custom/osprey"
+    assert document["StepTimeSeconds"] == 1.25
+    assert document["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [
+        {"Name": "StepTimeSeconds", "Unit": "Seconds"}
+    ]
+
+
+def test_given_too_many_or_bad_metrics_when_building_emf_then_it_is_refused() -> None:
+    with pytest.raises(ValueError, match="1 to 100 metrics"):
+        runtime.emf_record({f"M{index}": (1.0, "Count") for index in range(101)}, environment={})
+    with pytest.raises(ValueError, match="finite"):
+        runtime.emf_record({"M": (float("nan"), "Count")}, environment={})
+    with pytest.raises(ValueError, match=">= 0"):
+        runtime.report_step_time(-1.0, stream=io.StringIO())
+
+
+def test_given_100_metrics_when_building_emf_then_the_document_is_valid() -> None:
+    document = runtime.emf_record(
+        {f"M{index}": (float(index), "Count") for index in range(100)}, environment={}
+    )
+    assert_valid_emf(document)
+
+
+def test_given_the_osprey_environment_when_reading_config_then_it_is_the_block() -> None:
+    environment = {
+        "OSPREY_ENABLED": "1",
+        "OSPREY_PRIORITY_POLICY": "training-policy",
+        "OSPREY_GANG_TIMEOUT": "90",
+    }
+    assert runtime.config(environment) == parse_block(
+        {"priority_derivation_profile": "training-policy", "gang_timeout": 90}
+    )
+    assert runtime.config({}) is None
+
+
+def test_given_no_torch_when_measuring_latency_then_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert runtime.measure_interconnect_latency() is None
+
+
+def fake_torch(initialised: bool) -> tuple[types.ModuleType, list[Any]]:
+    reduced: list[Any] = []
+    torch = types.ModuleType("torch")
+    dist = types.ModuleType("torch.distributed")
+    dist.is_available = lambda: True  # type: ignore[attr-defined]
+    dist.is_initialized = lambda: initialised  # type: ignore[attr-defined]
+    dist.get_backend = lambda: "gloo"  # type: ignore[attr-defined]
+    dist.all_reduce = reduced.append  # type: ignore[attr-defined]
+    torch.distributed = dist  # type: ignore[attr-defined]
+    torch.cuda = types.SimpleNamespace(is_available=lambda: False)  # type: ignore[attr-defined]
+    torch.device = lambda *args: ("device", *args)  # type: ignore[attr-defined]
+    torch.ones = lambda count, device: [1.0] * count  # type: ignore[attr-defined]
+    return torch, reduced
+
+
+@pytest.mark.parametrize("initialised", [True, False])
+def test_given_torch_when_measuring_latency_then_all_reduce_is_timed_only_with_a_process_group(
+    monkeypatch: pytest.MonkeyPatch, initialised: bool
+) -> None:
+    torch, reduced = fake_torch(initialised)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", torch.distributed)
+    latency = runtime.measure_interconnect_latency(iterations=5, warmup=1)
+    if initialised:
+        assert latency is not None
+        assert latency >= 0
+        assert len(reduced) == 6
+    else:
+        assert latency is None
+        assert reduced == []
