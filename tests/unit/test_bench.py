@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from bench.derive_bench import main
 
 
