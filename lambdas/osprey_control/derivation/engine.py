@@ -189,22 +189,40 @@ def _clamp(value: float, low: float, high: float) -> float:
     return low if value < low else high if value > high else value
 
 
+def _mean(values: list[float]) -> float:
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:  # finite values whose sum exceeds float range: scale first
+        count = len(values)
+        return math.fsum(value / count for value in values)
+
+
+def _skipped(rule: _CompiledBuiltin, outcome: str, detail: str = "") -> RuleExplanation:
+    return RuleExplanation(
+        rule.index, "builtin", rule.metric, None, None, None, None, None, rule.weight, False, outcome, detail
+    )
+
+
 def _evaluate_builtin(rule: _CompiledBuiltin, job: JobMetrics) -> RuleExplanation:
     metric = rule.metric
-    if rule.job_level:
-        single = job.job_values.get(metric)
-        values = [] if single is None else [single]
-    else:
-        values = [node.values[metric] for node in job.nodes if metric in node.values]
+    isfinite = math.isfinite
+    try:
+        # A NaN or infinite sample is a gap in the data, never a value (DESIGN §3: missing is never zero).
+        if rule.job_level:
+            single = job.job_values.get(metric)
+            values = [] if single is None or not isfinite(single) else [single]
+        else:
+            values = [
+                node.values[metric]
+                for node in job.nodes
+                if metric in node.values and isfinite(node.values[metric])
+            ]
+    except TypeError as error:  # a collector handed over something that is not a number
+        return _skipped(rule, "invalid-data", str(error))
     if not values:
-        return RuleExplanation(
-            rule.index, "builtin", metric, None, None, None, None, None, rule.weight, False, "no-data"
-        )
+        return _skipped(rule, "no-data")
     aggregation = rule.aggregation
-    if aggregation == _MEAN:
-        value = math.fsum(values) / len(values)
-    else:
-        value = min(values) if aggregation == _MIN else max(values)
+    value = _mean(values) if aggregation == _MEAN else min(values) if aggregation == _MIN else max(values)
     x = (value - rule.lo) / rule.span
     x = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
     scaling = rule.scaling
@@ -235,14 +253,9 @@ def _evaluate_custom(
     if invoker is None:
         outcome = f"fallback:{FailureReason.NOT_INVOKED.value}"
     else:
-        call = CustomRuleCall(
-            policy.name,
-            rule.index,
-            rule.arn,
-            rule.timeout_ms,
-            build_event(policy.name, job, previous, base_priority),
-        )
         try:
+            event = build_event(policy.name, job, previous, base_priority)
+            call = CustomRuleCall(policy.name, rule.index, rule.arn, rule.timeout_ms, event)
             answer = parse_answer(invoker.invoke(call))
         except CustomRuleError as failure:
             outcome, detail = f"fallback:{failure.reason.value}", failure.detail
@@ -270,11 +283,11 @@ def _damp(policy: CompiledPolicy, previous: int, target: float) -> tuple[int, Re
         return previous, "deadband"
     limit = policy.max_priority_change
     step = _clamp(delta, -limit, limit)
-    applied = math.floor(previous + step + 0.5)
+    rounded = math.floor(previous + step + 0.5)
     # Rounding may not carry a fractional maxPriorityChange past its bound (docs/decisions.md).
     cap = math.floor(limit)
-    applied = int(_clamp(applied, previous - cap, previous + cap))
-    return applied, ("damped" if step != delta else "derived")
+    applied = int(_clamp(rounded, previous - cap, previous + cap))
+    return applied, ("damped" if step != delta or applied != rounded else "derived")
 
 
 def derive(

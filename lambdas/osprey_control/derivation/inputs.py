@@ -15,7 +15,11 @@ def mean_of_gpus(values: float | Sequence[float]) -> float | None:
         return float(values)
     if not values:
         return None
-    return math.fsum(values) / len(values)
+    count = len(values)
+    try:
+        return math.fsum(values) / count
+    except OverflowError:  # finite values whose sum exceeds float range: scale first
+        return math.fsum(value / count for value in values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,10 @@ class MetricsFileError(ValueError):
 def _number(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise MetricsFileError(path, f"must be a number, got {json.dumps(value)[:40]}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        number = math.inf
     if not math.isfinite(number):
         raise MetricsFileError(path, f"must be a finite number, got {number}")
     return number
@@ -106,7 +109,12 @@ def read_metrics_file(path: str | Path) -> JobMetrics:
         raw = handle.read(MAX_FILE_BYTES * 4 + 1)
     if len(raw) > MAX_FILE_BYTES * 4:
         raise MetricsFileError("(file)", f"file is larger than {MAX_FILE_BYTES * 4} bytes")
-    text = raw.decode("utf-8", errors="strict")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise MetricsFileError(
+            "(file)", f"not UTF-8 text (byte {error.start}); save the file as UTF-8"
+        ) from None
     if path.suffix in (".yaml", ".yml"):
         try:
             documents = read_documents(text)
@@ -116,12 +124,28 @@ def read_metrics_file(path: str | Path) -> JobMetrics:
             raise MetricsFileError("(file)", "must hold exactly one YAML document")
         return parse_metrics_document(documents[0][1])
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except MetricsFileError:
+        raise
     except json.JSONDecodeError as error:
         raise MetricsFileError(
             f"line {error.lineno}, column {error.colno}", f"not valid JSON: {error.msg}"
         ) from None
+    except RecursionError:
+        raise MetricsFileError("(file)", "nesting is too deep for a metrics file") from None
+    except ValueError as error:  # e.g. an integer literal longer than Python converts
+        raise MetricsFileError("(file)", f"value out of range: {error}") from None
     return parse_metrics_document(data)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Like the policy reader: a repeated key is a mistake, not "the last one wins".
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise MetricsFileError("(file)", f"duplicate key '{key}'; each key may appear once per object")
+        result[key] = value
+    return result
 
 
 def _reject_constant(name: str) -> Any:

@@ -121,6 +121,8 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 def _shown(value: Any) -> str:
     if isinstance(value, dict | list):
         return ""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**18:
+        return " (got an integer too large to be meaningful here)"
     text = repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
@@ -133,6 +135,11 @@ def describe_error(error: ErrorDetails) -> tuple[str, str]:
     loc = _strip_union_tags(raw_loc)
     path = format_path(loc)
     field = next((part for part in reversed(loc) if isinstance(part, str) and part != "[key]"), "")
+    # Inside a string map (labels, annotations) the last part is a user key, not a field name.
+    if len(loc) >= 3 and loc[-1] == "[key]":
+        field = str(loc[-3])
+    elif len(loc) >= 2 and loc[-2] in ("labels", "annotations"):
+        field = str(loc[-2])
     kind = error["type"]
 
     if kind == "extra_forbidden":

@@ -148,9 +148,6 @@ def load_policy_text(text: str | bytes, source: str) -> PolicySet:
         label = source if problem.document <= 1 else f"{source}#{problem.document}"
         result.errors.append(PolicyIssue(label, problem.location, problem.message))
         return result
-    except RecursionError:
-        result.errors.append(PolicyIssue(source, "(file)", "document nests too deeply to be a policy"))
-        return result
     if not documents:
         result.errors.append(PolicyIssue(source, "(file)", "no policy document found in the file"))
         return result
@@ -171,15 +168,22 @@ def _expand(paths: Iterable[str | Path], result: PolicySet) -> list[Path]:
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in POLICY_SUFFIXES)
-            if not found:
-                result.errors.append(PolicyIssue(str(path), "(directory)", "no *.yaml or *.yml files found"))
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            result.errors.append(PolicyIssue(str(path), "(file)", "no such file or directory"))
+        try:
+            if path.is_dir():
+                found = sorted(p for p in path.iterdir() if p.suffix in POLICY_SUFFIXES and p.is_file())
+                if not found:
+                    result.errors.append(
+                        PolicyIssue(str(path), "(directory)", "no *.yaml or *.yml files found")
+                    )
+                files.extend(found)
+            elif path.is_file():
+                files.append(path)
+            elif path.exists():
+                result.errors.append(PolicyIssue(str(path), "(file)", "not a regular file or directory"))
+            else:
+                result.errors.append(PolicyIssue(str(path), "(file)", "no such file or directory"))
+        except OSError as error:
+            result.errors.append(PolicyIssue(str(path), "(file)", f"cannot read: {error.strerror or error}"))
     return files
 
 

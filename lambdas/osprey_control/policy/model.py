@@ -7,6 +7,7 @@ never silently converted. Numbers must be finite.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -146,6 +147,10 @@ class BuiltinRule(_Document):
     def _range_increasing(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
         if value is not None and not value[0] < value[1]:
             raise ValueError(f"range [{value[0]:g}, {value[1]:g}] must have lo < hi")
+        if value is not None and not math.isfinite(value[1] - value[0]):
+            raise ValueError(
+                f"range [{value[0]:g}, {value[1]:g}] is too wide: hi - lo must be a finite number"
+            )
         return value
 
     @property

@@ -90,11 +90,16 @@ def _check_keys(node: Node, path: str, document: int) -> None:
     if isinstance(node, MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode) or key_node.tag != _STR_TAG:
+            if isinstance(key_node, ScalarNode) and key_node.tag == "tag:yaml.org,2002:merge":
                 raise UnsafeYamlError(
                     document,
                     path or _position(key_node.start_mark),
-                    f"mapping keys must be strings ({_position(key_node.start_mark)})",
+                    "merge keys (<<) are not allowed; write the fields out in full",
+                )
+            if not isinstance(key_node, ScalarNode) or key_node.tag != _STR_TAG:
+                where = f" ({_position(key_node.start_mark)})" if path else ""
+                raise UnsafeYamlError(
+                    document, path or _position(key_node.start_mark), f"mapping keys must be strings{where}"
                 )
             key = str(key_node.value)
             child = f"{path}.{key}" if path else key
@@ -116,35 +121,36 @@ def read_documents(text: str) -> list[tuple[int, Any]]:
 
     Empty documents (nothing, or only ``null``) are dropped. Raises :class:`UnsafeYamlError`.
     """
-    loader = _SafeSubsetLoader(text)
     documents: list[tuple[int, Any]] = []
+    loader: _SafeSubsetLoader | None = None
+    document_index = 1
     try:
+        # The reader rejects control characters as soon as the loader is built, so that is inside the try.
+        loader = _SafeSubsetLoader(text)
         while True:
-            loader.document_index += 1
-            try:
-                if not loader.check_node():
-                    break
-                node = loader.get_node()
-            except yaml.MarkedYAMLError as error:
-                mark = error.problem_mark or error.context_mark
-                raise UnsafeYamlError(
-                    loader.document_index, _position(mark), f"not valid YAML: {error.problem or error}"
-                ) from None
-            except yaml.YAMLError as error:
-                raise UnsafeYamlError(
-                    loader.document_index, "(document)", f"not valid YAML: {error}"
-                ) from None
-            if node is None:
-                continue
-            _check_keys(node, "", loader.document_index)
-            try:
+            loader.document_index = document_index
+            if not loader.check_node():
+                break
+            node = loader.get_node()
+            if node is not None:
+                _check_keys(node, "", document_index)
                 document = loader.construct_document(node)
-            except yaml.YAMLError as error:
-                raise UnsafeYamlError(
-                    loader.document_index, _position(node.start_mark), f"not valid YAML: {error}"
-                ) from None
-            if document is not None:
-                documents.append((loader.document_index, document))
+                if document is not None:
+                    documents.append((document_index, document))
+            document_index += 1
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        raise UnsafeYamlError(
+            document_index, _position(mark), f"not valid YAML: {error.problem or error}"
+        ) from None
+    except yaml.YAMLError as error:
+        raise UnsafeYamlError(document_index, "(document)", f"not valid YAML: {error}") from None
+    except (ValueError, OverflowError) as error:
+        # e.g. an integer literal of more digits than Python converts (sys.get_int_max_str_digits()).
+        raise UnsafeYamlError(document_index, "(document)", f"value out of range: {error}") from None
+    except RecursionError:
+        raise UnsafeYamlError(document_index, "(document)", "nesting is too deep") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return documents

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,9 +46,11 @@ def parse_custom_options(options: list[str], policy: PriorityDerivationPolicy) -
     answers: dict[int, float | None] = {}
     for option in options:
         index_text, separator, value_text = option.partition("=")
-        if not separator or not index_text.strip().isdigit():
+        if not separator or not re.fullmatch(r"[0-9]+", index_text.strip()):
             raise typer.BadParameter(f"{option!r}: expected INDEX=VALUE or INDEX=fail", param_hint="--custom")
         index = int(index_text)
+        if index in answers:
+            raise typer.BadParameter(f"{option!r}: rule {index} is given twice", param_hint="--custom")
         if index not in custom_indexes:
             allowed = ", ".join(str(i) for i in sorted(custom_indexes)) or "none in this policy"
             raise typer.BadParameter(
@@ -91,7 +94,9 @@ def _select_policy(policy_file: Path, name: str | None) -> PriorityDerivationPol
 
 
 def derive_command(
-    policy_file: Annotated[Path, typer.Option("--policy", help="Policy file (YAML).")],
+    policy_file: Annotated[
+        Path, typer.Option("--policy", help="Policy file (YAML), or a directory of them.")
+    ],
     metrics_file: Annotated[Path, typer.Option("--metrics", help="Metrics file (JSON, or YAML by suffix).")],
     current: Annotated[
         int | None,

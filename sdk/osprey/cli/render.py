@@ -6,6 +6,7 @@ import sys
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from osprey_control.derivation import Decision, JobMetrics
@@ -20,7 +21,8 @@ def _number(value: float | None, digits: int = 2) -> str:
 def render_decision(decision: Decision, job: JobMetrics, console: Console | None = None) -> None:
     # Piped output keeps full rows rather than wrapping at rich's default 80 columns.
     console = console or Console(width=None if sys.stdout.isatty() else 160)
-    title = f"policy {decision.policy} · job {job.job_id} · {len(job.nodes)} node(s)"
+    # Job ids come from users' files and AWS: never let them be read as rich markup.
+    title = escape(f"policy {decision.policy} · job {job.job_id} · {len(job.nodes)} node(s)")
     rules = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for header in (
         "RULE",
@@ -40,7 +42,7 @@ def render_decision(decision: Decision, job: JobMetrics, console: Console | None
         rules.add_row(
             str(rule.index),
             rule.kind,
-            label,
+            escape(label),
             _number(rule.value),
             _number(rule.normalized, 3),
             _number(rule.score, 3),
@@ -53,7 +55,7 @@ def render_decision(decision: Decision, job: JobMetrics, console: Console | None
     for header in ("JOBID", "PREVIOUS", "BASE", "TARGET", "PRIORITY", "CHANGE", "REASON"):
         summary.add_column(header)
     summary.add_row(
-        job.job_id,
+        escape(job.job_id),
         str(decision.previous),
         _number(decision.base),
         _number(decision.target),

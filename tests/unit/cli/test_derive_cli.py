@@ -154,3 +154,27 @@ def test_table_output_reads_like_sprio(files: dict[str, Path]) -> None:
         "REASON",
     ):
         assert text in result.stdout
+
+
+def test_job_ids_are_printed_literally_not_as_markup(files: dict[str, Path], tmp_path: Path) -> None:
+    metrics = tmp_path / "markup.json"
+    metrics.write_text(json.dumps({"job": {"id": "[/oops][red]evil"}, "nodes": [NODE]}))
+    result = runner.invoke(app, ["derive", "--policy", str(files["seed"]), "--metrics", str(metrics)])
+    assert result.exit_code == 0, result.output
+    assert "[/oops][red]evil" in result.stdout
+
+
+@pytest.mark.parametrize("option", ["²=5", "٣=5"])
+def test_non_ascii_digits_are_a_usage_error(files: dict[str, Path], option: str) -> None:
+    result = runner.invoke(
+        app,
+        ["derive", "--policy", str(files["custom"]), "--metrics", str(files["metrics"]), "--custom", option],
+    )
+    assert result.exit_code == 2
+
+
+def test_same_custom_rule_twice_is_a_usage_error(files: dict[str, Path]) -> None:
+    args = ["derive", "--policy", str(files["custom"]), "--metrics", str(files["metrics"])]
+    result = runner.invoke(app, [*args, "--custom", "3=10", "--custom", "3=20"])
+    assert result.exit_code == 2
+    assert "given twice" in result.stderr

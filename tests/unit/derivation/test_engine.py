@@ -283,3 +283,29 @@ def test_decision_json_has_the_documented_keys() -> None:
         "used",
         "outcome",
     ]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_samples_are_gaps_not_values(bad: float) -> None:
+    decision = derive(policy([SEED_RULES[0]]), job({"gpu_utilization": bad}, {"gpu_utilization": 40.0}), 50)
+    assert decision.rules[0].value == 40.0
+    only_bad = derive(policy([SEED_RULES[0]]), job({"gpu_utilization": bad}), 50)
+    assert (only_bad.reason, only_bad.priority) == ("no-data", 50)
+
+
+def test_huge_finite_samples_average_without_overflow() -> None:
+    decision = derive(
+        policy([SEED_RULES[0]]), job({"gpu_utilization": 1e308}, {"gpu_utilization": 1e308}), 50
+    )
+    assert decision.rules[0].normalized == 1.0
+
+
+def test_a_non_number_from_a_collector_skips_the_rule_and_fails_only_the_custom_event() -> None:
+    # Given a job whose data holds a string where a number belongs
+    broken = job({"gpu_utilization": 80.0, "spot_interruption_risk": "high"})  # type: ignore[dict-item]
+    rules = [SEED_RULES[0], {**SEED_RULES[0], "metric": "spot_interruption_risk"}, custom("r", fallback=30)]
+    # When it is derived, Then nothing raises: the bad rule is skipped and the custom rule falls back
+    decision = derive(policy(rules), broken, 50, RecordingInvoker({"r": {"derived_priority": 90}}))
+    assert decision.rules[0].outcome == "used"
+    assert decision.rules[1].outcome == "invalid-data"
+    assert decision.rules[2].outcome == "fallback:error"

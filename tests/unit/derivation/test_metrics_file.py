@@ -77,3 +77,38 @@ def test_shipped_sample_fleet_is_valid(repo_root: Path) -> None:
     for file in files:
         job = read_metrics_file(file)
         assert job.job_id == json.loads(file.read_text())["job"]["id"]
+
+
+@pytest.mark.parametrize(
+    ("content", "path", "message"),
+    [
+        ('{"nodes": [{"gpu_utilization": 1' + "0" * 400 + "}]}", "nodes[0].gpu_utilization", "finite number"),
+        ('{"nodes": [{"gpu_utilization": ' + "9" * 5000 + "}]}", "(file)", "value out of range"),
+        ('{"x": ' + "[" * 100000 + "]" * 100000 + "}", "(file)", "nesting is too deep"),
+        (
+            '{"nodes": [{"gpu_utilization": 1, "gpu_utilization": 2}]}',
+            "(file)",
+            "duplicate key 'gpu_utilization'",
+        ),
+    ],
+    ids=["huge-int", "too-many-digits", "deep-nesting", "duplicate-key"],
+)
+def test_hostile_json_is_refused_cleanly(tmp_path: Path, content: str, path: str, message: str) -> None:
+    file = tmp_path / "m.json"
+    file.write_text(content)
+    with pytest.raises(MetricsFileError) as raised:
+        read_metrics_file(file)
+    assert raised.value.path == path
+    assert message in raised.value.message
+
+
+def test_control_characters_in_yaml_metrics_are_refused(tmp_path: Path) -> None:
+    file = tmp_path / "m.yaml"
+    file.write_text("nodes:\n- {gpu_utilization: 5}\x01\n")
+    with pytest.raises(MetricsFileError, match="not valid YAML"):
+        read_metrics_file(file)
+
+
+def test_values_whose_sum_overflows_still_average() -> None:
+    job = parse_metrics_document({"nodes": [{"gpu_utilization": [1e308, 1e308]}]})
+    assert job.nodes[0].values["gpu_utilization"] == 1e308
