@@ -1,0 +1,69 @@
+"""Creating AWS clients the same way everywhere: lazily, with bounded retries and backoff.
+
+Adapters take a boto3 client as a parameter (``client=None`` → created here on first use, never at import),
+so tests pass moto- or Stubber-backed clients and the Lambdas share one per container.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RETRY_CONFIG", "client_for", "is_throttling", "is_transient"]
+
+# botocore's "standard" mode retries throttling and 5xx with exponential backoff and jitter; 5 attempts keeps
+# the worst case well inside one cycle.
+RETRY_CONFIG: dict[str, Any] = {
+    "retries": {"mode": "standard", "max_attempts": 5},
+    "connect_timeout": 5,
+    "read_timeout": 20,
+}
+
+_THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottled",
+        "SlowDown",
+    }
+)
+
+
+def client_for(service: str, client: Any = None, **kwargs: Any) -> Any:
+    """``client`` if given, else a new boto3 client with :data:`RETRY_CONFIG` (imports boto3 only then)."""
+    if client is not None:
+        return client
+    import boto3  # noqa: PLC0415 - keep boto3 off the import path of pure modules and fast cold starts
+    from botocore.config import Config  # noqa: PLC0415
+
+    return boto3.client(service, config=Config(**RETRY_CONFIG), **kwargs)  # type: ignore[call-overload]
+
+
+def _error_code(error: BaseException) -> str:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def is_throttling(error: BaseException) -> bool:
+    return _error_code(error) in _THROTTLING_CODES
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth retrying later: throttling, a 5xx, or a connection problem (kopf's temporary vs permanent)."""
+    if is_throttling(error):
+        return True
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return isinstance(status, int) and status >= 500
+    return type(error).__name__ in {
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "ConnectionClosedError",
+    }

@@ -1,0 +1,23 @@
+"""The job registry: what Osprey knows about every job it manages (model here, DynamoDB adapter beside it)."""
+
+from osprey_control.registry.model import (
+    ACTIVE_STATUSES,
+    STATUS_ORDER,
+    Backend,
+    JobKey,
+    JobRecord,
+    JobStatus,
+    NodeKind,
+    NodeRef,
+)
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "STATUS_ORDER",
+    "Backend",
+    "JobKey",
+    "JobRecord",
+    "JobStatus",
+    "NodeKind",
+    "NodeRef",
+]
