@@ -1,0 +1,88 @@
+"""Custom rules through AWS Lambda: the allow-list of DESIGN §4, the rule's timeout, and failure reasons.
+
+The control plane may invoke only functions in its own account whose name starts with the deployment's
+prefix (default ``osprey-``); IAM denies the rest anyway, but checking first gives a clear reason
+(``not-allowed``) instead of an AccessDenied per cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+from osprey_control.aws import client_for, is_throttling
+from osprey_control.derivation import CustomRuleCall, CustomRuleError, FailureReason
+
+__all__ = ["DEFAULT_ALLOWED_PREFIX", "LambdaRuleInvoker", "RuleAllowList"]
+
+DEFAULT_ALLOWED_PREFIX = "osprey-"
+
+
+@dataclass(frozen=True)
+class RuleAllowList:
+    """Which functions a deployment may invoke: same partition, region-agnostic, same account, name prefix."""
+
+    account: str
+    prefix: str = DEFAULT_ALLOWED_PREFIX
+    partition: str = "aws"
+
+    def problem(self, arn: str) -> str | None:
+        """Why ``arn`` may not be invoked, or None."""
+        parts = arn.split(":")
+        if len(parts) < 7 or parts[2] != "lambda" or parts[5] != "function":
+            return f"{arn} is not a Lambda function ARN"
+        if parts[1] != self.partition:
+            return f"{arn} is in partition {parts[1]}, the control plane runs in {self.partition}"
+        if parts[4] != self.account:
+            return f"{arn} is in account {parts[4]}; only functions in {self.account} may be invoked"
+        if not parts[6].startswith(self.prefix):
+            return f"{arn}: function name must start with {self.prefix!r} (the deployment's allowed prefix)"
+        return None
+
+
+class LambdaRuleInvoker:
+    """Implements the engine's ``CustomRuleInvoker`` with ``lambda:Invoke`` (RequestResponse).
+
+    The rule's ``timeoutMs`` bounds the wait: the call runs on a worker thread and an answer later than that is
+    a ``timeout`` (the function may still finish; its answer is ignored). Thread-safe, so a shard's jobs can be
+    derived concurrently and their custom rules run in parallel.
+    """
+
+    def __init__(self, allow: RuleAllowList, *, client: Any = None, max_concurrency: int = 32) -> None:
+        self._allow = allow
+        self._client = client_for("lambda", client)
+        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="osprey-rule")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _invoke(self, call: CustomRuleCall) -> Any:
+        try:
+            response = self._client.invoke(
+                FunctionName=call.arn,
+                InvocationType="RequestResponse",
+                Payload=json.dumps(call.event).encode(),
+            )
+        except Exception as error:
+            if is_throttling(error):
+                raise CustomRuleError(FailureReason.THROTTLED, str(error)) from None
+            raise CustomRuleError(FailureReason.ERROR, f"{type(error).__name__}: {error}") from None
+        payload = response["Payload"].read()
+        if response.get("FunctionError"):
+            # The function raised: its payload is the error, not an answer.
+            raise CustomRuleError(FailureReason.ERROR, f"function error: {payload[:200]!r}")
+        return payload
+
+    def invoke(self, call: CustomRuleCall) -> Any:
+        problem = self._allow.problem(call.arn)
+        if problem is not None:
+            raise CustomRuleError(FailureReason.NOT_ALLOWED, problem)
+        future = self._pool.submit(self._invoke, call)
+        try:
+            return future.result(timeout=call.timeout_ms / 1000)
+        except FutureTimeout:
+            future.cancel()
+            raise CustomRuleError(FailureReason.TIMEOUT, f"no answer within {call.timeout_ms} ms") from None
