@@ -1,0 +1,39 @@
+"""Metric collection for a shard of jobs: CloudWatch GetMetricData MetricStat queries → ``JobMetrics``.
+
+    >>> from osprey_control.collect import collect
+    >>> result = collect(records, client=cloudwatch)  # doctest: +SKIP
+    >>> result.metrics[record.key].nodes[0].values["gpu_utilization"]  # doctest: +SKIP
+    87.5
+
+See ``docs/metrics-and-actuation.md`` for the sources, units, and the CloudWatch agent configuration assumed.
+"""
+
+from osprey_control.collect.collector import (
+    MAX_QUERIES_PER_CALL,
+    CollectionProblem,
+    CollectionResult,
+    CollectorConfig,
+    collect,
+)
+from osprey_control.collect.queries import (
+    GPUS_PER_INSTANCE_TYPE,
+    QUERY_ID_PATTERN,
+    SeriesSpec,
+    build_series,
+    gpus_for_instance_type,
+    metric_data_query,
+)
+
+__all__ = [
+    "GPUS_PER_INSTANCE_TYPE",
+    "MAX_QUERIES_PER_CALL",
+    "QUERY_ID_PATTERN",
+    "CollectionProblem",
+    "CollectionResult",
+    "CollectorConfig",
+    "SeriesSpec",
+    "build_series",
+    "collect",
+    "gpus_for_instance_type",
+    "metric_data_query",
+]

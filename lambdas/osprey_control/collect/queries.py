@@ -1,0 +1,255 @@
+"""Which CloudWatch series describe a job: one :class:`SeriesSpec` per (node, source metric), DESIGN §3.
+
+Pure Python, no AWS import. :func:`build_series` turns a shard of :class:`JobRecord` into specs;
+:func:`metric_data_query` turns one spec into a GetMetricData ``MetricStat`` query.
+
+Sources, by node kind:
+
+- ``instance`` (Batch, EKS nodes): CloudWatch agent ``nvidia_smi_*`` rolled up per instance (dimension
+  ``InstanceId`` only). This needs the agent configured with ``append_dimensions: {"InstanceId":
+  "${aws:InstanceId}"}`` and ``aggregation_dimensions: [["InstanceId"]]``; without the rollup every series
+  also carries ``index``/``name``/``arch`` and a MetricStat on ``InstanceId`` alone finds nothing.
+- ``host`` (SageMaker): ``/aws/sagemaker/TrainingJobs`` ``GPUUtilization`` / ``GPUMemoryUtilization`` with
+  ``Host = <training job name>/algo-N``. SageMaker reports the sum over the host's GPUs (0..100 times GPUs), so
+  the value is divided by the GPU count (``NodeRef.gpus``, else :data:`GPUS_PER_INSTANCE_TYPE`).
+- ``pod`` (EKS): Container Insights ``pod_gpu_utilization`` / ``pod_gpu_memory_utilization`` with
+  ``ClusterName``, ``Namespace``, ``PodName``.
+- every node: the runtime's ``InterconnectLatencyMicroseconds`` in ``/aws/osprey`` with exactly
+  ``[Backend, JobId, Host]`` (``osprey.runtime``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from osprey_control.registry.model import Backend, JobKey, JobRecord, NodeKind, NodeRef
+
+__all__ = [
+    "CONTAINER_INSIGHTS_NAMESPACE",
+    "CWAGENT_NAMESPACE",
+    "GPUS_PER_INSTANCE_TYPE",
+    "OSPREY_NAMESPACE",
+    "QUERY_ID_PATTERN",
+    "SAGEMAKER_NAMESPACE",
+    "BuildProblem",
+    "SeriesSpec",
+    "build_series",
+    "gpus_for_instance_type",
+    "metric_data_query",
+    "runtime_backend",
+]
+
+CWAGENT_NAMESPACE = "CWAgent"
+SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
+CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
+OSPREY_NAMESPACE = "/aws/osprey"
+QUERY_ID_PATTERN = re.compile(r"^[a-z][a-zA-Z0-9_]*$")
+
+# GPUs per host for the instance types SageMaker and Batch GPU fleets use; "ml." is stripped first. A type not
+# listed here needs NodeRef.gpus, otherwise the SageMaker sum cannot be normalised and the value stays absent.
+GPUS_PER_INSTANCE_TYPE: Mapping[str, int] = {
+    "p3.2xlarge": 1,
+    "p3.8xlarge": 4,
+    "p3.16xlarge": 8,
+    "p3dn.24xlarge": 8,
+    "p4d.24xlarge": 8,
+    "p4de.24xlarge": 8,
+    "p5.4xlarge": 1,
+    "p5.48xlarge": 8,
+    "p5e.48xlarge": 8,
+    "p5en.48xlarge": 8,
+    "p6-b200.48xlarge": 8,
+    "g4dn.xlarge": 1,
+    "g4dn.2xlarge": 1,
+    "g4dn.4xlarge": 1,
+    "g4dn.8xlarge": 1,
+    "g4dn.16xlarge": 1,
+    "g4dn.12xlarge": 4,
+    "g4dn.metal": 8,
+    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("xlarge", "2xlarge", "4xlarge")},
+    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("8xlarge", "16xlarge")},
+    **{f"{family}.{size}": 4 for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
+    **{f"{family}.48xlarge": 8 for family in ("g5", "g6", "g6e")},
+}
+
+
+def gpus_for_instance_type(instance_type: str | None) -> int | None:
+    """GPUs per host of an EC2 or SageMaker (``ml.``) instance type, None when unknown."""
+    if not instance_type:
+        return None
+    return GPUS_PER_INSTANCE_TYPE.get(instance_type.removeprefix("ml."))
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSpec:
+    """One CloudWatch series and where its value goes: ``metric`` of ``node_id`` of ``job``.
+
+    ``part`` is ``"used"`` / ``"total"`` for the two halves of the CWAgent memory ratio, else ``""``;
+    ``divisor`` turns SageMaker's per-host sum into a per-GPU percent.
+    """
+
+    job: JobKey
+    node_id: str
+    metric: str
+    namespace: str
+    metric_name: str
+    dimensions: tuple[tuple[str, str], ...]
+    part: str = ""
+    divisor: float = 1.0
+    stat: str = "Average"
+
+
+@dataclass(frozen=True, slots=True)
+class BuildProblem:
+    """A node whose series could not be built (the metric stays absent)."""
+
+    job: JobKey
+    kind: str
+    message: str
+
+
+def runtime_backend(backend: Backend) -> str:
+    """The ``Backend`` dimension value ``osprey.runtime`` writes for a job on ``backend``."""
+    return "sagemaker" if backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) else backend.value
+
+
+def _training_job_name(record: JobRecord) -> str:
+    # A queued job's native id is its Batch service job id; SageMaker metrics are keyed by the training job.
+    return record.name if record.backend is Backend.SAGEMAKER_QUEUED else record.native_id
+
+
+def _runtime_job_id(record: JobRecord) -> str:
+    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED):
+        return _training_job_name(record)
+    return record.native_id
+
+
+def _runtime_host(record: JobRecord, position: int, node: NodeRef) -> str:
+    if node.kind is NodeKind.HOST:
+        return node.node_id.rsplit("/", 1)[-1]
+    if record.backend is Backend.BATCH and not node.node_id.isdigit():
+        # The runtime reports AWS_BATCH_JOB_NODE_INDEX; the registry keeps a Batch job's nodes in index order.
+        return str(position)
+    return node.node_id
+
+
+def _cwagent(job: JobKey, node: NodeRef) -> list[SeriesSpec]:
+    dims = (("InstanceId", node.instance_id or node.node_id),)
+    sources = (
+        ("gpu_utilization", "nvidia_smi_utilization_gpu", ""),
+        ("memory_bandwidth_utilization", "nvidia_smi_utilization_memory", ""),
+        ("gpu_memory_utilization", "nvidia_smi_memory_used", "used"),
+        ("gpu_memory_utilization", "nvidia_smi_memory_total", "total"),
+    )
+    return [
+        SeriesSpec(job, node.node_id, metric, CWAGENT_NAMESPACE, name, dims, part)
+        for metric, name, part in sources
+    ]
+
+
+def _sagemaker(
+    record: JobRecord, node: NodeRef, instance_type: str | None
+) -> tuple[list[SeriesSpec], BuildProblem | None]:
+    gpus = node.gpus or gpus_for_instance_type(instance_type)
+    if not gpus:
+        problem = BuildProblem(
+            record.key,
+            "gpus-unknown",
+            f"GPU count of SageMaker host {node.node_id} is unknown, so its GPUUtilization (a sum over GPUs) "
+            f"cannot be normalised; record NodeRef.gpus or use an instance type listed in "
+            f"GPUS_PER_INSTANCE_TYPE (got {instance_type!r})",
+        )
+        return [], problem
+    host = node.node_id if "/" in node.node_id else f"{_training_job_name(record)}/{node.node_id}"
+    dims = (("Host", host),)
+    specs = [
+        SeriesSpec(record.key, node.node_id, metric, SAGEMAKER_NAMESPACE, name, dims, divisor=float(gpus))
+        for metric, name in (
+            ("gpu_utilization", "GPUUtilization"),
+            ("gpu_memory_utilization", "GPUMemoryUtilization"),
+        )
+    ]
+    return specs, None
+
+
+def _pod(record: JobRecord, node: NodeRef) -> tuple[list[SeriesSpec], BuildProblem | None]:
+    if not record.cluster:
+        problem = BuildProblem(
+            record.key, "cluster-unknown", "EKS job has no cluster name; Container Insights needs ClusterName"
+        )
+        return [], problem
+    namespace = record.native_id.split("/", 1)[0] if "/" in record.native_id else "default"
+    dims = (("ClusterName", record.cluster), ("Namespace", namespace), ("PodName", node.node_id))
+    specs = [
+        SeriesSpec(record.key, node.node_id, metric, CONTAINER_INSIGHTS_NAMESPACE, name, dims)
+        for metric, name in (
+            ("gpu_utilization", "pod_gpu_utilization"),
+            ("gpu_memory_utilization", "pod_gpu_memory_utilization"),
+        )
+    ]
+    return specs, None
+
+
+def build_series(
+    records: Iterable[JobRecord],
+    *,
+    instance_type: Callable[[JobRecord, NodeRef], str | None] | None = None,
+    osprey_namespace: str = OSPREY_NAMESPACE,
+) -> tuple[list[SeriesSpec], list[BuildProblem]]:
+    """Every series of every node of ``records``, in job order, plus the nodes that could not be queried.
+
+    ``instance_type`` tells the SageMaker normalisation a host's instance type when ``NodeRef.gpus`` is unset.
+    """
+    specs: list[SeriesSpec] = []
+    problems: list[BuildProblem] = []
+    for record in records:
+        for position, node in enumerate(record.nodes):
+            problem: BuildProblem | None = None
+            if node.kind is NodeKind.INSTANCE:
+                specs.extend(_cwagent(record.key, node))
+            elif node.kind is NodeKind.HOST:
+                found, problem = _sagemaker(
+                    record, node, instance_type(record, node) if instance_type else None
+                )
+                specs.extend(found)
+            else:
+                found, problem = _pod(record, node)
+                specs.extend(found)
+            if problem is not None:
+                problems.append(problem)
+            runtime_dims = (
+                ("Backend", runtime_backend(record.backend)),
+                ("JobId", _runtime_job_id(record)),
+                ("Host", _runtime_host(record, position, node)),
+            )
+            specs.append(
+                SeriesSpec(
+                    record.key,
+                    node.node_id,
+                    "node_interconnect_latency",
+                    osprey_namespace,
+                    "InterconnectLatencyMicroseconds",
+                    runtime_dims,
+                )
+            )
+    return specs, problems
+
+
+def metric_data_query(query_id: str, spec: SeriesSpec, period: int) -> dict[str, Any]:
+    """The GetMetricData ``MetricDataQueries`` entry for ``spec`` (a MetricStat, no math, no SEARCH)."""
+    return {
+        "Id": query_id,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": spec.namespace,
+                "MetricName": spec.metric_name,
+                "Dimensions": [{"Name": name, "Value": value} for name, value in spec.dimensions],
+            },
+            "Period": period,
+            "Stat": spec.stat,
+        },
+        "ReturnData": True,
+    }
