@@ -18,6 +18,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # jsii (aws-cdk-lib) prints a banner on every process start under Node 20; it says nothing actionable here.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# sagemaker 2.x warns that v3 exists on import; Osprey needs v2 (v3 has no sagemaker.pytorch), DESIGN §9.
+os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 
 
 @pytest.fixture
