@@ -1,0 +1,292 @@
+"""Apply Osprey priorities (integers 0..100) to EKS jobs (DESIGN §6).
+
+- The job has a Kueue Workload: merge-patch the Workload's ``spec.priority`` with the Osprey priority mapped
+  linearly onto :class:`PriorityRange` (default 0..1000). ``spec.priority`` is mutable in both
+  ``kueue.x-k8s.io/v1beta1`` (since Kueue v0.5, KEP-973 "workload priority values are always mutable") and
+  ``v1beta2``. The patch carries ``metadata.resourceVersion``, so it only lands on the version that was read;
+  on 409 the Workload is re-read and the patch retried, at most ``max_conflict_attempts`` times.
+- No Kueue on the cluster, or Kueue does not manage this job (no Workload): the annotation
+  ``osprey.aws/derived-priority=<N>`` on the job object, with the same conditional-write loop.
+
+Nothing is written when the cluster already holds the target value, and only objects labelled
+``osprey.aws/enabled=true`` are ever written. Each job's outcome is reported on its own; one failure never
+stops the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from osprey_control.eks.client import ConflictError, KubernetesApiError, KubernetesClient, NotFoundError
+from osprey_control.eks.discovery import workloads_by_owner
+from osprey_control.eks.resources import (
+    DERIVED_PRIORITY_ANNOTATION,
+    JOB_KINDS,
+    Resource,
+    detect_kueue,
+    is_enabled,
+    kind_for,
+    workload_resource,
+)
+
+__all__ = [
+    "DEFAULT_PRIORITY_RANGE",
+    "ApplyOutcome",
+    "ApplyReport",
+    "ApplyResult",
+    "EksPriorityApplier",
+    "PriorityRange",
+    "PriorityTarget",
+]
+
+logger = logging.getLogger(__name__)
+
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class PriorityRange:
+    """The Kueue priority values Osprey's 0..100 maps onto: ``low + (high - low) * p / 100``, half up.
+
+    Pick it to sit among the cluster's WorkloadPriorityClass values, so Osprey orders jobs within a band
+    instead of overriding classes set elsewhere.
+    """
+
+    low: int = 0
+    high: int = 1000
+
+    def __post_init__(self) -> None:
+        if not -_INT32_MAX <= self.low < self.high <= _INT32_MAX:
+            raise ValueError(
+                f"Kueue priority range must satisfy low < high within int32, got {self.low}..{self.high}"
+            )
+
+    def map(self, priority: int) -> int:
+        if isinstance(priority, bool) or not 0 <= priority <= 100:
+            raise ValueError(f"Osprey priority must be an integer 0..100, got {priority!r}")
+        return self.low + (priority * (self.high - self.low) * 2 + 100) // 200
+
+
+DEFAULT_PRIORITY_RANGE = PriorityRange()
+
+
+@dataclass(frozen=True)
+class PriorityTarget:
+    """One job to set: ``kind`` is ``Job``/``PyTorchJob``/``JobSet``; None tries each kind in turn."""
+
+    namespace: str
+    name: str
+    priority: int
+    kind: str | None = None
+
+    @classmethod
+    def from_native_id(cls, native_id: str, priority: int, kind: str | None = None) -> PriorityTarget:
+        namespace, sep, name = native_id.partition("/")
+        if not sep or not namespace or not name:
+            raise ValueError(f"EKS native id must be 'namespace/name', got {native_id!r}")
+        return cls(namespace=namespace, name=name, priority=priority, kind=kind)
+
+    @property
+    def native_id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ApplyOutcome(StrEnum):
+    APPLIED = "applied"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    native_id: str
+    outcome: ApplyOutcome
+    reason: str
+    priority: int
+    written_to: str | None = None  # "workload <ns>/<name>" or "annotation <Kind> <ns>/<name>"
+    kubernetes_value: int | None = None  # the Workload priority, when Kueue
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "native_id": self.native_id,
+            "outcome": self.outcome.value,
+            "reason": self.reason,
+            "priority": self.priority,
+            "written_to": self.written_to,
+            "kubernetes_value": self.kubernetes_value,
+        }
+
+
+@dataclass
+class ApplyReport:
+    cluster: str
+    kueue_version: str | None
+    results: list[ApplyResult] = field(default_factory=list)
+
+    def count(self, outcome: ApplyOutcome) -> int:
+        return sum(1 for result in self.results if result.outcome is outcome)
+
+    @property
+    def writes(self) -> int:
+        return self.count(ApplyOutcome.APPLIED)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "kueue_version": self.kueue_version,
+            "applied": self.count(ApplyOutcome.APPLIED),
+            "skipped": self.count(ApplyOutcome.SKIPPED),
+            "failed": self.count(ApplyOutcome.FAILED),
+            "results": [result.to_dict() for result in self.results],
+        }
+
+
+class _Skip(Exception):  # noqa: N818 - control flow, not an error
+    pass
+
+
+class EksPriorityApplier:
+    """Writes priorities to one cluster. Kueue detection and Workload lists are cached per :meth:`apply`."""
+
+    def __init__(
+        self,
+        client: KubernetesClient,
+        cluster: str,
+        *,
+        priority_range: PriorityRange = DEFAULT_PRIORITY_RANGE,
+        max_conflict_attempts: int = 5,
+    ) -> None:
+        if max_conflict_attempts < 1:
+            raise ValueError("max_conflict_attempts must be at least 1")
+        self.client = client
+        self.cluster = cluster
+        self.priority_range = priority_range
+        self.max_conflict_attempts = max_conflict_attempts
+
+    def apply(self, targets: Iterable[PriorityTarget]) -> ApplyReport:
+        try:
+            kueue = detect_kueue(self.client)
+        except KubernetesApiError as error:
+            targets = list(targets)
+            reason = f"Kueue API discovery failed: {error}"
+            results = [ApplyResult(t.native_id, ApplyOutcome.FAILED, reason, t.priority) for t in targets]
+            return ApplyReport(self.cluster, None, results)
+        report = ApplyReport(self.cluster, kueue)
+        workloads: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> owner uid -> Workload
+        for target in targets:
+            try:
+                result = self._apply_one(target, kueue, workloads)
+            except _Skip as skip:
+                result = ApplyResult(target.native_id, ApplyOutcome.SKIPPED, str(skip), target.priority)
+            except (KubernetesApiError, ValueError, KeyError, TypeError) as error:
+                result = ApplyResult(target.native_id, ApplyOutcome.FAILED, str(error), target.priority)
+            if result.outcome is ApplyOutcome.FAILED:
+                logger.warning(
+                    "eks priority not applied",
+                    extra={"cluster": self.cluster, "job": target.native_id, "reason": result.reason},
+                )
+            report.results.append(result)
+        return report
+
+    # -- one job ------------------------------------------------------------------------------------------
+
+    def _find_job(self, target: PriorityTarget) -> tuple[Resource, dict[str, Any]]:
+        kinds = (kind_for(target.kind),) if target.kind else JOB_KINDS
+        for resource in kinds:
+            try:
+                return resource, self.client.get(resource.item(target.namespace, target.name))
+            except NotFoundError:
+                continue
+        names = "/".join(resource.kind for resource in kinds)
+        raise NotFoundError(
+            "GET", target.native_id, 404, "NotFound",
+            f"no {names} {target.native_id} on cluster {self.cluster}; it was deleted or never existed",
+        )  # fmt: skip
+
+    def _workload_for(
+        self, uid: str, namespace: str, kueue: str, cache: dict[str, dict[str, Mapping[str, Any]]]
+    ) -> Mapping[str, Any] | None:
+        if namespace not in cache:
+            listed = self.client.list(workload_resource(kueue).collection(namespace))
+            cache[namespace] = workloads_by_owner(listed)
+        return cache[namespace].get(uid)
+
+    def _apply_one(
+        self, target: PriorityTarget, kueue: str | None, cache: dict[str, dict[str, Mapping[str, Any]]]
+    ) -> ApplyResult:
+        value = self.priority_range.map(target.priority)  # validates the priority before any call
+        resource, job = self._find_job(target)
+        if not is_enabled(job):
+            raise _Skip("not labelled osprey.aws/enabled=true: Osprey never writes unmanaged objects")
+        workload = None
+        if kueue is not None:
+            workload = self._workload_for(str(job["metadata"].get("uid")), target.namespace, kueue, cache)
+        if workload is not None:
+            path = workload_resource(kueue or "").item(target.namespace, str(workload["metadata"]["name"]))
+            return self._write_workload(target, path, dict(workload), value)
+        return self._write_annotation(target, resource, job)
+
+    def _write_workload(
+        self, target: PriorityTarget, path: str, workload: dict[str, Any], value: int
+    ) -> ApplyResult:
+        where = f"workload {target.namespace}/{workload['metadata']['name']}"
+        for attempt in range(1, self.max_conflict_attempts + 1):
+            if (workload.get("spec") or {}).get("priority") == value:
+                reason = "unchanged" if attempt == 1 else "unchanged (set by a concurrent writer)"
+                return ApplyResult(
+                    target.native_id, ApplyOutcome.SKIPPED, reason, target.priority, where, value
+                )
+            patch = {
+                "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
+                "spec": {"priority": value},
+            }
+            try:
+                self.client.merge_patch(path, patch)
+            except ConflictError:
+                logger.info(
+                    "workload changed while patching; re-reading",
+                    extra={"cluster": self.cluster, "workload": where, "attempt": attempt},
+                )
+                workload = self.client.get(path)
+                continue
+            return ApplyResult(
+                target.native_id, ApplyOutcome.APPLIED, "patched", target.priority, where, value
+            )
+        raise ConflictError(
+            "PATCH", path, 409, "Conflict",
+            f"{where} kept changing: gave up after {self.max_conflict_attempts} attempts; the next cycle retries",
+        )  # fmt: skip
+
+    def _write_annotation(
+        self, target: PriorityTarget, resource: Resource, job: dict[str, Any]
+    ) -> ApplyResult:
+        path = resource.item(target.namespace, target.name)
+        where = f"annotation {resource.kind} {target.native_id}"
+        wanted = str(target.priority)
+        for attempt in range(1, self.max_conflict_attempts + 1):
+            if not is_enabled(job):
+                raise _Skip("osprey.aws/enabled label was removed; not written")
+            annotations = job["metadata"].get("annotations") or {}
+            if annotations.get(DERIVED_PRIORITY_ANNOTATION) == wanted:
+                reason = "unchanged" if attempt == 1 else "unchanged (set by a concurrent writer)"
+                return ApplyResult(target.native_id, ApplyOutcome.SKIPPED, reason, target.priority, where)
+            patch = {
+                "metadata": {
+                    "resourceVersion": job["metadata"]["resourceVersion"],
+                    "annotations": {DERIVED_PRIORITY_ANNOTATION: wanted},
+                }
+            }
+            try:
+                self.client.merge_patch(path, patch)
+            except ConflictError:
+                job = self.client.get(path)
+                continue
+            return ApplyResult(target.native_id, ApplyOutcome.APPLIED, "annotated", target.priority, where)
+        raise ConflictError(
+            "PATCH", path, 409, "Conflict",
+            f"{where} kept changing: gave up after {self.max_conflict_attempts} attempts; the next cycle retries",
+        )  # fmt: skip

@@ -1,0 +1,220 @@
+"""A minimal Kubernetes REST client on the standard library: list (label selector, ``continue`` paging),
+get and JSON merge-patch, with TLS pinned to the cluster CA, timeouts and bounded retries.
+
+Only what Osprey needs, so the Lambda carries no ``kubernetes`` package. Plain ``http://`` is accepted for
+loopback hosts only (the tests' fake API server); anything else must be ``https://``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+__all__ = [
+    "MERGE_PATCH",
+    "ConflictError",
+    "KubernetesApiError",
+    "KubernetesClient",
+    "NotFoundError",
+    "UnauthorizedError",
+]
+
+MERGE_PATCH = "application/merge-patch+json"
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+_RETRYABLE = frozenset({429, 500, 502, 503, 504})
+_MAX_RETRY_AFTER = 10.0
+
+logger = logging.getLogger(__name__)
+
+
+class KubernetesApiError(Exception):
+    """The API server refused a request; ``status`` is the HTTP status (0: no answer at all)."""
+
+    def __init__(self, method: str, path: str, status: int, reason: str, message: str) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{method} {path}: HTTP {status} {reason}: {message}")
+
+
+class NotFoundError(KubernetesApiError):
+    """404: the object, or the whole API group (a CRD that is not installed), does not exist."""
+
+
+class ConflictError(KubernetesApiError):
+    """409: the object changed since it was read (stale ``metadata.resourceVersion``); re-read and retry."""
+
+
+class UnauthorizedError(KubernetesApiError):
+    """401/403: the IAM principal has no access entry or RBAC binding; see docs/eks.md for the ClusterRole."""
+
+
+def _error_for(method: str, path: str, status: int, body: bytes) -> KubernetesApiError:
+    reason, message = "", body[:500].decode("utf-8", "replace")
+    try:
+        parsed = json.loads(body)
+        if isinstance(parsed, dict):  # a metav1.Status
+            reason = str(parsed.get("reason", ""))
+            message = str(parsed.get("message", message))
+    except ValueError:
+        pass
+    if status == 404:
+        return NotFoundError(method, path, status, reason or "NotFound", message)
+    if status == 409:
+        return ConflictError(method, path, status, reason or "Conflict", message)
+    if status in (401, 403):
+        hint = (
+            " (grant the Lambda's IAM role an EKS access entry bound to the osprey ClusterRole, docs/eks.md)"
+        )
+        return UnauthorizedError(method, path, status, reason or "Unauthorized", message + hint)
+    return KubernetesApiError(method, path, status, reason, message)
+
+
+class KubernetesClient:
+    """Talk to one API server. ``token`` is called before every request (it caches, see ``token.py``)."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        token: Callable[[], str] | None = None,
+        ca_pem: str | None = None,
+        timeout: float = 10.0,
+        max_attempts: int = 4,
+        backoff: float = 0.25,
+        on_unauthorized: Callable[[], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        parsed = urllib.parse.urlsplit(server)
+        if parsed.scheme not in ("https", "http") or not parsed.hostname:
+            raise ValueError(f"Kubernetes API server must be an https:// URL, got {server!r}")
+        if parsed.scheme == "http" and parsed.hostname not in _LOOPBACK:
+            raise ValueError(
+                f"refusing plain http to {parsed.hostname}: the bearer token would travel unencrypted; "
+                "use the cluster's https:// endpoint"
+            )
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.server = server.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+        self._max_attempts = max_attempts
+        self._backoff = backoff
+        self._on_unauthorized = on_unauthorized
+        self._sleep = sleep
+        handlers: list[urllib.request.BaseHandler] = []
+        if parsed.hostname in _LOOPBACK:
+            # An HTTP(S)_PROXY in the environment must never capture loopback traffic.
+            handlers.append(urllib.request.ProxyHandler({}))
+        if parsed.scheme == "https":
+            # Pin to the cluster CA when known: the EKS endpoint's certificate is not publicly trusted.
+            context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
+            handlers.append(urllib.request.HTTPSHandler(context=context))
+        self._opener = urllib.request.build_opener(*handlers)
+
+    # -- public verbs -------------------------------------------------------------------------------------
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self.request("GET", path, params=params)
+
+    def list(
+        self, path: str, *, label_selector: str | None = None, page_size: int = 500
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a collection, following ``metadata.continue`` page by page."""
+        params: dict[str, str] = {"limit": str(page_size)}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        while True:
+            page = self.get(path, params)
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            params["continue"] = str(token)
+
+    def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """RFC 7386 merge patch; put ``metadata.resourceVersion`` in ``patch`` to make it conditional."""
+        return self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    # -- transport ----------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        url = self.server + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        refreshed = False
+        attempt = 1
+        while True:
+            try:
+                return self._send(method, url, data, content_type)
+            except urllib.error.HTTPError as error:
+                status = error.code
+                payload = error.read()
+                retry_after = error.headers.get("Retry-After") if error.headers else None
+                error.close()
+                if status == 401 and not refreshed and self._on_unauthorized is not None:
+                    # A cached token can lapse early (clock skew): mint one more and try once again.
+                    self._on_unauthorized()
+                    refreshed = True
+                    continue
+                failure = _error_for(method, path, status, payload)
+                if status not in _RETRYABLE or attempt >= self._max_attempts:
+                    raise failure from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+                retry_after = None
+                reason = getattr(error, "reason", error)
+                failure = KubernetesApiError(method, path, 0, "Unreachable", str(reason))
+                if attempt >= self._max_attempts:
+                    raise failure from None
+            delay = self._delay(attempt, retry_after)
+            logger.warning(
+                "kubernetes request retried",
+                extra={"method": method, "path": path, "status": failure.status, "attempt": attempt,
+                       "delay_s": round(delay, 3)},
+            )  # fmt: skip
+            self._sleep(delay)
+            attempt += 1
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                return min(max(float(retry_after), 0.0), _MAX_RETRY_AFTER)
+            except ValueError:
+                pass
+        # Full jitter keeps many Lambdas from retrying in lockstep against one API server.
+        return random.uniform(0, self._backoff * 2 ** (attempt - 1))
+
+    def _send(self, method: str, url: str, data: bytes | None, content_type: str) -> dict[str, Any]:
+        headers = {"Accept": "application/json", "User-Agent": "osprey-control"}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        if self._token is not None:
+            headers["Authorization"] = "Bearer " + self._token()
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        with self._opener.open(request, timeout=self._timeout) as response:
+            raw = response.read()
+        if not raw:
+            return {}
+        parsed = json.loads(raw)
+        if not isinstance(parsed, dict):
+            raise KubernetesApiError(method, url, 200, "BadResponse", "expected a JSON object")
+        return parsed

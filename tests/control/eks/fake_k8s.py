@@ -1,0 +1,219 @@
+"""A tiny fake Kubernetes API server on 127.0.0.1: real HTTP, label selectors, ``continue`` paging,
+get, RFC 7386 merge-patch, 409 on a stale ``metadata.resourceVersion``, discovery of the Kueue group, and
+injected faults. Objects live in memory; every write bumps the global resourceVersion like etcd does."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    for term in filter(None, (part.strip() for part in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+@dataclass
+class Fault:
+    method: str
+    path: str
+    status: int
+    times: int
+
+
+@dataclass
+class FakeKubernetes:
+    kueue_versions: tuple[str, ...] = ("v1beta1",)
+    token: str | None = None
+    page_size_cap: int | None = None
+    # (api prefix, plural) -> {(namespace, name): object}
+    objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
+    served: set[tuple[str, str]] = field(default_factory=set)  # resource types whose CRD is installed
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    resource_version: int = 100
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    url: str = ""
+
+    # -- setup ------------------------------------------------------------------------------------------
+
+    def serve(self, api_version: str, plural: str) -> None:
+        self.served.add((api_version, plural))
+
+    def add(self, api_version: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.served.add((api_version, plural))
+            obj = copy.deepcopy(obj)
+            obj.setdefault("apiVersion", api_version)
+            metadata = obj.setdefault("metadata", {})
+            metadata.setdefault("uid", f"uid-{metadata['name']}")
+            metadata.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+            self.resource_version += 1
+            metadata["resourceVersion"] = str(self.resource_version)
+            key = (metadata.get("namespace", ""), metadata["name"])
+            self.objects.setdefault((api_version, plural), {})[key] = obj
+            return copy.deepcopy(obj)
+
+    def stored(self, api_version: str, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            return copy.deepcopy(self.objects[(api_version, plural)][(namespace, name)])
+
+    def fail(self, method: str, path: str, status: int, times: int = 1) -> None:
+        self.faults.append(Fault(method, path, status, times))
+
+    def writes(self) -> list[str]:
+        return [path for method, path in self.requests if method == "PATCH"]
+
+    # -- request handling (called from server threads) ---------------------------------------------------
+
+    def handle(self, method: str, raw_path: str, headers: Any, body: bytes) -> tuple[int, dict[str, Any]]:
+        parts = urlsplit(raw_path)
+        path, query = parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()}
+        with self.lock:
+            self.requests.append((method, path))
+            if self.token is not None and headers.get("Authorization") != f"Bearer {self.token}":
+                return 401, _status(401, "Unauthorized", "bad token")
+            for fault in self.faults:
+                if fault.times > 0 and fault.method == method and fault.path == path:
+                    fault.times -= 1
+                    return fault.status, _status(fault.status, "Injected", "injected fault")
+            if path == "/apis/kueue.x-k8s.io":
+                if not self.kueue_versions:
+                    return 404, _status(404, "NotFound", "the server could not find the requested resource")
+                versions = [
+                    {"groupVersion": f"kueue.x-k8s.io/{v}", "version": v} for v in self.kueue_versions
+                ]
+                return 200, {"kind": "APIGroup", "name": "kueue.x-k8s.io", "versions": versions,
+                             "preferredVersion": versions[0]}  # fmt: skip
+            match = _PATH.match(path)
+            if not match:
+                return 404, _status(404, "NotFound", path)
+            api_version = "v1" if match["core"] else f"{match['group']}/{match['version']}"
+            kind_key = (api_version, match["plural"])
+            if kind_key not in self.served or (
+                match["group"] == "kueue.x-k8s.io" and match["version"] not in self.kueue_versions
+            ):
+                return 404, _status(404, "NotFound", f"{api_version} {match['plural']} not served")
+            store = self.objects.setdefault(kind_key, {})
+            if match["name"] is None:
+                if method != "GET":
+                    return 405, _status(405, "MethodNotAllowed", method)
+                return self._list(store, match["ns"], query, api_version)
+            key = (match["ns"] or "", match["name"])
+            if key not in store:
+                return 404, _status(404, "NotFound", f"{match['plural']} {match['name']} not found")
+            if method == "GET":
+                return 200, copy.deepcopy(store[key])
+            if method == "PATCH":
+                if headers.get("Content-Type") != "application/merge-patch+json":
+                    return 415, _status(415, "UnsupportedMediaType", str(headers.get("Content-Type")))
+                patch = json.loads(body)
+                current = store[key]
+                wanted = (patch.get("metadata") or {}).get("resourceVersion")
+                if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+                    return 409, _status(409, "Conflict", "the object has been modified")
+                updated = merge_patch(current, patch)
+                self.resource_version += 1
+                updated["metadata"]["resourceVersion"] = str(self.resource_version)
+                store[key] = updated
+                return 200, copy.deepcopy(updated)
+            return 405, _status(405, "MethodNotAllowed", method)
+
+    def _list(
+        self, store: dict[tuple[str, str], dict[str, Any]], namespace: str | None, query: dict[str, str],
+        api_version: str,
+    ) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        selector = query.get("labelSelector", "")
+        items = [
+            copy.deepcopy(obj)
+            for (ns, _), obj in sorted(store.items())
+            if (namespace is None or ns == namespace)
+            and _selector_matches(selector, obj["metadata"].get("labels") or {})
+        ]
+        limit = int(query.get("limit", "0")) or len(items) or 1
+        if self.page_size_cap:
+            limit = min(limit, self.page_size_cap)
+        start = int(query.get("continue", "0") or 0)
+        page = items[start : start + limit]
+        metadata: dict[str, Any] = {"resourceVersion": str(self.resource_version)}
+        if start + limit < len(items):
+            metadata["continue"] = str(start + limit)
+        return 200, {"kind": "List", "apiVersion": api_version, "metadata": metadata, "items": page}
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason,
+            "message": message}  # fmt: skip
+
+
+def _handler_for(fake: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _respond(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            status, payload = fake.handle(self.command, self.path, self.headers, body)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_PATCH = _respond  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output quiet
+
+    return Handler
+
+
+def run_fake(fake: FakeKubernetes) -> Iterator[FakeKubernetes]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(fake))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
