@@ -105,6 +105,9 @@ class JobRecord(BaseModel):
     applied_priority: int | None = Field(default=None, ge=0, le=100)
     last_decision: dict[str, Any] | None = None  # Decision.to_dict() of the last derivation
     last_changed_at: datetime | None = None  # when applied_priority last changed
+    # Event time of the newest event whose descriptive fields (name, arn, block, queue) were applied; the
+    # registry keeps the newest description so replays and out-of-order deliveries converge.
+    observed_at: datetime | None = None
     version: int = 0  # optimistic concurrency: every write is conditional on the version read
 
     @property

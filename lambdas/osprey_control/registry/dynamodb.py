@@ -1,0 +1,370 @@
+"""The job registry on one DynamoDB table (layout in docs/registry.md).
+
+Items, all in one table keyed ``pk`` (S) / ``sk`` (S):
+
+==============================  ================================  ================================================
+``pk``                          ``sk``                            what
+==============================  ================================  ================================================
+``JOB#<backend>#<native id>``   ``META``                          the job (:class:`JobRecord`); ``version``;
+                                                                  ``active_shard`` (N) only while it is active
+``JOB#<backend>#<native id>``   ``DECISION#<time>#<version>``     one recorded decision; ``ttl`` (epoch seconds)
+``INSTANCE#<instance id>``      ``JOB#<backend>#<native id>``     the instance runs the job (spot events)
+``INSTANCE#<instance id>``      ``RISK``                          the instance's spot risk, kept even when the
+                                                                  warning arrives before the job's nodes are known
+==============================  ================================  ================================================
+
+The sparse global index ``active-jobs`` (hash ``active_shard``, range ``pk``, projection ALL) holds exactly the
+active jobs, so :meth:`JobRegistry.list_active` is one Query per shard, never a Scan.
+
+Every write of a job item is conditional on the ``version`` read (optimistic concurrency).
+:meth:`JobRegistry.apply_observation` and :meth:`JobRegistry.mark_spot_risk` re-read and retry on conflict
+(their merge is convergent, see :mod:`osprey_control.registry.observation`); :meth:`JobRegistry.record_decision`
+does not retry: it raises :class:`VersionConflictError` so the caller derives again from fresh state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from osprey_control.aws import client_for
+from osprey_control.registry.items import (
+    ACTIVE_INDEX,
+    DECISION_PREFIX,
+    JOB_PREFIX,
+    META,
+    RISK,
+    format_time,
+    from_attribute,
+    instance_pk,
+    item_to_record,
+    job_pk,
+    key_from_pk,
+    record_to_item,
+    shard_of,
+    to_attribute,
+)
+from osprey_control.registry.model import JobKey, JobRecord
+from osprey_control.registry.observation import JobObservation, merge_observation, merge_spot_risk
+from osprey_control.registry.table import TTL_ATTRIBUTE, create_table
+
+__all__ = [
+    "DEFAULT_HISTORY_RETENTION",
+    "DEFAULT_SHARDS",
+    "ApplyResult",
+    "JobNotFoundError",
+    "JobRegistry",
+    "RegistryContentionError",
+    "VersionConflictError",
+    "create_table",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SHARDS = 16
+DEFAULT_HISTORY_RETENTION = timedelta(days=14)
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class VersionConflictError(Exception):
+    """The job changed since it was read: nothing was written."""
+
+    def __init__(self, key: JobKey, expected: int, actual: int | None) -> None:
+        self.key, self.expected, self.actual = key, expected, actual
+        now = "it no longer exists" if actual is None else f"it is now at version {actual}"
+        super().__init__(
+            f"job {key} was expected at version {expected} but {now}; nothing was written. "
+            "Read the job again with JobRegistry.get() and derive from the fresh record."
+        )
+
+
+class JobNotFoundError(KeyError):
+    def __init__(self, key: JobKey) -> None:
+        super().__init__(
+            f"job {key} is not in the registry; it is registered by its first state-change event"
+        )
+
+
+class RegistryContentionError(RuntimeError):
+    """A convergent update kept losing the race for the same job; the event should be retried later."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    record: JobRecord
+    changed: bool  # False: the registry already held everything the observation says (a duplicate)
+
+
+def _error_code(error: BaseException) -> str:
+    response = getattr(error, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+class JobRegistry:
+    """Read and write Osprey's jobs. ``client``: a boto3 DynamoDB client (created on first use if None)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client: Any = None,
+        *,
+        shards: int = DEFAULT_SHARDS,
+        history_retention: timedelta = DEFAULT_HISTORY_RETENTION,
+        max_attempts: int = 10,
+    ) -> None:
+        if not 1 <= shards <= 1000:
+            raise ValueError(f"shards must be 1..1000, got {shards}")
+        self.table_name = table_name
+        self.shards = shards
+        self.history_retention = history_retention
+        self.max_attempts = max_attempts
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = client_for("dynamodb")
+        return self._client
+
+    def create_table(self) -> str:
+        return create_table(self.client, self.table_name)
+
+    def shard_of(self, key: JobKey) -> int:
+        return shard_of(key, self.shards)
+
+    # Reads -----------------------------------------------------------------------------------------------
+
+    def get(self, key: JobKey) -> JobRecord | None:
+        response = self.client.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": job_pk(key)}, "sk": {"S": META}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return item_to_record(item) if item else None
+
+    def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(TableName=self.table_name, **kwargs):
+            yield from page.get("Items", [])
+
+    def list_active(self, shard: int | None = None) -> list[JobRecord]:
+        """The active jobs of one shard (or of all shards), from the sparse index: Queries only."""
+        if shard is not None and not 0 <= shard < self.shards:
+            raise ValueError(f"shard must be 0..{self.shards - 1}, got {shard}")
+        shards = range(self.shards) if shard is None else (shard,)
+        records: list[JobRecord] = []
+        for number in shards:
+            items = self._query(
+                IndexName=ACTIVE_INDEX,
+                KeyConditionExpression="active_shard = :shard",
+                ExpressionAttributeValues={":shard": {"N": str(number)}},
+            )
+            records.extend(item_to_record(item) for item in items)
+        return records
+
+    def jobs_on_instance(self, instance_id: str) -> list[JobKey]:
+        items = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :job)",
+            ExpressionAttributeValues={":pk": {"S": instance_pk(instance_id)}, ":job": {"S": JOB_PREFIX}},
+            ConsistentRead=True,
+        )
+        return [key_from_pk(item["sk"]["S"]) for item in items]
+
+    def instance_risk(self, instance_ids: frozenset[str]) -> dict[str, float]:
+        """The recorded spot risk of each of ``instance_ids`` that has one."""
+        risk: dict[str, float] = {}
+        for instance_id in sorted(instance_ids):
+            item = self.client.get_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": instance_pk(instance_id)}, "sk": {"S": RISK}},
+                ConsistentRead=True,
+            ).get("Item")
+            if item:
+                risk[instance_id] = float(from_attribute(item["risk"]))
+        return risk
+
+    def history(self, key: JobKey, limit: int = 20) -> list[dict[str, Any]]:
+        """The most recent recorded decisions of a job, newest first."""
+        response = self.client.query(
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :decision)",
+            ExpressionAttributeValues={":pk": {"S": job_pk(key)}, ":decision": {"S": DECISION_PREFIX}},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [{name: from_attribute(value) for name, value in item.items()} for item in response["Items"]]
+
+    # Writes ----------------------------------------------------------------------------------------------
+
+    def _put_job(self, record: JobRecord, expected: int | None) -> bool:
+        """Write ``record`` at ``expected + 1``; False when the stored version is not ``expected``."""
+        item = record_to_item(record.model_copy(update={"version": (expected or 0) + 1}), shards=self.shards)
+        if expected is None:
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        else:
+            condition = {
+                "ConditionExpression": "version = :expected",
+                "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
+            }
+        try:
+            self.client.put_item(TableName=self.table_name, Item=item, **condition)
+        except Exception as error:
+            if _error_code(error) == _CONDITION_FAILED:
+                return False
+            raise
+        return True
+
+    def _converge(self, key: JobKey, change: Any) -> ApplyResult | None:
+        """Read-modify-write until the conditional put wins. ``change(record)`` → new record, or None to skip."""
+        for _attempt in range(self.max_attempts):
+            current = self.get(key)
+            updated: JobRecord | None = change(current)
+            if updated is None:
+                return None
+            if current is not None and updated == current:
+                return ApplyResult(current, changed=False)
+            if self._put_job(updated, current.version if current else None):
+                version = (current.version if current else 0) + 1
+                return ApplyResult(updated.model_copy(update={"version": version}), changed=True)
+            logger.info("registry write lost a race, retrying", extra={"job": str(key)})
+        raise RegistryContentionError(
+            f"job {key} changed on every one of {self.max_attempts} attempts; retry the event later"
+        )
+
+    def _link_instances(self, key: JobKey, instance_ids: frozenset[str], when: datetime) -> None:
+        expires = int((when + self.history_retention).timestamp())
+        for instance_id in sorted(instance_ids):
+            self.client.put_item(
+                TableName=self.table_name,
+                Item={
+                    "pk": {"S": instance_pk(instance_id)},
+                    "sk": {"S": job_pk(key)},
+                    TTL_ATTRIBUTE: {"N": str(expires)},
+                },
+            )
+
+    def apply_observation(self, observation: JobObservation) -> ApplyResult:
+        """Fold one observed event into the job's record (creating it); duplicates write nothing."""
+        # Link the instances before reading their risk: a concurrent spot warning then either finds this job
+        # through the link or has already stored the risk this read picks up.
+        # Only instances the record does not list yet are linked, so a duplicate event writes nothing.
+        current = self.get(observation.key)
+        linked = {node.instance_id for node in current.nodes if node.instance_id} if current else set()
+        instance_ids = observation.instance_ids - linked
+        self._link_instances(observation.key, instance_ids, observation.event_time)
+        known_risk = self.instance_risk(instance_ids) if instance_ids else {}
+        result = self._converge(
+            observation.key, lambda record: merge_observation(record, observation, known_risk)
+        )
+        assert result is not None  # the merge never skips
+        return result
+
+    def mark_spot_risk(self, instance_id: str, risk: float, event_time: datetime) -> list[JobKey]:
+        """Record ``risk`` (0..1) for an instance and raise it on every job running there; returns those jobs.
+
+        Risk only rises (max): a rebalance recommendation after an interruption warning changes nothing.
+        """
+        if not 0.0 <= risk <= 1.0:
+            raise ValueError(f"spot risk must be within [0, 1], got {risk}")
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": instance_pk(instance_id)}, "sk": {"S": RISK}},
+                UpdateExpression="SET risk = :risk, risk_time = :time, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(risk) OR risk < :risk",
+                ExpressionAttributeNames={"#ttl": TTL_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":risk": to_attribute(float(risk)),
+                    ":time": {"S": format_time(event_time)},
+                    ":ttl": {"N": str(int((event_time + self.history_retention).timestamp()))},
+                },
+            )
+        except Exception as error:
+            if _error_code(error) != _CONDITION_FAILED:
+                raise
+        raised: list[JobKey] = []
+        for key in self.jobs_on_instance(instance_id):
+
+            def change(record: JobRecord | None) -> JobRecord | None:
+                if record is None:
+                    return None
+                return record.model_copy(
+                    update={"spot_risk": merge_spot_risk(record.spot_risk, {instance_id: risk})}
+                )
+
+            result = self._converge(key, change)
+            if result is not None and result.changed:
+                raised.append(key)
+        return raised
+
+    def record_decision(
+        self,
+        key: JobKey,
+        decision: dict[str, Any],
+        applied_priority: int,
+        expected_version: int,
+        now: datetime,
+    ) -> JobRecord:
+        """Store a derivation's result, conditional on ``expected_version``, with its history item.
+
+        Both writes happen in one transaction: on :class:`VersionConflictError` neither is written.
+        """
+        if not 0 <= applied_priority <= 100:
+            raise ValueError(f"applied_priority must be an integer 0..100, got {applied_priority}")
+        current = self.get(key)
+        if current is None:
+            raise JobNotFoundError(key)
+        if current.version != expected_version:
+            raise VersionConflictError(key, expected_version, current.version)
+        changed = current.applied_priority != applied_priority
+        updated = current.model_copy(
+            update={
+                "applied_priority": applied_priority,
+                "last_decision": decision,
+                "last_changed_at": now if changed else current.last_changed_at,
+                "version": expected_version + 1,
+            }
+        )
+        job_item = record_to_item(updated, shards=self.shards)
+        history_item = {
+            "pk": {"S": job_pk(key)},
+            "sk": {"S": f"{DECISION_PREFIX}{format_time(now)}#{expected_version + 1:010d}"},
+            "recorded_at": {"S": format_time(now)},
+            "policy": {"S": current.policy},
+            "applied_priority": {"N": str(applied_priority)},
+            "decision": job_item["last_decision"],
+            "version": {"N": str(expected_version + 1)},
+            TTL_ATTRIBUTE: {"N": str(int((now + self.history_retention).timestamp()))},
+        }
+        if current.applied_priority is not None:
+            history_item["previous_priority"] = {"N": str(current.applied_priority)}
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": job_item,
+                            "ConditionExpression": "version = :expected",
+                            "ExpressionAttributeValues": {":expected": {"N": str(expected_version)}},
+                        }
+                    },
+                    {"Put": {"TableName": self.table_name, "Item": history_item}},
+                ]
+            )
+        except Exception as error:
+            code = _error_code(error)
+            reasons = getattr(error, "response", {}).get("CancellationReasons", [])
+            if code == "TransactionCanceledException" and any(
+                reason.get("Code") == "ConditionalCheckFailed" for reason in reasons
+            ):
+                latest = self.get(key)
+                raise VersionConflictError(
+                    key, expected_version, latest.version if latest else None
+                ) from None
+            raise
+        return updated

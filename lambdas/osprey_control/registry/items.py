@@ -1,0 +1,187 @@
+"""The DynamoDB item layout of the job registry (docs/registry.md): keys, attribute values, records ⇄ items.
+
+Pure Python: attribute values are built here rather than with boto3's ``TypeSerializer`` so that this module
+(and whoever imports it) stays off boto3's import path, and so that floats need no ``Decimal`` round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from osprey_control.contract import OspreyBlock
+from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+
+__all__ = [
+    "ACTIVE_INDEX",
+    "DECISION_PREFIX",
+    "INSTANCE_PREFIX",
+    "JOB_PREFIX",
+    "META",
+    "RISK",
+    "format_time",
+    "from_attribute",
+    "instance_pk",
+    "item_to_record",
+    "job_pk",
+    "key_from_pk",
+    "parse_time",
+    "record_to_item",
+    "shard_of",
+    "to_attribute",
+]
+
+JOB_PREFIX = "JOB#"
+INSTANCE_PREFIX = "INSTANCE#"
+DECISION_PREFIX = "DECISION#"
+META = "META"
+RISK = "RISK"
+ACTIVE_INDEX = "active-jobs"
+
+
+def job_pk(key: JobKey) -> str:
+    return f"{JOB_PREFIX}{key.backend.value}#{key.native_id}"
+
+
+def instance_pk(instance_id: str) -> str:
+    return f"{INSTANCE_PREFIX}{instance_id}"
+
+
+def key_from_pk(pk: str) -> JobKey:
+    """The job key of ``JOB#<backend>#<native id>`` (native ids may contain ``#``; backends never do)."""
+    backend, _, native_id = pk.removeprefix(JOB_PREFIX).partition("#")
+    return JobKey(Backend(backend), native_id)
+
+
+def shard_of(key: JobKey, shards: int) -> int:
+    """A stable shard 0..shards-1 from the key's hash, so a cycle can split the active jobs evenly."""
+    digest = hashlib.sha256(job_pk(key).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def format_time(when: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and ``Z``: sorts lexically in time order."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def to_attribute(value: Any) -> dict[str, Any]:
+    """A DynamoDB attribute value for a JSON-like Python value."""
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int):
+        return {"N": str(value)}
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"DynamoDB cannot store the non-finite number {value!r}; store a finite value")
+        return {"N": repr(value)}
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, Mapping):
+        return {"M": {str(key): to_attribute(item) for key, item in value.items()}}
+    if isinstance(value, list | tuple):
+        return {"L": [to_attribute(item) for item in value]}
+    raise TypeError(f"cannot store {type(value).__name__} in the registry; convert it to JSON types first")
+
+
+def from_attribute(attribute: Mapping[str, Any]) -> Any:
+    """The Python value of a DynamoDB attribute value (numbers: int when integral in form, else float)."""
+    kind, value = next(iter(attribute.items()))
+    if kind == "S":
+        return value
+    if kind == "N":
+        text = str(value)
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    if kind == "BOOL":
+        return bool(value)
+    if kind == "NULL":
+        return None
+    if kind == "M":
+        return {key: from_attribute(item) for key, item in value.items()}
+    if kind == "L":
+        return [from_attribute(item) for item in value]
+    raise ValueError(f"unexpected DynamoDB attribute type {kind!r} in the registry table")
+
+
+def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any]]:
+    """The job item (``sk = META``). ``active_shard`` is present only while the job is active (sparse index)."""
+    values: dict[str, Any] = {
+        "pk": job_pk(record.key),
+        "sk": META,
+        "backend": record.backend.value,
+        "native_id": record.native_id,
+        "name": record.name,
+        "arn": record.arn,
+        "policy": record.policy,
+        "block": record.block.as_kwargs(),
+        "status": record.status.value,
+        "status_time": format_time(record.status_time),
+        "submitted_at": format_time(record.submitted_at) if record.submitted_at else None,
+        "observed_at": format_time(record.observed_at) if record.observed_at else None,
+        "nodes": [node.model_dump(exclude_none=True, mode="json") for node in record.nodes],
+        "job_queue": record.job_queue,
+        "share_identifier": record.share_identifier,
+        "cluster": record.cluster,
+        "spot_risk": dict(record.spot_risk),
+        "applied_priority": record.applied_priority,
+        # A JSON string, not a map: decisions hold floats and nulls that a map would round through Decimal.
+        "last_decision": (
+            json.dumps(record.last_decision, sort_keys=True, allow_nan=False)
+            if record.last_decision is not None
+            else None
+        ),
+        "last_changed_at": format_time(record.last_changed_at) if record.last_changed_at else None,
+        "version": record.version,
+    }
+    if record.active:
+        values["active_shard"] = shard_of(record.key, shards)
+    return {name: to_attribute(value) for name, value in values.items() if value is not None}
+
+
+def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
+    values = {name: from_attribute(value) for name, value in item.items()}
+
+    def time(name: str) -> datetime | None:
+        text = values.get(name)
+        return parse_time(text) if isinstance(text, str) else None
+
+    decision = values.get("last_decision")
+    return JobRecord(
+        backend=Backend(values["backend"]),
+        native_id=values["native_id"],
+        name=values["name"],
+        arn=values.get("arn"),
+        block=OspreyBlock.model_validate(values["block"]),
+        status=JobStatus(values["status"]),
+        status_time=parse_time(values["status_time"]),
+        submitted_at=time("submitted_at"),
+        observed_at=time("observed_at"),
+        nodes=tuple(
+            NodeRef(
+                node_id=node["node_id"],
+                kind=NodeKind(node["kind"]),
+                instance_id=node.get("instance_id"),
+                gpus=node.get("gpus"),
+            )
+            for node in values.get("nodes", [])
+        ),
+        job_queue=values.get("job_queue"),
+        share_identifier=values.get("share_identifier"),
+        cluster=values.get("cluster"),
+        spot_risk={key: float(risk) for key, risk in values.get("spot_risk", {}).items()},
+        applied_priority=values.get("applied_priority"),
+        last_decision=json.loads(decision) if isinstance(decision, str) else None,
+        last_changed_at=time("last_changed_at"),
+        version=int(values.get("version", 0)),
+    )

@@ -1,0 +1,193 @@
+"""What one event says about one job, and the convergent merge of it into the registry record.
+
+Pure Python, no AWS import. The merge is a join: for any set of observations, applying them in any order,
+any number of times, yields the same record (apart from ``version``, which counts effective writes). Rules:
+
+- **status**: the observation with the greatest ``(STATUS_ORDER rank, -event time, status name)`` wins. A
+  status only moves forward; among equal ranks the *earliest* event wins, so ``status_time`` is when the job
+  entered its status and, of two terminal statuses, the one that happened first is kept.
+- **description** (name, arn, block, queue, share identifier, cluster): from the newest event
+  (``observed_at``); equal times are broken by comparing the descriptions, so the result never depends on
+  arrival order.
+- **submitted_at**: the earliest one seen.
+- **nodes**: the union by ``node_id``; a node's ``instance_id`` / ``gpus`` are the known value (the greater
+  one if two events disagree).
+- **spot_risk**: per instance, the greatest risk seen (an instance never becomes safer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from osprey_control.contract import OspreyBlock
+from osprey_control.registry.model import (
+    STATUS_ORDER,
+    Backend,
+    JobKey,
+    JobRecord,
+    JobStatus,
+    NodeRef,
+)
+
+__all__ = ["JobObservation", "merge_nodes", "merge_observation", "merge_spot_risk", "status_wins"]
+
+
+class JobObservation(BaseModel):
+    """One job's state as one event (and whatever was looked up for it) describes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Backend
+    native_id: str
+    name: str
+    arn: str | None = None
+    block: OspreyBlock
+    status: JobStatus
+    event_time: datetime
+    submitted_at: datetime | None = None
+    nodes: tuple[NodeRef, ...] = ()
+    job_queue: str | None = None
+    share_identifier: str | None = None
+    cluster: str | None = None
+
+    @field_validator("event_time", "submitted_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        # Naive datetimes would compare wrongly against stored UTC times; event times are UTC by definition.
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    @property
+    def key(self) -> JobKey:
+        return JobKey(self.backend, self.native_id)
+
+    @property
+    def instance_ids(self) -> frozenset[str]:
+        return frozenset(node.instance_id for node in self.nodes if node.instance_id)
+
+
+def _status_rank(status: JobStatus, when: datetime) -> tuple[int, float, str]:
+    return (STATUS_ORDER[status], -when.timestamp(), status.value)
+
+
+def status_wins(new: JobStatus, new_time: datetime, old: JobStatus, old_time: datetime) -> bool:
+    """Whether an observed status replaces the stored one (see the module docstring)."""
+    return _status_rank(new, new_time) > _status_rank(old, old_time)
+
+
+def _description(source: JobRecord | JobObservation) -> str:
+    # A canonical string of the descriptive fields: the tie-breaker for two events with the same time.
+    return json.dumps(
+        [
+            source.name,
+            source.arn,
+            source.block.as_kwargs(),
+            source.job_queue,
+            source.share_identifier,
+            source.cluster,
+        ],
+        sort_keys=True,
+    )
+
+
+_Comparable = TypeVar("_Comparable", str, int)
+
+
+def _greater(first: _Comparable | None, second: _Comparable | None) -> _Comparable | None:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return max(first, second)
+
+
+def merge_nodes(old: Iterable[NodeRef], new: Iterable[NodeRef]) -> tuple[NodeRef, ...]:
+    """The union of two node lists by ``node_id``, sorted, each field the known (or greater) value."""
+    merged: dict[str, NodeRef] = {}
+    for node in (*old, *new):
+        seen = merged.get(node.node_id)
+        if seen is None:
+            merged[node.node_id] = node
+            continue
+        merged[node.node_id] = NodeRef(
+            node_id=node.node_id,
+            kind=max(seen.kind, node.kind),
+            instance_id=_greater(seen.instance_id, node.instance_id),
+            gpus=_greater(seen.gpus, node.gpus),
+        )
+    return tuple(merged[node_id] for node_id in sorted(merged))
+
+
+def merge_spot_risk(old: Mapping[str, float], new: Mapping[str, float]) -> dict[str, float]:
+    """Per instance, the greater risk; keys sorted so equal maps serialise identically."""
+    merged = dict(old)
+    for instance_id, risk in new.items():
+        merged[instance_id] = max(risk, merged.get(instance_id, risk))
+    return {instance_id: merged[instance_id] for instance_id in sorted(merged)}
+
+
+def _earliest(first: datetime | None, second: datetime | None) -> datetime | None:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return min(first, second)
+
+
+def merge_observation(
+    record: JobRecord | None,
+    observation: JobObservation,
+    known_risk: Mapping[str, float] | None = None,
+) -> JobRecord:
+    """``record`` with ``observation`` folded in (a new record when ``record`` is None).
+
+    ``known_risk`` is the spot risk already recorded for the observation's instances (a spot warning can
+    arrive before the event that tells which job runs on the instance). ``version`` is left unchanged: the
+    registry bumps it when it writes.
+    """
+    risk = merge_spot_risk(record.spot_risk if record else {}, known_risk or {})
+    nodes = merge_nodes(record.nodes if record else (), observation.nodes)
+    if record is None:
+        return JobRecord(
+            backend=observation.backend,
+            native_id=observation.native_id,
+            name=observation.name,
+            arn=observation.arn,
+            block=observation.block,
+            status=observation.status,
+            status_time=observation.event_time,
+            submitted_at=observation.submitted_at,
+            nodes=nodes,
+            job_queue=observation.job_queue,
+            share_identifier=observation.share_identifier,
+            cluster=observation.cluster,
+            spot_risk=risk,
+            observed_at=observation.event_time,
+        )
+    update: dict[str, object] = {
+        "nodes": nodes,
+        "spot_risk": risk,
+        "submitted_at": _earliest(record.submitted_at, observation.submitted_at),
+    }
+    if status_wins(observation.status, observation.event_time, record.status, record.status_time):
+        update.update(status=observation.status, status_time=observation.event_time)
+    observed_at = record.observed_at or record.status_time
+    newer = observation.event_time > observed_at
+    tie = observation.event_time == observed_at and _description(observation) > _description(record)
+    if newer or tie:
+        update.update(
+            name=observation.name,
+            arn=observation.arn,
+            block=observation.block,
+            job_queue=observation.job_queue,
+            share_identifier=observation.share_identifier,
+            cluster=observation.cluster,
+            observed_at=observation.event_time,
+        )
+    return record.model_copy(update=update)

@@ -1,0 +1,57 @@
+"""The registry table's definition: one helper for tests and ``osprey local``, mirrored by the CDK construct.
+
+docs/registry.md lists the same attribute definitions, key schema and index for the CDK author; keep them in
+step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from osprey_control.aws import client_for
+from osprey_control.registry.items import ACTIVE_INDEX
+
+__all__ = ["ATTRIBUTE_DEFINITIONS", "GLOBAL_SECONDARY_INDEXES", "KEY_SCHEMA", "TTL_ATTRIBUTE", "create_table"]
+
+TTL_ATTRIBUTE = "ttl"
+ATTRIBUTE_DEFINITIONS: list[dict[str, str]] = [
+    {"AttributeName": "pk", "AttributeType": "S"},
+    {"AttributeName": "sk", "AttributeType": "S"},
+    {"AttributeName": "active_shard", "AttributeType": "N"},
+]
+KEY_SCHEMA: list[dict[str, str]] = [
+    {"AttributeName": "pk", "KeyType": "HASH"},
+    {"AttributeName": "sk", "KeyType": "RANGE"},
+]
+# Sparse: only job items of active jobs carry active_shard. ALL projection so a cycle reads each shard with
+# one paginated Query and no per-job GetItem.
+GLOBAL_SECONDARY_INDEXES: list[dict[str, Any]] = [
+    {
+        "IndexName": ACTIVE_INDEX,
+        "KeySchema": [
+            {"AttributeName": "active_shard", "KeyType": "HASH"},
+            {"AttributeName": "pk", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "ALL"},
+    }
+]
+
+
+def create_table(client: Any = None, name: str = "osprey-jobs") -> str:
+    """Create the registry table (on-demand, the ``active-jobs`` index, TTL on ``ttl``); returns its name.
+
+    Waits until the table is ACTIVE. Raises the client's ``ResourceInUseException`` if it already exists.
+    """
+    dynamodb = client_for("dynamodb", client)
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=ATTRIBUTE_DEFINITIONS,
+        KeySchema=KEY_SCHEMA,
+        GlobalSecondaryIndexes=GLOBAL_SECONDARY_INDEXES,
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    dynamodb.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+    )
+    return name

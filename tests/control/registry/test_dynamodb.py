@@ -1,0 +1,184 @@
+"""Given the registry table on moto, when jobs are observed, decided on and hit by spot warnings, then what an
+operator reads back (active jobs, versions, history, spot risk) is right and stale writers write nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from osprey_control.registry import Backend, JobKey, JobStatus
+from osprey_control.registry.dynamodb import JobNotFoundError, JobRegistry, VersionConflictError
+from tests.control.registry.conftest import T0, TABLE, observation
+
+KEY = JobKey(Backend.BATCH, "llama-pretrain")
+DECISION = {"priority": 60, "previous": 50, "target": 71.3, "base": 71.3, "reason": "damped", "rules": []}
+
+
+def _items(dynamodb: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = dynamodb.scan(TableName=TABLE)["Items"]
+    return items
+
+
+def test_first_observation_registers_the_job_at_version_1(registry: JobRegistry) -> None:
+    # Given an empty registry, when a RUNNING event is applied
+    result = registry.apply_observation(observation())
+    # Then the job is stored, readable, active and at version 1
+    record = registry.get(KEY)
+    assert result.changed
+    assert record is not None
+    assert (record.status, record.version, record.policy, record.active) == (
+        JobStatus.RUNNING,
+        1,
+        "training-policy",
+        True,
+    )
+
+
+def test_duplicate_observation_writes_nothing(registry: JobRegistry) -> None:
+    registry.apply_observation(observation(instances=("i-0abc",)))
+    # When the same event is delivered again
+    result = registry.apply_observation(observation(instances=("i-0abc",)))
+    # Then nothing changed, not even the version
+    assert not result.changed
+    assert registry.get(KEY).version == 1  # type: ignore[union-attr]
+
+
+def test_late_older_event_does_not_move_the_status_back(registry: JobRegistry) -> None:
+    registry.apply_observation(observation(status=JobStatus.RUNNING, at=T0 + timedelta(minutes=5)))
+    # When a PENDING event from before arrives late
+    registry.apply_observation(observation(status=JobStatus.PENDING, at=T0))
+    # Then the job is still RUNNING since the RUNNING event
+    record = registry.get(KEY)
+    assert record is not None
+    assert (record.status, record.status_time) == (JobStatus.RUNNING, T0 + timedelta(minutes=5))
+
+
+def test_sparse_index_holds_only_active_jobs(registry: JobRegistry) -> None:
+    # Given three active jobs
+    for name in ("a", "b", "c"):
+        registry.apply_observation(observation(name, JobStatus.RUNNING))
+    assert {record.native_id for record in registry.list_active()} == {"a", "b", "c"}
+    # When one succeeds
+    registry.apply_observation(observation("b", JobStatus.SUCCEEDED, at=T0 + timedelta(hours=1)))
+    # Then it leaves the active list, but stays readable
+    assert {record.native_id for record in registry.list_active()} == {"a", "c"}
+    assert registry.get(JobKey(Backend.BATCH, "b")).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_list_active_by_shard_partitions_the_jobs(registry: JobRegistry) -> None:
+    names = [f"job-{number}" for number in range(12)]
+    for name in names:
+        registry.apply_observation(observation(name))
+    # When each shard is listed on its own
+    per_shard = [registry.list_active(shard) for shard in range(registry.shards)]
+    # Then every job is in exactly the shard its key hashes to
+    listed = [record.native_id for records in per_shard for record in records]
+    assert sorted(listed) == sorted(names)
+    for shard, records in enumerate(per_shard):
+        assert all(registry.shard_of(record.key) == shard for record in records)
+
+
+def test_list_active_uses_query_never_scan(registry: JobRegistry, dynamodb: Any) -> None:
+    registry.apply_observation(observation())
+    calls: list[str] = []
+    dynamodb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    registry.list_active()
+    assert set(calls) == {"Query"}
+    assert len(calls) == registry.shards
+
+
+def test_record_decision_writes_priority_and_history_with_ttl(registry: JobRegistry) -> None:
+    registry.apply_observation(observation())
+    now = T0 + timedelta(minutes=1)
+    # When a decision is recorded against the version read
+    record = registry.record_decision(KEY, DECISION, 60, expected_version=1, now=now)
+    # Then the job carries it at the next version, and one history item expires after 14 days
+    stored = registry.get(KEY)
+    assert stored == record
+    assert (stored.applied_priority, stored.version, stored.last_changed_at) == (60, 2, now)
+    assert stored.last_decision == DECISION
+    (entry,) = registry.history(KEY)
+    assert (entry["applied_priority"], entry["version"]) == (60, 2)
+    assert entry["ttl"] == int((now + timedelta(days=14)).timestamp())  # epoch seconds, not milliseconds
+
+
+def test_history_retention_is_configurable(dynamodb: Any) -> None:
+    registry = JobRegistry(TABLE, dynamodb, history_retention=timedelta(days=2))
+    registry.create_table()
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    assert registry.history(KEY)[0]["ttl"] == int((T0 + timedelta(days=2)).timestamp())
+
+
+def test_unchanged_priority_keeps_last_changed_at(registry: JobRegistry) -> None:
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    record = registry.record_decision(KEY, DECISION, 60, expected_version=2, now=T0 + timedelta(minutes=1))
+    assert record.last_changed_at == T0
+    assert len(registry.history(KEY)) == 2
+
+
+def test_stale_version_raises_and_writes_nothing(registry: JobRegistry, dynamodb: Any) -> None:
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    before = _items(dynamodb)
+    # When a second deriver writes with the version it read before the first one wrote
+    with pytest.raises(VersionConflictError, match=r"expected at version 1 but it is now at version 2"):
+        registry.record_decision(KEY, {**DECISION, "priority": 70}, 70, expected_version=1, now=T0)
+    # Then the table is exactly as it was
+    assert _items(dynamodb) == before
+
+
+def test_conflict_between_read_and_write_is_caught_by_the_condition(
+    registry: JobRegistry, dynamodb: Any
+) -> None:
+    registry.apply_observation(observation())
+    # Given an event lands after record_decision read the job but before its transaction
+    original_get = registry.get
+
+    def get_then_race(key: JobKey) -> Any:
+        record = original_get(key)
+        registry.get = original_get  # type: ignore[method-assign]
+        registry.apply_observation(observation(instances=("i-0race",)))
+        return record
+
+    registry.get = get_then_race  # type: ignore[method-assign]
+    before_history = registry.history(KEY)
+    # Then the conditional transaction refuses, and no history item is written either
+    with pytest.raises(VersionConflictError):
+        registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    assert registry.history(KEY) == before_history == []
+    assert registry.get(KEY).applied_priority is None
+
+
+def test_record_decision_for_unknown_job_says_how_jobs_get_registered(registry: JobRegistry) -> None:
+    with pytest.raises(JobNotFoundError, match="first state-change event"):
+        registry.record_decision(KEY, DECISION, 60, expected_version=0, now=T0)
+
+
+def test_spot_warning_reaches_the_job_on_the_instance(registry: JobRegistry) -> None:
+    registry.apply_observation(observation(instances=("i-0abc", "i-0def")))
+    registry.apply_observation(observation("other", instances=("i-0xyz",)))
+    # When the instance gets a rebalance recommendation, then an interruption warning
+    assert registry.mark_spot_risk("i-0abc", 0.5, T0) == [KEY]
+    assert registry.mark_spot_risk("i-0abc", 1.0, T0 + timedelta(seconds=30)) == [KEY]
+    # Then only that job's instance carries the risk, and a late rebalance does not lower it
+    assert registry.mark_spot_risk("i-0abc", 0.5, T0 + timedelta(seconds=60)) == []
+    assert registry.get(KEY).spot_risk == {"i-0abc": 1.0}  # type: ignore[union-attr]
+    assert registry.get(JobKey(Backend.BATCH, "other")).spot_risk == {}  # type: ignore[union-attr]
+
+
+def test_spot_warning_before_the_job_knows_its_instance_is_kept(registry: JobRegistry) -> None:
+    # Given the warning arrives first
+    assert registry.mark_spot_risk("i-0early", 1.0, T0) == []
+    # When the job's event that names the instance arrives
+    registry.apply_observation(observation(instances=("i-0early",)))
+    # Then the job has the risk anyway
+    assert registry.get(KEY).spot_risk == {"i-0early": 1.0}  # type: ignore[union-attr]
+
+
+def test_out_of_range_risk_is_refused(registry: JobRegistry) -> None:
+    with pytest.raises(ValueError, match=r"within \[0, 1\]"):
+        registry.mark_spot_risk("i-0abc", 1.5, T0)
