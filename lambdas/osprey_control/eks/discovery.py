@@ -327,7 +327,11 @@ def discover(
     result = DiscoveryResult(cluster=cluster, kueue_version=detect_kueue(client))
     owned: dict[str, Mapping[str, Any]] = {}
     if result.kueue_version is not None:
-        owned = workloads_by_owner(client.list(workload_resource(result.kueue_version).collection()))
+        try:
+            owned = workloads_by_owner(client.list(workload_resource(result.kueue_version).collection()))
+        except NotFoundError:
+            # The group is advertised but Workloads are not served (Kueue being installed or removed).
+            result.kueue_version = None
     pods = _pods_by_job(client) if include_pods else {}
     for resource in JOB_KINDS:
         for obj in _list_kind(client, resource, result):

@@ -128,9 +128,13 @@ class FakeKubernetes:
                 return 404, _status(404, "NotFound", path)
             api_version = "v1" if match["core"] else f"{match['group']}/{match['version']}"
             kind_key = (api_version, match["plural"])
-            if kind_key not in self.served or (
-                match["group"] == "kueue.x-k8s.io" and match["version"] not in self.kueue_versions
-            ):
+            if match["core"]:
+                served = True
+            elif match["group"] == "kueue.x-k8s.io":
+                served = match["version"] in self.kueue_versions
+            else:
+                served = kind_key in self.served
+            if not served:
                 return 404, _status(404, "NotFound", f"{api_version} {match['plural']} not served")
             store = self.objects.setdefault(kind_key, {})
             if match["name"] is None:
