@@ -6,6 +6,7 @@ import pytest
 
 from osprey_control.eks import (
     ApplyOutcome,
+    ApplyReport,
     ConflictError,
     EksPriorityApplier,
     KubernetesClient,
@@ -18,7 +19,7 @@ from tests.control.eks.objects import KUEUE, add_job, add_pytorchjob, add_worklo
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads"
 
 
-def _outcomes(report):  # type: ignore[no-untyped-def]
+def _outcomes(report: ApplyReport) -> dict[str, tuple[ApplyOutcome, str]]:
     return {r.native_id: (r.outcome, r.reason) for r in report.results}
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from osprey_control.eks import KubernetesClient, discover
+from osprey_control.eks import DiscoveryResult, EksObservation, KubernetesClient, discover
 from osprey_control.registry.model import Backend, JobStatus, NodeKind
 from tests.control.eks.fake_k8s import FakeKubernetes
 from tests.control.eks.objects import (
@@ -19,7 +20,7 @@ from tests.control.eks.objects import (
 )
 
 
-def _by_name(result):  # type: ignore[no-untyped-def]
+def _by_name(result: DiscoveryResult) -> dict[str, EksObservation]:
     return {obs.name: obs for obs in result.observations}
 
 
@@ -66,7 +67,10 @@ def test_batch_jobs_are_discovered_with_their_workload_pods_and_instances(
     ],
 )
 def test_pytorchjob_status_follows_its_conditions(
-    fake_k8s: FakeKubernetes, k8s_client: KubernetesClient, conditions, expected
+    fake_k8s: FakeKubernetes,
+    k8s_client: KubernetesClient,
+    conditions: list[dict[str, Any]],
+    expected: JobStatus,
 ) -> None:
     # Given a PyTorchJob with these conditions (cluster without Kueue)
     fake_k8s.kueue_versions = ()
