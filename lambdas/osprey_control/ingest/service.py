@@ -1,0 +1,158 @@
+"""Ingest: one EventBridge event → at most one convergent registry update.
+
+:meth:`Ingestor.ingest_message` is what the SQS-triggered Lambda calls per record. A malformed event is logged
+and reported as ``malformed`` (never retried: redelivery cannot fix it). Any AWS error propagates so that the
+record becomes a batch item failure and SQS redelivers it (after the queue's maxReceiveCount it goes to the
+dead-letter queue); transient ones are marked so in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from osprey_control.aws import client_for, is_transient
+from osprey_control.ingest.events import IgnoredEvent, JobEvent, MalformedEventError, SpotEvent, parse_event
+from osprey_control.ingest.recognise import Recogniser
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.model import Backend, JobKey, NodeKind, NodeRef
+from osprey_control.registry.observation import JobObservation
+
+__all__ = ["SERVICE_TRAINING_PREFIX", "IngestOutcome", "Ingestor"]
+
+logger = logging.getLogger(__name__)
+
+# AWS Batch names the training jobs it creates for service jobs "AWSBatch<job name><hash>"; those are
+# tracked once, as the service job (backend sagemaker-queued), not a second time as direct SageMaker jobs.
+SERVICE_TRAINING_PREFIX = "AWSBatch"
+
+Action = Literal["registered", "updated", "duplicate", "ignored", "spot", "malformed"]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOutcome:
+    action: Action
+    event_id: str = ""
+    reason: str = ""
+    jobs: tuple[JobKey, ...] = field(default=())
+
+
+class Ingestor:
+    """Parses, recognises and records events. Clients are created on first use when not passed."""
+
+    def __init__(
+        self,
+        registry: JobRegistry,
+        *,
+        recogniser: Recogniser | None = None,
+        ecs: Any = None,
+    ) -> None:
+        self.registry = registry
+        self.recogniser = recogniser or Recogniser()
+        self._ecs = ecs
+        self._instances: OrderedDict[str, str | None] = OrderedDict()
+
+    def ingest_message(self, body: str) -> IngestOutcome:
+        """One SQS message body (an EventBridge event as JSON)."""
+        try:
+            try:
+                event = json.loads(body)
+            except ValueError as error:
+                raise MalformedEventError(f"the message body is not JSON ({error})") from None
+            return self.ingest(event)
+        except MalformedEventError as error:
+            logger.warning("malformed event skipped", extra={"event_id": error.event_id, "error": str(error)})
+            return IngestOutcome("malformed", error.event_id or "", str(error))
+        except Exception as error:
+            logger.warning(
+                "event failed; SQS will redeliver it",
+                extra={"error": str(error), "transient": is_transient(error)},
+            )
+            raise
+
+    def ingest(self, event: Any) -> IngestOutcome:
+        parsed = parse_event(event)
+        if isinstance(parsed, IgnoredEvent):
+            return IngestOutcome(
+                "ignored", parsed.event_id, f"detail-type {parsed.detail_type!r} is not handled"
+            )
+        if isinstance(parsed, SpotEvent):
+            jobs = self.registry.mark_spot_risk(parsed.instance_id, parsed.risk, parsed.event_time)
+            logger.info(
+                "spot risk recorded",
+                extra={
+                    "instance_id": parsed.instance_id,
+                    "risk": parsed.risk,
+                    "jobs": [str(j) for j in jobs],
+                },
+            )
+            return IngestOutcome("spot", parsed.event_id, parsed.kind, tuple(jobs))
+        return self._job(parsed)
+
+    def _job(self, event: JobEvent) -> IngestOutcome:
+        key = JobKey(event.backend, event.native_id)
+        if event.backend is Backend.SAGEMAKER and event.native_id.startswith(SERVICE_TRAINING_PREFIX):
+            return IngestOutcome(
+                "ignored", event.event_id, "training job of an AWS Batch service job", (key,)
+            )
+        recognition = self.recogniser.recognise(event)
+        if recognition.block is None:
+            return IngestOutcome("ignored", event.event_id, "not an Osprey job", (key,))
+        nodes = (*event.nodes, *recognition.hosts(event), *self._batch_instance(event))
+        observation = JobObservation(
+            backend=event.backend,
+            native_id=event.native_id,
+            name=event.name,
+            arn=event.arn,
+            block=recognition.block,
+            status=event.status,
+            event_time=event.event_time,
+            submitted_at=event.submitted_at,
+            nodes=tuple(nodes),
+            job_queue=event.job_queue,
+            share_identifier=event.share_identifier,
+        )
+        result = self.registry.apply_observation(observation)
+        action: Action = (
+            "duplicate" if not result.changed else "registered" if result.record.version == 1 else "updated"
+        )
+        logger.info(
+            "job event recorded",
+            extra={
+                "job": str(key),
+                "action": action,
+                "status": result.record.status.value,
+                "event_status": event.native_status,
+                "recognised_by": recognition.how,
+                "version": result.record.version,
+            },
+        )
+        return IngestOutcome(action, event.event_id, recognition.how, (key,))
+
+    def _batch_instance(self, event: JobEvent) -> tuple[NodeRef, ...]:
+        """The EC2 instance of a Batch job on EC2 (its ECS container instance), so spot events find the job."""
+        arn = event.container_instance_arn
+        if arn is None:
+            return ()
+        if arn not in self._instances:
+            self._instances[arn] = self._describe_container_instance(arn)
+            if len(self._instances) > 4096:
+                self._instances.popitem(last=False)
+        instance_id = self._instances[arn]
+        if instance_id is None:
+            return ()
+        return (NodeRef(node_id=instance_id, kind=NodeKind.INSTANCE, instance_id=instance_id),)
+
+    def _describe_container_instance(self, arn: str) -> str | None:
+        # arn:aws:ecs:<region>:<account>:container-instance/<cluster>/<id>; the cluster is needed to describe.
+        parts = arn.split(":", 5)[-1].split("/")
+        if len(parts) != 3:
+            return None
+        self._ecs = client_for("ecs", self._ecs)
+        found = self._ecs.describe_container_instances(cluster=parts[1], containerInstances=[arn])
+        instances = found.get("containerInstances") or []
+        instance_id = instances[0].get("ec2InstanceId") if instances else None
+        return instance_id if isinstance(instance_id, str) else None

@@ -1,0 +1,50 @@
+"""The ingest Lambda's configuration, from its environment variables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = ["ENVIRONMENT_VARIABLES", "IngestSettings", "SettingsError"]
+
+ENVIRONMENT_VARIABLES = {
+    "table_name": "OSPREY_TABLE_NAME",
+    "shards": "OSPREY_REGISTRY_SHARDS",
+    "history_retention_days": "OSPREY_HISTORY_RETENTION_DAYS",
+    "recognise_by_environment": "OSPREY_RECOGNISE_BY_ENVIRONMENT",
+}
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class IngestSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table_name: str = Field(min_length=3, max_length=255)
+    shards: int = Field(default=16, ge=1, le=1000)
+    history_retention_days: int = Field(default=14, ge=1, le=3650)
+    # Off: only tags recognise a job, so events of unmanaged jobs cost no lookup at all.
+    recognise_by_environment: bool = True
+
+    @property
+    def history_retention(self) -> timedelta:
+        return timedelta(days=self.history_retention_days)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> IngestSettings:
+        values = {field: environ[name] for field, name in ENVIRONMENT_VARIABLES.items() if name in environ}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            problems = [
+                f"{ENVIRONMENT_VARIABLES.get(str(detail['loc'][0]), detail['loc'][0])}: {detail['msg']}"
+                for detail in error.errors()
+            ]
+            raise SettingsError(
+                "invalid ingest configuration; set these environment variables on the function: "
+                + "; ".join(problems)
+            ) from None
