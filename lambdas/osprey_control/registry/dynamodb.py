@@ -67,6 +67,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_SHARDS = 16
 DEFAULT_HISTORY_RETENTION = timedelta(days=14)
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+_UNREAD = object()
 
 
 class VersionConflictError(Exception):
@@ -218,10 +219,13 @@ class JobRegistry:
             raise
         return True
 
-    def _converge(self, key: JobKey, change: Any) -> ApplyResult | None:
-        """Read-modify-write until the conditional put wins. ``change(record)`` → new record, or None to skip."""
-        for _attempt in range(self.max_attempts):
-            current = self.get(key)
+    def _converge(self, key: JobKey, change: Any, *, read: Any = _UNREAD) -> ApplyResult | None:
+        """Read-modify-write until the conditional put wins. ``change(record)`` → new record, or None to skip.
+
+        ``read``: the record the caller has just read, used for the first attempt instead of reading again.
+        """
+        for attempt in range(self.max_attempts):
+            current: JobRecord | None = read if attempt == 0 and read is not _UNREAD else self.get(key)
             updated: JobRecord | None = change(current)
             if updated is None:
                 return None
@@ -258,7 +262,7 @@ class JobRegistry:
         self._link_instances(observation.key, instance_ids, observation.event_time)
         known_risk = self.instance_risk(instance_ids) if instance_ids else {}
         result = self._converge(
-            observation.key, lambda record: merge_observation(record, observation, known_risk)
+            observation.key, lambda record: merge_observation(record, observation, known_risk), read=current
         )
         assert result is not None  # the merge never skips
         return result
@@ -275,7 +279,8 @@ class JobRegistry:
                 TableName=self.table_name,
                 Key={"pk": {"S": instance_pk(instance_id)}, "sk": {"S": RISK}},
                 UpdateExpression="SET risk = :risk, risk_time = :time, #ttl = :ttl",
-                ConditionExpression="attribute_not_exists(risk) OR risk < :risk",
+                # Of equal risks the earliest warning is kept, so replays converge on one item.
+                ConditionExpression="attribute_not_exists(risk) OR risk < :risk OR (risk = :risk AND risk_time > :time)",
                 ExpressionAttributeNames={"#ttl": TTL_ATTRIBUTE},
                 ExpressionAttributeValues={
                     ":risk": to_attribute(float(risk)),
