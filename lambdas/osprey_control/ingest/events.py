@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.collect.queries import gpus_for_instance_type
 from osprey_control.contract import tags_as_dict
 from osprey_control.ingest.status import UnknownStatusError, batch_status, sagemaker_status
 from osprey_control.registry.model import Backend, JobStatus, NodeKind, NodeRef
@@ -184,6 +183,9 @@ def sagemaker_hosts(job_name: str, resource_config: Any) -> tuple[NodeRef, ...]:
     GPUs per host when the instance type is known (the collector divides SageMaker's per-host GPU sums)."""
     if not isinstance(resource_config, Mapping):
         return ()
+    # Imported here: the collect package pulls in the collector, which the Batch and spot paths never need.
+    from osprey_control.collect.queries import gpus_for_instance_type  # noqa: PLC0415
+
     groups = [resource_config, *(resource_config.get("InstanceGroups") or [])]
     hosts: list[NodeRef] = []
     for group in groups:
