@@ -253,7 +253,8 @@ def _workload_ref(obj: Mapping[str, Any]) -> WorkloadRef:
         name=str(obj["metadata"]["name"]),
         api_version=str(obj.get("apiVersion", "")),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
-        priority_class=spec.get("priorityClassName"),
+        # v1beta1 spells it priorityClassName; v1beta2 (Kueue v0.15+) has priorityClassRef {group, kind, name}.
+        priority_class=spec.get("priorityClassName") or (spec.get("priorityClassRef") or {}).get("name"),
         admitted=admitted,
     )
 

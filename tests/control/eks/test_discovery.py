@@ -138,12 +138,16 @@ def test_v1beta2_is_preferred_when_served(fake_k8s: FakeKubernetes, k8s_client: 
     # Given a cluster serving both Kueue versions and a Workload stored as v1beta2
     fake_k8s.kueue_versions = ("v1beta2", "v1beta1")
     job = add_job(fake_k8s, "train")
-    add_workload(fake_k8s, job, priority=7, version="kueue.x-k8s.io/v1beta2")
+    workload = add_workload(fake_k8s, job, priority=7, version="kueue.x-k8s.io/v1beta2")
+    fake_k8s.objects[("kueue.x-k8s.io/v1beta2", "workloads")][("ml", workload["metadata"]["name"])]["spec"][
+        "priorityClassRef"
+    ] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
     # When discovered, Then v1beta2 is used
     [obs] = discover(k8s_client, "gpu", include_pods=False).observations
     assert obs.kueue_version == "v1beta2"
     assert obs.workload is not None
     assert obs.workload.priority == 7
+    assert obs.workload.priority_class == "high"
 
 
 def test_an_invalid_block_is_a_problem_not_a_failure(
