@@ -32,6 +32,7 @@ from osprey_control.eks.resources import (
     kind_for,
     workload_resource,
 )
+from osprey_control.registry.model import Backend, JobRecord
 
 __all__ = [
     "DEFAULT_PRIORITY_RANGE",
@@ -89,6 +90,13 @@ class PriorityTarget:
         if not sep or not namespace or not name:
             raise ValueError(f"EKS native id must be 'namespace/name', got {native_id!r}")
         return cls(namespace=namespace, name=name, priority=priority, kind=kind)
+
+    @classmethod
+    def from_record(cls, record: JobRecord, priority: int, kind: str | None = None) -> PriorityTarget:
+        """The target for a registry record (``backend=eks``, ``native_id=namespace/name``)."""
+        if record.backend is not Backend.EKS:
+            raise ValueError(f"job {record.key} is not an EKS job; use the {record.backend.value} applier")
+        return cls.from_native_id(record.native_id, priority, kind)
 
     @property
     def native_id(self) -> str:

@@ -12,7 +12,9 @@ from osprey_control.eks import (
     KubernetesClient,
     PriorityRange,
     PriorityTarget,
+    discover,
 )
+from osprey_control.registry.model import Backend
 from tests.control.eks.fake_k8s import FakeKubernetes
 from tests.control.eks.objects import KUEUE, add_job, add_pytorchjob, add_workload
 
@@ -173,3 +175,23 @@ def test_custom_range_is_monotonic_and_rejects_bad_input() -> None:
         band.map(101)
     with pytest.raises(ValueError, match="low < high"):
         PriorityRange(low=5, high=5)
+
+
+def test_targets_come_from_registry_records_of_eks_jobs_only(
+    fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
+) -> None:
+    # Given a discovered job turned into a registry record
+    add_job(fake_k8s, "train")
+    fake_k8s.kueue_versions = ()
+    [obs] = discover(k8s_client, "gpu", include_pods=False).observations
+    record = obs.to_record()
+    # When a target is built from it, Then it addresses the same object and the annotation lands there
+    target = PriorityTarget.from_record(record, 33, kind=obs.kind)
+    assert (target.namespace, target.name) == ("ml", "train")
+    EksPriorityApplier(k8s_client, "gpu").apply([target])
+    assert fake_k8s.stored("batch/v1", "jobs", "ml", "train")["metadata"]["annotations"] == {
+        "osprey.aws/derived-priority": "33"
+    }
+    # And a record of another backend is refused with the applier to use instead
+    with pytest.raises(ValueError, match="use the batch applier"):
+        PriorityTarget.from_record(record.model_copy(update={"backend": Backend.BATCH}), 33)
