@@ -1,0 +1,95 @@
+"""One shard of a cycle: list its active jobs, collect their metrics, derive and record their priorities.
+
+The cycle state machine runs this once per shard (a Map state); its report is small (changed jobs only) so
+it fits in a Step Functions payload, and the apply step reads the changes of all shards at once (Batch needs
+one UpdateSchedulingPolicy per queue per cycle).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from osprey_control.collect import CollectionResult, collect
+from osprey_control.derivation import CustomRuleInvoker
+from osprey_control.derive import DecisionStore, PolicySource, ShardResult, derive_shard
+from osprey_control.registry import JobRecord
+from osprey_control.telemetry import MetricPoint, shard_metrics
+
+__all__ = ["ActiveJobs", "ShardReport", "run_shard"]
+
+
+class ActiveJobs(DecisionStore, Protocol):
+    def list_active(self, shard: int | None = None) -> list[JobRecord]: ...
+
+
+@dataclass
+class ShardReport:
+    shard: int | None
+    evaluated: int
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    series: int = 0
+    getmetricdata_calls: int = 0
+    metrics: list[MetricPoint] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state machine's view: JSON-able, without the metric points (those go to EMF)."""
+        return {
+            "shard": self.shard,
+            "evaluated": self.evaluated,
+            "changes": self.changes,
+            "failures": self.failures,
+            "series": self.series,
+            "getmetricdata_calls": self.getmetricdata_calls,
+        }
+
+
+def _report(shard: int | None, collected: CollectionResult, derived: ShardResult) -> ShardReport:
+    report = ShardReport(
+        shard, len(derived.outcomes), series=collected.series, getmetricdata_calls=collected.calls
+    )
+    for outcome in derived.changes:
+        if outcome.decision is None:  # cannot happen: a change always carries its decision
+            continue
+        report.changes.append(
+            {
+                "key": str(outcome.record.key),
+                "backend": outcome.record.backend.value,
+                "native_id": outcome.record.native_id,
+                "previous": outcome.decision.previous,
+                "priority": outcome.decision.priority,
+            }
+        )
+    for outcome in derived.failures:
+        report.failures.append(
+            {"key": str(outcome.record.key), "kind": outcome.error_kind or "", "error": outcome.error or ""}
+        )
+    return report
+
+
+def run_shard(
+    registry: ActiveJobs,
+    policies: PolicySource,
+    invoker: CustomRuleInvoker | None,
+    *,
+    shard: int | None = None,
+    cloudwatch: Any = None,
+    now: datetime | None = None,
+    per_job_metrics: bool = False,
+) -> ShardReport:
+    """Collect → derive → record for the active jobs of ``shard`` (all shards when None)."""
+    now = now or datetime.now(UTC)
+    records = registry.list_active(shard)
+    started = time.perf_counter()
+    collected = collect(records, client=cloudwatch, now=now)
+    collection_ms = (time.perf_counter() - started) * 1000
+    derived = derive_shard(records, collected.metrics, policies, registry, invoker, now=now)
+    report = _report(shard, collected, derived)
+    report.metrics = [
+        *shard_metrics(derived, per_job=per_job_metrics),
+        MetricPoint("CollectionLatencyMs", "Milliseconds", (collection_ms,)),
+    ]
+    return report

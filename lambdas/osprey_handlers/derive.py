@@ -1,0 +1,68 @@
+"""Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N}``; output the
+shard's changed jobs for the apply step."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from osprey_control.cycle import run_shard
+from osprey_control.derive import DEFAULT_ALLOWED_PREFIX, LambdaRuleInvoker, PolicySource, RuleAllowList
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_handlers._telemetry import publish
+
+__all__ = ["DeriveSettings", "handler"]
+
+logger = Logger(service="osprey-derive")
+
+
+class DeriveSettings(BaseModel):
+    """The function's environment (set by the CDK construct)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
+    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
+    policy_prefix: str = Field(default="/osprey/policies", alias="OSPREY_POLICY_PREFIX", pattern=r"^/.*[^/]$")
+    allowed_rule_prefix: str = Field(default=DEFAULT_ALLOWED_PREFIX, alias="OSPREY_ALLOWED_RULE_PREFIX")
+    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+    per_job_metrics: bool = Field(default=False, alias="OSPREY_PER_JOB_METRICS")
+
+
+@cache
+def _settings() -> DeriveSettings:
+    return DeriveSettings.model_validate(dict(os.environ))
+
+
+@cache
+def _components(account: str) -> tuple[JobRegistry, PolicySource, LambdaRuleInvoker]:
+    """One set per container: clients, the policy cache and the invoker's thread pool are reused."""
+    settings = _settings()
+    registry = JobRegistry(settings.table_name, shards=settings.shards)
+    policies = PolicySource(settings.policy_prefix)
+    invoker = LambdaRuleInvoker(RuleAllowList(account, settings.allowed_rule_prefix))
+    return registry, policies, invoker
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = _settings()
+    account = context.invoked_function_arn.split(":")[4]
+    registry, policies, invoker = _components(account)
+    shard = event.get("shard")
+    report = run_shard(
+        registry,
+        policies,
+        invoker,
+        shard=int(shard) if shard is not None else None,
+        per_job_metrics=settings.per_job_metrics,
+    )
+    publish(report.metrics, settings.metrics_namespace)
+    for failure in report.failures:
+        logger.warning("job not derived", extra=failure)
+    return report.to_dict()

@@ -1,0 +1,53 @@
+"""Given jobs registered from their events and GPU metrics in CloudWatch, when a shard of the cycle runs,
+then each job's priority is derived from its own metrics, recorded in the registry, and reported as a change
+for the apply step (moto DynamoDB, SSM and CloudWatch; the real registry, collector and engine)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from osprey_control.cycle import run_shard
+from osprey_control.derive import PolicySource
+from osprey_control.registry.dynamodb import JobRegistry
+from tests.control.cycle.conftest import NOW, gpu_metrics, register
+
+
+def test_a_shard_derives_records_and_reports_each_jobs_priority(aws: dict[str, Any]) -> None:
+    registry: JobRegistry = aws["registry"]
+    busy = register(registry, "busy-job", "i-0busy")
+    idle = register(registry, "idle-job", "i-0idle")
+    gpu_metrics(aws["cloudwatch"], "i-0busy", gpu=97.0, memory_bw=80.0)
+    gpu_metrics(aws["cloudwatch"], "i-0idle", gpu=8.0, memory_bw=3.0)
+
+    report = run_shard(registry, PolicySource(client=aws["ssm"]), None, cloudwatch=aws["cloudwatch"], now=NOW)
+
+    assert report.failures == []
+    assert report.evaluated == 2
+    changes = {change["native_id"]: (change["previous"], change["priority"]) for change in report.changes}
+    assert changes == {"busy-job": (50, 60), "idle-job": (50, 40)}
+    stored_busy, stored_idle = registry.get(busy), registry.get(idle)
+    assert stored_busy is not None
+    assert stored_idle is not None
+    assert (stored_busy.applied_priority, stored_idle.applied_priority) == (60, 40)
+    assert stored_busy.last_decision is not None
+    assert stored_busy.last_decision["rules"][0]["value"] == 97.0
+    assert report.getmetricdata_calls == 1
+    names = {point.name for point in report.metrics}
+    assert {"DerivedPriority", "JobsEvaluated", "CollectionLatencyMs"} <= names
+
+
+def test_second_cycle_continues_from_the_recorded_priority(aws: dict[str, Any]) -> None:
+    registry: JobRegistry = aws["registry"]
+    busy = register(registry, "busy-job", "i-0busy")
+    gpu_metrics(aws["cloudwatch"], "i-0busy", gpu=97.0, memory_bw=80.0)
+    policies = PolicySource(client=aws["ssm"])
+    run_shard(registry, policies, None, cloudwatch=aws["cloudwatch"], now=NOW)
+    second = run_shard(
+        registry, policies, None, cloudwatch=aws["cloudwatch"], now=NOW + timedelta(seconds=30)
+    )
+    assert second.changes[0]["previous"] == 60
+    assert second.changes[0]["priority"] == 70
+    stored = registry.get(busy)
+    assert stored is not None
+    assert stored.applied_priority == 70
