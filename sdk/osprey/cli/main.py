@@ -12,6 +12,7 @@ import typer
 from osprey import __version__
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
+from osprey.cli.jobs import explain_command, jobs_command
 from osprey.cli.policy import policy_app
 
 __all__ = ["app", "main"]
@@ -27,6 +28,8 @@ app.add_typer(policy_app, name="policy")
 app.command("derive")(derive_command)
 # Further command groups (eks, jobs, local, plan, ...) are registered below, one line each.
 app.add_typer(eks_app, name="eks")
+app.command("jobs")(jobs_command)
+app.command("explain")(explain_command)
 
 
 def _version(value: bool) -> None:

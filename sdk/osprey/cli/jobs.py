@@ -1,0 +1,196 @@
+"""``osprey jobs`` and ``osprey explain JOB``: what a deployed control plane knows, like Slurm's squeue/sprio.
+
+The registry table is found from ``--table``, else ``OSPREY_TABLE_NAME``, else the ``/osprey/config`` SSM
+parameter the stack writes (``{"tableName": ...}``). Exit 1 when the job or table cannot be found.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from osprey_control.registry import ACTIVE_STATUSES, Backend, JobKey, JobRecord
+
+__all__ = ["explain_command", "jobs_command"]
+
+CONFIG_PARAMETER = "/osprey/config"
+
+TableOption = Annotated[
+    str | None, typer.Option("--table", help="Registry table (default: OSPREY_TABLE_NAME or /osprey/config).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _console() -> Console:
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _table_name(table: str | None) -> str:
+    if table:
+        return table
+    if os.environ.get("OSPREY_TABLE_NAME"):
+        return os.environ["OSPREY_TABLE_NAME"]
+    from osprey_control.aws import client_for  # noqa: PLC0415 - only when no table was named
+
+    try:
+        raw = client_for("ssm").get_parameter(Name=CONFIG_PARAMETER)["Parameter"]["Value"]
+        return str(json.loads(raw)["tableName"])
+    except Exception as error:
+        typer.echo(
+            f"error: cannot find the registry table ({type(error).__name__}: {error}); pass --table or set "
+            f"OSPREY_TABLE_NAME, or deploy the stack (it writes {CONFIG_PARAMETER})",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+
+
+def _registry(table: str | None) -> Any:
+    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only for these commands
+
+    return JobRegistry(_table_name(table))
+
+
+def _summary(record: JobRecord) -> dict[str, Any]:
+    decision = record.last_decision or {}
+    return {
+        "key": str(record.key),
+        "backend": record.backend.value,
+        "name": record.name,
+        "policy": record.policy,
+        "status": record.status.value,
+        "priority": record.applied_priority,
+        "target": decision.get("target"),
+        "reason": decision.get("reason"),
+        "last_change": record.last_changed_at.isoformat() if record.last_changed_at else None,
+        "gang": "on"
+        if record.block.co_schedule
+        else ("policy" if record.block.co_schedule is None else "off"),
+        "nodes": len(record.nodes),
+    }
+
+
+def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None:
+    """List the active jobs Osprey manages, highest priority first."""
+    records = sorted(
+        _registry(table).list_active(),
+        key=lambda r: (-(r.applied_priority if r.applied_priority is not None else -1), r.name),
+    )
+    rows = [_summary(record) for record in records]
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    view = Table(box=box.SIMPLE_HEAD, title=f"{len(rows)} active job(s)", title_justify="left")
+    for header in (
+        "JOB",
+        "BACKEND",
+        "POLICY",
+        "STATUS",
+        "PRIORITY",
+        "TARGET",
+        "REASON",
+        "LAST CHANGE",
+        "GANG",
+    ):
+        view.add_column(header, no_wrap=True)
+    for row in rows:
+        target = "-" if row["target"] is None else f"{row['target']:.1f}"
+        view.add_row(
+            escape(row["name"]),
+            row["backend"],
+            row["policy"],
+            row["status"],
+            str(row["priority"] or "-"),
+            target,
+            row["reason"] or "-",
+            row["last_change"] or "-",
+            row["gang"],
+        )
+    _console().print(view)
+
+
+def _parse_key(job: str) -> JobKey | None:
+    backend, separator, native_id = job.partition("#")
+    if separator and backend in {b.value for b in Backend}:
+        return JobKey(Backend(backend), native_id)
+    return None
+
+
+def _find(registry: Any, job: str) -> JobRecord | None:
+    key = _parse_key(job)
+    if key is not None:
+        found: JobRecord | None = registry.get(key)
+        return found
+    matches = [r for r in registry.list_active() if job in (r.native_id, r.name)]
+    if len(matches) > 1:
+        keys = ", ".join(str(r.key) for r in matches)
+        typer.echo(f"error: {job!r} matches several jobs ({keys}); name one as BACKEND#ID", err=True)
+        raise typer.Exit(1)
+    return matches[0] if matches else None
+
+
+def explain_command(
+    job: Annotated[str, typer.Argument(help="Job name, native id, or BACKEND#ID (e.g. batch#a1b2...).")],
+    table: TableOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Explain a job's last decision rule by rule."""
+    record = _find(_registry(table), job)
+    if record is None:
+        typer.echo(f"error: no job {job!r} in the registry (finished jobs need BACKEND#ID)", err=True)
+        raise typer.Exit(1)
+    decision = record.last_decision
+    if as_json:
+        typer.echo(json.dumps({**_summary(record), "decision": decision}))
+        return
+    console = _console()
+    console.print(escape(f"{record.key} · policy {record.policy} · {record.status.value}"))
+    if not decision:
+        console.print("no decision yet: the job has not been through a cycle")
+        return
+    rules = Table(box=box.SIMPLE_HEAD)
+    for header in (
+        "RULE",
+        "KIND",
+        "METRIC/FUNCTION",
+        "VALUE",
+        "NORM",
+        "SCORE",
+        "PRIORITY",
+        "WEIGHT",
+        "OUTCOME",
+    ):
+        rules.add_column(header, no_wrap=True)
+
+    def number(value: Any, digits: int = 2) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for rule in decision.get("rules", []):
+        label = rule.get("metric") or str(rule.get("arn", "")).rsplit(":function:", 1)[-1]
+        rules.add_row(
+            str(rule["index"]),
+            rule["kind"],
+            escape(label),
+            number(rule.get("value")),
+            number(rule.get("normalized"), 3),
+            number(rule.get("score"), 3),
+            number(rule.get("priority")),
+            "stage"
+            if rule["kind"] == "custom" and rule.get("weight") is None
+            else number(rule.get("weight"), 3),
+            rule.get("outcome", ""),
+        )
+    console.print(rules)
+    console.print(
+        f"previous {decision['previous']} → priority {decision['priority']} "
+        f"(base {number(decision.get('base'))}, target {number(decision.get('target'))}, {decision['reason']})"
+    )
+    active = "active" if record.status in ACTIVE_STATUSES else "finished"
+    console.print(f"job is {active}; last change {record.last_changed_at or '-'}")
