@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
 
     with mock_aws():
-        clients = {name: boto3.client(name) for name in ("dynamodb", "ssm", "cloudwatch")}
+        clients: dict[str, Any] = {name: boto3.client(name) for name in ("dynamodb", "ssm", "cloudwatch")}
         registry = JobRegistry("osprey-bench", client=clients["dynamodb"], shards=4)
         registry.create_table()
         _seed(clients, args.jobs, args.nodes, registry)
