@@ -1,0 +1,159 @@
+"""The applier interface: a cycle's priority changes in, a per-job report out (DESIGN §6).
+
+Every applier follows the same rules, enforced here where they do not depend on the backend:
+
+- only a changed priority is written (``priority != record.applied_priority``); an unchanged one is skipped;
+- only a job whose live tags say ``osprey:enabled=true`` is written (the backend adapter reads the tags);
+- one job's failure never stops the others; throttling and 5xx are retried by botocore's standard mode
+  (:mod:`osprey_control.aws`) and, if they persist, reported as ``transient`` so the next cycle tries again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from osprey_control.aws import is_transient
+from osprey_control.contract import ENABLED_TAG, tags_as_dict
+from osprey_control.registry.model import Backend, JobKey, JobRecord
+
+__all__ = [
+    "DERIVED_PRIORITY_TAG",
+    "Applier",
+    "ApplyReport",
+    "ApplyResult",
+    "Outcome",
+    "PriorityChange",
+    "apply_all",
+    "failure",
+    "is_enabled",
+    "prefilter",
+]
+
+DERIVED_PRIORITY_TAG = "osprey:derived-priority"
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityChange:
+    """The priority the cycle decided for one job (0..100); ``record.applied_priority`` is the one in force."""
+
+    record: JobRecord
+    priority: int
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"  # the backend now has the priority (written this cycle, or found already set)
+    SKIPPED = "skipped"  # nothing to do or not allowed: unchanged, not enabled, finished, no applier
+    FAILED = "failed"  # the write was attempted or impossible: see ``reason``
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    job: JobKey
+    outcome: Outcome
+    priority: int
+    reason: str
+    transient: bool = False  # a failure worth retrying next cycle (throttling, 5xx, connection)
+    native_value: str | None = None  # what was written in the backend's own terms (9999 scale, weight)
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    results: list[ApplyResult] = field(default_factory=list)
+    writes: int = 0  # write API calls made (UpdateServiceJob, AddTags, UpdateSchedulingPolicy)
+
+    def extend(self, other: ApplyReport) -> None:
+        self.results.extend(other.results)
+        self.writes += other.writes
+
+    def _with(self, outcome: Outcome) -> list[ApplyResult]:
+        return [result for result in self.results if result.outcome is outcome]
+
+    @property
+    def applied(self) -> list[ApplyResult]:
+        return self._with(Outcome.APPLIED)
+
+    @property
+    def skipped(self) -> list[ApplyResult]:
+        return self._with(Outcome.SKIPPED)
+
+    @property
+    def failed(self) -> list[ApplyResult]:
+        return self._with(Outcome.FAILED)
+
+    def by_job(self) -> dict[JobKey, ApplyResult]:
+        return {result.job: result for result in self.results}
+
+
+class Applier(Protocol):
+    """One backend's adapter. ``backends`` lists the :class:`Backend` values it handles."""
+
+    backends: frozenset[Backend]
+
+    def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport: ...
+
+
+def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> bool:
+    """Whether a resource's tags opt it in (``osprey:enabled=true``, case-insensitive value)."""
+    return tags_as_dict(tags).get(ENABLED_TAG, "").strip().lower() == "true"
+
+
+def failure(change: PriorityChange, error: BaseException, action: str) -> ApplyResult:
+    """A failed result for ``change`` whose ``reason`` names the action, the error and whether it is retried."""
+    transient = is_transient(error)
+    hint = "it is retried next cycle" if transient else "fix the cause; the next cycle tries again"
+    return ApplyResult(
+        change.record.key,
+        Outcome.FAILED,
+        change.priority,
+        f"{action} failed ({type(error).__name__}: {error}); {hint}",
+        transient=transient,
+    )
+
+
+def prefilter(
+    changes: Iterable[PriorityChange], backends: frozenset[Backend]
+) -> tuple[list[PriorityChange], list[ApplyResult]]:
+    """Split ``changes`` into those worth a backend call and the results of the rest (unchanged, invalid)."""
+    todo: list[PriorityChange] = []
+    done: list[ApplyResult] = []
+    for change in changes:
+        key, priority = change.record.key, change.priority
+        if change.record.backend not in backends:
+            done.append(ApplyResult(key, Outcome.SKIPPED, priority, f"not a {sorted(backends)} job"))
+        elif isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
+            done.append(ApplyResult(key, Outcome.FAILED, priority, "priority must be an integer 0..100"))
+        elif priority == change.record.applied_priority:
+            done.append(ApplyResult(key, Outcome.SKIPPED, priority, "unchanged"))
+        else:
+            todo.append(change)
+    return todo, done
+
+
+def apply_all(changes: Sequence[PriorityChange], appliers: Iterable[Applier]) -> ApplyReport:
+    """Route each change to the applier of its backend; a backend without one is skipped, never dropped."""
+    by_backend: dict[Backend, Applier] = {}
+    for applier in appliers:
+        by_backend.update(dict.fromkeys(applier.backends, applier))
+    report = ApplyReport()
+    routed: dict[int, list[PriorityChange]] = {}
+    owners: dict[int, Applier] = {}
+    for change in changes:
+        owner = by_backend.get(change.record.backend)
+        if owner is None:
+            report.results.append(
+                ApplyResult(
+                    change.record.key,
+                    Outcome.SKIPPED,
+                    change.priority,
+                    f"no applier configured for backend {change.record.backend.value}",
+                )
+            )
+            continue
+        routed.setdefault(id(owner), []).append(change)
+        owners[id(owner)] = owner
+    for applier_id, batch in routed.items():
+        report.extend(owners[applier_id].apply(batch))
+    return report
