@@ -19,6 +19,11 @@ Supported kinds: ``batch/v1`` ``Job``, ``kubeflow.org/v1`` ``PyTorchJob`` and ``
   written only when it is between 1 and ``parallelism - 1`` as Kueue's webhook requires. PyTorchJob and
   JobSet are admitted all-or-nothing by Kueue; Osprey's gang watch reads ``osprey.aws/min-workers``.
 - ``share_identifier`` is an AWS Batch concept and is rejected here.
+- Checked up front: ``queue`` and ``priority_class`` must be Kueue object names usable as label values
+  (DNS-1123 subdomain, at most 63 characters; a Batch job queue ARN is refused); container ``env`` must be
+  a list of named entries; an ``OSPREY_*`` contract variable set with ``valueFrom`` is an error (its value
+  is unknown until run time and would override the block); an ``osprey.aws/*`` key that is both a label
+  and an annotation must have one value.
 
 The input is not modified; a new manifest is returned.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -39,8 +45,16 @@ from osprey_control.contract import (
     to_environment,
     to_kubernetes,
 )
+from osprey_control.contract.merge import Source
 
-__all__ = ["KUEUE_MIN_PARALLELISM", "KUEUE_PRIORITY_CLASS", "KUEUE_QUEUE_NAME", "SUPPORTED_KINDS", "annotate"]
+__all__ = [
+    "KUEUE_MIN_PARALLELISM",
+    "KUEUE_PRIORITY_CLASS",
+    "KUEUE_QUEUE_NAME",
+    "SUPPORTED_KINDS",
+    "annotate",
+    "label_annotation_conflicts",
+]
 
 KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
@@ -98,8 +112,84 @@ def _containers(template: dict[str, Any], where: str) -> list[dict[str, Any]]:
     return containers
 
 
-def _literal_env(container: dict[str, Any]) -> dict[str, str]:
-    return {str(item["name"]): str(item["value"]) for item in container.get("env") or [] if "value" in item}
+def _literal_env(container: dict[str, Any], where: str) -> dict[str, str]:
+    """The container's literal environment; a contract key set through ``valueFrom`` is an error.
+
+    A ``valueFrom`` value is only known in the cluster, so Osprey cannot check it against the block, and
+    Kubernetes would let it win over the annotations Osprey writes: the two would describe different jobs.
+    """
+    env = container.get("env")
+    if env is None:
+        return {}
+    if not isinstance(env, list) or not all(isinstance(item, dict) for item in env):
+        raise _manifest_error(where, f"must be a list of {{'name', 'value'}} (got {type(env).__name__})")
+    result: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for index, item in enumerate(env):
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append((f"{where}[{index}].name", "required: a non-empty string"))
+        elif "valueFrom" in item:
+            if name in ENVIRONMENT.keys:
+                problems.append(
+                    (
+                        f"{where}[{index}] {name}",
+                        "set with valueFrom, which Osprey cannot check against the block; "
+                        "use a literal value or remove it and let the block set it",
+                    )
+                )
+        else:
+            # Kubernetes reads a missing value as the empty string; so does the contract check.
+            result[name] = item.get("value", "")
+    if problems:
+        raise OspreyBlockError(problems, source="manifest")
+    return result
+
+
+def label_annotation_conflicts(
+    labels: Mapping[str, Any], annotations: Mapping[str, Any], where: str
+) -> list[tuple[str, str]]:
+    """``osprey.aws/*`` keys that are both a label and an annotation with different values."""
+    return [
+        (f"{where} {key}", f"label {labels[key]!r} and annotation {value!r} disagree; keep one")
+        for key, value in annotations.items()
+        if key.startswith(KUBERNETES.prefix) and key in labels and labels[key] != value
+    ]
+
+
+def _manifest_error(where: str, message: str) -> OspreyBlockError:
+    return OspreyBlockError([(where, message)], source="manifest")
+
+
+# Kueue reads both names from labels, so each must be a label value; the objects they name
+# (LocalQueue, WorkloadPriorityClass) are Kubernetes objects, whose names are DNS-1123 subdomains.
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE_MAX = 63
+
+
+def _kueue_name_problem(value: str, what: str) -> str | None:
+    if value.startswith("arn:"):
+        return f"{value!r} is an AWS Batch job queue ARN, not a Kueue {what} name"
+    if len(value) > _LABEL_VALUE_MAX or not _DNS1123_SUBDOMAIN.match(value):
+        return (
+            f"invalid {what} name {value!r}: it becomes a Kubernetes label value, so at most "
+            f"{_LABEL_VALUE_MAX} characters of lowercase letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit"
+        )
+    return None
+
+
+def _check_kueue_names(queue: str | None, priority_class: str | None) -> None:
+    problems: list[tuple[str, str]] = []
+    if queue is not None and (problem := _kueue_name_problem(queue, "LocalQueue")):
+        problems.append(("osprey.queue", problem))
+    if priority_class is not None:
+        if not isinstance(priority_class, str):
+            problems.append(("priority_class", f"must be a string (got {type(priority_class).__name__})"))
+        elif problem := _kueue_name_problem(priority_class, "WorkloadPriorityClass"):
+            problems.append(("priority_class", problem))
+    if problems:
+        raise OspreyBlockError(problems)
 
 
 def _set_label(
@@ -127,6 +217,28 @@ def _min_parallelism(manifest: dict[str, Any], percent: int) -> int | None:
     return minimum if 1 <= minimum < parallelism else None
 
 
+def _sources(
+    labels: dict[str, Any], annotations: dict[str, Any], templates: list[tuple[dict[str, Any], str]]
+) -> list[Source]:
+    """What the manifest already says, each place a separate source so that any two must agree."""
+    conflicts = label_annotation_conflicts(labels, annotations, "metadata")
+    if conflicts:
+        raise OspreyBlockError(conflicts, source="manifest")
+    sources: list[Source] = [
+        (KUBERNETES, dict(labels), "metadata.labels"),
+        (KUBERNETES, dict(annotations), "metadata.annotations"),
+    ]
+    for template, where in templates:
+        pod_labels = _mapping(
+            _mapping(template, "metadata", f"{where}.metadata"), "labels", f"{where}.metadata.labels"
+        )
+        sources.append((KUBERNETES, dict(pod_labels), f"{where}.metadata.labels"))
+        for index, container in enumerate(_containers(template, where)):
+            env_where = f"{where}.spec.containers[{index}].env"
+            sources.append((ENVIRONMENT, _literal_env(container, env_where), env_where))
+    return sources
+
+
 def annotate(
     manifest: Mapping[str, Any], *, priority_class: str | None = None, **block: Any
 ) -> dict[str, Any]:
@@ -136,6 +248,7 @@ def annotate(
         raise OspreyBlockError(
             [("osprey.share_identifier", "applies to AWS Batch only, not to EKS manifests")]
         )
+    _check_kueue_names(parsed.queue, priority_class)
     if not isinstance(manifest, Mapping):
         raise OspreyBlockError([("manifest", "must be a mapping (one Kubernetes object)")], source="manifest")
     result = copy.deepcopy(dict(manifest))
@@ -155,15 +268,7 @@ def annotate(
     annotations = _mapping(metadata, "annotations", "metadata.annotations")
 
     templates = list(_pod_templates(result, kind))
-    sources = [(KUBERNETES, {**labels, **annotations}, "metadata")]
-    for template, where in templates:
-        pod_labels = _mapping(
-            _mapping(template, "metadata", f"{where}.metadata"), "labels", f"{where}.metadata.labels"
-        )
-        sources.append((KUBERNETES, dict(pod_labels), f"{where}.metadata.labels"))
-        for index, container in enumerate(_containers(template, where)):
-            sources.append((ENVIRONMENT, _literal_env(container), f"{where}.spec.containers[{index}].env"))
-    effective = merge_block(parsed, *sources, path="osprey")
+    effective = merge_block(parsed, *_sources(labels, annotations, templates), path="osprey")
 
     problems: list[tuple[str, str]] = []
     osprey_labels, osprey_annotations = to_kubernetes(effective)

@@ -32,6 +32,11 @@ OSPREY_TAGS = {
     "osprey:gang-timeout": "120",
     "osprey:initial-priority": "50",
 }
+EKS_ANNOTATIONS = {
+    "osprey.aws/co-schedule": "true",
+    "osprey.aws/gang-timeout": "120",
+    "osprey.aws/initial-priority": "50",
+}
 RESPONSE = {"jobArn": "arn:aws:batch:us-east-1:123456789012:job/abc", "jobName": "train", "jobId": "abc"}
 BASE: dict[str, Any] = {"jobName": "train", "jobQueue": "gpu-fair-share", "jobDefinition": "trainer:3"}
 
@@ -123,7 +128,8 @@ def test_given_an_eks_job_when_submitted_then_containers_get_env_and_the_pod_osp
                         "app": "train",
                         "osprey.aws/enabled": "true",
                         "osprey.aws/policy": "training-policy",
-                    }
+                    },
+                    "annotations": EKS_ANNOTATIONS,
                 },
             }
         },
@@ -201,3 +207,114 @@ def test_given_no_client_when_submitting_then_one_is_created_lazily(monkeypatch:
         stubber.add_response("submit_job", RESPONSE)
         submit_job(osprey=BLOCK, **BASE)
     assert created == ["batch"]
+
+
+def test_given_a_multinode_eks_job_when_submitted_then_each_node_pod_gets_env_labels_and_annotations(
+    batch: Any,
+) -> None:
+    # Given: node ranges written in the EKS form
+    node_overrides = {
+        "numNodes": 2,
+        "nodePropertyOverrides": [
+            {"targetNodes": "0", "eksPropertiesOverride": {"podProperties": {"containers": [{"name": "m"}]}}},
+            {"targetNodes": "1:"},
+        ],
+    }
+    labels = {"osprey.aws/enabled": "true", "osprey.aws/policy": "training-policy"}
+
+    def pod(containers: list[dict[str, Any]]) -> dict[str, Any]:
+        metadata = {"labels": labels, "annotations": EKS_ANNOTATIONS}
+        return {"eksPropertiesOverride": {"podProperties": {"containers": containers, "metadata": metadata}}}
+
+    expected = {
+        **BASE,
+        "nodeOverrides": {
+            "numNodes": 2,
+            "nodePropertyOverrides": [
+                {"targetNodes": "0", **pod([{"name": "m", "env": OSPREY_ENV}])},
+                {"targetNodes": "1:", **pod([{"env": OSPREY_ENV}])},
+            ],
+        },
+        "tags": OSPREY_TAGS,
+        "shareIdentifier": "vision",
+        "schedulingPriorityOverride": 5000,
+    }
+    # When / Then: the request matches, and the Stubber validates it against the real Batch model
+    with Stubber(batch) as stubber:
+        stubber.add_response("submit_job", RESPONSE, expected)
+        submit_job(batch, osprey=BLOCK, nodeOverrides=node_overrides, **BASE)
+        stubber.assert_no_pending_responses()
+
+
+def test_given_tags_as_a_key_value_list_when_submitted_then_batch_gets_a_mapping(batch: Any) -> None:
+    expected = {
+        **BASE,
+        "containerOverrides": {"environment": OSPREY_ENV},
+        "tags": {"team": "vision", **OSPREY_TAGS},
+        "shareIdentifier": "vision",
+        "schedulingPriorityOverride": 5000,
+    }
+    with Stubber(batch) as stubber:
+        stubber.add_response("submit_job", RESPONSE, expected)
+        submit_job(batch, osprey=BLOCK, tags=[{"Key": "team", "Value": "vision"}], **BASE)
+        stubber.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"containerOverrides": None}, "containerOverrides: must be a mapping (got NoneType)"),
+        ({"nodeOverrides": None}, "nodeOverrides: must be a mapping (got NoneType)"),
+        (
+            {"eksPropertiesOverride": {"podProperties": None}},
+            "eksPropertiesOverride.podProperties: must be a mapping (got NoneType)",
+        ),
+        ({"tags": ["a"]}, "tags: must be a mapping of tag values (got list)"),
+        ({"tags": [{"Key": "a"}]}, "tags[0]: each tag needs a 'Key' and a 'Value'"),
+        (
+            {"containerOverrides": {"environment": [{"value": "61"}]}},
+            "containerOverrides.environment[0].name: required",
+        ),
+        (
+            {"containerOverrides": {"environment": [{"name": "OSPREY_MIN_WORKERS", "value": 50}]}},
+            "OSPREY_MIN_WORKERS: must be a string (got int 50)",
+        ),
+        ({"form": "bogus"}, "form: invalid value 'bogus'; allowed: container, multinode, eks"),
+        (
+            {
+                "eksPropertiesOverride": {
+                    "podProperties": {
+                        "metadata": {
+                            "labels": {"osprey.aws/policy": "training-policy"},
+                            "annotations": {"osprey.aws/policy": "other"},
+                        }
+                    }
+                }
+            },
+            "label 'training-policy' and annotation 'other' disagree",
+        ),
+        (
+            {
+                "nodeOverrides": {
+                    "nodePropertyOverrides": [
+                        {"targetNodes": "0", "eksPropertiesOverride": {}},
+                        {"targetNodes": "1:", "containerOverrides": {}},
+                    ]
+                }
+            },
+            "nodePropertyOverrides[1].containerOverrides: cannot be mixed with eksPropertiesOverride",
+        ),
+    ],
+)
+def test_given_a_malformed_request_when_submitting_then_a_clear_error_names_the_path(
+    kwargs: dict[str, Any], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given: creating a client would fail the test, so validation must come first
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: pytest.fail("a client was created"))
+
+    # When
+    with pytest.raises(OspreyBlockError) as raised:
+        submit_job(osprey=BLOCK, **{**BASE, **kwargs})
+
+    # Then
+    assert expected in str(raised.value)

@@ -134,3 +134,101 @@ def test_given_a_missing_file_when_running_the_cli_then_exit_1() -> None:
     result = run(["/nonexistent/job.yaml", "--policy", "p"])
     assert result.exit_code == 1
     assert "cannot read" in result.stderr
+
+
+def job_with_env(env: Any) -> dict[str, Any]:
+    manifest: dict[str, Any] = yaml.safe_load((GOLDEN / "job.input.yaml").read_text())
+    manifest["spec"]["template"]["spec"]["containers"][0]["env"] = env
+    return manifest
+
+
+ENV_PATH = "spec.template.spec.containers[0].env"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ([{"value": 3}], f"{ENV_PATH}[0].name: required"),
+        ({"X": 1}, f"{ENV_PATH}: must be a list of {{'name', 'value'}} (got dict)"),
+        (
+            [{"name": "OSPREY_GANG_TIMEOUT", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}],
+            f"{ENV_PATH}[0] OSPREY_GANG_TIMEOUT: set with valueFrom",
+        ),
+        ([{"name": "OSPREY_MIN_WORKERS", "value": 50}], "OSPREY_MIN_WORKERS: must be a string (got int 50)"),
+    ],
+)
+def test_given_a_malformed_or_unverifiable_container_env_when_annotating_then_a_clear_error(
+    env: Any, expected: str
+) -> None:
+    # Given
+    manifest = job_with_env(env)
+
+    # When
+    with pytest.raises(OspreyBlockError) as raised:
+        annotate(manifest, priority_derivation_profile="training-policy", gang_timeout=120)
+
+    # Then
+    assert expected in str(raised.value)
+
+
+def test_given_a_runtime_variable_from_the_downward_api_when_annotating_then_it_is_kept() -> None:
+    # Given: valueFrom is only refused for contract keys, not for the runtime's own variables
+    pod_name = {"name": "OSPREY_K8S_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+
+    # When
+    result = annotate(job_with_env([pod_name]), priority_derivation_profile="training-policy")
+
+    # Then
+    env = result["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [item for item in env if item["name"] == "OSPREY_K8S_POD_NAME"] == [pod_name]
+
+
+def test_given_a_key_as_label_and_annotation_with_different_values_when_annotating_then_an_error() -> None:
+    # Given
+    manifest: dict[str, Any] = yaml.safe_load((GOLDEN / "job.input.yaml").read_text())
+    manifest["metadata"]["labels"] = {"osprey.aws/gang-timeout": "60"}
+    manifest["metadata"]["annotations"] = {"osprey.aws/gang-timeout": "90"}
+
+    # When
+    with pytest.raises(OspreyBlockError) as raised:
+        annotate(manifest, priority_derivation_profile="training-policy")
+
+    # Then
+    assert "metadata osprey.aws/gang-timeout: label '60' and annotation '90' disagree" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--queue", "User_Q"], "osprey.queue: invalid LocalQueue name 'User_Q'"),
+        (
+            ["--priority-class", "Not Valid!"],
+            "priority_class: invalid WorkloadPriorityClass name 'Not Valid!'",
+        ),
+        (["--priority-class", "a" * 64], "at most 63 characters"),
+        (
+            ["--queue", "arn:aws:batch:us-east-1:123456789012:job-queue/q"],
+            "is an AWS Batch job queue ARN, not a Kueue LocalQueue name",
+        ),
+    ],
+)
+def test_given_an_invalid_kueue_name_when_running_the_cli_then_error_on_stderr_and_exit_1(
+    args: list[str], expected: str
+) -> None:
+    # Given
+    source = (GOLDEN / "jobset.input.yaml").read_text()
+
+    # When
+    result = run(["-", "--policy", "training-policy", *args], stdin=source)
+
+    # Then
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ")
+    assert expected in result.stderr
+    assert result.stdout == ""
+
+
+def test_given_a_dotted_kueue_queue_name_when_annotating_then_it_is_written() -> None:
+    manifest = yaml.safe_load((GOLDEN / "job.input.yaml").read_text())
+    result = annotate(manifest, priority_derivation_profile="p", priority_class="team.high")
+    assert result["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "team.high"

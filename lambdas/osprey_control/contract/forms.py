@@ -24,7 +24,9 @@ environment                          AWS tag                    Kubernetes (labe
 - Strict reading (the default, used by the SDK) also rejects unknown keys in the Osprey namespace (with a
   suggestion) and contract keys without ``enabled``. ``strict=False`` (the control plane's
   :func:`recognise_job`) tolerates both, so a newer SDK's extra key does not make a job unmanaged. In both
-  modes an opted-in job with an invalid value raises :class:`OspreyBlockError`. Keys Osprey itself writes
+  modes an opted-in job with an invalid value raises :class:`OspreyBlockError`.
+- Values must be strings, as every service stores them: ``{"OSPREY_MIN_WORKERS": 50}`` is an error
+  (``must be a string``), not converted, since SageMaker and Batch would reject the int anyway. Keys Osprey itself writes
   (``osprey:derived-priority``) and the runtime's own variables (:data:`RUNTIME_ENVIRONMENT`) are ignored.
 """
 
@@ -190,6 +192,10 @@ def to_kubernetes(block: OspreyBlock) -> tuple[dict[str, str], dict[str, str]]:
     return labels, annotations
 
 
+def _not_text(raw: Any) -> str:
+    return f"must be a string (got {type(raw).__name__} {raw!r}); write it as {str(raw)!r}"
+
+
 def _convert(spec: _Key, key: str, raw: str) -> tuple[Any, str | None]:
     text = raw.strip()
     if spec.kind is bool:
@@ -214,7 +220,9 @@ def read_fields(
     problems: list[tuple[str, str]] = []
     enabled: bool | None = None
     raw_enabled = values.get(form.enabled_key)
-    if raw_enabled is not None:
+    if raw_enabled is not None and not isinstance(raw_enabled, str):
+        problems.append((form.enabled_key, _not_text(raw_enabled)))
+    elif raw_enabled is not None:
         lowered = raw_enabled.strip().lower()
         if lowered in _TRUE:
             enabled = True
@@ -232,7 +240,10 @@ def read_fields(
     for spec in _KEYS:
         key = form.key(spec.field)
         if key in values:
-            value, problem = _convert(spec, key, values[key])
+            raw = values[key]
+            # Environment, tag and label values are strings on every service (SageMaker and Batch
+            # reject anything else), so an int here is a mistake to report, not a value to convert.
+            value, problem = (None, _not_text(raw)) if not isinstance(raw, str) else _convert(spec, key, raw)
             if problem:
                 problems.append((key, problem))
             else:
