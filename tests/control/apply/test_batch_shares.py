@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.stub import Stubber
 from hypothesis import given
 from hypothesis import strategies as st
 from moto import mock_aws
@@ -188,3 +189,82 @@ def test_weight_factor_is_strictly_decreasing_within_the_batch_limits(priority: 
     assert 0.0001 <= weight_factor(priority + 1) <= weight_factor(priority) <= 999.9999
     assert weight_factor(100) == 1.0
     assert weight_factor(0) == 100.0
+
+
+def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
+    # Given two queues with their own scheduling policies (real request shapes checked by the Stubber)
+    client = boto3.client("batch", region_name="us-east-1")
+    arn = "arn:aws:batch:us-east-1:123456789012:{}"
+    jobs = [
+        record(
+            Backend.BATCH,
+            f"id-{name}",
+            [],
+            job_queue=arn.format(f"job-queue/{name}"),
+            share_identifier=f"job-{name}",
+            applied_priority=60,
+        )
+        for name in ("a", "b")
+    ]
+    described = [
+        {
+            "jobId": f"id-{name}",
+            "jobName": name,
+            "jobQueue": "q",
+            "status": "RUNNABLE",
+            "startedAt": 0,
+            "jobDefinition": "d",
+            "tags": ENABLED,
+        }
+        for name in ("a", "b")
+    ]
+    queues: list[dict[str, Any]] = [
+        {
+            "jobQueueName": name,
+            "jobQueueArn": arn.format(f"job-queue/{name}"),
+            "state": "ENABLED",
+            "priority": 1,
+            "computeEnvironmentOrder": [],
+            "schedulingPolicyArn": arn.format(f"scheduling-policy/{name}"),
+        }
+        for name in ("a", "b")
+    ]
+    with Stubber(client) as stubber:
+        stubber.add_response("describe_jobs", {"jobs": described}, {"jobs": ["id-a", "id-b"]})
+        stubber.add_response(
+            "describe_job_queues", {"jobQueues": queues}, {"jobQueues": [q["jobQueueArn"] for q in queues]}
+        )
+        for name in ("a", "b"):
+            policy_arn = arn.format(f"scheduling-policy/{name}")
+            stubber.add_response(
+                "describe_scheduling_policies",
+                {
+                    "schedulingPolicies": [
+                        {"name": name, "arn": policy_arn, "fairsharePolicy": {"shareDistribution": []}}
+                    ]
+                },
+                {"arns": [policy_arn]},
+            )
+            expected = {
+                "arn": policy_arn,
+                "fairsharePolicy": {
+                    "shareDistribution": [{"shareIdentifier": f"job-{name}", "weightFactor": 10.0}]
+                },
+            }
+            if name == "a":
+                stubber.add_client_error(
+                    "update_scheduling_policy", "ServerException", "internal", 500, expected_params=expected
+                )
+            else:
+                stubber.add_response("update_scheduling_policy", {}, expected)
+
+        # When policy a's update fails with a 5xx
+        report = BatchShareApplier(client).apply([PriorityChange(job, 50) for job in jobs])
+        stubber.assert_no_pending_responses()
+
+    # Then job a fails as transient and job b is applied; one update per policy
+    by_job = report.by_job()
+    assert by_job[jobs[0].key].outcome is Outcome.FAILED
+    assert by_job[jobs[0].key].transient
+    assert by_job[jobs[1].key].outcome is Outcome.APPLIED
+    assert report.writes == 2
