@@ -1,0 +1,62 @@
+"""Apply Lambda: after the shards' Map state, write every changed priority to its backend.
+
+Input: ``{"shards": [<derive outputs>]}`` (the Map state's result). Output: counts and per-job failures.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from osprey_control.apply import Applier
+from osprey_control.apply_step import apply_cycle, default_appliers
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.telemetry import MetricPoint
+from osprey_handlers._telemetry import publish
+
+__all__ = ["ApplySettings", "handler"]
+
+logger = Logger(service="osprey-apply")
+
+
+class ApplySettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
+    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
+    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+
+
+@cache
+def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
+    settings = ApplySettings.model_validate(dict(os.environ))
+    return settings, JobRegistry(settings.table_name, shards=settings.shards), default_appliers()
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings, registry, appliers = _components()
+    report = apply_cycle(event.get("shards", []), registry, appliers)
+    for result in report.failed:
+        logger.warning(
+            "priority not applied",
+            extra={"job": str(result.job), "reason": result.reason, "transient": result.transient},
+        )
+    publish(
+        [
+            MetricPoint("PrioritiesApplied", "Count", (float(len(report.applied)),)),
+            MetricPoint("ApplyFailures", "Count", (float(len(report.failed)),)),
+        ],
+        settings.metrics_namespace,
+    )
+    return {
+        "applied": len(report.applied),
+        "skipped": len(report.skipped),
+        "failed": [{"key": str(r.job), "reason": r.reason, "transient": r.transient} for r in report.failed],
+        "writes": report.writes,
+    }

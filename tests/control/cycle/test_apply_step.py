@@ -1,0 +1,140 @@
+"""Given a derived cycle, when the apply step runs, then each changed job is written on its backend against
+the priority it replaces, and a backend that fails (an unreachable EKS cluster) fails only its own jobs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from osprey_control.apply import DERIVED_PRIORITY_TAG, Outcome, TrainingJobTagApplier
+from osprey_control.apply_step import EksApplier, apply_cycle
+from osprey_control.contract import parse_block, tag_list, to_tags
+from osprey_control.cycle import run_shard
+from osprey_control.derive import PolicySource
+from osprey_control.registry import Backend, JobKey, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.observation import JobObservation
+from tests.control.cycle.conftest import NOW
+
+BLOCK = parse_block({"priority_derivation_profile": "training-policy"})
+
+
+def sagemaker_job(aws: dict[str, Any], name: str, enabled: bool = True) -> str:
+    import boto3  # noqa: PLC0415 - inside the fixture's moto context
+
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1")
+    tags = tag_list(to_tags(BLOCK)) if enabled else [{"Key": "team", "Value": "vision"}]
+    arn: str = sagemaker.create_training_job(
+        TrainingJobName=name,
+        AlgorithmSpecification={
+            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
+            "TrainingInputMode": "File",
+        },
+        RoleArn="arn:aws:iam::123456789012:role/sm",
+        OutputDataConfig={"S3OutputPath": "s3://bucket/out"},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+        Tags=tags,
+    )["TrainingJobArn"]
+    registry: JobRegistry = aws["registry"]
+    registry.apply_observation(
+        JobObservation(
+            backend=Backend.SAGEMAKER,
+            native_id=name,
+            name=name,
+            arn=arn,
+            block=BLOCK,
+            status=JobStatus.RUNNING,
+            event_time=NOW - timedelta(minutes=5),
+            nodes=(NodeRef(node_id=f"{name}/algo-1", kind=NodeKind.HOST, gpus=8),),
+        )
+    )
+    aws["cloudwatch"].put_metric_data(
+        Namespace="/aws/sagemaker/TrainingJobs",
+        MetricData=[
+            {
+                "MetricName": metric,
+                "Dimensions": [{"Name": "Host", "Value": f"{name}/algo-1"}],
+                "Value": value,
+                "Timestamp": NOW - timedelta(minutes=1),
+            }
+            for metric, value in (("GPUUtilization", 776.0), ("GPUMemoryUtilization", 400.0))
+        ],
+    )
+    return arn
+
+
+def test_changed_sagemaker_job_is_tagged_with_its_new_priority(aws: dict[str, Any]) -> None:
+    import boto3  # noqa: PLC0415
+
+    arn = sagemaker_job(aws, "llama-train")
+    report = run_shard(
+        aws["registry"], PolicySource(client=aws["ssm"]), None, cloudwatch=aws["cloudwatch"], now=NOW
+    )
+    assert [(c["native_id"], c["previous"], c["priority"]) for c in report.changes] == [
+        ("llama-train", 50, 60)
+    ]
+
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1")
+    applied = apply_cycle([report.to_dict()], aws["registry"], [TrainingJobTagApplier(sagemaker)])
+
+    assert [(r.job.native_id, r.outcome) for r in applied.results] == [("llama-train", Outcome.APPLIED)]
+    tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=arn)["Tags"]}
+    assert tags[DERIVED_PRIORITY_TAG] == "60"
+    assert applied.writes == 1
+
+
+def test_job_without_the_osprey_tag_is_never_written(aws: dict[str, Any]) -> None:
+    import boto3  # noqa: PLC0415
+
+    arn = sagemaker_job(aws, "someone-elses", enabled=False)
+    report = run_shard(
+        aws["registry"], PolicySource(client=aws["ssm"]), None, cloudwatch=aws["cloudwatch"], now=NOW
+    )
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1")
+    applied = apply_cycle([report.to_dict()], aws["registry"], [TrainingJobTagApplier(sagemaker)])
+    assert [r.outcome for r in applied.results] == [Outcome.SKIPPED]
+    assert DERIVED_PRIORITY_TAG not in {t["Key"] for t in sagemaker.list_tags(ResourceArn=arn)["Tags"]}
+
+
+def test_unreachable_eks_cluster_fails_only_its_jobs(aws: dict[str, Any]) -> None:
+    import boto3  # noqa: PLC0415
+
+    sagemaker_job(aws, "llama-train")
+    registry: JobRegistry = aws["registry"]
+    registry.apply_observation(
+        JobObservation(
+            backend=Backend.EKS,
+            native_id="ml/bert",
+            name="bert",
+            block=BLOCK,
+            status=JobStatus.RUNNING,
+            event_time=NOW,
+            cluster="gpu-cluster",
+        )
+    )
+    shard = {
+        "changes": [
+            {"key": "eks#ml/bert", "backend": "eks", "native_id": "ml/bert", "previous": 50, "priority": 58},
+            {
+                "key": "sagemaker#llama-train",
+                "backend": "sagemaker",
+                "native_id": "llama-train",
+                "previous": 50,
+                "priority": 60,
+            },
+            {"key": "batch#gone", "backend": "batch", "native_id": "gone", "previous": 50, "priority": 40},
+        ]
+    }
+
+    def unreachable(cluster: str) -> Any:
+        raise ConnectionError(f"{cluster}: no route to the API server")
+
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1")
+    applied = apply_cycle([shard], registry, [TrainingJobTagApplier(sagemaker), EksApplier(unreachable)])
+    outcomes = {r.job: (r.outcome, r.reason) for r in applied.results}
+    assert outcomes[JobKey(Backend.SAGEMAKER, "llama-train")][0] is Outcome.APPLIED
+    eks_outcome, eks_reason = outcomes[JobKey(Backend.EKS, "ml/bert")]
+    assert eks_outcome is Outcome.FAILED
+    assert "no route to the API server" in eks_reason
+    assert outcomes[JobKey(Backend.BATCH, "gone")] == (Outcome.SKIPPED, "job left the registry")
