@@ -15,7 +15,7 @@ from botocore.stub import ANY, Stubber
 from sagemaker.aws_batch.training_queued_job import TrainingQueuedJob
 from sagemaker.estimator import Estimator
 
-from osprey.sagemaker import PyTorch, enable
+from osprey.sagemaker import OspreyBlockError, PyTorch, enable
 from tests.sdk.conftest import REGION, ROLE, AwsCalls
 
 QUEUE_ARN = "arn:aws:batch:us-east-1:123456789012:job-queue/osprey-training"
@@ -121,3 +121,110 @@ def test_given_a_queue_without_initial_priority_when_fit_then_batch_gets_no_prio
     assert handle.job_name == "queued"
     assert "schedulingPriority" not in captured
     assert "shareIdentifier" not in captured
+
+
+def test_given_fit_with_default_wait_when_queued_then_polling_uses_the_injected_client_only(
+    sagemaker_session: Any, training_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given: a Batch client in another region than the default, and no other client may be created
+    batch = boto3.client("batch", region_name="eu-west-1")
+    real_client = boto3.client
+
+    def client(service: str, *args: Any, **kwargs: Any) -> Any:
+        if service == "batch":
+            pytest.fail("another Batch client was created")
+        return real_client(service, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(boto3, "client", client)
+    sleeps: list[float] = []
+    monkeypatch.setattr("osprey.sagemaker._queue.time.sleep", sleeps.append)
+    estimator = PyTorch(
+        entry_point="train.py",
+        role=ROLE,
+        instance_count=2,
+        instance_type="ml.p4d.24xlarge",
+        distribution={
+            "torch_distributed": {
+                "enabled": True,
+                "osprey": {"priority_derivation_profile": "training-policy", "queue": QUEUE_ARN},
+            }
+        },
+        framework_version="2.3.0",
+        py_version="py311",
+        sagemaker_session=sagemaker_session,
+        batch_client=batch,
+    )
+
+    # When: fit() waits by default
+    with Stubber(batch) as stubber:
+        expect_submit(stubber)
+        for status in ("RUNNABLE", "RUNNING", "SUCCEEDED"):
+            stubber.add_response(
+                "describe_service_job",
+                {"jobArn": JOB_ARN, "jobName": "queued", "jobId": "0123abcd", "jobQueue": QUEUE_ARN,
+                 "serviceJobType": "SAGEMAKER_TRAINING", "status": status, "createdAt": 1, "startedAt": 1,
+                 "retryStrategy": {"attempts": 1}, "isTerminated": status == "SUCCEEDED"},
+                {"jobId": JOB_ARN},
+            )  # fmt: skip
+        handle = estimator.fit()
+        stubber.assert_no_pending_responses()
+
+    # Then: polled through the injected client until SUCCEEDED, at the SDK's 5 s interval
+    assert handle.job_arn == JOB_ARN
+    assert sleeps == [5, 5]
+
+
+def test_given_osprey_outside_torch_distributed_when_constructing_then_an_error_points_to_the_right_place(
+    sagemaker_session: Any,
+) -> None:
+    # When
+    with pytest.raises(OspreyBlockError) as raised:
+        PyTorch(
+            entry_point="train.py",
+            role=ROLE,
+            instance_count=1,
+            instance_type="ml.p4d.24xlarge",
+            distribution={
+                "osprey": {"priority_derivation_profile": "p"},
+                "torch_distributed": {"enabled": True},
+            },
+            framework_version="2.3.0",
+            py_version="py311",
+            sagemaker_session=sagemaker_session,
+        )
+
+    # Then
+    assert "distribution.osprey: the osprey block belongs in distribution.torch_distributed.osprey" in str(
+        raised.value
+    )
+
+
+def test_given_an_environment_edited_to_contradict_when_fit_then_rejected_before_any_aws_request(
+    sagemaker_session: Any, training_script: Any, aws_calls: AwsCalls
+) -> None:
+    # Given: a valid estimator whose environment is changed after construction
+    estimator = PyTorch(
+        entry_point="train.py",
+        role=ROLE,
+        instance_count=2,
+        instance_type="ml.p4d.24xlarge",
+        distribution={
+            "torch_distributed": {
+                "enabled": True,
+                "osprey": {"priority_derivation_profile": "training-policy", "gang_timeout": 120},
+            }
+        },
+        framework_version="2.3.0",
+        py_version="py311",
+        sagemaker_session=sagemaker_session,
+    )
+    estimator.environment["OSPREY_GANG_TIMEOUT"] = "60"
+
+    # When
+    with pytest.raises(OspreyBlockError) as raised:
+        estimator.fit(wait=False)
+
+    # Then: no upload, no CreateTrainingJob, nothing at all was sent (fit() otherwise uploads to S3 first)
+    assert "environment OSPREY_GANG_TIMEOUT: 60 contradicts" in str(raised.value)
+    assert aws_calls.calls == []
+    assert aws_calls.create_training_job == []

@@ -40,6 +40,15 @@ def _take_block(distribution: Mapping[str, Any] | None) -> tuple[OspreyBlock | N
         return None, None
     if not isinstance(distribution, Mapping):
         return None, distribution
+    # A block anywhere else would be handed to the base class and silently ignored.
+    misplaced = [
+        f"distribution.{key}" if key == PyTorch.OSPREY_KEY else f"distribution.{key}.osprey"
+        for key, value in distribution.items()
+        if key == PyTorch.OSPREY_KEY
+        or (key != PyTorch.DISTRIBUTION_KEY and isinstance(value, Mapping) and PyTorch.OSPREY_KEY in value)
+    ]
+    if misplaced:
+        raise OspreyBlockError([(where, f"the osprey block belongs in {_BLOCK_PATH}") for where in misplaced])
     torch_distributed = distribution.get(PyTorch.DISTRIBUTION_KEY)
     if not isinstance(torch_distributed, Mapping) or PyTorch.OSPREY_KEY not in torch_distributed:
         return None, dict(distribution)
@@ -70,6 +79,11 @@ def _merged(
     merged_env = {**(environment or {}), **to_environment(effective)}
     merged_tags = tag_list({**user_tags, **to_tags(effective)})
     return effective, merged_env, merged_tags
+
+
+def _recheck(estimator: Any, block: OspreyBlock) -> None:
+    """Before ``fit()`` sends anything: ``environment`` and ``tags`` may have been edited since."""
+    _merged(block, estimator.environment, estimator.tags, path="estimator.osprey")
 
 
 def block_of(estimator: Any) -> OspreyBlock | None:
@@ -150,6 +164,8 @@ class PyTorch(_SageMakerPyTorch):
         experiment_config: dict[str, str] | None = None,
     ) -> Any:
         """Create the training job directly, or queue it through AWS Batch when the block has ``queue``."""
+        if self.osprey is not None:
+            _recheck(self, self.osprey)
         if self.osprey is not None and self.osprey.queue is not None:
             return submit_to_queue(
                 self,
@@ -191,6 +207,7 @@ def enable(estimator: Any, *, batch_client: Any = None, **block: Any) -> Any:
             job_name: str | None = None,
             experiment_config: dict[str, str] | None = None,
         ) -> Any:
+            _recheck(estimator, effective)
             return submit_to_queue(
                 estimator,
                 effective,
