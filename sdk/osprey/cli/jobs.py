@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from osprey.cli.render import rules_table
 from osprey_control.registry import ACTIVE_STATUSES, Backend, JobKey, JobRecord
 
 __all__ = ["explain_command", "jobs_command"]
@@ -155,38 +156,11 @@ def explain_command(
     if not decision:
         console.print("no decision yet: the job has not been through a cycle")
         return
-    rules = Table(box=box.SIMPLE_HEAD)
-    for header in (
-        "RULE",
-        "KIND",
-        "METRIC/FUNCTION",
-        "VALUE",
-        "NORM",
-        "SCORE",
-        "PRIORITY",
-        "WEIGHT",
-        "OUTCOME",
-    ):
-        rules.add_column(header, no_wrap=True)
+    rules = rules_table(decision.get("rules", []))
 
     def number(value: Any, digits: int = 2) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    for rule in decision.get("rules", []):
-        label = rule.get("metric") or str(rule.get("arn", "")).rsplit(":function:", 1)[-1]
-        rules.add_row(
-            str(rule["index"]),
-            rule["kind"],
-            escape(label),
-            number(rule.get("value")),
-            number(rule.get("normalized"), 3),
-            number(rule.get("score"), 3),
-            number(rule.get("priority")),
-            "stage"
-            if rule["kind"] == "custom" and rule.get("weight") is None
-            else number(rule.get("weight"), 3),
-            rule.get("outcome", ""),
-        )
     console.print(rules)
     console.print(
         f"previous {decision['previous']} → priority {decision['priority']} "

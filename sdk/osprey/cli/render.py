@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -11,19 +13,16 @@ from rich.table import Table
 
 from osprey_control.derivation import Decision, JobMetrics
 
-__all__ = ["render_decision"]
+__all__ = ["render_decision", "rules_table"]
 
 
 def _number(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def render_decision(decision: Decision, job: JobMetrics, console: Console | None = None) -> None:
-    # Piped output keeps full rows rather than wrapping at rich's default 80 columns.
-    console = console or Console(width=None if sys.stdout.isatty() else 160)
-    # Job ids come from users' files and AWS: never let them be read as rich markup.
-    title = escape(f"policy {decision.policy} · job {job.job_id} · {len(job.nodes)} node(s)")
-    rules = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+def rules_table(rules: Sequence[Mapping[str, Any]], title: str | None = None) -> Table:
+    """One row per rule of a decision's JSON form (``Decision.to_dict()["rules"]``, or a stored decision)."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for header in (
         "RULE",
         "KIND",
@@ -36,20 +35,29 @@ def render_decision(decision: Decision, job: JobMetrics, console: Console | None
         "OUTCOME",
     ):
         numeric = header in {"VALUE", "NORM", "SCORE", "PRIORITY", "WEIGHT"}
-        rules.add_column(header, justify="right" if numeric else "left", no_wrap=True)
-    for rule in decision.rules:
-        label = rule.metric or (rule.arn or "").rsplit(":function:", 1)[-1]
-        rules.add_row(
-            str(rule.index),
-            rule.kind,
-            escape(label),
-            _number(rule.value),
-            _number(rule.normalized, 3),
-            _number(rule.score, 3),
-            _number(rule.priority),
-            "stage" if rule.kind == "custom" and rule.weight is None else _number(rule.weight, 3),
-            rule.outcome,
+        table.add_column(header, justify="right" if numeric else "left", no_wrap=True)
+    for rule in rules:
+        label = rule.get("metric") or str(rule.get("arn") or "").rsplit(":function:", 1)[-1]
+        stage = rule["kind"] == "custom" and rule.get("weight") is None
+        table.add_row(
+            str(rule["index"]),
+            rule["kind"],
+            escape(label),  # ids and names come from users' files and AWS: never read them as markup
+            _number(rule.get("value")),
+            _number(rule.get("normalized"), 3),
+            _number(rule.get("score"), 3),
+            _number(rule.get("priority")),
+            "stage" if stage else _number(rule.get("weight"), 3),
+            str(rule.get("outcome", "")),
         )
+    return table
+
+
+def render_decision(decision: Decision, job: JobMetrics, console: Console | None = None) -> None:
+    # Piped output keeps full rows rather than wrapping at rich's default 80 columns.
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    title = escape(f"policy {decision.policy} · job {job.job_id} · {len(job.nodes)} node(s)")
+    rules = rules_table(decision.to_dict()["rules"], title)
     console.print(rules)
     summary = Table(box=box.SIMPLE_HEAD)
     for header in ("JOBID", "PREVIOUS", "BASE", "TARGET", "PRIORITY", "CHANGE", "REASON"):
