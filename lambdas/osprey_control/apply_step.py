@@ -21,6 +21,7 @@ from osprey_control.apply import (
     ServiceJobApplier,
     TrainingJobTagApplier,
     apply_all,
+    prefilter,
 )
 from osprey_control.registry import Backend, JobKey, JobRecord
 
@@ -70,19 +71,16 @@ class EksApplier:
         from osprey_control.eks import connect as eks_connect  # noqa: PLC0415 - only clusters with EKS jobs
         from osprey_control.eks.applier import ApplyOutcome, EksPriorityApplier, PriorityTarget  # noqa: PLC0415
 
-        report = ApplyReport()
+        # The same unchanged/invalid rules as the AWS appliers, then per cluster.
+        todo, results = prefilter(changes, self.backends)
+        report = ApplyReport(results)
         by_cluster: dict[str, list[PriorityChange]] = defaultdict(list)
-        for change in changes:
+        for change in todo:
             if change.record.cluster is None:
                 report.results.append(
                     ApplyResult(
                         change.record.key, Outcome.FAILED, change.priority, "EKS job without a cluster"
                     )
-                )
-                continue
-            if change.priority == change.record.applied_priority:
-                report.results.append(
-                    ApplyResult(change.record.key, Outcome.SKIPPED, change.priority, "unchanged")
                 )
                 continue
             by_cluster[change.record.cluster].append(change)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
-from osprey_control.aws import is_transient
+from osprey_control.aws import client_for, is_transient
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
 from osprey_control.registry.model import Backend, JobKey, JobRecord
 
@@ -24,6 +24,7 @@ __all__ = [
     "Applier",
     "ApplyReport",
     "ApplyResult",
+    "ClientApplier",
     "Outcome",
     "PriorityChange",
     "apply_all",
@@ -130,6 +131,35 @@ def prefilter(
         else:
             todo.append(change)
     return todo, done
+
+
+class ClientApplier:
+    """Shared by the AWS appliers: a lazily created client of ``service`` and the per-job loop.
+
+    Subclasses set ``backends`` and ``service`` and implement ``_apply_one``; an applier that writes in batches
+    (Batch fair share) overrides :meth:`apply` and keeps the client handling.
+    """
+
+    backends: frozenset[Backend] = frozenset()
+    service: str = ""
+
+    def __init__(self, client: Any = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        self._client = client_for(self.service, self._client)
+        return self._client
+
+    def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
+        todo, results = prefilter(changes, self.backends)
+        report = ApplyReport(results)
+        for change in todo:
+            report.results.append(self._apply_one(change, report))
+        return report
+
+    def _apply_one(self, change: PriorityChange, report: ApplyReport) -> ApplyResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement _apply_one or override apply")
 
 
 def apply_all(changes: Sequence[PriorityChange], appliers: Iterable[Applier]) -> ApplyReport:

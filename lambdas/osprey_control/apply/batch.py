@@ -22,13 +22,13 @@ from typing import Any
 from osprey_control.apply.base import (
     ApplyReport,
     ApplyResult,
+    ClientApplier,
     Outcome,
     PriorityChange,
     failure,
     is_enabled,
     prefilter,
 )
-from osprey_control.aws import client_for
 from osprey_control.registry.model import Backend
 
 __all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "BatchShareApplier", "weight_factor"]
@@ -75,18 +75,11 @@ def _covered_by_wildcard(share: str, distribution: Iterable[dict[str, Any]]) -> 
     return None
 
 
-class BatchShareApplier:
+class BatchShareApplier(ClientApplier):
     """Fair-share ``weightFactor`` per job share identifier, one ``UpdateSchedulingPolicy`` per policy."""
 
     backends = frozenset({Backend.BATCH})
-
-    def __init__(self, client: Any = None) -> None:
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("batch", self._client)
-        return self._client
+    service = "batch"
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         todo, results = prefilter(changes, self.backends)

@@ -14,20 +14,18 @@ and a value already in place is not written again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from osprey_control.apply.base import (
     DERIVED_PRIORITY_TAG,
     ApplyReport,
     ApplyResult,
+    ClientApplier,
     Outcome,
     PriorityChange,
     failure,
     is_enabled,
-    prefilter,
 )
-from osprey_control.aws import client_for
 from osprey_control.contract import batch_scheduling_priority, tags_as_dict
 from osprey_control.registry.model import Backend
 
@@ -39,25 +37,11 @@ _TERMINAL_SERVICE_JOB = frozenset({"SUCCEEDED", "FAILED"})
 _NOT_ENABLED = "not tagged osprey:enabled=true; Osprey never writes to jobs that did not opt in"
 
 
-class ServiceJobApplier:
+class ServiceJobApplier(ClientApplier):
     """``UpdateServiceJob`` for SageMaker training jobs queued through AWS Batch."""
 
     backends = frozenset({Backend.SAGEMAKER_QUEUED})
-
-    def __init__(self, client: Any = None) -> None:
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("batch", self._client)
-        return self._client
-
-    def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
-        todo, results = prefilter(changes, self.backends)
-        report = ApplyReport(results)
-        for change in todo:
-            report.results.append(self._apply_one(change, report))
-        return report
+    service = "batch"
 
     def _apply_one(self, change: PriorityChange, report: ApplyReport) -> ApplyResult:
         key, priority = change.record.key, change.priority
@@ -85,25 +69,11 @@ class ServiceJobApplier:
         return ApplyResult(key, Outcome.APPLIED, priority, "written", native_value=str(target))
 
 
-class TrainingJobTagApplier:
+class TrainingJobTagApplier(ClientApplier):
     """``AddTags osprey:derived-priority=<N>`` on SageMaker training jobs created directly."""
 
     backends = frozenset({Backend.SAGEMAKER})
-
-    def __init__(self, client: Any = None) -> None:
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("sagemaker", self._client)
-        return self._client
-
-    def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
-        todo, results = prefilter(changes, self.backends)
-        report = ApplyReport(results)
-        for change in todo:
-            report.results.append(self._apply_one(change, report))
-        return report
+    service = "sagemaker"
 
     def _tags(self, arn: str) -> dict[str, str]:
         tags: dict[str, str] = {}
