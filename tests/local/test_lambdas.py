@@ -1,0 +1,123 @@
+"""InProcessLambdas: moto's Invoke runs the function's real handler, with its environment and a context."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from osprey.local.lambdas import EnvironmentConflictError, InProcessLambdas, import_handler
+
+TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    ],
+}
+
+
+def _zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("placeholder.py", "")
+    return buffer.getvalue()
+
+
+def echo_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return {
+        "event": event,
+        "function": context.function_name,
+        "table": os.environ.get("OSPREY_TABLE_NAME"),
+        "remaining_positive": context.get_remaining_time_in_millis() > 0,
+    }
+
+
+def failing_handler(event: dict[str, Any], context: Any) -> None:
+    raise ValueError("shard 3 is not a number")
+
+
+@pytest.fixture
+def lambda_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("OSPREY_TABLE_NAME", raising=False)
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        iam = boto3.client("iam", region_name="us-east-1")
+        iam.create_role(RoleName="osprey-test", AssumeRolePolicyDocument=json.dumps(TRUST))
+        yield boto3.client("lambda", region_name="us-east-1")
+
+
+def _create(client: Any, name: str, handler: str, env: dict[str, str]) -> None:
+    client.create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role="arn:aws:iam::123456789012:role/osprey-test",
+        Handler=handler,
+        Code={"ZipFile": _zip()},
+        Environment={"Variables": env},
+        Timeout=30,
+    )
+
+
+def test_given_a_function_when_invoked_then_its_real_handler_runs_with_env_and_context(
+    lambda_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a function whose Handler names a module function
+    _create(
+        lambda_client, "osprey-echo", "tests.local.test_lambdas.echo_handler", {"OSPREY_TABLE_NAME": "jobs"}
+    )
+    runtime = InProcessLambdas()
+    # When it is invoked through the Lambda API
+    with runtime.installed():
+        response = lambda_client.invoke(FunctionName="osprey-echo", Payload=json.dumps({"shard": 3}))
+    monkeypatch.delenv("OSPREY_TABLE_NAME", raising=False)
+    # Then the handler's answer comes back, having seen the function's environment and a context
+    assert "FunctionError" not in response
+    assert json.loads(response["Payload"].read()) == {
+        "event": {"shard": 3},
+        "function": "osprey-echo",
+        "table": "jobs",
+        "remaining_positive": True,
+    }
+    assert runtime.invocations == [("osprey-echo", {"shard": 3})]
+
+
+def test_given_a_handler_that_raises_when_invoked_then_lambda_reports_an_unhandled_error(
+    lambda_client: Any,
+) -> None:
+    _create(lambda_client, "osprey-fail", "tests.local.test_lambdas.failing_handler", {})
+    with InProcessLambdas().installed():
+        response = lambda_client.invoke(FunctionName="osprey-fail", Payload=b"{}")
+    assert response["FunctionError"] == "Unhandled"
+    payload = json.loads(response["Payload"].read())
+    assert payload["errorType"] == "ValueError"
+    assert payload["errorMessage"] == "shard 3 is not a number"
+
+
+def test_given_two_functions_with_conflicting_env_when_both_run_then_the_second_is_refused(
+    lambda_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _create(lambda_client, "osprey-a", "tests.local.test_lambdas.echo_handler", {"OSPREY_TABLE_NAME": "a"})
+    _create(lambda_client, "osprey-b", "tests.local.test_lambdas.echo_handler", {"OSPREY_TABLE_NAME": "b"})
+    with InProcessLambdas().installed():
+        first = lambda_client.invoke(FunctionName="osprey-a", Payload=b"{}")
+        second = lambda_client.invoke(FunctionName="osprey-b", Payload=b"{}")
+    monkeypatch.delenv("OSPREY_TABLE_NAME", raising=False)
+    assert "FunctionError" not in first
+    assert second["FunctionError"] == "Unhandled"
+    payload = json.loads(second["Payload"].read())
+    assert payload["errorType"] == EnvironmentConflictError.__name__
+    assert "OSPREY_TABLE_NAME" in payload["errorMessage"]
+
+
+def test_given_a_malformed_handler_string_then_the_error_says_what_is_expected() -> None:
+    with pytest.raises(ValueError, match=r"must look like 'module\.function'"):
+        import_handler("handler")
+    with pytest.raises(ValueError, match="no callable 'nope'"):
+        import_handler("tests.local.test_lambdas.nope")
