@@ -1,0 +1,42 @@
+"""Shards Lambda: which registry shards the cycle's Map runs over, and whether it is distributed.
+Input ignored; output ``{"shards": [..], "jobs": N, "distributed": bool, "jobsPerShard": {..}}``."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from osprey_control.coordination import plan_shards
+
+__all__ = ["ShardsSettings", "handler"]
+
+logger = Logger(service="osprey-shards")
+
+
+class ShardsSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
+    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
+    distributed_threshold: int = Field(default=2000, alias="OSPREY_DISTRIBUTED_MAP_THRESHOLD", ge=1)
+
+
+@cache
+def _settings() -> ShardsSettings:
+    return ShardsSettings.model_validate(dict(os.environ))
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = _settings()
+    plan = plan_shards(settings.table_name, settings.shards, settings.distributed_threshold)
+    logger.info(
+        "cycle planned",
+        extra={"jobs": plan.jobs, "shards": len(plan.shards), "distributed": plan.distributed},
+    )
+    return plan.to_dict()
