@@ -1,0 +1,32 @@
+"""The parallelism planner: a cost model of one transformer training step under tensor (tp), pipeline (pp)
+and data (dp) parallelism, a search over plans, and re-planning when the measured cluster changes.
+
+Pure Python with no AWS import, so the CLI, the SDK runtime and a plan Lambda run the same code.
+See docs/planner.md for the model, its calibration and the validation against published figures.
+"""
+
+from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate, stage_speeds
+from osprey_control.planner.hardware import GPUS, INSTANCE_TYPES, Cluster, GpuSpec, InstanceSpec, cluster
+from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
+from osprey_control.planner.plan import Evaluation, Plan, PlanError, check_plan
+
+__all__ = [
+    "DEFAULT_EFFICIENCY",
+    "GPUS",
+    "INSTANCE_TYPES",
+    "Cluster",
+    "Efficiency",
+    "Evaluation",
+    "GpuSpec",
+    "InstanceSpec",
+    "ModelSpec",
+    "OptimizerSharding",
+    "Plan",
+    "PlanError",
+    "Precision",
+    "Recompute",
+    "check_plan",
+    "cluster",
+    "evaluate",
+    "stage_speeds",
+]

@@ -1,0 +1,300 @@
+"""Step time and memory of one parallel plan: the cost model.
+
+A step is ``m`` micro-batches through a ``pp``-stage pipeline (1F1B, or interleaved with ``virtual`` chunks
+per stage), each stage a ``tp``-way tensor-parallel group, replicated ``dp`` times; then the data-parallel
+gradient all-reduce and the optimizer update. Ranks are laid out as Megatron does: tp innermost (inside a
+node), then dp, then pp.
+
+The efficiency model is a handful of global constants (``Efficiency``), calibrated once against the
+published Megatron figures and documented in docs/planner.md; no row of any table is fitted on its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from osprey_control.planner.hardware import Cluster
+from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
+from osprey_control.planner.plan import Evaluation, Plan, PlanError, check_plan
+
+__all__ = [
+    "DEFAULT_EFFICIENCY",
+    "Efficiency",
+    "evaluate",
+    "stage_speeds",
+]
+
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """The global constants of the efficiency model.
+
+    - ``gemm``: fraction of peak a large 16-bit GEMM reaches; ``gemm_half_dim``: the per-GPU GEMM width
+      (hidden / tp) at which that fraction halves, so narrow tensor-parallel shards run less efficiently.
+    - ``attention``: fraction of peak of the s x s batched matmuls (QK^T, attention x V).
+    - ``memory_touches``: HBM reads + writes per activation byte outside the GEMMs (layer norm, GeLU,
+      softmax, dropout, residual adds), which run at memory bandwidth, not at peak FLOP/s.
+    - ``layer_overhead_s``: fixed cost per block per pass (kernel launches, synchronisation).
+    - ``nvlink`` / ``network``: fraction of the nominal link bandwidth a NCCL collective achieves.
+    - ``bucket_bytes``: gradient bucket of the data-parallel all-reduce; each bucket pays ring latency.
+    - ``dp_overlap``: fraction of the data-parallel all-reduce that may hide behind the last micro-batch's
+      backward pass (only that pass produces final gradients).
+    - ``optimizer_bytes_per_param``: HBM traffic of the Adam update per locally-updated parameter.
+    - ``cross_node_tp_penalty``: multiplier on tensor-parallel collectives that leave the node, for the
+      synchronous, latency-bound traffic that per-layer collectives are over a network.
+    """
+
+    gemm: float = 0.76
+    gemm_half_dim: float = 64.0
+    attention: float = 0.38
+    memory_touches: float = 2.0
+    layer_overhead_s: float = 100e-6
+    nvlink: float = 0.8
+    network: float = 0.8
+    bucket_bytes: float = 40e6 * 4
+    dp_overlap: float = 0.5
+    optimizer_bytes_per_param: float = 32.0
+    cross_node_tp_penalty: float = 2.0
+
+
+DEFAULT_EFFICIENCY = Efficiency()
+
+
+def stage_speeds(cluster: Cluster, pp: int) -> list[float]:
+    """Speed of each stage = its slowest GPU over every replica (ranks are stage-major, tp/dp inside)."""
+    if cluster.uniform:
+        return [cluster.speed(0)] * pp
+    block = cluster.gpus // pp
+    return [min(cluster.speed_factors[i * block : (i + 1) * block]) for i in range(pp)]
+
+
+def _ring_allreduce(size: float, members: int, bandwidth: float, latency: float, chunks: float) -> float:
+    """Ring all-reduce of ``size`` bytes: 2(n-1)/n of it crosses each link; each chunk pays 2(n-1) hops."""
+    if members <= 1:
+        return 0.0
+    steps = 2.0 * (members - 1)
+    return steps / members * size / bandwidth + steps * latency * chunks
+
+
+def _peak_flops(model: ModelSpec, cluster: Cluster) -> float:
+    gpu = cluster.gpu
+    if model.precision is Precision.FP8:
+        if gpu.peak_tflops_fp8 is None:
+            raise PlanError(f"{gpu.name} has no FP8 tensor cores")
+        return gpu.peak_tflops_fp8 * 1e12
+    if model.precision is Precision.BF16 and not gpu.bf16:
+        raise PlanError(f"{gpu.name} has no bf16 tensor cores; use precision fp16")
+    return gpu.peak_tflops * 1e12
+
+
+@dataclass(frozen=True, slots=True)
+class _Links:
+    """Effective bandwidths (bytes/s) and per-hop latencies (s) for one cluster under one efficiency model."""
+
+    peak_flops: float
+    hbm_bw: float
+    nvlink_bw: float
+    nvlink_lat: float
+    net_bw_gpu: float
+    net_lat: float
+    per_node: int
+
+    @classmethod
+    def of(cls, model: ModelSpec, cluster: Cluster, eff: Efficiency) -> _Links:
+        return cls(
+            peak_flops=_peak_flops(model, cluster),
+            hbm_bw=cluster.gpu.hbm_gbytes * 1e9,
+            nvlink_bw=cluster.nvlink_bytes_per_s * eff.nvlink,
+            nvlink_lat=cluster.nvlink_latency_us * 1e-6,
+            # All GPUs of a node talk to the network at once, so each gets an equal share of its NICs.
+            net_bw_gpu=cluster.network_bytes_per_s * eff.network / cluster.gpus_per_node,
+            net_lat=cluster.network_latency_us * 1e-6,
+            per_node=cluster.gpus_per_node,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _StageWork:
+    """One micro-batch through one stage, on one GPU of nominal speed."""
+
+    block_s: float
+    compute_s: float
+    logits_s: float
+    tp_s: float
+    pp_s: float
+
+
+def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) -> _StageWork:
+    tp, pp, dp, b, v = plan.key()
+    layers = model.stage_layers(pp)
+    passes = model.layer_passes()
+    peak, hbm = links.peak_flops, links.hbm_bw
+    width = model.hidden / tp
+    gemm_rate = peak * eff.gemm * width / (width + eff.gemm_half_dim)
+    gemm_s = passes.gemm * model.layer_gemm_flops() * b / tp / gemm_rate
+    attention_s = passes.attention * model.layer_attention_flops() * b / tp / (peak * eff.attention)
+    elementwise_s = passes.elementwise * eff.memory_touches * model.elementwise_bytes(b, tp) / hbm
+    block_s = gemm_s + attention_s + elementwise_s + passes.elementwise * eff.layer_overhead_s
+    # The output projection (never recomputed) sits on the last stage, which is therefore the heaviest.
+    logits_s = 3.0 * model.logits_flops() * b / tp / gemm_rate
+
+    # Tensor-parallel all-reduces of the s*b*h block output: 2 per pass forward and backward, 2 more when
+    # the forward is recomputed. Across nodes only when allowed, at network speed and penalised.
+    tp_size = model.boundary_bytes(b)
+    if tp <= links.per_node:
+        tp_one = _ring_allreduce(tp_size, tp, links.nvlink_bw, links.nvlink_lat, 1.0)
+    else:
+        tp_one = eff.cross_node_tp_penalty * _ring_allreduce(
+            tp_size, tp, links.net_bw_gpu, links.net_lat, 1.0
+        )
+
+    # Pipeline sends: a micro-batch leaves every chunk once forward and once backward. Megatron's
+    # scatter/gather sends 1/tp of the boundary per GPU when the next stage is on another node.
+    pp_s = 0.0
+    if pp > 1:
+        if tp * dp >= links.per_node:
+            send = links.net_lat + model.boundary_bytes(b) / tp / links.net_bw_gpu
+        else:
+            send = links.nvlink_lat + model.boundary_bytes(b) / links.nvlink_bw
+        pp_s = 2.0 * v * send
+    return _StageWork(
+        block_s=block_s,
+        compute_s=layers * block_s,
+        logits_s=logits_s,
+        tp_s=layers * passes.tp_collectives * tp_one,
+        pp_s=pp_s,
+    )
+
+
+def _dp_allreduce(grad_bytes: float, plan: Plan, links: _Links, eff: Efficiency) -> float:
+    """Gradient all-reduce (or ZeRO-1 reduce-scatter + all-gather: the same bytes) over dp ranks, which
+    sit per_node/tp to a node; every dp group of a node shares its NICs."""
+    tp, dp = plan.tp, plan.dp
+    chunks = max(1.0, math.ceil(grad_bytes / eff.bucket_bytes))
+    on_node = min(dp, max(1, links.per_node // tp))
+    inside = _ring_allreduce(grad_bytes, dp, links.nvlink_bw, links.nvlink_lat, chunks)
+    if on_node >= dp:
+        return inside
+    groups_per_node = links.per_node / on_node
+    node_bw = links.net_bw_gpu * links.per_node
+    return max(inside, _ring_allreduce(grad_bytes * groups_per_node, dp, node_bw, links.net_lat, chunks))
+
+
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    layer_states: float
+    embedding_states: float
+    activations: float
+    peak_activations: float
+
+    @property
+    def total(self) -> float:
+        return self.layer_states + self.embedding_states + self.peak_activations
+
+
+def _memory(model: ModelSpec, plan: Plan, micro_batches: int) -> _Memory:
+    """Bytes on the busiest GPU: the first stage keeps the most micro-batches in flight, the last one the
+    logits; both hold the (tied) embedding."""
+    tp, pp, dp, b, v = plan.key()
+    layers = model.stage_layers(pp)
+    states_per_param = model.model_state_bytes_per_param(dp)
+    per_layer = model.layer_activation_bytes(b, tp)
+    interleave = 1.0 + (pp - 1) / (pp * v) if v > 1 else 1.0
+    first = layers * per_layer * min(micro_batches, pp) * interleave
+    if model.recompute is Recompute.FULL:
+        working = model.layer_working_bytes(b, tp)
+    elif model.recompute is Recompute.SELECTIVE:
+        working = 5.0 * model.heads * model.seq * model.seq * b / tp
+    else:
+        working = 0.0
+    logits = 4.0 * model.seq * b * model.vocab / tp
+    last = layers * per_layer * interleave + logits
+    peak = max(first + (logits if pp == 1 else 0.0), last) + working
+    return _Memory(
+        layer_states=layers * model.layer_params / tp * states_per_param,
+        embedding_states=model.embedding_params / tp * states_per_param,
+        activations=first,
+        peak_activations=peak,
+    )
+
+
+def evaluate(
+    model: ModelSpec,
+    cluster: Cluster,
+    plan: Plan,
+    *,
+    memory_headroom: float = 0.9,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    uneven_pipeline: bool = False,
+    speeds: list[float] | None = None,
+) -> Evaluation:
+    """Predict one plan's step. Raises PlanError if the plan cannot be laid out; a plan that runs but needs
+    more than ``memory_headroom`` of GPU memory comes back with ``feasible`` False. ``speeds`` (one per
+    stage, from :func:`stage_speeds`) may be passed in when many plans share a pipeline depth."""
+    check_plan(model, cluster, plan, uneven_pipeline=uneven_pipeline)
+    eff = efficiency
+    pp, dp, v = plan.pp, plan.dp, plan.virtual
+    m = model.global_batch // (dp * plan.micro_batch)
+    links = _Links.of(model, cluster, eff)
+    peak, hbm = links.peak_flops, links.hbm_bw
+    work = _stage_work(model, plan, links, eff)
+
+    speeds = speeds if speeds is not None else stage_speeds(cluster, pp)
+    fixed = work.tp_s + work.pp_s
+    stage_times = [
+        (work.compute_s + (work.logits_s if i == pp - 1 else 0.0)) / speeds[i] + fixed for i in range(pp)
+    ]
+    slowest = max(range(pp), key=stage_times.__getitem__)
+    t_stage = stage_times[slowest]
+    speed = speeds[slowest]
+    bubble_fraction = (pp - 1) / (v * m)
+    bubble_s = m * t_stage * bubble_fraction
+    compute_s = m * (work.compute_s + (work.logits_s if slowest == pp - 1 else 0.0)) / speed
+
+    # The first and last stages also hold the (tied) embedding; the step waits for the slowest stage.
+    local_params = (model.stage_layers(pp) * model.layer_params + model.embedding_params) / plan.tp
+    dp_comm_s = _dp_allreduce(local_params * model.grad_bytes, plan, links, eff)
+    passes = model.layer_passes().elementwise
+    last_backward = work.compute_s * (passes - 1.0) / passes / speed
+    dp_exposed_s = dp_comm_s - min(eff.dp_overlap * dp_comm_s, last_backward)
+    updated = local_params / (dp if model.optimizer_sharding is OptimizerSharding.ZERO1 else 1)
+    optimizer_s = updated * eff.optimizer_bytes_per_param / hbm / speed
+    step = m * t_stage + bubble_s + dp_exposed_s + optimizer_s
+
+    memory = _memory(model, plan, m)
+    memory_gib = memory.total / GIB
+    limit = cluster.gpu.memory_gib * memory_headroom
+    feasible = memory_gib <= limit
+    reason = (
+        ""
+        if feasible
+        else f"needs {memory_gib:.1f} GiB per GPU, above {limit:.1f} GiB ({memory_headroom:.0%})"
+    )
+    return Evaluation(
+        plan=plan,
+        micro_batches=m,
+        step_time_s=step,
+        compute_s=compute_s,
+        tp_comm_s=m * work.tp_s,
+        pp_comm_s=m * work.pp_s,
+        bubble_s=bubble_s,
+        dp_comm_s=dp_comm_s,
+        dp_exposed_s=dp_exposed_s,
+        optimizer_s=optimizer_s,
+        bubble_fraction=bubble_fraction,
+        tflops_per_gpu=model.hardware_flops_per_iteration() / cluster.gpus / step / 1e12,
+        model_flops_utilization=model.model_flops_per_iteration() / cluster.gpus / step / peak,
+        layer_states_gib=memory.layer_states / GIB,
+        embedding_states_gib=memory.embedding_states / GIB,
+        activations_gib=memory.activations / GIB,
+        working_gib=(memory.peak_activations - memory.activations) / GIB,
+        memory_gib_per_gpu=memory_gib,
+        memory_limit_gib=limit,
+        feasible=feasible,
+        reason=reason,
+        tokens_per_s=model.global_batch * model.seq / step,
+        cost_per_hour=cluster.gpus * cluster.price_per_gpu_hour,
+    )
