@@ -32,8 +32,9 @@ GIB = float(1 << 30)
 class Efficiency:
     """The global constants of the efficiency model.
 
-    - ``gemm``: fraction of peak a large 16-bit GEMM reaches; ``gemm_half_dim``: the per-GPU GEMM width
-      (hidden / tp) at which that fraction halves, so narrow tensor-parallel shards run less efficiently.
+    - ``gemm``: fraction of peak a large 16-bit GEMM reaches; ``gemm_half_area``: the output size of one
+      per-GPU GEMM (micro-batch tokens x hidden / tp) at which that fraction halves, so a micro-batch of
+      one or a narrow tensor-parallel shard runs less efficiently (tiles left idle in the last wave).
     - ``attention``: fraction of peak of the s x s batched matmuls (QK^T, attention x V).
     - ``memory_touches``: HBM reads + writes per activation byte outside the GEMMs (layer norm, GeLU,
       softmax, dropout, residual adds), which run at memory bandwidth, not at peak FLOP/s.
@@ -47,9 +48,9 @@ class Efficiency:
       synchronous, latency-bound traffic that per-layer collectives are over a network.
     """
 
-    gemm: float = 0.76
-    gemm_half_dim: float = 64.0
-    attention: float = 0.38
+    gemm: float = 0.78
+    gemm_half_area: float = 0.5e6
+    attention: float = 0.39
     memory_touches: float = 2.0
     layer_overhead_s: float = 100e-6
     nvlink: float = 0.8
@@ -132,8 +133,10 @@ def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) ->
     layers = model.stage_layers(pp)
     passes = model.layer_passes()
     peak, hbm = links.peak_flops, links.hbm_bw
-    width = model.hidden / tp
-    gemm_rate = peak * eff.gemm * width / (width + eff.gemm_half_dim)
+    # Output elements of one per-GPU GEMM (tokens x sharded width): small ones leave SMs idle in the last
+    # wave of tiles, which is what makes b=1 or a narrow tp shard slower per FLOP.
+    area = b * model.seq * model.hidden / tp
+    gemm_rate = peak * eff.gemm * area / (area + eff.gemm_half_area)
     gemm_s = passes.gemm * model.layer_gemm_flops() * b / tp / gemm_rate
     attention_s = passes.attention * model.layer_attention_flops() * b / tp / (peak * eff.attention)
     elementwise_s = passes.elementwise * eff.memory_touches * model.elementwise_bytes(b, tp) / hbm

@@ -1,0 +1,165 @@
+"""Search over valid plans: every (tp, pp, dp, micro_batch, virtual) the layout constraints allow, scored by
+throughput / (cost x idle penalty), best first.
+
+Memory grows with the micro-batch (activations scale with b; the in-flight count min(m, pp) times b never
+shrinks), so micro-batches are tried smallest first and a pipeline shape stops at the first that does not
+fit; shapes whose model states alone do not fit are skipped before any micro-batch is tried.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate, stage_speeds
+from osprey_control.planner.hardware import Cluster
+from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.plan import Evaluation, Plan
+
+__all__ = ["SearchOptions", "SearchResult", "divisors", "enumerate_plans", "search", "search_exhaustive"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    memory_headroom: float = 0.9
+    top_k: int = 5
+    uneven_pipeline: bool = False
+    max_virtual: int = 8
+    efficiency: Efficiency = DEFAULT_EFFICIENCY
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.memory_headroom <= 1.0:
+            raise ValueError(f"memory_headroom must be in (0, 1], got {self.memory_headroom!r}")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {self.top_k!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """``best`` is None when no plan fits in memory; ``candidates`` then holds the least-memory plans."""
+
+    best: Evaluation | None
+    candidates: tuple[Evaluation, ...]
+    evaluated: int
+    feasible: int
+    everything: tuple[Evaluation, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "best": self.best.to_dict() if self.best else None,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def _tp_degrees(model: ModelSpec, cluster: Cluster) -> list[int]:
+    per_node = cluster.gpus_per_node
+    inside = [t for t in divisors(per_node) if model.heads % t == 0]
+    if not cluster.allow_cross_node_tp:
+        return inside
+    across = [per_node * k for k in divisors(cluster.nodes) if k > 1 and model.heads % (per_node * k) == 0]
+    return inside + across
+
+
+def _pp_degrees(model: ModelSpec, options: SearchOptions) -> list[int]:
+    return list(range(1, model.layers + 1)) if options.uneven_pipeline else divisors(model.layers)
+
+
+def _virtual_degrees(model: ModelSpec, pp: int, micro_batches: int, options: SearchOptions) -> list[int]:
+    if pp == 1 or micro_batches % pp or model.layers % pp:
+        return [1]
+    return [v for v in divisors(model.layers // pp) if v <= options.max_virtual]
+
+
+def enumerate_plans(model: ModelSpec, cluster: Cluster, options: SearchOptions) -> Iterator[Plan]:
+    """Every plan the layout constraints allow (no cost model involved), in (tp, pp, b, v) order."""
+    for tp in _tp_degrees(model, cluster):
+        for pp in _pp_degrees(model, options):
+            if cluster.gpus % (tp * pp):
+                continue
+            dp = cluster.gpus // (tp * pp)
+            if model.global_batch % dp:
+                continue
+            for b in divisors(model.global_batch // dp):
+                m = model.global_batch // (dp * b)
+                for v in _virtual_degrees(model, pp, m, options):
+                    yield Plan(tp, pp, dp, b, v)
+
+
+def _rank(evaluations: list[Evaluation], feasible: list[Evaluation], top_k: int, keep: bool) -> SearchResult:
+    if feasible:
+        top = heapq.nlargest(top_k, feasible, key=lambda e: (e.score, -e.memory_gib_per_gpu))
+        best: Evaluation | None = top[0]
+    else:
+        top = heapq.nsmallest(top_k, evaluations, key=lambda e: e.memory_gib_per_gpu)
+        best = None
+    return SearchResult(
+        best=best,
+        candidates=tuple(top),
+        evaluated=len(evaluations),
+        feasible=len(feasible),
+        everything=tuple(evaluations) if keep else (),
+    )
+
+
+def search(
+    model: ModelSpec, cluster: Cluster, options: SearchOptions | None = None, *, keep_all: bool = False
+) -> SearchResult:
+    """The best plan and the top-k (by score), with memory pruning; ``keep_all`` keeps every evaluation
+    (for plotting the search space)."""
+    options = options or SearchOptions()
+    evaluations: list[Evaluation] = []
+    feasible: list[Evaluation] = []
+    for tp in _tp_degrees(model, cluster):
+        for pp in _pp_degrees(model, options):
+            if cluster.gpus % (tp * pp):
+                continue
+            dp = cluster.gpus // (tp * pp)
+            if model.global_batch % dp:
+                continue
+            speeds = stage_speeds(cluster, pp)
+            for b in divisors(model.global_batch // dp):
+                m = model.global_batch // (dp * b)
+                fits = False
+                for v in _virtual_degrees(model, pp, m, options):
+                    evaluation = evaluate(
+                        model,
+                        cluster,
+                        Plan(tp, pp, dp, b, v),
+                        memory_headroom=options.memory_headroom,
+                        efficiency=options.efficiency,
+                        uneven_pipeline=options.uneven_pipeline,
+                        speeds=speeds,
+                    )
+                    evaluations.append(evaluation)
+                    if evaluation.feasible:
+                        feasible.append(evaluation)
+                        fits = True
+                if not fits:
+                    # A larger micro-batch needs at least as much memory: nothing further fits.
+                    break
+    return _rank(evaluations, feasible, options.top_k, keep_all)
+
+
+def search_exhaustive(
+    model: ModelSpec, cluster: Cluster, options: SearchOptions | None = None
+) -> SearchResult:
+    """The baseline: evaluate every valid plan independently, with no pruning and nothing shared."""
+    options = options or SearchOptions()
+    evaluations = [
+        evaluate(
+            model,
+            cluster,
+            plan,
+            memory_headroom=options.memory_headroom,
+            efficiency=options.efficiency,
+            uneven_pipeline=options.uneven_pipeline,
+        )
+        for plan in enumerate_plans(model, cluster, options)
+    ]
+    return _rank(evaluations, [e for e in evaluations if e.feasible], options.top_k, False)
