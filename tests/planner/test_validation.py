@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from osprey_control.planner import Recompute, evaluate
+from osprey_control.planner import DEFAULT_EFFICIENCY, Recompute, evaluate
 from osprey_control.planner.search import search
 from tests.planner.published import korthikanti_rows, memory_rows, sc21_rows, selene
 
@@ -67,7 +67,9 @@ def test_korthikanti_figure1_memory_within_5_percent(index: int) -> None:
     row = MEMORY[index]
     gpus = row.plan.tp * row.plan.pp
     tp_only = evaluate(dataclasses.replace(row.model, recompute=Recompute.NONE), selene(gpus), row.plan)
-    selective = evaluate(dataclasses.replace(row.model, recompute=Recompute.SELECTIVE), selene(gpus), row.plan)
+    selective = evaluate(
+        dataclasses.replace(row.model, recompute=Recompute.SELECTIVE), selene(gpus), row.plan
+    )
     # Then model states and both activation figures are within 5%
     assert tp_only.layer_states_gib == pytest.approx(row.states_gib, rel=0.05)
     assert tp_only.activations_gib == pytest.approx(row.activations_tp_gib, rel=0.05)
@@ -76,8 +78,6 @@ def test_korthikanti_figure1_memory_within_5_percent(index: int) -> None:
 
 def test_a_wrong_calibration_would_fail_the_sc21_thresholds() -> None:
     # Given the same rows with a GEMM efficiency 25% higher than calibrated
-    from osprey_control.planner import DEFAULT_EFFICIENCY
-
     inflated = dataclasses.replace(DEFAULT_EFFICIENCY, gemm=DEFAULT_EFFICIENCY.gemm * 1.25)
     errors = [
         abs(evaluate(r.model, r.cluster, r.plan, efficiency=inflated).tflops_per_gpu - r.tflops_per_gpu)
