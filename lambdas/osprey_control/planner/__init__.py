@@ -9,24 +9,45 @@ from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, eva
 from osprey_control.planner.hardware import GPUS, INSTANCE_TYPES, Cluster, GpuSpec, InstanceSpec, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.plan import Evaluation, Plan, PlanError, check_plan
+from osprey_control.planner.record import PlanRecordError, plan_from_record, plan_id, plan_record
+from osprey_control.planner.replan import (
+    CurrentPlan,
+    Measurement,
+    ReplanDecision,
+    interval_from_env,
+    replan,
+)
+from osprey_control.planner.search import SearchOptions, SearchResult, search
 
 __all__ = [
     "DEFAULT_EFFICIENCY",
     "GPUS",
     "INSTANCE_TYPES",
     "Cluster",
+    "CurrentPlan",
     "Efficiency",
     "Evaluation",
     "GpuSpec",
     "InstanceSpec",
+    "Measurement",
     "ModelSpec",
     "OptimizerSharding",
     "Plan",
     "PlanError",
+    "PlanRecordError",
     "Precision",
     "Recompute",
+    "ReplanDecision",
+    "SearchOptions",
+    "SearchResult",
     "check_plan",
     "cluster",
     "evaluate",
+    "interval_from_env",
+    "plan_from_record",
+    "plan_id",
+    "plan_record",
+    "replan",
+    "search",
     "stage_speeds",
 ]

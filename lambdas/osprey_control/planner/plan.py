@@ -73,9 +73,8 @@ class Evaluation:
     @property
     def score(self) -> float:
         """Throughput / (cost x idle penalty): tokens per dollar, discounted by 1 + idle fraction so that of
-        two equally fast plans the one less exposed to communication and bubbles wins."""
-        if not self.feasible:
-            return 0.0
+        two equally fast plans the one less exposed to communication and bubbles wins. The search ranks
+        only feasible plans (unless told otherwise), so the score itself ignores memory."""
         return self.tokens_per_s * 3600.0 / (self.cost_per_hour * (1.0 + self.idle_fraction))
 
     def to_dict(self) -> dict[str, object]:

@@ -26,6 +26,9 @@ class SearchOptions:
     top_k: int = 5
     uneven_pipeline: bool = False
     max_virtual: int = 8
+    # False keeps plans above the memory limit in the ranking (still reported with feasible=False): for
+    # what-if studies of throughput alone.
+    enforce_memory: bool = True
     efficiency: Efficiency = DEFAULT_EFFICIENCY
 
     def __post_init__(self) -> None:
@@ -137,7 +140,7 @@ def search(
                         speeds=speeds,
                     )
                     evaluations.append(evaluation)
-                    if evaluation.feasible:
+                    if evaluation.feasible or not options.enforce_memory:
                         feasible.append(evaluation)
                         fits = True
                 if not fits:
@@ -162,4 +165,5 @@ def search_exhaustive(
         )
         for plan in enumerate_plans(model, cluster, options)
     ]
-    return _rank(evaluations, [e for e in evaluations if e.feasible], options.top_k, False)
+    ranked = [e for e in evaluations if e.feasible or not options.enforce_memory]
+    return _rank(evaluations, ranked, options.top_k, False)
