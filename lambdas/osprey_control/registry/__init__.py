@@ -2,7 +2,9 @@
 
 from osprey_control.registry.model import (
     ACTIVE_STATUSES,
+    MAX_TRANSIENT_APPLY_ATTEMPTS,
     STATUS_ORDER,
+    ApplyFailure,
     Backend,
     JobKey,
     JobRecord,
@@ -13,7 +15,9 @@ from osprey_control.registry.model import (
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "MAX_TRANSIENT_APPLY_ATTEMPTS",
     "STATUS_ORDER",
+    "ApplyFailure",
     "Backend",
     "JobKey",
     "JobRecord",

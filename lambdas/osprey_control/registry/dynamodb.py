@@ -328,6 +328,9 @@ class JobRegistry:
         changed = current.applied_priority != applied_priority
         updated = current.model_copy(
             update={
+                # Transitional: the apply step does not yet record its own writes, so the decided priority is
+                # stored as both derived and applied (the apply pass of issue #4 will split them).
+                "derived_priority": applied_priority,
                 "applied_priority": applied_priority,
                 "last_decision": decision,
                 "last_changed_at": now if changed else current.last_changed_at,

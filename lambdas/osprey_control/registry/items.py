@@ -14,7 +14,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.contract import OspreyBlock
-from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.model import (
+    ApplyFailure,
+    Backend,
+    JobKey,
+    JobRecord,
+    JobStatus,
+    NodeKind,
+    NodeRef,
+)
 
 __all__ = [
     "ACTIVE_INDEX",
@@ -134,7 +142,10 @@ def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any
         "share_identifier": record.share_identifier,
         "cluster": record.cluster,
         "spot_risk": dict(record.spot_risk),
+        "derived_priority": record.derived_priority,
         "applied_priority": record.applied_priority,
+        "applied_at": format_time(record.applied_at) if record.applied_at else None,
+        "apply_failure": _failure_values(record.apply_failure),
         # A JSON string, not a map: decisions hold floats and nulls that a map would round through Decimal.
         "last_decision": (
             json.dumps(record.last_decision, sort_keys=True, allow_nan=False)
@@ -149,6 +160,18 @@ def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any
     return {name: to_attribute(value) for name, value in values.items() if value is not None}
 
 
+def _failure_values(failure: ApplyFailure | None) -> dict[str, Any] | None:
+    if failure is None:
+        return None
+    return {**failure.model_dump(exclude={"at"}), "at": format_time(failure.at)}
+
+
+def _failure(values: Any) -> ApplyFailure | None:
+    if not isinstance(values, dict):
+        return None
+    return ApplyFailure.model_validate({**values, "at": parse_time(values["at"])})
+
+
 def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
     values = {name: from_attribute(value) for name, value in item.items()}
 
@@ -157,6 +180,10 @@ def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
         return parse_time(text) if isinstance(text, str) else None
 
     decision = values.get("last_decision")
+    applied = values.get("applied_priority")
+    # Items written before the apply step recorded its own writes hold only ``applied_priority``, which was
+    # then the derived priority (assumed applied): read it as both.
+    derived = values.get("derived_priority", applied)
     return JobRecord(
         backend=Backend(values["backend"]),
         native_id=values["native_id"],
@@ -180,7 +207,10 @@ def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
         share_identifier=values.get("share_identifier"),
         cluster=values.get("cluster"),
         spot_risk={key: float(risk) for key, risk in values.get("spot_risk", {}).items()},
-        applied_priority=values.get("applied_priority"),
+        derived_priority=derived,
+        applied_priority=applied,
+        applied_at=time("applied_at"),
+        apply_failure=_failure(values.get("apply_failure")),
         last_decision=json.loads(decision) if isinstance(decision, str) else None,
         last_changed_at=time("last_changed_at"),
         version=int(values.get("version", 0)),

@@ -15,7 +15,9 @@ from osprey_control.contract import OspreyBlock
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "MAX_TRANSIENT_APPLY_ATTEMPTS",
     "STATUS_ORDER",
+    "ApplyFailure",
     "Backend",
     "JobKey",
     "JobRecord",
@@ -84,6 +86,28 @@ class NodeRef(BaseModel):
     gpus: int | None = Field(default=None, ge=0, description="GPUs on this node, when known")
 
 
+# A priority whose apply keeps failing transiently is retried every cycle until this many consecutive
+# failures, then treated like a permanent failure until the derived priority moves (docs/registry.md).
+MAX_TRANSIENT_APPLY_ATTEMPTS = 10
+
+
+class ApplyFailure(BaseModel):
+    """Why the derived priority ``priority`` is not on the backend yet (written by the apply step).
+
+    ``permanent``: the backend refused for a reason a retry cannot fix (not opted in, job finished, invalid
+    request, no applier); the same priority is not tried again. Otherwise ``attempts`` counts consecutive
+    transient failures (throttling, 5xx, connection) of this priority.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    priority: int = Field(ge=0, le=100)
+    reason: str
+    permanent: bool = False
+    attempts: int = Field(default=1, ge=1)
+    at: datetime
+
+
 class JobRecord(BaseModel):
     """Everything the control plane keeps about one managed job."""
 
@@ -102,9 +126,14 @@ class JobRecord(BaseModel):
     share_identifier: str | None = None
     cluster: str | None = None  # EKS cluster name
     spot_risk: dict[str, float] = Field(default_factory=dict)  # instance id -> risk (DESIGN §3)
+    # The last priority the derive step decided (the ``prev`` of the next derivation, DESIGN §4) ...
+    derived_priority: int | None = Field(default=None, ge=0, le=100)
+    # ... and the one the backend holds: written by the apply step only after a successful backend write.
     applied_priority: int | None = Field(default=None, ge=0, le=100)
+    applied_at: datetime | None = None  # when the apply step last confirmed applied_priority on the backend
+    apply_failure: ApplyFailure | None = None  # the last failed apply of derived_priority, until one succeeds
     last_decision: dict[str, Any] | None = None  # Decision.to_dict() of the last derivation
-    last_changed_at: datetime | None = None  # when applied_priority last changed
+    last_changed_at: datetime | None = None  # when derived_priority last changed
     # Event time of the newest event whose descriptive fields (name, arn, block, queue) were applied; the
     # registry keeps the newest description so replays and out-of-order deliveries converge.
     observed_at: datetime | None = None
@@ -121,3 +150,17 @@ class JobRecord(BaseModel):
     @property
     def active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+    def apply_pending(self, max_transient_attempts: int = MAX_TRANSIENT_APPLY_ATTEMPTS) -> bool:
+        """Whether the apply step should (re)write ``derived_priority`` to the backend.
+
+        True when the derived priority differs from the applied one, unless that same priority already failed
+        permanently or failed transiently ``max_transient_attempts`` times in a row; a new derived priority is
+        always tried.
+        """
+        if self.derived_priority is None or self.derived_priority == self.applied_priority:
+            return False
+        failure = self.apply_failure
+        if failure is None or failure.priority != self.derived_priority:
+            return True
+        return not failure.permanent and failure.attempts < max_transient_attempts
