@@ -1,4 +1,9 @@
-"""The Osprey CDK app: ``npx cdk synth`` / ``npx cdk deploy`` (after ``bash .ci/setup``)."""
+"""The Osprey CDK app: ``npx cdk synth`` / ``npx cdk deploy`` (after ``bash .ci/setup``).
+
+Configuration comes from CDK context (``cdk.json`` or ``-c osprey:cycleIntervalSeconds=30``; keys in
+``osprey_infra.config.CONTEXT_KEYS``) and is validated here, at synth. cdk-nag's AwsSolutions checks run on
+every synth; a finding fails it.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,29 @@ import sys
 from pathlib import Path
 
 import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from osprey_infra.config import ControlPlaneConfig
 from osprey_infra.stack import OspreyStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def build_app(app: cdk.App | None = None) -> cdk.App:
+def build_app(app: cdk.App | None = None, *, nag: bool = True) -> cdk.App:
     app = app or cdk.App()
     policy_dir = REPO_ROOT / str(app.node.try_get_context("osprey:policyDir") or "policies")
-    OspreyStack(app, "Osprey", policy_paths=[policy_dir])
+    config = ControlPlaneConfig.from_context(app.node.try_get_context)
+    OspreyStack(
+        app,
+        "Osprey",
+        policy_paths=[policy_dir],
+        config=config,
+        description="Osprey GPU-job priority control plane",
+    )
+    if nag:
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
 
 

@@ -1,4 +1,4 @@
-"""The Osprey stack: composes the control plane's constructs (more arrive with issue 5)."""
+"""The Osprey stack: one ``OspreyControlPlane`` (which carries its own justified cdk-nag acknowledgements)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,24 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from osprey_infra.policy_store import PolicyStore
+from osprey_infra.config import ControlPlaneConfig
+from osprey_infra.control_plane import OspreyControlPlane
 
 __all__ = ["OspreyStack"]
 
 
 class OspreyStack(cdk.Stack):
     def __init__(
-        self, scope: Construct, construct_id: str, *, policy_paths: Sequence[str | Path], **kwargs: Any
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        policy_paths: Sequence[str | Path],
+        config: ControlPlaneConfig | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.policies = PolicyStore(self, "Policies", policy_paths=policy_paths)
+        self.control_plane = OspreyControlPlane(
+            self, "ControlPlane", policy_paths=policy_paths, config=config
+        )
+        self.policies = self.control_plane.policies

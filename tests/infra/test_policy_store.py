@@ -25,7 +25,11 @@ def _template(policy_paths: list[Path]) -> Template:
 def test_shipped_policies_become_ssm_parameters_with_defaults_filled_in() -> None:
     template = _template([REPO_ROOT / "policies"])
     parameters = template.find_resources("AWS::SSM::Parameter")
-    by_name = {p["Properties"]["Name"]: p["Properties"] for p in parameters.values()}
+    by_name = {
+        p["Properties"]["Name"]: p["Properties"]
+        for p in parameters.values()
+        if p["Properties"]["Name"].startswith("/osprey/policies/")
+    }
     assert sorted(by_name) == [
         "/osprey/policies/aging-policy",
         "/osprey/policies/inference-policy",

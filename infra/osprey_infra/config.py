@@ -1,0 +1,162 @@
+"""The control plane's typed, synth-time-validated configuration (CDK context ``osprey:*`` or construct props).
+
+Validation happens in ``cdk synth``: a bad value fails the synth with the field and what is allowed, before
+anything is deployed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = ["CONTEXT_KEYS", "ConfigError", "ControlPlaneConfig"]
+
+Backend = Literal["sagemaker", "batch", "eks"]
+SUB_MINUTE_INTERVALS = (10, 12, 15, 20, 30)
+# The AWS-managed Powertools layer (account 017000801446, same name in every commercial region); the version
+# is pinned so a deploy is reproducible. Override with context osprey:powertoolsLayerVersion.
+POWERTOOLS_LAYER_VERSION = 18
+
+CONTEXT_KEYS: dict[str, str] = {
+    "backends": "osprey:backends",
+    "cycle_interval_seconds": "osprey:cycleIntervalSeconds",
+    "allowed_rule_prefix": "osprey:allowedRulePrefix",
+    "metrics_namespace": "osprey:metricsNamespace",
+    "per_job_metrics": "osprey:perJobMetrics",
+    "registry_shards": "osprey:registryShards",
+    "distributed_map_threshold": "osprey:distributedMapThreshold",
+    "eks_clusters": "osprey:eksClusters",
+    "powertools_layer_version": "osprey:powertoolsLayerVersion",
+    "history_retention_days": "osprey:historyRetentionDays",
+    "retain_registry": "osprey:retainRegistry",
+    "alarm_email": "osprey:alarmEmail",
+}
+
+
+class ConfigError(ValueError):
+    """Invalid control-plane configuration; the message lists each bad field, its context key and the rule."""
+
+
+class ControlPlaneConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backends: frozenset[Backend] = frozenset({"sagemaker", "batch", "eks"})
+    # 60 s or a multiple of it is the scheduler's own rate; 10/12/15/20/30 s run as an inner loop of a
+    # once-a-minute execution (docs/decisions.md "Sub-minute cycles").
+    cycle_interval_seconds: int = Field(default=60, ge=10, le=3600)
+    allowed_rule_prefix: str = Field(default="osprey-rule-", min_length=1, max_length=60)
+    metrics_namespace: str = Field(default="/aws/osprey", min_length=1, max_length=255)
+    per_job_metrics: bool = False
+    registry_shards: int = Field(default=16, ge=1, le=1000)
+    distributed_map_threshold: int = Field(default=2000, ge=1)
+    eks_clusters: tuple[str, ...] = ()
+    powertools_layer_version: int = Field(default=POWERTOOLS_LAYER_VERSION, ge=1)
+    history_retention_days: int = Field(default=14, ge=1, le=3650)
+    retain_registry: bool = True
+    alarm_email: str | None = None
+
+    @field_validator("backends")
+    @classmethod
+    def _some_backend(cls, value: frozenset[str]) -> frozenset[str]:
+        if not value:
+            raise ValueError("name at least one of sagemaker, batch, eks")
+        return value
+
+    @field_validator("cycle_interval_seconds")
+    @classmethod
+    def _interval(cls, value: int) -> int:
+        if value < 60 and value not in SUB_MINUTE_INTERVALS:
+            raise ValueError(f"below 60 s the interval must divide a minute: one of {SUB_MINUTE_INTERVALS}")
+        if value >= 60 and value % 60:
+            raise ValueError("from 60 s up the interval must be a whole number of minutes (60, 120, ...)")
+        return value
+
+    @field_validator("allowed_rule_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", value):
+            raise ValueError("a Lambda function name prefix: letters, digits, '-' and '_' only")
+        return value
+
+    @field_validator("eks_clusters")
+    @classmethod
+    def _clusters(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}", name):
+                raise ValueError(f"{name!r} is not an EKS cluster name")
+        return value
+
+    @field_validator("alarm_email")
+    @classmethod
+    def _email(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
+            raise ValueError("an e-mail address")
+        return value
+
+    @model_validator(mode="after")
+    def _eks_needs_clusters(self) -> ControlPlaneConfig:
+        if self.eks_clusters and "eks" not in self.backends:
+            raise ValueError("eks_clusters is set but 'eks' is not among backends")
+        return self
+
+    @property
+    def cycles_per_execution(self) -> int:
+        """How many cycles one scheduled execution runs (more than one only below a minute)."""
+        return 60 // self.cycle_interval_seconds if self.cycle_interval_seconds < 60 else 1
+
+    @property
+    def schedule_minutes(self) -> int:
+        return max(1, self.cycle_interval_seconds // 60)
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any]) -> ControlPlaneConfig:
+        """Validate ``values`` (field names), raising :class:`ConfigError` naming each bad field."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as error:
+            lines = []
+            for problem in error.errors():
+                field = ".".join(str(part) for part in problem["loc"]) or "(config)"
+                top = str(problem["loc"][0]) if problem["loc"] else ""
+                where = f" (context {CONTEXT_KEYS[top]})" if top in CONTEXT_KEYS else ""
+                lines.append(f"{field}{where}: {problem['msg']}")
+            raise ConfigError("invalid Osprey configuration:\n  " + "\n  ".join(lines)) from None
+
+    @classmethod
+    def from_context(cls, lookup: Any) -> ControlPlaneConfig:
+        """From CDK context: ``lookup(key)`` returns the value or None. ``-c`` values arrive as strings, so
+        lists may be comma-separated or JSON, and numbers/booleans are parsed from text."""
+        values: dict[str, Any] = {}
+        for field, key in CONTEXT_KEYS.items():
+            raw = lookup(key)
+            if raw is None:
+                continue
+            values[field] = _parse(field, raw)
+        return cls.build(values)
+
+
+def _parse(field: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    if field in {"backends", "eks_clusters"}:
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if field in {"per_job_metrics", "retain_registry"}:
+        if text.lower() in {"true", "false"}:
+            return text.lower() == "true"
+        return text
+    if field in {
+        "cycle_interval_seconds",
+        "registry_shards",
+        "distributed_map_threshold",
+        "powertools_layer_version",
+        "history_retention_days",
+    }:
+        return int(text) if text.lstrip("-").isdigit() else text
+    return text

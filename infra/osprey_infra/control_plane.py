@@ -1,0 +1,287 @@
+"""``OspreyControlPlane``: the whole control plane as one reusable construct (embed it in your own app).
+
+It composes the registry, the policies, one function per step (each with its own role), the cycle state
+machine, event ingestion, the schedule, the dashboard and alarms, and ``/osprey/config`` (where the SDK and
+CLI find the deployment). Permissions are granted here, next to the composition, so one file shows who may do
+what; mutations of SageMaker and Batch resources are conditioned on the ``osprey:enabled=true`` tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from osprey_control.contract import ENABLED_TAG
+from osprey_infra.config import ControlPlaneConfig
+from osprey_infra.cycle_schedule import CycleSchedule
+from osprey_infra.cycle_state_machine import CycleStateMachine
+from osprey_infra.event_ingestion import EventIngestion
+from osprey_infra.function import LAMBDAS_DIR, OspreyFunction, powertools_layer_arn
+from osprey_infra.nag import acknowledge_findings
+from osprey_infra.policy_store import PolicyStore
+from osprey_infra.registry_table import RegistryTable
+
+__all__ = ["CONFIG_PARAMETER", "OspreyControlPlane"]
+
+CONFIG_PARAMETER = "/osprey/config"
+POLICY_PREFIX = "/osprey/policies"
+CYCLE_TIMEOUT_SECONDS = 600
+_TAGGED = {"StringEquals": {f"aws:ResourceTag/{ENABLED_TAG}": "true"}}
+
+
+class OspreyControlPlane(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        policy_paths: Sequence[str | Path],
+        config: ControlPlaneConfig | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config = config or ControlPlaneConfig()
+        self.registry = RegistryTable(self, "Registry", retain=config.retain_registry)
+        self.policies = PolicyStore(self, "Policies", policy_paths=policy_paths)
+        table = self.registry.table
+
+        code = lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=["**/__pycache__", "**/*.pyc"])
+        layer = lambda_.LayerVersion.from_layer_version_arn(
+            self, "Powertools", powertools_layer_arn(config.powertools_layer_version)
+        )
+        common = {
+            "OSPREY_TABLE_NAME": table.table_name,
+            "OSPREY_REGISTRY_SHARDS": str(config.registry_shards),
+            "OSPREY_METRICS_NAMESPACE": config.metrics_namespace,
+            "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
+        }
+
+        def function(
+            construct_id: str, module: str, description: str, *, timeout: int = 60, **extra: str
+        ) -> OspreyFunction:
+            made = OspreyFunction(
+                self,
+                construct_id,
+                handler_module=module,
+                description=description,
+                environment={**common, **extra},
+                layer=layer,
+                code=code,
+                timeout_seconds=timeout,
+            )
+            return made
+
+        self.ingest = function(
+            "Ingest",
+            "ingest",
+            "Osprey: job and instance events → registry",
+            timeout=60,
+            OSPREY_HISTORY_RETENTION_DAYS=str(config.history_retention_days),
+        )
+        self.lease = function(
+            "Lease",
+            "lease",
+            "Osprey: take the cycle lease",
+            timeout=30,
+            OSPREY_LEASE_SECONDS=str(CYCLE_TIMEOUT_SECONDS),
+        )
+        self.shards = function(
+            "Shards",
+            "shards",
+            "Osprey: plan the cycle's shards",
+            timeout=60,
+            OSPREY_DISTRIBUTED_MAP_THRESHOLD=str(config.distributed_map_threshold),
+        )
+        self.derive = function(
+            "Derive",
+            "derive",
+            "Osprey: collect metrics and derive priorities for one shard",
+            timeout=300,
+            OSPREY_POLICY_PREFIX=POLICY_PREFIX,
+            OSPREY_ALLOWED_RULE_PREFIX=config.allowed_rule_prefix,
+            OSPREY_PER_JOB_METRICS=str(config.per_job_metrics).lower(),
+        )
+        self.apply = function(
+            "Apply", "apply", "Osprey: apply changed priorities to the backends", timeout=300
+        )
+        self.finish = function("Finish", "finish", "Osprey: cycle metrics and lease release", timeout=30)
+        self.eks_discovery: OspreyFunction | None = None
+        if "eks" in config.backends and config.eks_clusters:
+            self.eks_discovery = function(
+                "EksDiscovery",
+                "eks_discovery",
+                "Osprey: discover Osprey jobs on EKS",
+                timeout=120,
+                OSPREY_EKS_CLUSTERS=",".join(config.eks_clusters),
+            )
+
+        self._grant(config)
+
+        self.cycle = CycleStateMachine(
+            self,
+            "Cycle",
+            lease=self.lease.function,
+            shards=self.shards.function,
+            derive=self.derive.function,
+            apply=self.apply.function,
+            finish=self.finish.function,
+            eks_discovery=self.eks_discovery.function if self.eks_discovery else None,
+            timeout=cdk.Duration.seconds(CYCLE_TIMEOUT_SECONDS),
+            distributed_threshold=config.distributed_map_threshold,
+        )
+        self.events = EventIngestion(self, "Events", ingest=self.ingest.function, ingest_timeout_seconds=60)
+        self.schedule = CycleSchedule(
+            self,
+            "Schedule",
+            state_machine=self.cycle.state_machine,
+            minutes=config.schedule_minutes,
+            cycles_per_execution=config.cycles_per_execution,
+            interval_seconds=config.cycle_interval_seconds,
+        )
+        self.config_parameter = ssm.StringParameter(
+            self,
+            "Config",
+            parameter_name=CONFIG_PARAMETER,
+            description="Where the Osprey SDK and CLI find this deployment",
+            string_value=cdk.Stack.of(self).to_json_string(self._published_config()),
+        )
+        acknowledge_findings(self)
+
+    def functions(self) -> dict[str, OspreyFunction]:
+        named = {
+            "ingest": self.ingest,
+            "lease": self.lease,
+            "shards": self.shards,
+            "derive": self.derive,
+            "apply": self.apply,
+            "finish": self.finish,
+        }
+        if self.eks_discovery is not None:
+            named["eksDiscovery"] = self.eks_discovery
+        return named
+
+    def _published_config(self) -> dict[str, object]:
+        config = self.config
+        return {
+            "stackName": cdk.Stack.of(self).stack_name,
+            "region": cdk.Aws.REGION,
+            "tableName": self.registry.table.table_name,
+            "registryShards": config.registry_shards,
+            "cycleStateMachineArn": self.cycle.state_machine.state_machine_arn,
+            "ingestQueueUrl": self.events.queue.queue_url,
+            "deadLetterQueueUrl": self.events.dead_letter_queue.queue_url,
+            "metricsNamespace": config.metrics_namespace,
+            "policyPrefix": POLICY_PREFIX,
+            "backends": sorted(config.backends),
+            "eksClusters": list(config.eks_clusters),
+            "functions": {role: made.function.function_name for role, made in self.functions().items()},
+        }
+
+    def _grant(self, config: ControlPlaneConfig) -> None:
+        table = self.registry.table
+        stack = cdk.Stack.of(self)
+        table.grant_read_write_data(self.ingest.role)
+        table.grant_read_write_data(self.lease.role)
+        table.grant_read_write_data(self.finish.role)
+        table.grant_read_data(self.shards.role)
+        table.grant_read_write_data(self.derive.role)
+        table.grant_read_write_data(self.apply.role)
+
+        # Recognition by environment and node discovery (ingest): read-only describes.
+        self.ingest.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:DescribeTrainingJob",
+                    "sagemaker:ListTags",
+                    "batch:DescribeJobs",
+                    "batch:DescribeServiceJob",
+                    "ecs:DescribeContainerInstances",
+                ],
+                resources=["*"],  # describe/list actions without resource-level permissions
+            )
+        )
+        # Derive: metrics (GetMetricData has no resource-level permissions), policies, allowed custom rules.
+        self.derive.role.add_to_policy(
+            iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
+        )
+        self.derive.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
+                resources=[
+                    stack.format_arn(
+                        service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/")
+                    ),
+                    stack.format_arn(
+                        service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/") + "/*"
+                    ),
+                ],
+            )
+        )
+        self.derive.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[
+                    stack.format_arn(
+                        service="lambda",
+                        resource="function",
+                        resource_name=f"{config.allowed_rule_prefix}*",
+                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+        # Apply: reads anywhere, writes only to Osprey-tagged resources.
+        apply_role = self.apply.role
+        apply_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "batch:DescribeServiceJob",
+                    "batch:DescribeJobs",
+                    "batch:DescribeJobQueues",
+                    "batch:DescribeSchedulingPolicies",
+                    "sagemaker:ListTags",
+                ],
+                resources=["*"],
+            )
+        )
+        if "sagemaker" in config.backends:
+            apply_role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["sagemaker:AddTags"],
+                    resources=[
+                        stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
+                    ],
+                    conditions=_TAGGED,
+                )
+            )
+            apply_role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["batch:UpdateServiceJob"],
+                    resources=[stack.format_arn(service="batch", resource="service-job", resource_name="*")],
+                    conditions=_TAGGED,
+                )
+            )
+        if "batch" in config.backends:
+            apply_role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["batch:UpdateSchedulingPolicy"],
+                    resources=[
+                        stack.format_arn(service="batch", resource="scheduling-policy", resource_name="*")
+                    ],
+                    conditions=_TAGGED,
+                )
+            )
+        if self.eks_discovery is not None:
+            clusters = [
+                stack.format_arn(service="eks", resource="cluster", resource_name=name)
+                for name in config.eks_clusters
+            ]
+            describe = iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=clusters)
+            self.eks_discovery.role.add_to_policy(describe)
+            apply_role.add_to_policy(describe)
+            table.grant_read_write_data(self.eks_discovery.role)

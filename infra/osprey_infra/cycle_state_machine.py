@@ -1,0 +1,223 @@
+"""The cycle state machine (Standard, JSONPath): lease → [EKS discovery] → shard plan → Map over shards
+(derive) → apply → finish, then optionally again after a wait for sub-minute cycles.
+
+Every Task retries Lambda's transient errors with backoff and catches everything else: a failed shard becomes
+a report with ``failed: true`` (the other shards still apply), a failed EKS discovery is noted and the cycle
+goes on, and any other failure still runs ``Finish`` (metrics, lease release) before the execution fails.
+Above ``distributed_threshold`` active jobs the Map runs as a Distributed Map (child executions).
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+__all__ = ["CycleStateMachine"]
+
+_TRANSIENT = [
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+    "Lambda.ClientExecutionTimeoutException",
+]
+MAX_SHARD_CONCURRENCY = 16
+
+
+def _invoke(
+    scope: Construct, state_id: str, function: lambda_.IFunction, **kwargs: object
+) -> tasks.LambdaInvoke:
+    task = tasks.LambdaInvoke(
+        scope,
+        state_id,
+        lambda_function=function,
+        payload_response_only=True,
+        retry_on_service_exceptions=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    task.add_retry(errors=_TRANSIENT, interval=cdk.Duration.seconds(2), max_attempts=4, backoff_rate=2.0)
+    return task
+
+
+class CycleStateMachine(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        lease: lambda_.IFunction,
+        shards: lambda_.IFunction,
+        derive: lambda_.IFunction,
+        apply: lambda_.IFunction,
+        finish: lambda_.IFunction,
+        eks_discovery: lambda_.IFunction | None,
+        timeout: cdk.Duration,
+        distributed_threshold: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        failed = sfn.Pass(
+            self,
+            "MarkFailed",
+            parameters={"outcome": "failed", "error.$": "$.error"},
+            result_path="$.finish",
+        )
+        succeeded = sfn.Pass(
+            self, "MarkSucceeded", parameters={"outcome": "succeeded", "error": None}, result_path="$.finish"
+        )
+        finish_task = _invoke(
+            self,
+            "Finish",
+            finish,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "owner.$": "$$.Execution.Name",
+                    "startedAt.$": "$$.Execution.StartTime",
+                    "outcome.$": "$.finish.outcome",
+                    "error.$": "$.finish.error",
+                }
+            ),
+            result_path="$.finished",
+        )
+        failed.next(finish_task)
+        succeeded.next(finish_task)
+        finish_task.add_catch(
+            sfn.Fail(self, "FinishFailed", error="Osprey.FinishFailed"), result_path="$.error"
+        )
+
+        def catch_to_failed(task: sfn.TaskStateBase) -> sfn.TaskStateBase:
+            task.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+            return task
+
+        acquire = _invoke(
+            self,
+            "AcquireLease",
+            lease,
+            payload=sfn.TaskInput.from_object({"owner.$": "$$.Execution.Name"}),
+            result_path="$.lease",
+        )
+        acquire.add_catch(
+            sfn.Fail(self, "LeaseUnavailable", error="Osprey.LeaseUnavailable"), result_path="$.error"
+        )
+        plan = catch_to_failed(
+            _invoke(self, "PlanShards", shards, payload=sfn.TaskInput.from_object({}), result_path="$.plan")
+        )
+        apply_task = catch_to_failed(
+            _invoke(
+                self,
+                "ApplyPriorities",
+                apply,
+                payload=sfn.TaskInput.from_object({"shards.$": "$.shards"}),
+                result_path="$.apply",
+            )
+        )
+        apply_task.next(succeeded)
+
+        inline = self._shard_map(sfn.Map, "DeriveShards", derive)
+        distributed = self._shard_map(sfn.DistributedMap, "DeriveShardsDistributed", derive)
+        for map_state in (inline, distributed):
+            map_state.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+            map_state.next(apply_task)
+        choose_map = (
+            sfn.Choice(self, "LargeFleet")
+            .when(sfn.Condition.boolean_equals("$.plan.distributed", True), distributed)
+            .otherwise(inline)
+        )
+        plan.next(choose_map)
+
+        after_lease: sfn.IChainable = plan
+        if eks_discovery is not None:
+            discover = _invoke(
+                self,
+                "DiscoverEksJobs",
+                eks_discovery,
+                payload=sfn.TaskInput.from_object({}),
+                result_path="$.eks",
+            )
+            # A cluster that cannot be reached only delays its jobs' new registrations; the cycle goes on.
+            discover.add_catch(plan, errors=["States.ALL"], result_path="$.eksError")
+            discover.next(plan)
+            after_lease = discover
+
+        held = sfn.Succeed(
+            self, "SkippedLeaseHeld", comment="Another cycle holds the lease; this one does nothing."
+        )
+        acquire.next(
+            sfn.Choice(self, "LeaseAcquired")
+            .when(sfn.Condition.boolean_equals("$.lease.acquired", True), after_lease)
+            .otherwise(held)
+        )
+
+        done = sfn.Succeed(self, "CycleSucceeded")
+        again = sfn.Pass(
+            self,
+            "NextCycle",
+            parameters={
+                "cycles.$": "States.MathAdd($.cycles, -1)",
+                "intervalSeconds.$": "$.intervalSeconds",
+            },
+        )
+        wait = sfn.Wait(self, "WaitForNextCycle", time=sfn.WaitTime.seconds_path("$.intervalSeconds"))
+        wait.next(again)
+        again.next(acquire)
+        finish_task.next(
+            sfn.Choice(self, "CycleOutcome")
+            .when(
+                sfn.Condition.string_equals("$.finish.outcome", "failed"),
+                sfn.Fail(
+                    self, "CycleFailed", error="Osprey.CycleFailed", cause="see the Finish state's input"
+                ),
+            )
+            # Sub-minute cycles: the schedule starts one execution a minute with {"cycles": N, "intervalSeconds": S}.
+            .when(
+                sfn.Condition.and_(
+                    sfn.Condition.is_present("$.cycles"), sfn.Condition.number_greater_than("$.cycles", 1)
+                ),
+                wait,
+            )
+            .otherwise(done)
+        )
+
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(acquire),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=timeout,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
+            ),
+            comment="Osprey priority cycle",
+        )
+
+    def _shard_map(
+        self, kind: type[sfn.Map] | type[sfn.DistributedMap], state_id: str, derive: lambda_.IFunction
+    ) -> sfn.Map | sfn.DistributedMap:
+        map_state = kind(
+            self,
+            state_id,
+            items_path="$.plan.shards",
+            item_selector={"shard.$": "$$.Map.Item.Value"},
+            max_concurrency=MAX_SHARD_CONCURRENCY,
+            result_path="$.shards",
+        )
+        derive_shard = _invoke(self, f"{state_id}Shard", derive, payload=sfn.TaskInput.from_json_path_at("$"))
+        # One shard's failure is that shard's: report it and let the other shards' changes be applied.
+        derive_shard.add_catch(
+            sfn.Pass(
+                self,
+                f"{state_id}ShardFailed",
+                parameters={"shard.$": "$.shard", "failed": True, "changes": [], "error.$": "$.error"},
+            ),
+            errors=["States.ALL"],
+            result_path="$.error",
+        )
+        map_state.item_processor(derive_shard)
+        return map_state
