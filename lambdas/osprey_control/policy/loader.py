@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from osprey_control.policy.errors import describe_error
 from osprey_control.policy.model import PriorityDerivationPolicy
-from osprey_control.policy.safe_yaml import UnsafeYamlError, read_documents
+from osprey_control.policy.yaml_errors import UnsafeYamlError
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -143,6 +143,9 @@ def load_policy_text(text: str | bytes, source: str) -> PolicySet:
             )
             return result
     try:
+        # Imported here: PyYAML is only needed for YAML text, never on the Lambda (JSON) path.
+        from osprey_control.policy.safe_yaml import read_documents  # noqa: PLC0415
+
         documents = read_documents(text)
     except UnsafeYamlError as problem:
         label = source if problem.document <= 1 else f"{source}#{problem.document}"

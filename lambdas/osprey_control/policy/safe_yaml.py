@@ -8,26 +8,18 @@ path when one is known, else the line and column.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent, ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from osprey_control.policy.yaml_errors import UnsafeYamlError
+
 __all__ = ["MAX_NESTING", "UnsafeYamlError", "read_documents"]
 
 MAX_NESTING = 32
 _STR_TAG = "tag:yaml.org,2002:str"
-
-
-@dataclass(frozen=True)
-class UnsafeYamlError(Exception):
-    """Why a YAML text was refused. ``location`` is a field path or ``line L, column C``."""
-
-    document: int
-    location: str
-    message: str
 
 
 def _position(mark: Any) -> str:
