@@ -1,0 +1,222 @@
+"""Given the Osprey CDK app, when it is synthesized with the shipped or a user's configuration, then the
+template holds what a deployment needs (properties, not counts), least privilege is expressed as IAM conditions,
+and a bad configuration fails synth naming the field and its context key."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from osprey_infra.config import ConfigError, ControlPlaneConfig
+from osprey_infra.stack import OspreyStack
+from tests.conftest import REPO_ROOT
+
+
+def _template(**config: Any) -> Template:
+    stack = OspreyStack(
+        cdk.App(),
+        "Test",
+        policy_paths=[REPO_ROOT / "policies"],
+        config=ControlPlaneConfig.build(config),
+    )
+    return Template.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    return _template()
+
+
+def _statements(template: Template, role_fragment: str) -> list[dict[str, Any]]:
+    policies = template.find_resources("AWS::IAM::Policy")
+    return [
+        statement
+        for logical_id, policy in policies.items()
+        if role_fragment in logical_id
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    actions = statement["Action"]
+    return {actions} if isinstance(actions, str) else set(actions)
+
+
+def test_registry_table_has_keys_active_index_ttl_and_protection(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+            "GlobalSecondaryIndexes": [Match.object_like({"IndexName": "active-jobs"})],
+            "TimeToLiveSpecification": Match.object_like({"Enabled": True}),
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "DeletionProtectionEnabled": True,
+        },
+    )
+
+
+def test_every_function_runs_python_3_12_or_newer_on_the_powertools_layer(template: Template) -> None:
+    functions = template.find_resources("AWS::Lambda::Function")
+    handlers = {f["Properties"]["Handler"] for f in functions.values()}
+    assert {
+        "osprey_handlers.ingest.handler",
+        "osprey_handlers.derive.handler",
+        "osprey_handlers.apply.handler",
+        "osprey_handlers.lease.handler",
+    } <= handlers
+    for function in functions.values():
+        runtime = function["Properties"]["Runtime"]
+        assert runtime.startswith("python3.")
+        assert int(runtime.split(".")[1]) >= 12
+        layer = json.dumps(function["Properties"]["Layers"])
+        assert ":017000801446:layer:AWSLambdaPowertoolsPythonV3-" in layer
+
+
+def test_events_reach_the_ingest_queue_with_a_dead_letter_queue(template: Template) -> None:
+    patterns = [
+        rule["Properties"]["EventPattern"]["detail-type"]
+        for rule in template.find_resources("AWS::Events::Rule").values()
+    ]
+    detail_types = {name for pattern in patterns for name in pattern}
+    assert detail_types == {
+        "SageMaker Training Job State Change",
+        "Batch Job State Change",
+        "Batch Service Job State Change",
+        "EC2 Spot Instance Interruption Warning",
+        "EC2 Instance Rebalance Recommendation",
+    }
+    template.has_resource_properties(
+        "AWS::SQS::Queue",
+        {"RedrivePolicy": Match.object_like({"maxReceiveCount": 5}), "SqsManagedSseEnabled": True},
+    )
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping", {"FunctionResponseTypes": ["ReportBatchItemFailures"]}
+    )
+
+
+def test_schedule_fires_every_minute_and_sub_minute_runs_an_inner_loop() -> None:
+    # Given the default 60 s and a 20 s interval
+    default = _template()
+    fast = _template(cycle_interval_seconds=20)
+    # Then the default starts one cycle a minute with no loop input
+    default.has_resource_properties(
+        "AWS::Scheduler::Schedule",
+        {"ScheduleExpression": "rate(1 minute)", "Target": Match.object_like({"Input": "{}"})},
+    )
+    # And 20 s still fires once a minute, asking the state machine for three cycles 20 s apart
+    fast.has_resource_properties(
+        "AWS::Scheduler::Schedule",
+        {
+            "ScheduleExpression": "rate(1 minute)",
+            "Target": Match.object_like({"Input": json.dumps({"cycles": 3, "intervalSeconds": 20})}),
+        },
+    )
+    assert _template(cycle_interval_seconds=300).find_resources(
+        "AWS::Scheduler::Schedule",
+        {"Properties": {"ScheduleExpression": "rate(5 minutes)"}},
+    )
+
+
+def test_cycle_state_machine_takes_the_lease_and_retries_every_task(template: Template) -> None:
+    machines = template.find_resources("AWS::StepFunctions::StateMachine")
+    (machine,) = machines.values()
+    definition = json.loads(
+        "".join(
+            part if isinstance(part, str) else "ARN"
+            for part in machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+        )
+    )
+    states = _all_states(definition)
+    tasks = {name: state for name, state in states.items() if state["Type"] == "Task"}
+    assert tasks
+    for name, state in tasks.items():
+        assert state.get("Retry"), f"{name} has no Retry"
+    assert any(state["Type"] == "Map" for state in states.values())
+    first = definition["States"][definition["StartAt"]]
+    assert first["Type"] == "Task"
+    assert "Lease" in definition["StartAt"]
+
+
+def _all_states(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for name, state in definition.get("States", {}).items():
+        found[name] = state
+        for nested in ("Iterator", "ItemProcessor"):
+            if nested in state:
+                found.update(_all_states(state[nested]))
+        for branch in state.get("Branches", []):
+            found.update(_all_states(branch))
+    return found
+
+
+def test_mutations_are_conditioned_on_the_osprey_enabled_tag(template: Template) -> None:
+    mutating = {"sagemaker:AddTags", "batch:UpdateServiceJob", "batch:UpdateSchedulingPolicy"}
+    statements = [s for s in _statements(template, "Apply") if _actions(s) & mutating]
+    assert {action for s in statements for action in _actions(s)} == mutating
+    for statement in statements:
+        assert statement["Condition"] == {"StringEquals": {"aws:ResourceTag/osprey:enabled": "true"}}
+
+
+def test_custom_rules_may_be_invoked_only_under_the_allowed_prefix_in_this_account() -> None:
+    template = _template(allowed_rule_prefix="team-a-rule-")
+    invokes = [s for s in _statements(template, "Derive") if "lambda:InvokeFunction" in _actions(s)]
+    assert len(invokes) == 1
+    resource = json.dumps(invokes[0]["Resource"])
+    assert '":function:team-a-rule-*"' in resource
+    assert '"Ref": "AWS::AccountId"' in resource
+
+
+def test_config_parameter_tells_the_sdk_where_the_stack_is(template: Template) -> None:
+    parameters = template.find_resources("AWS::SSM::Parameter")
+    (config,) = [p for p in parameters.values() if p["Properties"]["Name"] == "/osprey/config"]
+    value = json.dumps(config["Properties"]["Value"])
+    for key in ("tableName", "cycleStateMachineArn", "ingestQueueUrl", "metricsNamespace", "policyPrefix"):
+        assert key in value
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "context_key"),
+    [
+        ({"cycle_interval_seconds": 45}, "cycle_interval_seconds", "osprey:cycleIntervalSeconds"),
+        ({"cycle_interval_seconds": 90}, "cycle_interval_seconds", "osprey:cycleIntervalSeconds"),
+        ({"backends": []}, "backends", "osprey:backends"),
+        ({"backends": ["slurm"]}, "backends", "osprey:backends"),
+        ({"allowed_rule_prefix": "rules/*"}, "allowed_rule_prefix", "osprey:allowedRulePrefix"),
+        ({"alarm_email": "not-an-address"}, "alarm_email", "osprey:alarmEmail"),
+        ({"registry_shards": 0}, "registry_shards", "osprey:registryShards"),
+    ],
+)
+def test_bad_configuration_names_the_field_and_context_key(
+    values: dict[str, Any], field: str, context_key: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        ControlPlaneConfig.build(values)
+    message = str(raised.value)
+    assert field in message
+    assert context_key in message
+
+
+def test_context_strings_are_parsed_like_cdk_dash_c_values() -> None:
+    context = {
+        "osprey:backends": "sagemaker,batch",
+        "osprey:cycleIntervalSeconds": "30",
+        "osprey:perJobMetrics": "true",
+    }
+    config = ControlPlaneConfig.from_context(context.get)
+    assert config.backends == frozenset({"sagemaker", "batch"})
+    assert config.cycle_interval_seconds == 30
+    assert config.cycles_per_execution == 2
+    assert config.per_job_metrics is True
+
+
+def test_unknown_configuration_field_is_refused() -> None:
+    with pytest.raises(ConfigError, match="cycle_seconds"):
+        ControlPlaneConfig.build({"cycle_seconds": 60})
