@@ -10,7 +10,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
-from cfnlint.api import ManualArgs, lint
+from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]  # cfn-lint ships no py.typed
 
 from app import build_app
 
