@@ -1,0 +1,91 @@
+"""Gang watch state in the registry table: item ``pk = JOB#<backend>#<id>``, ``sk = GANG``.
+
+A separate item from the job's ``META`` so the watch (every few seconds) and the cycle (every minute) never
+contend for one item's version. Writes are conditional on the ``version`` read, so two watch executions for
+one job (which the execution name already prevents) could not both advance it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from datetime import datetime
+from typing import Any
+
+from osprey_control.aws import client_for
+from osprey_control.gang.decide import GangPhase, GangState
+from osprey_control.registry.items import format_time, from_attribute, job_pk, parse_time, to_attribute
+from osprey_control.registry.model import JobKey
+
+__all__ = ["GANG_SK", "GangStore", "StaleGangStateError", "state_from_dict", "state_to_dict"]
+
+GANG_SK = "GANG"
+_TIMES = frozenset({"watch_started_at", "attempt_started_at", "ready_at", "resume_at"})
+
+
+class StaleGangStateError(RuntimeError):
+    """Another writer advanced the gang state since it was read (retry the step)."""
+
+
+def state_to_dict(state: GangState) -> dict[str, Any]:
+    values = asdict(state)
+    for name in _TIMES:
+        if values[name] is not None:
+            values[name] = format_time(values[name])
+    values["phase"] = state.phase.value
+    return values
+
+
+def state_from_dict(values: dict[str, Any]) -> GangState:
+    known = {f.name for f in fields(GangState)}
+    kwargs = {name: value for name, value in values.items() if name in known}
+    for name in _TIMES & kwargs.keys():
+        if kwargs[name] is not None:
+            kwargs[name] = parse_time(str(kwargs[name]))
+    kwargs["phase"] = GangPhase(kwargs["phase"])
+    return GangState(**kwargs)
+
+
+class GangStore:
+    """Read and write one job's gang state. ``client=None`` creates a DynamoDB client on first use."""
+
+    def __init__(self, table_name: str, client: Any = None) -> None:
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        self._client = client_for("dynamodb", self._client)
+        return self._client
+
+    def load(self, key: JobKey) -> tuple[GangState | None, int]:
+        """The state and its version (0 when there is none yet)."""
+        item = self.client.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}},
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return None, 0
+        values = {
+            name: from_attribute(attr) for name, attr in item.items() if name not in ("pk", "sk", "version")
+        }
+        return state_from_dict(values), int(item["version"]["N"])
+
+    def save(self, key: JobKey, state: GangState, version: int, *, updated_at: datetime) -> int:
+        """Write ``state`` if the stored version is still ``version``; returns the new version."""
+        item = {name: to_attribute(value) for name, value in state_to_dict(state).items()}
+        item |= {
+            "pk": {"S": job_pk(key)},
+            "sk": {"S": GANG_SK},
+            "version": {"N": str(version + 1)},
+            "updated_at": {"S": format_time(updated_at)},
+        }
+        condition = "attribute_not_exists(pk)" if version == 0 else "version = :read"
+        kwargs: dict[str, Any] = {"ConditionExpression": condition}
+        if version:
+            kwargs["ExpressionAttributeValues"] = {":read": {"N": str(version)}}
+        try:
+            self.client.put_item(TableName=self.table_name, Item=item, **kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException as error:
+            raise StaleGangStateError(f"gang state of {key} changed since version {version}") from error
+        return version + 1
