@@ -13,6 +13,7 @@ from osprey import __version__
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
 from osprey.cli.jobs import explain_command, jobs_command
+from osprey.cli.plan import plan_command
 from osprey.cli.policy import policy_app
 
 __all__ = ["app", "main"]
@@ -30,6 +31,7 @@ app.command("derive")(derive_command)
 app.add_typer(eks_app, name="eks")
 app.command("jobs")(jobs_command)
 app.command("explain")(explain_command)
+app.command("plan")(plan_command)
 
 
 def _version(value: bool) -> None:
