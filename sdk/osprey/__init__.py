@@ -6,6 +6,8 @@ The user-facing package. Submodules:
 - ``osprey.policy``: load and validate ``PriorityDerivationPolicy`` documents.
 """
 
-__all__ = ["__version__"]
+from osprey.parallelism import adjust_parallelism
+
+__all__ = ["__version__", "adjust_parallelism"]
 
 __version__ = "0.1.0"

@@ -8,21 +8,40 @@ Format (JSON object, version "1"; docs/planner.md):
 
 ``plan_id`` is a digest of the job and the five degrees, so the same plan written twice has the same id
 and a job re-shapes only when the id changes. Pure Python, no AWS import.
+
+Where it is stored: the job registry table (``OSPREY_TABLE_NAME``), in the job's partition
+``pk = JOB#<backend>#<native id>`` under ``sk = PLAN``, the record as a JSON string in the attribute ``plan``
+(like ``last_decision``: no Decimal round trips), plus ``plan_id`` and ``created_at`` as plain strings for
+conditional writes. One item per job, overwritten by each new recommendation; ``record_item`` builds it and
+``record_from_item`` reads it back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.planner.plan import Evaluation, Plan
 
-__all__ = ["RECORD_VERSION", "PlanRecordError", "plan_from_record", "plan_id", "plan_record"]
+__all__ = [
+    "PLAN_ATTRIBUTE",
+    "PLAN_SK",
+    "RECORD_VERSION",
+    "PlanRecordError",
+    "plan_from_record",
+    "plan_id",
+    "plan_record",
+    "record_from_item",
+    "record_item",
+]
 
 RECORD_VERSION = "1"
 _DEGREES = ("tp", "pp", "dp", "micro_batch", "virtual")
+PLAN_SK = "PLAN"
+PLAN_ATTRIBUTE = "plan"
 
 
 class PlanRecordError(ValueError):
@@ -74,3 +93,33 @@ def plan_from_record(record: Mapping[str, Any]) -> Plan:
         values.append(value)
     tp, pp, dp, micro_batch, virtual = values
     return Plan(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, virtual=virtual)
+
+
+def record_item(pk: str, record: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The registry item (DynamoDB attribute values) holding ``record`` for the job partition ``pk``."""
+    if not pk.startswith("JOB#"):
+        raise PlanRecordError(f"pk: must be a job partition key JOB#<backend>#<native id>, got {pk!r}")
+    plan_from_record(record)
+    return {
+        "pk": {"S": pk},
+        "sk": {"S": PLAN_SK},
+        PLAN_ATTRIBUTE: {"S": json.dumps(dict(record), sort_keys=True)},
+        "plan_id": {"S": str(record.get("plan_id", ""))},
+        "created_at": {"S": str(record.get("created_at", ""))},
+    }
+
+
+def record_from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The record in a registry item (GetItem's ``Item``); raises PlanRecordError naming what is wrong."""
+    attribute = item.get(PLAN_ATTRIBUTE)
+    text = attribute.get("S") if isinstance(attribute, Mapping) else None
+    if not isinstance(text, str):
+        raise PlanRecordError(f"{PLAN_ATTRIBUTE}: the item has no string attribute {PLAN_ATTRIBUTE!r}")
+    try:
+        record = json.loads(text)
+    except ValueError as error:
+        raise PlanRecordError(f"{PLAN_ATTRIBUTE}: not valid JSON ({error})") from None
+    if not isinstance(record, dict):
+        raise PlanRecordError(f"{PLAN_ATTRIBUTE}: must be a JSON object")
+    plan_from_record(record)
+    return record

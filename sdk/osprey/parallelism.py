@@ -1,0 +1,245 @@
+"""``osprey.adjust_parallelism()``: ask, every ``OSPREY_INTERVAL`` steps, whether the control plane recommends
+another parallel plan (tp, pp, dp, micro-batch, virtual stages) for this job.
+
+Call it from the training loop with the step number and the plan the job runs now. On steps that are not a
+multiple of ``OSPREY_INTERVAL`` (default 60) it returns None at once, without any I/O, so every rank reaches
+the same decision points. On the others it reads the job's plan record (``osprey_control.planner.record``)
+and returns its plan when it differs from ``current``, else None. It never raises and never blocks training
+for long: the read runs on a daemon thread that is abandoned after ``timeout_s`` (default 1 s), and any
+failure (no table, no record, throttling, a malformed record, a timeout) is None.
+
+Where the record comes from, first match wins:
+
+- ``OSPREY_PLAN_FILE``: a local JSON file holding one plan record (the same format). For ``osprey local``,
+  experiments and tests: rewrite the file and the job picks the new plan up at its next decision point.
+- the registry table (``table=`` or ``OSPREY_TABLE_NAME``): item ``pk = JOB#<backend>#<native id>``,
+  ``sk = PLAN``, read with ``GetItem`` through ``client=`` (a boto3 DynamoDB client; default: one with
+  ``timeout_s`` connect/read timeouts and a single attempt). The job's key is ``job_key=`` or
+  ``OSPREY_JOB_KEY`` (``<backend>#<native id>``, e.g. ``sagemaker-queued#<service job id>``), else the
+  backend and job id the runtime detects (``osprey.runtime.job_dimensions``).
+
+Every decision is appended to the JSON-lines trace named by ``OSPREY_LOG`` (if set), one object per line:
+``{"time", "step", "rank", "interval", "source", "job", "decision", "current", "recommended", "plan_id",
+"reason", "expected_saving_fraction", "error", "elapsed_s"}``, where ``decision`` is ``new-plan``,
+``unchanged``, ``no-record``, ``world-size-mismatch`` (the record is for another number of GPUs),
+``no-source`` (neither a plan file nor a table) or ``error``.
+
+In a multi-process job, call it on one rank and broadcast the answer (``examples/train.py`` does), so all
+ranks re-shape together even if the record changes between their reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from osprey_control.planner.plan import Plan
+from osprey_control.planner.record import (
+    PLAN_SK,
+    PlanRecordError,
+    plan_from_record,
+    record_from_item,
+)
+from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
+
+__all__ = ["DEFAULT_TIMEOUT_S", "adjust_parallelism"]
+
+DEFAULT_TIMEOUT_S = 1.0
+_LOG = logging.getLogger("osprey.parallelism")
+_CLIENTS: dict[float, Any] = {}
+
+
+class _Outcome:
+    def __init__(self) -> None:
+        self.record: dict[str, Any] | None = None
+        self.error: str | None = None
+
+
+def _as_plan(current: Plan | Mapping[str, Any] | None) -> Plan | None:
+    if current is None or isinstance(current, Plan):
+        return current
+    record = {"version": "1", "virtual": 1, **dict(current)}
+    return plan_from_record(record)
+
+
+def _default_client(timeout_s: float) -> Any:
+    if timeout_s not in _CLIENTS:
+        import boto3  # noqa: PLC0415 - only when the job reads the registry itself
+        from botocore.config import Config  # noqa: PLC0415
+
+        config = Config(
+            connect_timeout=timeout_s, read_timeout=timeout_s, retries={"mode": "standard", "max_attempts": 1}
+        )
+        # A session of its own: this runs on a worker thread, and boto3's default session is not thread-safe.
+        _CLIENTS[timeout_s] = boto3.session.Session().client("dynamodb", config=config)
+    return _CLIENTS[timeout_s]
+
+
+def _job_pk(job_key: str | None, env: Mapping[str, str]) -> str | None:
+    key = job_key or env.get("OSPREY_JOB_KEY")
+    if not key:
+        from osprey.runtime import job_dimensions  # noqa: PLC0415 - pulls the contract (pydantic): only here
+
+        dimensions = job_dimensions(env)
+        if dimensions["Backend"] == "unknown" or dimensions["JobId"] == "unknown":
+            return None
+        key = f"{dimensions['Backend']}#{dimensions['JobId']}"
+    return f"JOB#{key}"
+
+
+def _read_file(path: Path, outcome: _Outcome) -> None:
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as error:
+        outcome.error = f"OSPREY_PLAN_FILE {path}: {error}"
+        return
+    if not isinstance(record, dict):
+        outcome.error = f"OSPREY_PLAN_FILE {path}: must hold one JSON object (a plan record)"
+        return
+    outcome.record = record
+
+
+def _read_table(client: Any, table: str, pk: str, outcome: _Outcome) -> None:
+    try:
+        response = client.get_item(TableName=table, Key={"pk": {"S": pk}, "sk": {"S": PLAN_SK}})
+        item = response.get("Item")
+        if item is not None:
+            outcome.record = record_from_item(item)
+    except Exception as error:
+        outcome.error = f"{type(error).__name__}: {error}"
+
+
+def _with_deadline(target: Any, timeout_s: float, outcome: _Outcome) -> None:
+    worker = threading.Thread(target=target, name="osprey-adjust-parallelism", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        outcome.record = None
+        outcome.error = f"timed out after {timeout_s:g} s (the read goes on in the background, ignored)"
+
+
+def _trace(env: Mapping[str, str], entry: dict[str, Any]) -> None:
+    path = env.get("OSPREY_LOG")
+    log = _LOG.warning if entry["decision"] == "error" else _LOG.info
+    log("adjust_parallelism %s", entry["decision"], extra={"osprey": entry})
+    if not path:
+        return
+    try:
+        with Path(path).open("a") as handle:
+            handle.write(json.dumps(entry, sort_keys=True) + "\n")
+    except OSError as error:
+        _LOG.warning("adjust_parallelism: cannot append to OSPREY_LOG %s: %s", path, error)
+
+
+def adjust_parallelism(
+    step: int,
+    current: Plan | Mapping[str, Any] | None = None,
+    *,
+    client: Any = None,
+    table: str | None = None,
+    job_key: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    interval: int | None = None,
+) -> Plan | None:
+    """The recommended plan when it differs from ``current`` (a Plan or a mapping with tp, pp, dp,
+    micro_batch and optionally virtual), on steps that are a multiple of ``OSPREY_INTERVAL``; else None.
+    Never raises (see the module docstring for sources, the trace and the time bound)."""
+    env = os.environ if environ is None else environ
+    started = time.monotonic()
+    entry: dict[str, Any] = {
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "step": step,
+        "rank": env.get("RANK"),
+        "source": None,
+        "job": None,
+        "current": None,
+        "recommended": None,
+        "plan_id": None,
+        "reason": None,
+        "expected_saving_fraction": None,
+        "error": None,
+    }
+    try:
+        every = interval if interval is not None else interval_from_env(env)
+    except ValueError as error:
+        every, entry["error"] = DEFAULT_INTERVAL, str(error)
+    entry["interval"] = every
+    if every < 1 or step % every:
+        return None
+    result: Plan | None = None
+    try:
+        now = _as_plan(current)
+        entry["current"] = now.to_dict() if now else None
+        result = _decide(now, entry, env, client=client, table=table, job_key=job_key, timeout_s=timeout_s)
+    except Exception as error:
+        entry["decision"], entry["error"] = "error", f"{type(error).__name__}: {error}"
+        result = None
+    entry["elapsed_s"] = round(time.monotonic() - started, 6)
+    _trace(env, entry)
+    return result
+
+
+def _decide(
+    now: Plan | None,
+    entry: dict[str, Any],
+    env: Mapping[str, str],
+    *,
+    client: Any,
+    table: str | None,
+    job_key: str | None,
+    timeout_s: float,
+) -> Plan | None:
+    outcome = _Outcome()
+    plan_file = env.get("OSPREY_PLAN_FILE")
+    table_name = table or env.get("OSPREY_TABLE_NAME")
+    if plan_file:
+        entry["source"] = f"file:{plan_file}"
+        _read_file(Path(plan_file), outcome)
+    elif table_name:
+        pk = _job_pk(job_key, env)
+        entry["source"], entry["job"] = f"dynamodb:{table_name}", pk
+        if pk is None:
+            entry["decision"] = "error"
+            entry["error"] = "cannot tell this job's registry key; set OSPREY_JOB_KEY=<backend>#<native id>"
+            return None
+
+        def read() -> None:
+            dynamodb = client if client is not None else _default_client(timeout_s)
+            _read_table(dynamodb, table_name, pk, outcome)
+
+        _with_deadline(read, timeout_s, outcome)
+    else:
+        entry["decision"] = "no-source"
+        return None
+    if outcome.error is not None:
+        entry["decision"], entry["error"] = "error", outcome.error
+        return None
+    if outcome.record is None:
+        entry["decision"] = "no-record"
+        return None
+    try:
+        recommended = plan_from_record(outcome.record)
+    except PlanRecordError as error:
+        entry["decision"], entry["error"] = "error", f"plan record: {error}"
+        return None
+    entry["recommended"] = recommended.to_dict()
+    for name in ("plan_id", "reason", "expected_saving_fraction"):
+        entry[name] = outcome.record.get(name)
+    if now is not None and recommended.tp * recommended.pp * recommended.dp != now.tp * now.pp * now.dp:
+        entry["decision"] = "world-size-mismatch"
+        return None
+    if now is not None and recommended == now:
+        entry["decision"] = "unchanged"
+        return None
+    entry["decision"] = "new-plan"
+    return recommended
