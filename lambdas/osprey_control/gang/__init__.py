@@ -13,12 +13,14 @@ from osprey_control.gang.backends import (
 )
 from osprey_control.gang.decide import Action, GangPhase, GangState, Readiness, Step, decide, start
 from osprey_control.gang.kubernetes import KubernetesGang, kueue_gang_annotations
+from osprey_control.gang.request import WatchRequest, backend_for, watch_input
 from osprey_control.gang.settings import (
     GangSettings,
     poll_interval_seconds,
     requeue_delay_seconds,
     resolve_settings,
 )
+from osprey_control.gang.starter import start_watch
 from osprey_control.gang.store import GangStore, StaleGangStateError
 from osprey_control.gang.watch import WatchResult, execution_name, gang_metrics, watch_step
 
@@ -37,7 +39,9 @@ __all__ = [
     "SageMakerQueuedGang",
     "StaleGangStateError",
     "Step",
+    "WatchRequest",
     "WatchResult",
+    "backend_for",
     "decide",
     "execution_name",
     "gang_metrics",
@@ -46,5 +50,7 @@ __all__ = [
     "requeue_delay_seconds",
     "resolve_settings",
     "start",
+    "start_watch",
+    "watch_input",
     "watch_step",
 ]

@@ -1,0 +1,63 @@
+"""Gang watch Lambda: one step of a co-scheduled job's watch (Powertools Logger + one call into logic).
+
+Input: the execution input of the gang watch state machine (``osprey_control.gang.request``); output
+``{"done", "waitSeconds", "action", "gang"}``. The state machine waits ``waitSeconds`` and calls again until
+``done``. Backend faults raise, so the task's Retry backs off; an invalid input fails the execution at once.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from osprey_control.eks import KubernetesClient, connect
+from osprey_control.eks.resources import detect_kueue
+from osprey_control.gang import GangStore, watch_step
+from osprey_control.gang.request import WatchRequest, backend_for
+from osprey_handlers._telemetry import publish
+
+__all__ = ["GangWatchSettings", "handler"]
+
+logger = Logger(service="osprey-gang-watch")
+
+
+class GangWatchSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
+    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+
+
+@cache
+def _settings() -> tuple[GangWatchSettings, GangStore]:
+    settings = GangWatchSettings.model_validate(dict(os.environ))
+    return settings, GangStore(settings.table_name)
+
+
+@cache
+def _kubernetes(cluster: str) -> tuple[KubernetesClient, str | None]:
+    client = connect(cluster)
+    return client, detect_kueue(client)
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings, store = _settings()
+    request = WatchRequest.model_validate(event)
+    backend = backend_for(request.job, kubernetes=_kubernetes)
+    result = watch_step(
+        request.job.key,
+        request.settings.to_settings(),
+        backend,
+        store,
+        now=datetime.now(UTC),
+        policy=request.policy,
+    )
+    publish(result.metrics, settings.metrics_namespace)
+    return result.to_dict()

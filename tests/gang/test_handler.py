@@ -1,0 +1,102 @@
+"""The gang watch Lambda and the watch starter, under moto."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from pydantic import ValidationError
+
+from osprey_control.gang import GangSettings, execution_name, start_watch
+from osprey_control.policy import GangFallback
+from osprey_control.registry.model import Backend, JobKey
+from osprey_handlers import gang_watch
+from tests.gang.conftest import TABLE
+
+SETTINGS = GangSettings(timeout_seconds=120, required_min_workers=100, fallback=GangFallback.FAIL)
+
+
+class _Context:
+    function_name = "osprey-gang-watch"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:osprey-gang-watch"
+    aws_request_id = "req-1"
+
+
+@pytest.fixture
+def handler_env(monkeypatch: pytest.MonkeyPatch, dynamodb: Any) -> Any:
+    monkeypatch.setenv("OSPREY_TABLE_NAME", TABLE)
+    gang_watch._settings.cache_clear()
+    yield dynamodb
+    gang_watch._settings.cache_clear()
+
+
+def _create_training_job(name: str) -> None:
+    boto3.client("sagemaker", region_name="us-east-1").create_training_job(
+        TrainingJobName=name,
+        AlgorithmSpecification={"TrainingImage": "image", "TrainingInputMode": "File"},
+        RoleArn="arn:aws:iam::123456789012:role/sagemaker",
+        OutputDataConfig={"S3OutputPath": "s3://bucket/out"},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+    )
+
+
+def test_a_job_that_already_ended_ends_its_watch(
+    handler_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a SageMaker job (moto completes it at once) and its watch input
+    _create_training_job("llm-a")
+    event = {
+        "job": {"backend": "sagemaker", "nativeId": "llm-a"},
+        "policy": "training",
+        "settings": {"timeoutSeconds": 120, "requiredMinWorkers": 100, "fallback": "fail"},
+    }
+    # When the watch step runs
+    result = gang_watch.handler(event, _Context())  # type: ignore[arg-type]
+    # Then the watch is over, nothing was stopped, and the state is in the registry
+    assert result["done"] is True
+    assert result["action"] == "none"
+    assert result["gang"]["phase"] == "ended"
+    item = handler_env.get_item(
+        TableName=TABLE, Key={"pk": {"S": "JOB#sagemaker#llm-a"}, "sk": {"S": "GANG"}}
+    )
+    assert item["Item"]["phase"] == {"S": "ended"}
+
+
+def test_an_invalid_watch_input_names_the_field(handler_env: Any) -> None:
+    event = {"job": {"backend": "slurm", "nativeId": "x"}, "policy": "training", "settings": {}}
+    with pytest.raises(ValidationError, match=r"job\.backend"):
+        gang_watch.handler(event, _Context())  # type: ignore[arg-type]
+
+
+def test_a_duplicate_registration_starts_no_second_watch(handler_env: Any) -> None:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    arn = sfn.create_state_machine(
+        name="osprey-gang-watch",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )["stateMachineArn"]
+    key = JobKey(Backend.BATCH, "job-1")
+    assert start_watch(arn, key, SETTINGS, "training", client=sfn) is True
+    start_watch(arn, key, SETTINGS, "training", client=sfn)  # a replayed event
+    executions = sfn.list_executions(stateMachineArn=arn)["executions"]
+    assert [e["name"] for e in executions] == [execution_name(key)]
+    sent = json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
+    assert sent["settings"] == {
+        "timeoutSeconds": 120,
+        "requiredMinWorkers": 100,
+        "fallback": "fail",
+        "maxRequeues": 5,
+    }
+
+
+def test_a_finished_watch_of_the_same_name_is_not_restarted() -> None:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:osprey-gang-watch"
+    with Stubber(sfn) as stubber:
+        stubber.add_client_error("start_execution", "ExecutionAlreadyExists", http_status_code=400)
+        assert start_watch(arn, JobKey(Backend.BATCH, "job-1"), SETTINGS, "training", client=sfn) is False
