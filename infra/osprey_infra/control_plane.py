@@ -24,6 +24,7 @@ from osprey_infra.cycle_state_machine import CycleStateMachine
 from osprey_infra.event_ingestion import EventIngestion
 from osprey_infra.function import LAMBDAS_DIR, OspreyFunction, powertools_layer_arn
 from osprey_infra.nag import acknowledge_findings
+from osprey_infra.observability import Observability
 from osprey_infra.policy_store import PolicyStore
 from osprey_infra.registry_table import RegistryTable
 
@@ -143,6 +144,17 @@ class OspreyControlPlane(Construct):
             cycles_per_execution=config.cycles_per_execution,
             interval_seconds=config.cycle_interval_seconds,
         )
+        self.observability = Observability(
+            self,
+            "Observability",
+            namespace=config.metrics_namespace,
+            per_job_metrics=config.per_job_metrics,
+            state_machine=self.cycle.state_machine,
+            dead_letter_queue=self.events.dead_letter_queue,
+            functions={role: made.function for role, made in self.functions().items()},
+            cycle_interval_seconds=config.cycle_interval_seconds,
+            alarm_email=config.alarm_email,
+        )
         self.config_parameter = ssm.StringParameter(
             self,
             "Config",
@@ -176,6 +188,7 @@ class OspreyControlPlane(Construct):
             "ingestQueueUrl": self.events.queue.queue_url,
             "deadLetterQueueUrl": self.events.dead_letter_queue.queue_url,
             "metricsNamespace": config.metrics_namespace,
+            "dashboardName": self.observability.dashboard.dashboard_name,
             "policyPrefix": POLICY_PREFIX,
             "backends": sorted(config.backends),
             "eksClusters": list(config.eks_clusters),
