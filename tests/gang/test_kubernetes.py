@@ -9,14 +9,11 @@ import pytest
 
 from osprey_control.eks.client import KubernetesClient
 from osprey_control.gang import (
-    GangSettings,
     KubernetesGang,
     NotOptedInError,
     Readiness,
-    kueue_gang_annotations,
 )
 from osprey_control.gang.kubernetes import requested_workers
-from osprey_control.policy import GangFallback
 from tests.control.eks.fake_k8s import FakeKubernetes
 
 
@@ -128,11 +125,3 @@ def test_stop_suspends_an_opted_in_job_and_refuses_any_other(
 )
 def test_requested_workers_per_kind(obj: dict[str, Any], kind: str, expected: int) -> None:
     assert requested_workers(obj, kind) == expected
-
-
-def test_partial_gangs_translate_to_kueues_min_parallelism_on_batch_jobs_only() -> None:
-    partial = GangSettings(timeout_seconds=120, required_min_workers=75, fallback=GangFallback.SERIAL)
-    full = GangSettings(timeout_seconds=120, required_min_workers=100, fallback=GangFallback.SERIAL)
-    assert kueue_gang_annotations(partial, _job(8), "Job") == {"kueue.x-k8s.io/job-min-parallelism": "6"}
-    assert kueue_gang_annotations(full, _job(8), "Job") == {}
-    assert kueue_gang_annotations(partial, {"spec": {}}, "PyTorchJob") == {}

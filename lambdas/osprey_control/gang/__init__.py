@@ -12,7 +12,7 @@ from osprey_control.gang.backends import (
     SageMakerQueuedGang,
 )
 from osprey_control.gang.decide import Action, GangPhase, GangState, Readiness, Step, decide, start
-from osprey_control.gang.kubernetes import KubernetesGang, kueue_gang_annotations
+from osprey_control.gang.kubernetes import KubernetesGang
 from osprey_control.gang.request import WatchRequest, backend_for, watch_input
 from osprey_control.gang.settings import (
     GangSettings,
@@ -45,7 +45,6 @@ __all__ = [
     "decide",
     "execution_name",
     "gang_metrics",
-    "kueue_gang_annotations",
     "poll_interval_seconds",
     "requeue_delay_seconds",
     "resolve_settings",

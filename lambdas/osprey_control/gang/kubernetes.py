@@ -1,5 +1,6 @@
-"""Gangs on EKS: pods Ready, suspend/resume/stop through the job's own ``suspend`` (or the Kueue Workload's
-``active``), and the translation of the ``osprey`` block to Kueue's gang settings.
+"""Gangs on EKS: pods Ready, and suspend/resume/stop through the job's own ``suspend`` (or the Kueue Workload's
+``active``). The block's translation to Kueue's own gang settings happens at submission, in
+``osprey.eks.annotate`` (``kueue.x-k8s.io/job-min-parallelism`` on a batch/v1 Job).
 
 Kueue, as documented upstream: ``kueue.x-k8s.io/job-min-parallelism`` (batch/v1 Job
 only, PartialAdmission, beta and on by default since v0.5) lets Kueue admit a Job with fewer pods, never
@@ -10,7 +11,6 @@ and requeues through ``Workload.spec.active`` (v1beta1 and v1beta2), which Kueue
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,16 +18,12 @@ from osprey_control.eks.client import KubernetesClient, NotFoundError
 from osprey_control.eks.resources import BATCH_JOB, JOBSET, POD, PYTORCHJOB, Resource, is_enabled, kind_for
 from osprey_control.gang.backends import NotOptedInError
 from osprey_control.gang.decide import Readiness
-from osprey_control.gang.settings import GangSettings
 
 __all__ = [
-    "KUEUE_MIN_PARALLELISM",
     "KubernetesGang",
-    "kueue_gang_annotations",
     "requested_workers",
 ]
 
-KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 _POD_SELECTORS: dict[str, str] = {
     BATCH_JOB.kind: "batch.kubernetes.io/job-name",
     PYTORCHJOB.kind: "training.kubeflow.org/job-name",
@@ -61,17 +57,6 @@ def _finished(obj: Mapping[str, Any]) -> str | None:
         if condition.get("type") in _FINISHED_CONDITIONS and condition.get("status") == "True":
             return str(condition.get("type"))
     return None
-
-
-def kueue_gang_annotations(settings: GangSettings, obj: Mapping[str, Any], kind: str) -> dict[str, str]:
-    """Annotations that make Kueue itself respect the gang's minimum (only where Kueue has a knob)."""
-    if kind != BATCH_JOB.kind or settings.required_min_workers >= 100:
-        return {}  # full gangs are Kueue's default (all pods of a workload are admitted together)
-    parallelism = requested_workers(obj, kind)
-    minimum = math.ceil(parallelism * settings.required_min_workers / 100)
-    if not 0 < minimum < parallelism:  # Kueue validates 0 < min < parallelism
-        return {}
-    return {KUEUE_MIN_PARALLELISM: str(minimum)}
 
 
 class KubernetesGang:
