@@ -65,8 +65,9 @@ class CycleStateMachine(Construct):
             parameters={"outcome": "failed", "error.$": "$.error"},
             result_path="$.finish",
         )
+        # "error" must be present for Finish's "error.$" path; CDK drops None values, so it is an empty object.
         succeeded = sfn.Pass(
-            self, "MarkSucceeded", parameters={"outcome": "succeeded", "error": None}, result_path="$.finish"
+            self, "MarkSucceeded", parameters={"outcome": "succeeded", "error": {}}, result_path="$.finish"
         )
         finish_task = _invoke(
             self,
@@ -208,7 +209,10 @@ class CycleStateMachine(Construct):
             max_concurrency=MAX_SHARD_CONCURRENCY,
             result_path="$.shards",
         )
-        derive_shard = _invoke(self, f"{state_id}Shard", derive, payload=sfn.TaskInput.from_json_path_at("$"))
+        # An object payload: TaskInput.from_json_path_at("$") renders `"Parameters": "$"`, which ASL rejects.
+        derive_shard = _invoke(
+            self, f"{state_id}Shard", derive, payload=sfn.TaskInput.from_object({"shard.$": "$.shard"})
+        )
         # One shard's failure is that shard's: report it and let the other shards' changes be applied.
         derive_shard.add_catch(
             sfn.Pass(

@@ -220,3 +220,22 @@ def test_context_strings_are_parsed_like_cdk_dash_c_values() -> None:
 def test_unknown_configuration_field_is_refused() -> None:
     with pytest.raises(ConfigError, match="cycle_seconds"):
         ControlPlaneConfig.build({"cycle_seconds": 60})
+
+
+def test_every_task_payload_is_an_object_and_finish_always_gets_an_error_field(template: Template) -> None:
+    # ASL (and moto) reject a Task whose Parameters is a string such as "$"; Finish reads "$.finish.error" on
+    # every path, so the success path must set it (CDK drops None values from Pass parameters).
+    (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
+    definition = json.loads(
+        "".join(
+            part if isinstance(part, str) else "ARN"
+            for part in machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+        )
+    )
+    states = _all_states(definition)
+    for name, state in states.items():
+        if state["Type"] == "Task":
+            assert isinstance(state.get("Parameters"), dict), name
+    assert states["DeriveShardsShard"]["Parameters"] == {"shard.$": "$.shard"}
+    assert states["MarkSucceeded"]["Parameters"] == {"outcome": "succeeded", "error": {}}
+    assert states["MarkFailed"]["Parameters"] == {"outcome": "failed", "error.$": "$.error"}
