@@ -46,18 +46,17 @@ def _kubernetes(cluster: str) -> tuple[KubernetesClient, str | None]:
     return client, detect_kueue(client)
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, store = _settings()
     request = WatchRequest.model_validate(event)
     backend = backend_for(request.job, kubernetes=_kubernetes)
     result = watch_step(
-        request.job.key,
-        request.settings.to_settings(),
-        backend,
-        store,
-        now=datetime.now(UTC),
-        policy=request.policy,
+        request.job.key, request.settings.to_settings(), backend, store, now=_now(), policy=request.policy
     )
     publish(result.metrics, settings.metrics_namespace)
     return result.to_dict()

@@ -171,8 +171,8 @@ def measure_interconnect_latency(*, iterations: int = 10, warmup: int = 2, eleme
     """
     try:
         # torch is optional (not a dependency) and heavy: import it only when measuring.
-        import torch  # type: ignore[import-not-found]  # noqa: PLC0415
-        import torch.distributed as dist  # type: ignore[import-not-found]  # noqa: PLC0415
+        import torch  # noqa: PLC0415
+        import torch.distributed as dist  # noqa: PLC0415
     except ImportError:
         return None
     if not (dist.is_available() and dist.is_initialized()):
