@@ -34,6 +34,9 @@ CONTEXT_KEYS: dict[str, str] = {
     "history_retention_days": "osprey:historyRetentionDays",
     "retain_registry": "osprey:retainRegistry",
     "alarm_email": "osprey:alarmEmail",
+    "sagemaker_queue": "osprey:sagemakerQueue",
+    "sagemaker_queue_name": "osprey:sagemakerQueueName",
+    "sagemaker_queue_max_instances": "osprey:sagemakerQueueMaxInstances",
 }
 
 
@@ -58,6 +61,10 @@ class ControlPlaneConfig(BaseModel):
     history_retention_days: int = Field(default=14, ge=1, le=3650)
     retain_registry: bool = True
     alarm_email: str | None = None
+    # An AWS Batch service environment + SAGEMAKER_TRAINING job queue for the SDK's `queue` (off: bring your own).
+    sagemaker_queue: bool = False
+    sagemaker_queue_name: str = Field(default="osprey-sagemaker-training", min_length=1, max_length=120)
+    sagemaker_queue_max_instances: int = Field(default=8, ge=1, le=10000)
 
     @field_validator("backends")
     @classmethod
@@ -97,10 +104,20 @@ class ControlPlaneConfig(BaseModel):
             raise ValueError("an e-mail address")
         return value
 
+    @field_validator("sagemaker_queue_name")
+    @classmethod
+    def _queue_name(cls, value: str) -> str:
+        # Batch allows 128 characters; the service environment and scheduling policy add suffixes of <= 11.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", value):
+            raise ValueError("a Batch job queue name: letters, digits, '-' and '_', starting alphanumeric")
+        return value
+
     @model_validator(mode="after")
     def _eks_needs_clusters(self) -> ControlPlaneConfig:
         if self.eks_clusters and "eks" not in self.backends:
             raise ValueError("eks_clusters is set but 'eks' is not among backends")
+        if self.sagemaker_queue and "sagemaker" not in self.backends:
+            raise ValueError("sagemaker_queue is set but 'sagemaker' is not among backends")
         return self
 
     @property
@@ -147,7 +164,7 @@ def _parse(field: str, raw: Any) -> Any:
         if text.startswith("["):
             return json.loads(text)
         return [part.strip() for part in text.split(",") if part.strip()]
-    if field in {"per_job_metrics", "retain_registry"}:
+    if field in {"per_job_metrics", "retain_registry", "sagemaker_queue"}:
         if text.lower() in {"true", "false"}:
             return text.lower() == "true"
         return text
@@ -157,6 +174,7 @@ def _parse(field: str, raw: Any) -> Any:
         "distributed_map_threshold",
         "powertools_layer_version",
         "history_retention_days",
+        "sagemaker_queue_max_instances",
     }:
         return int(text) if text.lstrip("-").isdigit() else text
     return text

@@ -27,6 +27,7 @@ from osprey_infra.nag import acknowledge_findings
 from osprey_infra.observability import Observability
 from osprey_infra.policy_store import PolicyStore
 from osprey_infra.registry_table import RegistryTable
+from osprey_infra.sagemaker_queue import SageMakerTrainingQueue
 
 __all__ = ["CONFIG_PARAMETER", "OspreyControlPlane"]
 
@@ -144,6 +145,14 @@ class OspreyControlPlane(Construct):
             cycles_per_execution=config.cycles_per_execution,
             interval_seconds=config.cycle_interval_seconds,
         )
+        self.sagemaker_queue: SageMakerTrainingQueue | None = None
+        if config.sagemaker_queue:
+            self.sagemaker_queue = SageMakerTrainingQueue(
+                self,
+                "SageMakerQueue",
+                queue_name=config.sagemaker_queue_name,
+                max_instances=config.sagemaker_queue_max_instances,
+            )
         self.observability = Observability(
             self,
             "Observability",
@@ -192,6 +201,7 @@ class OspreyControlPlane(Construct):
             "policyPrefix": POLICY_PREFIX,
             "backends": sorted(config.backends),
             "eksClusters": list(config.eks_clusters),
+            "sagemakerQueue": self.sagemaker_queue.queue_name if self.sagemaker_queue else None,
             "functions": {role: made.function.function_name for role, made in self.functions().items()},
         }
 

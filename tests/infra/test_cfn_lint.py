@@ -29,6 +29,7 @@ FULL_CONTEXT: dict[str, Any] = {
     "osprey:perJobMetrics": "true",
     "osprey:alarmEmail": "oncall@example.com",
     "osprey:retainRegistry": "false",
+    "osprey:sagemakerQueue": "true",
 }
 
 

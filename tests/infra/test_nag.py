@@ -59,10 +59,21 @@ def _where(violations: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    outdir = tmp_path_factory.mktemp("nag-shipped")
-    return _synth(build_app(cdk.App(outdir=str(outdir))), outdir)
+# Every optional feature on, so the resources only they create are checked too.
+FULL_CONTEXT = {
+    "osprey:cycleIntervalSeconds": "20",
+    "osprey:eksClusters": "gpu-a",
+    "osprey:perJobMetrics": "true",
+    "osprey:alarmEmail": "oncall@example.com",
+    "osprey:sagemakerQueue": "true",
+}
+
+
+@pytest.fixture(scope="module", params=["shipped", "full"])
+def shipped(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    outdir = tmp_path_factory.mktemp(f"nag-{request.param}")
+    context = FULL_CONTEXT if request.param == "full" else {}
+    return _synth(build_app(cdk.App(outdir=str(outdir), context=context)), outdir)
 
 
 def test_shipped_app_has_no_unacknowledged_nag_finding_or_cdk_annotation(shipped: Synthesized) -> None:
