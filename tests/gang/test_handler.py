@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -10,9 +11,10 @@ import pytest
 from botocore.stub import Stubber
 from pydantic import ValidationError
 
-from osprey_control.gang import GangSettings, execution_name, start_watch
-from osprey_control.policy import GangFallback
-from osprey_control.registry.model import Backend, JobKey
+from osprey_control.contract import parse_block
+from osprey_control.gang import GangSettings, execution_name, register_gang, start_watch
+from osprey_control.policy import CoScheduling, GangFallback
+from osprey_control.registry.model import Backend, JobKey, JobRecord
 from osprey_handlers import gang_watch
 from tests.gang.conftest import TABLE
 
@@ -100,3 +102,48 @@ def test_a_finished_watch_of_the_same_name_is_not_restarted() -> None:
     with Stubber(sfn) as stubber:
         stubber.add_client_error("start_execution", "ExecutionAlreadyExists", http_status_code=400)
         assert start_watch(arn, JobKey(Backend.BATCH, "job-1"), SETTINGS, "training", client=sfn) is False
+
+
+def _record(status: str, **block: Any) -> JobRecord:
+    return JobRecord(
+        backend=Backend.EKS,
+        native_id="ml/train",
+        name="train",
+        block=parse_block({"priority_derivation_profile": "training", **block}),
+        status=status,
+        status_time=datetime(2026, 12, 1, tzinfo=UTC),
+        cluster="gpu",
+    )
+
+
+def test_registration_starts_a_watch_only_for_a_waiting_co_scheduled_job() -> None:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:osprey-gang-watch"
+    policy = CoScheduling(enabled=False, fallback=GangFallback.REQUEUE)
+    with Stubber(sfn) as stubber:
+        expected = {
+            "stateMachineArn": arn,
+            "name": execution_name(JobKey(Backend.EKS, "ml/train")),
+            "input": json.dumps(
+                {
+                    "job": {"backend": "eks", "nativeId": "ml/train", "cluster": "gpu", "kind": "PyTorchJob"},
+                    "policy": "training",
+                    "settings": {
+                        "timeoutSeconds": 300,
+                        "requiredMinWorkers": 100,
+                        "fallback": "requeue",
+                        "maxRequeues": 5,
+                    },
+                }
+            ),
+        }
+        stubber.add_response(
+            "start_execution", {"executionArn": f"{arn}:x", "startDate": "2026-12-01"}, expected
+        )
+        gang = _record("PENDING", co_schedule=True, gang_timeout=300)
+        assert register_gang(gang, policy, state_machine_arn=arn, client=sfn, kind="PyTorchJob") is True
+        # Not co-scheduled, or already training: no request at all (the Stubber would fail on one).
+        assert register_gang(_record("PENDING"), policy, state_machine_arn=arn, client=sfn) is False
+        running = _record("RUNNING", co_schedule=True)
+        assert register_gang(running, policy, state_machine_arn=arn, client=sfn) is False
+        stubber.assert_no_pending_responses()

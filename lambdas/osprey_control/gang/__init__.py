@@ -13,6 +13,7 @@ from osprey_control.gang.backends import (
 )
 from osprey_control.gang.decide import Action, GangPhase, GangState, Readiness, Step, decide, start
 from osprey_control.gang.kubernetes import KubernetesGang
+from osprey_control.gang.registration import gang_settings_for, register_gang
 from osprey_control.gang.request import WatchRequest, backend_for, watch_input
 from osprey_control.gang.settings import (
     GangSettings,
@@ -45,7 +46,9 @@ __all__ = [
     "decide",
     "execution_name",
     "gang_metrics",
+    "gang_settings_for",
     "poll_interval_seconds",
+    "register_gang",
     "requeue_delay_seconds",
     "resolve_settings",
     "start",

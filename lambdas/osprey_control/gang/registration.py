@@ -1,0 +1,48 @@
+"""Which newly registered jobs get a gang watch, and starting it: the one call the ingest step makes.
+
+A job gets a watch when its settings (job block over the policy's ``coScheduling``) say it is co-scheduled
+and it is not over yet. Starting is idempotent (the execution is named after the job), so the ingest step
+calls this for every observation of a job that is still waiting, without tracking whether it already did.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from osprey_control.gang.settings import GangSettings, resolve_settings
+from osprey_control.gang.starter import start_watch
+from osprey_control.policy import CoScheduling
+from osprey_control.registry.model import Backend, JobRecord, JobStatus
+
+__all__ = ["gang_settings_for", "register_gang"]
+
+# Once a job trains, its gang formed (or was never watched): no watch starts for it any more.
+_WATCHABLE = frozenset({JobStatus.PENDING, JobStatus.STARTING})
+
+
+def gang_settings_for(record: JobRecord, policy: CoScheduling) -> GangSettings | None:
+    return resolve_settings(record.block, policy)
+
+
+def register_gang(
+    record: JobRecord,
+    policy: CoScheduling,
+    *,
+    state_machine_arn: str,
+    client: Any = None,
+    kind: str | None = None,
+) -> bool:
+    """Start the watch of ``record`` if it is a co-scheduled job still waiting for its workers.
+
+    Returns True when a start request was made. ``kind`` is the Kubernetes kind of an EKS job.
+    """
+    settings = gang_settings_for(record, policy)
+    if settings is None or record.status not in _WATCHABLE:
+        return False
+    job: dict[str, str] = {}
+    if record.backend is Backend.EKS:
+        if not record.cluster:
+            raise ValueError(f"EKS job {record.native_id} has no cluster; the gang watch cannot reach it")
+        job = {"cluster": record.cluster, "kind": kind or "Job"}
+    start_watch(state_machine_arn, record.key, settings, record.block.policy, client=client, **job)
+    return True
