@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -157,20 +158,20 @@ def plot_search(result: SearchResult, path: Path, *, title: str, marked: Evaluat
                 )
         if points:
             axes.axvline(points[0].memory_limit_gib, linestyle="--", color="grey", label="memory limit")
-        for star, label in ((result.best, "best"), (marked, "evaluated")):
+        for star, label, colour in ((result.best, "best", "red"), (marked, "evaluated", "black")):
             if star is not None:
                 axes.scatter(
                     [star.memory_gib_per_gpu],
                     [star.tflops_per_gpu],
                     marker="*",
                     s=220,
-                    color="red",
+                    color=colour,
                     label=label,
                 )
         axes.set_xscale("log")
         axes.set_xlabel("memory per GPU (GiB, log scale)")
         axes.set_ylabel("predicted TFLOP/s per GPU")
-        axes.set_title(title, fontsize=9)
+        axes.set_title("\n".join(textwrap.wrap(title, 110)), fontsize=8)
         axes.legend(fontsize=7, loc="best")
         figure.tight_layout()
         figure.savefig(path, dpi=120)
