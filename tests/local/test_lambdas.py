@@ -121,3 +121,23 @@ def test_given_a_malformed_handler_string_then_the_error_says_what_is_expected()
         import_handler("handler")
     with pytest.raises(ValueError, match="no callable 'nope'"):
         import_handler("tests.local.test_lambdas.nope")
+
+
+def test_given_an_installed_runtime_when_it_exits_then_the_process_environment_is_restored(
+    lambda_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a variable the test process already has, which a function's environment replaces
+    monkeypatch.setenv("OSPREY_METRICS_NAMESPACE", "mine")
+    _create(
+        lambda_client,
+        "osprey-env",
+        "tests.local.test_lambdas.echo_handler",
+        {"OSPREY_TABLE_NAME": "jobs", "OSPREY_METRICS_NAMESPACE": "/aws/osprey"},
+    )
+    with InProcessLambdas().installed():
+        response = lambda_client.invoke(FunctionName="osprey-env", Payload=b"{}")
+        assert json.loads(response["Payload"].read())["table"] == "jobs"
+        assert os.environ["OSPREY_METRICS_NAMESPACE"] == "/aws/osprey"
+    # Then after the block the process sees its own values again, and nothing the function added
+    assert os.environ["OSPREY_METRICS_NAMESPACE"] == "mine"
+    assert "OSPREY_TABLE_NAME" not in os.environ

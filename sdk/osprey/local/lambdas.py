@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EnvironmentConflictError", "InProcessLambdas", "LambdaContext"]
+__all__ = ["EnvironmentConflictError", "InProcessLambdas", "LambdaContext", "clear_handler_caches"]
 
 Handler = Callable[[Any, Any], Any]
 LAMBDAS_DIR = Path(__file__).resolve().parents[3] / "lambdas"
@@ -69,11 +69,28 @@ def import_handler(spec: str) -> Handler:
     return handler  # type: ignore[no-any-return]
 
 
+def clear_handler_caches(package: str = "osprey_handlers") -> int:
+    """Forget what imported handlers cached per container (settings, clients, registries); returns how many.
+
+    Handlers cache their components with ``functools.cache`` as a warm Lambda container would; a new deployment
+    (another table name, a fresh moto) in the same process must start cold.
+    """
+    cleared = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == package or name.startswith(f"{package}.")):
+            continue
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == name:
+                value.cache_clear()
+                cleared += 1
+    return cleared
+
+
 class InProcessLambdas:
     """Patch moto's simple Lambda backend so ``Invoke`` runs the function's real handler.
 
     ``handlers`` maps a function name to a callable to use instead of importing its ``Handler`` (for tests
-    that script a function); ``invocations`` records ``(function_name, event)`` in call order.
+    that script a function; kept in :attr:`overrides`, which may be changed while installed); ``invocations`` records ``(function_name, event)`` in call order.
     """
 
     def __init__(
@@ -82,9 +99,10 @@ class InProcessLambdas:
         *,
         resolve: Callable[[str], Handler] = import_handler,
     ) -> None:
-        self._overrides = dict(handlers or {})
+        self.overrides = dict(handlers or {})
         self._resolve = resolve
         self._environment_owner: dict[str, str] = {}
+        self._environment_before: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self.invocations: list[tuple[str, Any]] = []
 
@@ -98,6 +116,7 @@ class InProcessLambdas:
                         f"({os.environ.get(name)!r} and {value!r}); give them the same value or run them "
                         "in separate processes"
                     )
+                self._environment_before.setdefault(name, os.environ.get(name))
                 os.environ[name] = value
                 self._environment_owner.setdefault(name, function_name)
 
@@ -117,7 +136,7 @@ class InProcessLambdas:
         )
         try:
             self._adopt_environment(name, dict(function.environment_vars or {}))
-            handler = self._overrides.get(name) or self._resolve(str(function.handler))
+            handler = self.overrides.get(name) or self._resolve(str(function.handler))
             result = handler(event, context)
             return json.dumps(result, default=str).encode()
         except Exception as error:
@@ -130,10 +149,23 @@ class InProcessLambdas:
                 }
             ).encode()
 
+    def restore_environment(self) -> None:
+        """Put back the ``os.environ`` values the functions' environments replaced (or remove them)."""
+        with self._lock:
+            for name, value in self._environment_before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            self._environment_before.clear()
+            self._environment_owner.clear()
+
     @contextmanager
     def installed(self) -> Iterator[InProcessLambdas]:
         """Replace ``LambdaSimpleBackend.invoke`` for the duration of the block (use with
-        ``mock_aws(config={"lambda": {"use_docker": False}})`` or a moto server configured the same way)."""
+        ``mock_aws(config={"lambda": {"use_docker": False}})`` or a moto server configured the same way).
+
+        On exit the process environment is restored, so one block's functions do not leak into the next."""
         from moto.awslambda_simple.models import LambdaSimpleBackend  # noqa: PLC0415 - moto is a dev/local dependency
 
         runtime = self
@@ -151,7 +183,10 @@ class InProcessLambdas:
 
         original = LambdaSimpleBackend.invoke
         LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+        clear_handler_caches()
         try:
             yield self
         finally:
             LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
+            self.restore_environment()
+            clear_handler_caches()

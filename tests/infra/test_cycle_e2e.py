@@ -1,0 +1,190 @@
+"""End to end: the synthesized cycle state machine, run by moto's Step Functions interpreter, with the real
+Lambda handlers executing in-process over a seeded registry and CloudWatch metrics, applies the priorities the
+policy formula gives (DESIGN §4) to AWS Batch share weights and to SageMaker service jobs (DESIGN §6).
+
+What is real: the template (``build_app()``, cdk-nag on), the definition (only its tokens resolved to the moto
+resources), every function's Handler and Environment, the policies' SSM parameters, the handlers and all of
+``osprey_control``. What is simulated: AWS itself (moto), and Batch service jobs, which moto lacks
+(``osprey.local.service_jobs``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from osprey_control.apply import weight_factor
+from osprey_control.contract import batch_scheduling_priority
+from osprey_control.policy.loader import load_policy_text
+from osprey_infra.policy_store import policy_parameter_value
+from tests.infra.e2e.fleet import Fleet
+from tests.infra.e2e.harness import (
+    CycleHarness,
+    deployed,
+    synthesized_template,
+)
+
+RULE_ARN = "arn:aws:lambda:us-east-1:123456789012:function:osprey-rule-crash"
+CRASHING_RULE_POLICY = f"""
+apiVersion: osprey.aws/v1
+kind: PriorityDerivationPolicy
+metadata: {{name: crashing-rule-policy}}
+spec:
+  maxPriorityChange: 100
+  derivationRules:
+  - {{metric: gpu_utilization, weight: 1, scaling: linear, minPriority: 0, maxPriority: 100}}
+  - custom: {{arn: "{RULE_ARN}", fallbackPriority: 90, weight: 1}}
+"""
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return synthesized_template()
+
+
+@pytest.fixture
+def cycle(template: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[CycleHarness]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with deployed(template) as harness:
+        yield harness
+
+
+@pytest.fixture
+def fleet(cycle: CycleHarness) -> Fleet:
+    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
+
+    environment = cycle.client("lambda").get_function_configuration(FunctionName=cycle.function("derive"))
+    variables = environment["Environment"]["Variables"]
+    registry = JobRegistry(
+        variables["OSPREY_TABLE_NAME"],
+        client=cycle.client("dynamodb"),
+        shards=int(variables["OSPREY_REGISTRY_SHARDS"]),
+    )
+    fleet = Fleet(registry, cycle.client("batch"), cycle.client("cloudwatch"), cycle.service_jobs)
+    fleet.create_queues(cycle.client("iam"))
+    return fleet
+
+
+def training_policy(gpu: float, memory_bandwidth: float | None) -> float:
+    """DESIGN §4 for the shipped training-policy: linear GPU 10..100 (w 0.6), logarithmic memory bandwidth
+    5..100 (w 0.3); the interconnect rule has no data here and is skipped, so the weights renormalise."""
+    components = [(0.6, 10 + 90 * gpu / 100)]
+    if memory_bandwidth is not None:
+        components.append((0.3, 5 + 95 * math.log10(1 + 9 * memory_bandwidth / 100)))
+    return sum(w * p for w, p in components) / sum(w for w, _ in components)
+
+
+def test_a_cycle_applies_the_policy_priorities_to_batch_shares_and_sagemaker_service_jobs(
+    cycle: CycleHarness, fleet: Fleet
+) -> None:
+    # Given three Batch jobs and one queued SageMaker job, all at the initial priority 50
+    fleet.batch_job("busy", gpu=90, memory_bandwidth=60)  # base 87.9: +10 at most per cycle -> 60
+    fleet.batch_job("steady", gpu=50, memory_bandwidth=30)  # base 56.3 -> 56
+    fleet.batch_job("idle", gpu=10, memory_bandwidth=5)  # base 19.4: -10 at most -> 40
+    fleet.queued_sagemaker_job("bert", gpu=52)  # SageMaker: GPU only (sum 416 over 8 GPUs) -> 56.8 -> 57
+    expected = {"busy": 60, "steady": 56, "idle": 40, "bert": 57}
+
+    # When the state machine runs one cycle
+    execution = cycle.run("cycle-1")
+
+    # Then it succeeds through every step and releases its lease
+    assert execution.status == "SUCCEEDED", execution
+    assert execution.states[:3] == ["AcquireLease", "LeaseAcquired", "PlanShards"]
+    assert {"DeriveShards", "ApplyPriorities", "Finish", "CycleSucceeded"} <= set(execution.states)
+    assert execution.output["apply"] == {"applied": 4, "skipped": 0, "failed": [], "writes": 2}
+    assert execution.output["finished"]["released"] is True
+    # ... the registry records each decision, derived from the metrics by the policy formula
+    for label, priority in expected.items():
+        record = fleet.record(label)
+        assert (record.derived_priority, record.applied_priority) == (priority, priority), label
+    assert {label: fleet.decision(label)["previous"] for label in expected} == dict.fromkeys(expected, 50)
+    bases = {label: fleet.decision(label)["base"] for label in expected}
+    assert bases["busy"] == pytest.approx(training_policy(90, 60))
+    assert bases["steady"] == pytest.approx(training_policy(50, 30))
+    assert bases["idle"] == pytest.approx(training_policy(10, 5))
+    assert bases["bert"] == pytest.approx(training_policy(52, None))
+    # ... Batch got one scheduling-policy update with every job's weight, the other share untouched
+    assert fleet.share_weights() == {
+        "analytics": 0.5,
+        "ospreybusy": weight_factor(60),
+        "ospreysteady": weight_factor(56),
+        "ospreyidle": weight_factor(40),
+    }
+    assert weight_factor(60) < weight_factor(56) < weight_factor(40)  # lower weight = more capacity
+    # ... and the queued SageMaker job got UpdateServiceJob on Batch's 0..9999 scale
+    bert = fleet.keys["bert"].native_id
+    assert cycle.service_jobs.updates == [
+        {"jobId": bert, "schedulingPriority": batch_scheduling_priority(57)}
+    ]
+    assert cycle.service_jobs.jobs[bert].scheduling_priority == 5699
+
+
+def test_a_second_execution_while_the_lease_is_held_does_nothing_and_the_next_cycle_continues(
+    cycle: CycleHarness, fleet: Fleet
+) -> None:
+    # Given a cycle that is inside its derive step (holding the lease) ...
+    fleet.batch_job("busy", gpu=90, memory_bandwidth=60)
+    from osprey_handlers.derive import handler as derive  # noqa: PLC0415 - the real handler, gated
+
+    inside, release = threading.Event(), threading.Event()
+
+    def gated_derive(event: dict[str, Any], context: Any) -> Any:
+        inside.set()
+        assert release.wait(30), "the test never released the first cycle"
+        return derive(event, context)
+
+    cycle.runtime.overrides[cycle.function("derive")] = gated_derive
+    first = cycle.start("cycle-1")
+    assert inside.wait(30), "the first cycle never reached its derive step"
+
+    # When a second execution starts meanwhile
+    second = cycle.run("cycle-2")
+
+    # Then the second one succeeds without deriving or applying anything
+    assert second.status == "SUCCEEDED"
+    assert second.states == ["AcquireLease", "LeaseAcquired", "SkippedLeaseHeld"]
+    assert cycle.invoked().count("lease") == 2
+    assert "apply" not in cycle.invoked()
+    # ... and the first one, released, applies its decision once and gives the lease back
+    release.set()
+    assert cycle.wait(first).status == "SUCCEEDED"
+    assert fleet.record("busy").applied_priority == 60
+    assert fleet.record("busy").version == 2  # registered, then one decision: no second writer
+    # ... so the next cycle runs, and damping moves the busy job another step
+    cycle.runtime.overrides.clear()
+    third = cycle.run("cycle-3")
+    assert third.status == "SUCCEEDED"
+    assert "SkippedLeaseHeld" not in third.states
+    assert fleet.share_weights()["ospreybusy"] == weight_factor(70)
+
+
+def test_a_custom_rule_that_raises_yields_its_fallback_and_the_cycle_still_succeeds(
+    cycle: CycleHarness, fleet: Fleet
+) -> None:
+    # Given a policy whose custom rule (an allowed osprey-rule-* function) raises on every call
+    [loaded] = load_policy_text(CRASHING_RULE_POLICY, "crashing-rule-policy.yaml").policies
+    cycle.client("ssm").put_parameter(
+        Name="/osprey/policies/crashing-rule-policy",
+        Value=policy_parameter_value(loaded.policy),
+        Type="String",
+    )
+    assert cycle.create_rule_function("osprey-rule-crash", "tests.infra.e2e.rules.crash") == RULE_ARN
+    fleet.batch_job("crashy", gpu=20, memory_bandwidth=10, policy="crashing-rule-policy")
+    fleet.batch_job("busy", gpu=90, memory_bandwidth=60)
+
+    # When a cycle runs
+    execution = cycle.run("cycle-1")
+
+    # Then the rule was really invoked, failed, and its fallback 90 was averaged with the GPU rule's 20
+    assert execution.status == "SUCCEEDED", execution
+    assert "osprey-rule-crash" in cycle.invoked()
+    custom = [rule for rule in fleet.decision("crashy")["rules"] if rule["kind"] == "custom"]
+    assert [(rule["priority"], rule["outcome"]) for rule in custom] == [(90.0, "fallback:error")]
+    assert fleet.record("crashy").applied_priority == 55
+    # ... and both jobs' priorities were applied
+    assert fleet.share_weights()["ospreycrashy"] == weight_factor(55)
+    assert fleet.share_weights()["ospreybusy"] == weight_factor(60)
