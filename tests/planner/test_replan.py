@@ -20,6 +20,8 @@ from osprey_control.planner import (
     cluster,
     evaluate,
     interval_from_env,
+    plan_from_record,
+    record_for_decision,
     replan,
     search,
 )
@@ -167,3 +169,15 @@ def test_a_straggler_counts_in_the_measurement() -> None:
     # Then the current plan's prediction is slower than on the nominal cluster
     nominal = evaluate(MODEL, SEED_CLUSTER, current.plan)
     assert decision.current.step_time_s > 1.5 * nominal.step_time_s
+
+
+def test_a_switch_becomes_the_jobs_plan_record_and_nothing_else_does() -> None:
+    switch = replan(CurrentPlan(SEED_MODEL, SEED_CLUSTER, SEED_PLAN), DEGRADED, options=WHAT_IF)
+    record = record_for_decision("sagemaker#llm-7", switch)
+    assert record is not None
+    assert switch.proposed is not None
+    assert plan_from_record(record) == switch.proposed.plan
+    assert record["reason"] == "switch"
+    assert record["expected_saving_fraction"] == pytest.approx(switch.expected_saving_fraction)
+    held = replan(_planned(), Measurement(step=600, network_gbits=200, network_latency_us=45))
+    assert record_for_decision("sagemaker#llm-7", held) is None

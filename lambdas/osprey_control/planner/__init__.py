@@ -9,7 +9,15 @@ from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, eva
 from osprey_control.planner.hardware import GPUS, INSTANCE_TYPES, Cluster, GpuSpec, InstanceSpec, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.plan import Evaluation, Plan, PlanError, check_plan
-from osprey_control.planner.record import PlanRecordError, plan_from_record, plan_id, plan_record
+from osprey_control.planner.record import (
+    PlanRecordError,
+    plan_from_record,
+    plan_id,
+    plan_record,
+    record_for_decision,
+    record_from_item,
+    record_item,
+)
 from osprey_control.planner.replan import (
     CurrentPlan,
     Measurement,
@@ -47,6 +55,9 @@ __all__ = [
     "plan_from_record",
     "plan_id",
     "plan_record",
+    "record_for_decision",
+    "record_from_item",
+    "record_item",
     "replan",
     "search",
     "stage_speeds",

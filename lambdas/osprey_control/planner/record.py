@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.planner.plan import Evaluation, Plan
+from osprey_control.planner.replan import ReplanDecision
 
 __all__ = [
     "PLAN_ATTRIBUTE",
@@ -34,6 +35,7 @@ __all__ = [
     "plan_from_record",
     "plan_id",
     "plan_record",
+    "record_for_decision",
     "record_from_item",
     "record_item",
 ]
@@ -76,6 +78,22 @@ def plan_record(
         "expected_saving_fraction": expected_saving_fraction,
         "reason": reason,
     }
+
+
+def record_for_decision(
+    job_id: str, decision: ReplanDecision, *, created_at: datetime | None = None
+) -> dict[str, Any] | None:
+    """The record a plan step writes for one job's :func:`replan` decision: the proposed plan when the
+    decision is to switch, else None (nothing to write; the job keeps its current record)."""
+    if not decision.switch or decision.proposed is None:
+        return None
+    return plan_record(
+        job_id,
+        decision.proposed,
+        reason=decision.reason,
+        expected_saving_fraction=decision.expected_saving_fraction,
+        created_at=created_at,
+    )
 
 
 def plan_from_record(record: Mapping[str, Any]) -> Plan:
