@@ -14,16 +14,21 @@ Last line: ``jobs=<J> series=<S> getmetricdata_calls=<C> writes=<W> seconds=<T>`
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import os
 import random
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import wraps
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = ("osprey_handlers.ingest", "osprey_handlers.derive", "osprey_handlers.eks_discovery")
@@ -43,6 +48,30 @@ def _cold_import_ms(module: str) -> float:
         )
         runs.append(float(output.stdout.strip().splitlines()[-1]))
     return min(runs)
+
+
+@contextmanager
+def _serialised_moto_dynamodb() -> Iterator[None]:
+    """moto's DynamoDB is not thread-safe (TransactWriteItems deep-copies the table unlocked) and the derive step
+    writes from a thread pool, so a concurrent write can fail a job with "dictionary changed size during
+    iteration". Same fix as tests/control/moto_threads.py: every backend method under one re-entrant lock."""
+    from moto.dynamodb.models import DynamoDBBackend  # noqa: PLC0415 - moto only once the bench runs
+
+    lock = threading.RLock()
+
+    def locked(function: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return function(*args, **kwargs)
+
+        return call
+
+    with ExitStack() as stack:
+        for name, function in vars(DynamoDBBackend).items():
+            if not name.startswith("_") and inspect.isfunction(function):
+                stack.enter_context(mock.patch.object(DynamoDBBackend, name, locked(function)))
+        yield
 
 
 def _seed(clients: dict[str, Any], jobs: int, nodes: int, registry: Any) -> list[str]:
@@ -117,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from osprey_control.derive import PolicySource  # noqa: PLC0415
     from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
 
-    with mock_aws():
+    with mock_aws(), _serialised_moto_dynamodb():
         clients: dict[str, Any] = {name: boto3.client(name) for name in ("dynamodb", "ssm", "cloudwatch")}
         registry = JobRegistry("osprey-bench", client=clients["dynamodb"], shards=4)
         registry.create_table()
@@ -172,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"cycle: {seconds:.3f} s; bare GetMetricData baseline {baseline:.3f} s; ratio {seconds / baseline:.2f}x"
     )
+    for failure in report.failures:
+        print(f"failed {failure['key']} ({failure['kind']}): {failure['error']}")
     if not args.skip_imports:
         reference = _cold_import_ms("json")
         for module in HANDLERS:

@@ -1,8 +1,13 @@
-"""Fixtures for control-plane tests: fake credentials so no test can reach a real AWS account."""
+"""Fixtures for control-plane tests: fake credentials so no test can reach a real AWS account, and moto's
+DynamoDB serialised (it is not thread-safe; the derive step writes from threads, see ``moto_threads``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from tests.control.moto_threads import serialised_moto_dynamodb
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -22,3 +27,9 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _serialised_moto_dynamodb() -> Iterator[None]:
+    with serialised_moto_dynamodb():
+        yield
