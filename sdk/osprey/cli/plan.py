@@ -158,14 +158,14 @@ def plot_search(result: SearchResult, path: Path, *, title: str, marked: Evaluat
                 )
         if points:
             axes.axvline(points[0].memory_limit_gib, linestyle="--", color="grey", label="memory limit")
-        for star, label, colour in ((result.best, "best", "red"), (marked, "evaluated", "black")):
+        for star, label, star_colour in ((result.best, "best", "red"), (marked, "evaluated", "black")):
             if star is not None:
                 axes.scatter(
                     [star.memory_gib_per_gpu],
                     [star.tflops_per_gpu],
                     marker="*",
                     s=220,
-                    color=colour,
+                    color=star_colour,
                     label=label,
                 )
         axes.set_xscale("log")
