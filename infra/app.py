@@ -1,4 +1,4 @@
-"""The Osprey CDK app: ``npx cdk synth`` / ``npx cdk deploy`` (after ``bash .ci/setup``).
+"""The Osprey CDK app: ``npx cdk synth`` / ``npx cdk deploy`` (docs/deploy.md).
 
 Configuration comes from CDK context (``cdk.json`` or ``-c osprey:cycleIntervalSeconds=30``; keys in
 ``osprey_infra.config.CONTEXT_KEYS``) and is validated here, at synth. cdk-nag's AwsSolutions checks run on
@@ -15,7 +15,8 @@ from cdk_nag import AwsSolutionsChecks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from osprey_infra.config import ControlPlaneConfig
+from osprey_infra.config import ConfigError, ControlPlaneConfig
+from osprey_infra.policy_store import PolicySynthError
 from osprey_infra.stack import OspreyStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -37,5 +38,16 @@ def build_app(app: cdk.App | None = None, *, nag: bool = True) -> cdk.App:
     return app
 
 
+def main() -> int:
+    """``cdk synth``'s entry point: a bad policy or setting is reported as its message alone (file, field
+    path, rule), not as a Python traceback."""
+    try:
+        build_app().synth()
+    except (PolicySynthError, ConfigError) as error:
+        print(f"osprey: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 if __name__ == "__main__":
-    build_app().synth()
+    sys.exit(main())

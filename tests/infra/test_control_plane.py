@@ -5,6 +5,10 @@ and a bad configuration fails synth naming the field and its context key."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -239,3 +243,51 @@ def test_every_task_payload_is_an_object_and_finish_always_gets_an_error_field(t
     assert states["DeriveShardsShard"]["Parameters"] == {"shard.$": "$.shard"}
     assert states["MarkSucceeded"]["Parameters"] == {"outcome": "succeeded", "error": {}}
     assert states["MarkFailed"]["Parameters"] == {"outcome": "failed", "error.$": "$.error"}
+
+
+def _bad_policy_dir(tmp_path: Path) -> Path:
+    from tests.unit.policy.seeds import SEED_POLICY  # noqa: PLC0415 - only these two tests need it
+
+    directory = tmp_path / "policies"
+    directory.mkdir()
+    (directory / "bad.yaml").write_text(SEED_POLICY.replace("weight: 0.3", "weight: 0"))
+    return directory
+
+
+def test_the_app_entry_point_fails_synth_on_an_invalid_policy_with_its_field_path(tmp_path: Path) -> None:
+    # What `cdk synth` runs (cdk.json "app"), with the context the CLI passes in CDK_CONTEXT_JSON.
+    policies = _bad_policy_dir(tmp_path)
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({"osprey:policyDir": str(policies)}),
+        "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "infra" / "app.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert f"{policies / 'bad.yaml'}: spec.derivationRules[1].weight: " in done.stderr
+
+
+@pytest.mark.skipif(
+    not (REPO_ROOT / "node_modules" / ".bin" / "cdk").exists(), reason="the CDK CLI is not installed (npm ci)"
+)
+def test_npx_cdk_synth_fails_on_an_invalid_policy_with_its_field_path(tmp_path: Path) -> None:
+    policies = _bad_policy_dir(tmp_path)
+    done = subprocess.run(
+        ["npx", "--no-install", "cdk", "synth", "-q", "--no-notices", "-o", str(tmp_path / "cdk.out"),
+         "-c", f"osprey:policyDir={policies}"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert f"{policies / 'bad.yaml'}: spec.derivationRules[1].weight: " in done.stdout + done.stderr
