@@ -1,22 +1,24 @@
-"""A tiny transformer language model trained with tensor x data parallelism that re-shapes itself when
-Osprey recommends another plan.
+"""A tiny transformer language model trained with tensor x pipeline x data parallelism that re-shapes
+itself when Osprey recommends another plan.
 
 Run on CPU with four processes (gloo)::
 
     OSPREY_INTERVAL=10 OSPREY_PLAN_FILE=plan.json OSPREY_LOG=trace.jsonl \\
-        torchrun --nproc-per-node 4 examples/train.py --steps 40 --tp 1 --micro-batch 2
+        torchrun --standalone --nproc-per-node 4 examples/train.py --steps 30 --tp 1 --pp 1 --micro-batch 2
 
 Every ``OSPREY_INTERVAL`` steps rank 0 calls ``osprey.adjust_parallelism(step, current)`` and broadcasts the
 answer. On a new plan every rank saves a ``torch.distributed.checkpoint`` (model and optimizer, sharded as
-they are), builds a new ``DeviceMesh`` of shape (dp, tp), re-applies tensor parallelism to a fresh model and
-loads the checkpoint into it (DCP re-shards), then carries on from the same step with the plan's
-micro-batch. Rank 0 appends ``{"event": "reshape" | "skipped" | "done", ...}`` lines to ``OSPREY_LOG``
-next to adjust_parallelism's own decisions.
+they are), builds a new ``DeviceMesh`` of shape (pp, dp, tp), builds its pipeline stage of a fresh model with
+tensor parallelism and loads the checkpoint into it (DCP re-shards across tp and re-splits the layers across
+pp), then carries on from the same step with the plan's micro-batch. Rank 0 appends
+``{"event": "reshape" | "skipped" | "done", ...}`` lines to ``OSPREY_LOG`` next to adjust_parallelism's own
+decisions.
 
 Tensor parallelism is Megatron's: attention QKV and MLP up-projection column-parallel, the output
-projections row-parallel (``torch.distributed.tensor.parallel``); data parallelism all-reduces gradients
-over the mesh's ``dp`` dimension. Pipeline parallelism is not implemented here: a plan with ``pp > 1`` is
-logged as skipped and training continues on the current plan.
+projections row-parallel (``torch.distributed.tensor.parallel``). The pipeline is GPipe with blocking
+point-to-point sends (all forwards, then all backwards); interleaved plans (``virtual > 1``) are logged as
+skipped and training continues on the current plan. Data parallelism all-reduces gradients over the mesh's
+``dp`` dimension.
 """
 
 from __future__ import annotations
@@ -50,18 +52,19 @@ VOCAB = 64
 SEQ = 32
 HIDDEN = 64
 HEADS = 4
-LAYERS = 2
+LAYERS = 4
 GLOBAL_BATCH = 16
 
 
 @dataclass(frozen=True)
 class Shape:
     tp: int
+    pp: int
     dp: int
     micro_batch: int
 
     def plan(self) -> dict[str, int]:
-        return {"tp": self.tp, "pp": 1, "dp": self.dp, "micro_batch": self.micro_batch, "virtual": 1}
+        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "micro_batch": self.micro_batch, "virtual": 1}
 
 
 class Attention(nn.Module):
@@ -96,28 +99,63 @@ class Block(nn.Module):
         return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))  # type: ignore[no-any-return]
 
 
-class TinyLM(nn.Module):
-    def __init__(self) -> None:
+class Stage(nn.Module):
+    """Pipeline stage ``index`` of ``stages``: its contiguous blocks, the embedding on the first stage, the
+    final norm and output head on the last. Blocks keep their global index as name (``blocks.3``), so
+    checkpoint keys are the same whatever the pipeline depth and DCP can re-split them."""
+
+    def __init__(self, index: int, stages: int) -> None:
         super().__init__()
-        self.embed = nn.Embedding(VOCAB, HIDDEN)
-        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.ln = nn.LayerNorm(HIDDEN)
-        self.head = nn.Linear(HIDDEN, VOCAB)
+        torch.manual_seed(0)
+        self.first, self.last = index == 0, index == stages - 1
+        every = [Block() for _ in range(LAYERS)]  # same initial weights on every stage layout
+        per_stage = LAYERS // stages
+        mine = range(index * per_stage, (index + 1) * per_stage)
+        self.blocks = nn.ModuleDict({str(i): every[i] for i in mine})
+        torch.manual_seed(1)
+        embed, ln, head = nn.Embedding(VOCAB, HIDDEN), nn.LayerNorm(HIDDEN), nn.Linear(HIDDEN, VOCAB)
+        self.embed = embed if self.first else None
+        self.ln = ln if self.last else None
+        self.head = head if self.last else None
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens)
-        for block in self.blocks:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.embed is not None:
+            x = self.embed(x)
+        for block in self.blocks.values():
             x = block(x)
-        return self.head(self.ln(x))  # type: ignore[no-any-return]
+        if self.ln is not None and self.head is not None:
+            x = self.head(self.ln(x))
+        return x
 
 
-def build(shape: Shape) -> tuple[DeviceMesh, nn.Module, torch.optim.Optimizer]:
-    """A mesh of (dp, tp), a fresh model with tensor parallelism on its tp sub-mesh, and its optimizer."""
-    mesh = init_device_mesh("cpu", (shape.dp, shape.tp), mesh_dim_names=("dp", "tp"))
-    torch.manual_seed(0)
-    model = TinyLM()
+@dataclass
+class Job:
+    """This rank's view of one plan: the (pp, dp, tp) mesh, its stage of the model and the optimizer."""
+
+    shape: Shape
+    mesh: DeviceMesh
+    model: Stage
+    optimizer: torch.optim.Optimizer
+
+    @property
+    def coordinate(self) -> list[int]:
+        coordinate = self.mesh.get_coordinate()
+        assert coordinate is not None
+        return list(coordinate)
+
+    def peer(self, stage_offset: int) -> int:
+        p, d, t = self.coordinate
+        return int(self.mesh.mesh[p + stage_offset, d, t].item())
+
+
+def build(shape: Shape) -> Job:
+    """A (pp, dp, tp) mesh, this rank's stage with tensor parallelism on its tp sub-mesh, and its optimizer."""
+    mesh = init_device_mesh("cpu", (shape.pp, shape.dp, shape.tp), mesh_dim_names=("pp", "dp", "tp"))
+    coordinate = mesh.get_coordinate()
+    assert coordinate is not None
+    model = Stage(coordinate[0], shape.pp)
     if shape.tp > 1:
-        for block in model.blocks:
+        for block in model.blocks.values():
             parallelize_module(
                 block,
                 mesh["tp"],
@@ -129,7 +167,7 @@ def build(shape: Shape) -> tuple[DeviceMesh, nn.Module, torch.optim.Optimizer]:
                 },
             )
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, foreach=False)
-    return mesh, model, optimizer
+    return Job(shape, mesh, model, optimizer)
 
 
 def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,53 +179,90 @@ def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def train_step(step: int, shape: Shape, mesh: DeviceMesh, model: nn.Module, optimizer: Any) -> float:
-    """One step of the global batch: this dp rank's share in micro-batches, gradients averaged over dp."""
+def pipeline(job: Job, inputs: torch.Tensor, targets: torch.Tensor, micro_batch: int, train: bool) -> float:
+    """GPipe over this rank's stage: every micro-batch forward (activations sent to the next stage), then
+    backward in reverse (gradients sent back). Returns the mean loss on the last stage, 0 elsewhere."""
+    model, first, last = job.model, job.model.first, job.model.last
+    count = inputs.shape[0] // micro_batch
+    received: list[torch.Tensor] = []
+    outputs: list[torch.Tensor] = []
+    total = 0.0
+    for k in range(count):
+        rows = slice(k * micro_batch, (k + 1) * micro_batch)
+        if first:
+            x = inputs[rows]
+        else:
+            x = torch.empty(micro_batch, SEQ, HIDDEN)
+            dist.recv(x, src=job.peer(-1))
+            x.requires_grad_(train)
+        y = model(x)
+        if last:
+            y = nn.functional.cross_entropy(y.reshape(-1, VOCAB), targets[rows].reshape(-1)) / count
+            total += float(y.item())
+        else:
+            dist.send(y.detach().contiguous(), dst=job.peer(1))
+        received.append(x)
+        outputs.append(y)
+    if train:
+        for k in reversed(range(count)):
+            if last:
+                outputs[k].backward()  # type: ignore[no-untyped-call]
+            else:
+                grad = torch.empty(micro_batch, SEQ, HIDDEN)
+                dist.recv(grad, src=job.peer(1))
+                outputs[k].backward(grad)  # type: ignore[no-untyped-call]
+            if not first:
+                dist.send(received[k].grad.contiguous(), dst=job.peer(-1))  # type: ignore[union-attr]
+    return total
+
+
+def _from_last_stage(job: Job, value: float, replicas: int) -> float:
+    """Sum ``value`` over the last stage's dp replicas (tp rank 0 only), divided by ``replicas``, on every rank."""
+    p, _, t = job.coordinate
+    mine = value if p == job.shape.pp - 1 and t == 0 else 0.0
+    tensor = torch.tensor([mine])
+    dist.all_reduce(tensor)
+    return float(tensor.item()) / replicas
+
+
+def train_step(step: int, job: Job) -> float:
+    """One step of the global batch: this dp rank's share through the pipeline, gradients averaged over dp."""
+    shape = job.shape
     inputs, targets = batch(step)
     share = GLOBAL_BATCH // shape.dp
-    rank = mesh["dp"].get_local_rank()
-    inputs, targets = inputs[rank * share : (rank + 1) * share], targets[rank * share : (rank + 1) * share]
-    optimizer.zero_grad()
-    total = 0.0
-    for begin in range(0, share, shape.micro_batch):
-        logits = model(inputs[begin : begin + shape.micro_batch])
-        loss = nn.functional.cross_entropy(
-            logits.reshape(-1, VOCAB), targets[begin : begin + shape.micro_batch].reshape(-1)
-        )
-        (loss * shape.micro_batch / share).backward()  # type: ignore[no-untyped-call]
-        total += loss.item() * shape.micro_batch / share
-    group = mesh["dp"].get_group()
-    for parameter in model.parameters():
+    rank = job.mesh["dp"].get_local_rank()
+    rows = slice(rank * share, (rank + 1) * share)
+    job.optimizer.zero_grad()
+    loss = pipeline(job, inputs[rows], targets[rows], shape.micro_batch, train=True)
+    group = job.mesh["dp"].get_group()
+    for parameter in job.model.parameters():
         if parameter.grad is None:
             continue
         grad = parameter.grad.to_local() if isinstance(parameter.grad, DTensor) else parameter.grad
         dist.all_reduce(grad, group=group)
         grad /= shape.dp
-    optimizer.step()
-    loss_tensor = torch.tensor([total])
-    dist.all_reduce(loss_tensor, group=group)
-    return float(loss_tensor.item()) / shape.dp
+    job.optimizer.step()
+    return _from_last_stage(job, loss, shape.dp)
 
 
 @torch.no_grad()
-def eval_loss(model: nn.Module) -> float:
+def eval_loss(job: Job) -> float:
+    """Loss of a fixed held-out batch, every replica the whole batch: the same on every plan for equal weights."""
     inputs, targets = batch(10_000)
-    logits = model(inputs)
-    return float(nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1)).item())
+    loss = pipeline(job, inputs, targets, GLOBAL_BATCH, train=False)
+    return _from_last_stage(job, loss, job.shape.dp)
 
 
-def reshape(
-    shape: Shape, new: Shape, model: nn.Module, optimizer: Any, checkpoint: Path
-) -> tuple[DeviceMesh, nn.Module, Any]:
+def reshape(job: Job, new: Shape, checkpoint: Path) -> Job:
     """Save (sharded as now), rebuild the mesh and the model for ``new``, load (DCP re-shards)."""
-    model_state, optim_state = get_state_dict(model, optimizer)
+    model_state, optim_state = get_state_dict(job.model, job.optimizer)
     dcp_save({"model": model_state, "optim": optim_state}, checkpoint_id=str(checkpoint))
-    mesh, model, optimizer = build(new)
-    model_state, optim_state = get_state_dict(model, optimizer)
-    # DCP loads in place into the new, differently sharded tensors of these state dicts.
+    job = build(new)
+    model_state, optim_state = get_state_dict(job.model, job.optimizer)
+    # DCP loads in place into the new, differently sharded tensors of these state dicts (this stage's keys).
     dcp_load({"model": model_state, "optim": optim_state}, checkpoint_id=str(checkpoint))
-    set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
-    return mesh, model, optimizer
+    set_state_dict(job.model, job.optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
+    return job
 
 
 def log_event(event: dict[str, Any]) -> None:
@@ -210,23 +285,24 @@ def recommended(step: int, shape: Shape) -> Shape | None:
     if plan is None:
         return None
     reason = None
-    if plan["pp"] != 1 or plan["virtual"] != 1:
-        reason = "pipeline parallelism is not implemented in this example"
-    elif (
-        HEADS % plan["tp"] or (GLOBAL_BATCH // plan["dp"]) % plan["micro_batch"] or GLOBAL_BATCH % plan["dp"]
-    ):
-        reason = f"tp must divide {HEADS} heads and dp*micro_batch the global batch {GLOBAL_BATCH}"
+    if plan["virtual"] != 1:
+        reason = "interleaved pipelines (virtual > 1) are not implemented in this example"
+    elif LAYERS % plan["pp"] or HEADS % plan["tp"]:
+        reason = f"pp must divide the {LAYERS} layers and tp the {HEADS} heads"
+    elif GLOBAL_BATCH % plan["dp"] or (GLOBAL_BATCH // plan["dp"]) % plan["micro_batch"]:
+        reason = f"dp * micro_batch must divide the global batch {GLOBAL_BATCH}"
     if reason:
         if dist.get_rank() == 0:
             log_event({"event": "skipped", "step": step, "plan": plan, "reason": reason})
         return None
-    return Shape(tp=plan["tp"], dp=plan["dp"], micro_batch=plan["micro_batch"])
+    return Shape(tp=plan["tp"], pp=plan["pp"], dp=plan["dp"], micro_batch=plan["micro_batch"])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--tp", type=int, default=1)
+    parser.add_argument("--pp", type=int, default=1)
     parser.add_argument("--micro-batch", type=int, default=2)
     parser.add_argument("--checkpoint-dir", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -234,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("gloo")
     world = dist.get_world_size()
     interval = interval_from_env()
-    shape = Shape(tp=args.tp, dp=world // args.tp, micro_batch=args.micro_batch)
-    mesh, model, optimizer = build(shape)
+    shape = Shape(tp=args.tp, pp=args.pp, dp=world // (args.tp * args.pp), micro_batch=args.micro_batch)
+    job = build(shape)
     root = (
         args.checkpoint_dir
         or Path(tempfile.gettempdir()) / f"osprey-train-{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}"
@@ -246,10 +322,10 @@ def main(argv: list[str] | None = None) -> int:
             if step and step % interval == 0:
                 new = recommended(step, shape)
                 if new is not None and new != shape:
-                    before = eval_loss(model)
+                    before = eval_loss(job)
                     checkpoint = root / f"step-{step}"
-                    mesh, model, optimizer = reshape(shape, new, model, optimizer, checkpoint)
-                    after = eval_loss(model)
+                    job = reshape(job, new, checkpoint)
+                    after = eval_loss(job)
                     if dist.get_rank() == 0:
                         log_event(
                             {
@@ -263,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                             }
                         )
                     shape = new
-            last = train_step(step, shape, mesh, model, optimizer)
+            last = train_step(step, job)
             first = last if step == 0 else first
         if dist.get_rank() == 0:
             log_event(

@@ -1,7 +1,8 @@
 """Given examples/train.py under torchrun with 4 CPU processes (gloo) and a new plan in OSPREY_PLAN_FILE,
 when it reaches an OSPREY_INTERVAL step, then adjust_parallelism returns the plan, the job saves a
-torch.distributed.checkpoint, rebuilds its device mesh as (dp, tp) = (2, 2), reloads with the same
-weights, and keeps training; the OSPREY_LOG trace shows all of it.
+torch.distributed.checkpoint, rebuilds its device mesh from (pp, dp, tp) = (1, 4, 1) to (2, 1, 2), reloads
+with the same weights (re-sharded across tp, re-split across pipeline stages) and keeps training; the
+OSPREY_LOG trace shows all of it.
 
 Runs in CI (~30-60 s on two cores); no timing is asserted."""
 
@@ -46,8 +47,8 @@ def _run(tmp_path: Path, plan: dict[str, Any], steps: int = 30) -> list[dict[str
 
 
 def test_train_reshapes_its_mesh_on_a_new_plan_and_keeps_training(tmp_path: Path) -> None:
-    # Given a job started as tp=1 x dp=4 (micro-batch 2) and a recommendation of tp=2 x dp=2 (micro-batch 1)
-    new = {"tp": 2, "pp": 1, "dp": 2, "micro_batch": 1, "virtual": 1}
+    # Given a job started as tp=1 x pp=1 x dp=4 (micro-batch 2) and a recommendation of tp=2 x pp=2 x dp=1
+    new = {"tp": 2, "pp": 2, "dp": 1, "micro_batch": 1, "virtual": 1}
     trace = _run(tmp_path, new)
     decisions = [(e["step"], e["decision"]) for e in trace if "decision" in e]
     events = [e for e in trace if "event" in e]
