@@ -5,9 +5,9 @@ Call it from the training loop with the step number and the plan the job runs no
 multiple of ``OSPREY_INTERVAL`` (default 60) it returns None at once, without any I/O, so every rank reaches
 the same decision points. On the others it reads the job's plan record (``osprey_control.planner.record``)
 and returns its plan when it differs from ``current`` (whenever there is one, if ``current`` is None), else
-None. It never raises and never blocks training
-for long: the read runs on a daemon thread that is abandoned after ``timeout_s`` (default 1 s), and any
-failure (no table, no record, throttling, a malformed record, a timeout) is None.
+None. It never raises and never blocks training for long: the read runs on a daemon thread that is abandoned
+after ``timeout_s`` (default 1 s), and any failure (no table, no record, throttling, a malformed record, a
+timeout) is None.
 
 Where the record comes from, first match wins:
 
