@@ -15,7 +15,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from osprey_infra.config import ConfigError, ControlPlaneConfig
+from osprey_infra.config import CONTEXT_KEYS, ConfigError, ControlPlaneConfig
 from osprey_infra.stack import OspreyStack
 from tests.conftest import REPO_ROOT
 
@@ -291,3 +291,9 @@ def test_npx_cdk_synth_fails_on_an_invalid_policy_with_its_field_path(tmp_path: 
     )  # fmt: skip
     assert done.returncode != 0
     assert f"{policies / 'bad.yaml'}: spec.derivationRules[1].weight: " in done.stdout + done.stderr
+
+
+def test_every_context_key_is_documented_in_the_deploy_guide() -> None:
+    guide = (REPO_ROOT / "docs" / "deploy.md").read_text()
+    missing = [key for key in ("osprey:policyDir", *CONTEXT_KEYS.values()) if f"`{key}`" not in guide]
+    assert missing == []
