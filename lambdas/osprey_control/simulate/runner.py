@@ -1,0 +1,75 @@
+"""Build a scheduler by name and run one simulation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from osprey_control.policy import PriorityDerivationPolicy, load_policies
+from osprey_control.simulate.baselines import FairShare, Fifo, NoGang, Oracle
+from osprey_control.simulate.kueue import Kueue
+from osprey_control.simulate.model import SimulationError, Workload
+from osprey_control.simulate.osprey import Osprey
+from osprey_control.simulate.results import Result, summarize
+from osprey_control.simulate.sim import Scheduler, Simulator
+
+__all__ = ["DEFAULT_POLICY", "SCHEDULERS", "make_scheduler", "simulate"]
+
+logger = logging.getLogger(__name__)
+
+SCHEDULERS = ("fifo", "fairshare", "kueue", "nogang", "osprey", "oracle")
+DEFAULT_POLICY = Path(__file__).resolve().parents[3] / "policies" / "training-policy.yaml"
+
+
+def load_default_policy() -> PriorityDerivationPolicy:
+    return load_policies([DEFAULT_POLICY])[0]
+
+
+def make_scheduler(
+    name: str,
+    *,
+    policy: PriorityDerivationPolicy | None = None,
+    cycle_s: float | None = None,
+    seed: int = 0,
+    preemption: bool = True,
+) -> Scheduler:
+    if name == "fifo":
+        return Fifo()
+    if name == "fairshare":
+        return FairShare()
+    if name == "kueue":
+        return Kueue()
+    if name == "nogang":
+        return NoGang()
+    if name == "oracle":
+        return Oracle()
+    if name == "osprey":
+        return Osprey(policy or load_default_policy(), cycle_s=cycle_s, seed=seed, preemption=preemption)
+    raise SimulationError(f"unknown scheduler {name!r}; allowed: {', '.join(SCHEDULERS)}")
+
+
+def simulate(
+    workload: Workload,
+    scheduler: str | Scheduler,
+    *,
+    policy: PriorityDerivationPolicy | None = None,
+    cycle_s: float | None = None,
+    seed: int = 0,
+    preemption: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Result:
+    """Run ``workload`` under one scheduler (a name from :data:`SCHEDULERS` or an instance)."""
+    instance = (
+        make_scheduler(scheduler, policy=policy, cycle_s=cycle_s, seed=seed, preemption=preemption)
+        if isinstance(scheduler, str)
+        else scheduler
+    )
+    sim = Simulator(workload, instance, seed=seed)
+    sim.run(on_progress)
+    result = summarize(sim, derives_priorities=isinstance(instance, Osprey))
+    logger.info(
+        "simulated",
+        extra={"scheduler": result.scheduler, "workload": result.workload, "mean_wait_s": result.mean_wait_s},
+    )
+    return result
