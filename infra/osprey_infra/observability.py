@@ -88,6 +88,7 @@ class Observability(Construct):
         self.cycle_failures = cw.Alarm(
             self,
             "CycleFailures",
+            alarm_name=self._alarm_name("CycleFailures"),
             alarm_description="Osprey: a cycle execution failed, timed out or was aborted (its Finish "
             "state's input holds the error).",
             metric=cw.MathExpression(
@@ -108,6 +109,7 @@ class Observability(Construct):
         self.custom_rule_failures = cw.Alarm(
             self,
             "CustomRuleFailures",
+            alarm_name=self._alarm_name("CustomRuleFailures"),
             alarm_description="Osprey: custom rule Lambdas keep failing (their fallback value is used); "
             "see the CustomRuleFailures widget for the reason.",
             metric=cw.MathExpression(
@@ -126,6 +128,7 @@ class Observability(Construct):
         self.dead_letters = cw.Alarm(
             self,
             "DeadLetters",
+            alarm_name=self._alarm_name("DeadLetters"),
             alarm_description="Osprey: job or instance events could not be ingested and are in the "
             "dead-letter queue (the registry is missing them).",
             metric=dead_letter_queue.metric_approximate_number_of_messages_visible(
@@ -137,8 +140,14 @@ class Observability(Construct):
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
         self.alarms = [self.cycle_failures, self.custom_rule_failures, self.dead_letters]
+        # The widget names the alarms by ARNs built from their names, not GetAtt: moto's CloudFormation
+        # (osprey local) skips AWS::CloudWatch::Alarm and rejects a template that references one.
+        by_arn = [
+            cw.Alarm.from_alarm_arn(self, f"{alarm.node.id}Ref", self._alarm_arn(alarm.node.id))
+            for alarm in self.alarms
+        ]
         self.dashboard.add_widgets(
-            cw.AlarmStatusWidget(alarms=self.alarms, title="Osprey alarms", width=_WIDTH, height=3)
+            cw.AlarmStatusWidget(alarms=by_arn, title="Osprey alarms", width=_WIDTH, height=3)
         )
 
         self.topic: sns.Topic | None = None
@@ -146,6 +155,17 @@ class Observability(Construct):
             self.topic = self._topic(alarm_email)
             for alarm in self.alarms:
                 alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+
+    def _alarm_name(self, construct_id: str) -> str:
+        return f"{cdk.Stack.of(self).stack_name}-osprey-{construct_id}"
+
+    def _alarm_arn(self, construct_id: str) -> str:
+        return cdk.Stack.of(self).format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name=self._alarm_name(construct_id),
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
 
     def _metric(self, name: str, statistic: str = "Sum", **dimensions: str) -> cw.Metric:
         return cw.Metric(

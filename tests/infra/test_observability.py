@@ -215,3 +215,16 @@ def test_without_an_address_there_is_no_topic_but_the_alarms_exist() -> None:
     template.resource_count_is("AWS::KMS::Key", 0)
     for alarm in template.find_resources("AWS::CloudWatch::Alarm").values():
         assert "AlarmActions" not in alarm["Properties"]
+
+
+def test_nothing_references_an_alarm_resource(full: Template) -> None:
+    # moto's CloudFormation (osprey local) skips AWS::CloudWatch::Alarm and rejects a template with a Ref or
+    # GetAtt to one, so the dashboard's alarm widget names the alarms by ARN built from their fixed names.
+    alarms = full.find_resources("AWS::CloudWatch::Alarm")
+    others = json.dumps({k: v for k, v in full.to_json()["Resources"].items() if k not in alarms})
+    for logical_id in alarms:
+        assert f'"{logical_id}"' not in others
+    names = sorted(alarm["Properties"]["AlarmName"] for alarm in alarms.values())
+    assert names == ["Test-osprey-CustomRuleFailures", "Test-osprey-CycleFailures", "Test-osprey-DeadLetters"]
+    widget = _widget(_dashboard_body(full), "Osprey alarms")
+    assert len(widget["alarms"]) == 3
