@@ -13,6 +13,7 @@ from osprey import __version__
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
 from osprey.cli.jobs import explain_command, jobs_command
+from osprey.cli.local import local_app
 from osprey.cli.plan import plan_command
 from osprey.cli.policy import policy_app
 
@@ -32,6 +33,7 @@ app.add_typer(eks_app, name="eks")
 app.command("jobs")(jobs_command)
 app.command("explain")(explain_command)
 app.command("plan")(plan_command)
+app.add_typer(local_app, name="local")
 
 
 def _version(value: bool) -> None:

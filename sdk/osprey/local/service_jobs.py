@@ -106,14 +106,21 @@ class ServiceJobs:
             self.jobs[job_id] = job
         return job
 
+    def handles(self, method: str, path: str) -> bool:
+        """Whether ``path`` is a service-job operation (the paths are Batch's alone, so a server can route by
+        path; in-process requests are also checked for the Batch host)."""
+        return method == "POST" and path.rstrip("/") in self._operations
+
+    def handle_path(self, path: str, body: bytes | str | None) -> Response:
+        text = body.decode() if isinstance(body, bytes) else (body or "")
+        return self._operations[path.rstrip("/")](json.loads(text) if text.strip() else {})
+
     def handle(self, method: str, url: str, body: bytes | str | None) -> Response | None:
         """The response to a Batch service-job request, or None for any other request."""
         parts = urlsplit(url)
-        operation = self._operations.get(parts.path.rstrip("/"))
-        if operation is None or method != "POST" or not parts.netloc.startswith("batch."):
+        if not self.handles(method, parts.path) or not parts.netloc.startswith("batch."):
             return None
-        text = body.decode() if isinstance(body, bytes) else (body or "")
-        return operation(json.loads(text) if text.strip() else {})
+        return self.handle_path(parts.path, body)
 
     def _submit(self, request: dict[str, Any]) -> Response:
         job = self.submit(

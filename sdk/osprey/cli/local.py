@@ -1,0 +1,215 @@
+"""``osprey local up | cycle | status | down``: the control plane on an embedded AWS, no account needed.
+
+``up`` keeps the embedded AWS (moto server with the real handlers) in its own process, in the foreground until
+Ctrl-C or ``osprey local down`` (``--detach`` starts it in the background and returns once it is ready). The
+other commands find it through the state file (``$OSPREY_LOCAL_STATE``, default ``~/.osprey/local.json``).
+See docs/local.md for what is real and what is simulated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from osprey.local.server import DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from osprey.local.session import LocalState
+
+__all__ = ["local_app"]
+
+local_app = typer.Typer(
+    help="Run Osprey on an embedded local AWS (moto) with a simulated GPU fleet.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+READY_TIMEOUT_SECONDS = 180.0
+
+
+@local_app.callback()
+def _local() -> None:
+    """Run Osprey on an embedded local AWS (moto) with a simulated GPU fleet."""
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code=1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _state() -> LocalState:
+    from osprey.local.session import LocalState, state_path  # noqa: PLC0415 - keep other commands fast
+
+    path = state_path()
+    if not path.is_file():
+        raise _fail(f"osprey local is not up (no {path}); run `osprey local up`")
+    state = LocalState.load(path)
+    if not _alive(state.pid):
+        raise _fail(f"the osprey local server (pid {state.pid}) is gone; run `osprey local up` again")
+    return state
+
+
+def _table(decisions: list[dict[str, Any]]) -> str:
+    rows = [("JOB", "BACKEND", "PREVIOUS", "PRIORITY", "TARGET", "REASON", "ON BACKEND")]
+    for item in decisions:
+        target = item["target"]
+        rows.append(
+            (
+                str(item["job"]),
+                str(item["backend"]),
+                "-" if item["previous"] is None else str(item["previous"]),
+                "-" if item["priority"] is None else str(item["priority"]),
+                "-" if target is None else f"{target:.1f}",
+                str(item["reason"] or "-"),
+                str(item.get("onBackend") or "-"),
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = ("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _detach(port: int, template: Path | None, path: Path) -> None:
+    from osprey.local.session import LocalState  # noqa: PLC0415 - keep other commands fast
+
+    command = [
+        sys.executable,
+        "-c",
+        "from osprey.cli.main import main; main()",
+        "local",
+        "up",
+        "--port",
+        str(port),
+    ]
+    if template is not None:
+        command += ["--template", str(template)]
+    log = path.with_suffix(".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise _fail(f"osprey local up exited with {process.returncode}; see {log}")
+        if path.is_file() and LocalState.load(path).pid == process.pid:
+            typer.echo(f"osprey local is up at http://localhost:{port} (pid {process.pid}, log {log})")
+            return
+        time.sleep(0.5)
+    raise _fail(f"osprey local up was not ready after {READY_TIMEOUT_SECONDS:.0f} s; see {log}")
+
+
+@local_app.command("up")
+def up_command(
+    port: Annotated[int, typer.Option(help="Port of the embedded AWS on localhost.")] = DEFAULT_PORT,
+    template: Annotated[
+        Path | None,
+        typer.Option(help="A synthesized template (cdk.out/Osprey.template.json); default: synth now."),
+    ] = None,
+    detach: Annotated[bool, typer.Option(help="Run in the background and return when ready.")] = False,
+) -> None:
+    """Start the embedded AWS, deploy the Osprey control plane into it and seed a simulated fleet."""
+    from osprey.local.server import LocalAws  # noqa: PLC0415 - keep other commands fast
+    from osprey.local.session import LocalState, bring_up, state_path, synthesize  # noqa: PLC0415
+
+    path = state_path()
+    if path.is_file() and _alive(LocalState.load(path).pid):
+        raise _fail(f"osprey local is already up (see {path}); run `osprey local down` first")
+    if detach:
+        _detach(port, template, path)
+        return
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    typer.echo(f"starting the embedded AWS on http://localhost:{port} ...")
+    with LocalAws(port) as aws:
+        typer.echo("synthesizing the Osprey app ..." if template is None else f"reading {template} ...")
+        body = json.loads(template.read_text()) if template is not None else synthesize()
+        state = bring_up(aws, body, path)
+        typer.echo(
+            f"deployed: state machine {state.state_machine_arn.rsplit(':', 1)[-1]}, table {state.table_name}, "
+            f"{len(state.functions)} functions; fleet: {len(state.jobs)} jobs"
+        )
+        typer.echo(
+            f"ready. Run `osprey local cycle` in another shell; Ctrl-C or `osprey local down` stops ({path})"
+        )
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            path.unlink(missing_ok=True)
+    typer.echo("osprey local stopped")
+
+
+@local_app.command("cycle")
+def cycle_command(
+    json_output: Annotated[bool, typer.Option("--json", help="Print the decisions as JSON.")] = False,
+    count: Annotated[int, typer.Option(min=1, max=1000, help="How many cycles to run.")] = 1,
+) -> None:
+    """Publish the next minute of fleet metrics and run one cycle of the deployed state machine."""
+    from osprey.local.session import run_cycle  # noqa: PLC0415 - keep other commands fast
+
+    state = _state()
+    for _ in range(count):
+        result = run_cycle(state)
+        if json_output:
+            typer.echo(json.dumps(result.to_dict(), indent=2))
+        else:
+            typer.echo(f"cycle {result.execution}: {result.status} (tick {result.tick})")
+            typer.echo(_table(result.decisions))
+        if result.status != "SUCCEEDED":
+            raise typer.Exit(code=1)
+
+
+@local_app.command("status")
+def status_command(
+    json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """Where the embedded AWS is and the priorities the registry holds."""
+    from osprey.local.session import read_decisions  # noqa: PLC0415 - keep other commands fast
+
+    state = _state()
+    decisions = read_decisions(state)
+    if json_output:
+        typer.echo(
+            json.dumps({"endpoint": state.endpoint, "pid": state.pid, "decisions": decisions}, indent=2)
+        )
+        return
+    typer.echo(f"osprey local is up at {state.endpoint} (pid {state.pid})")
+    typer.echo(_table(decisions))
+
+
+@local_app.command("down")
+def down_command() -> None:
+    """Stop the embedded AWS started by `osprey local up` (everything in it is gone)."""
+    from osprey.local.session import LocalState, state_path  # noqa: PLC0415 - keep other commands fast
+
+    path = state_path()
+    if not path.is_file():
+        typer.echo("osprey local is not up")
+        return
+    state = LocalState.load(path)
+    if _alive(state.pid):
+        os.kill(state.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(state.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    path.unlink(missing_ok=True)
+    typer.echo(f"osprey local (pid {state.pid}) stopped")

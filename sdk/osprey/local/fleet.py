@@ -1,0 +1,179 @@
+"""A simulated GPU fleet for ``osprey local``: jobs registered with Osprey, their backends, shifting GPU load.
+
+Everything goes through AWS API clients for the embedded endpoint, so ``osprey local up`` can seed the fleet and
+``osprey local cycle`` (another process) can publish the next minute of metrics. Load is a deterministic function
+of the tick (one tick per cycle), so a demo run is reproducible: each job's GPU utilisation follows its own
+sine wave around a base level; memory bandwidth follows at 70 %.
+
+Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, DESIGN §6) publishing the
+CloudWatch agent's per-instance ``nvidia_smi_*`` series, and SageMaker training jobs queued through a Batch
+SAGEMAKER_TRAINING queue (service jobs) publishing SageMaker's per-host ``GPUUtilization`` sum.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from osprey_control.contract import parse_block
+from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.observation import JobObservation
+
+__all__ = ["DEFAULT_JOBS", "FleetJob", "SeededJob", "SimulatedFleet", "load_at"]
+
+ClientFactory = Callable[[str], Any]
+ENABLED_TAGS = {"osprey:enabled": "true"}
+GPUS_PER_NODE = 8
+PERIOD_TICKS = 12
+
+
+@dataclass(frozen=True)
+class FleetJob:
+    label: str
+    backend: str  # "batch" | "sagemaker-queued"
+    base_gpu: float  # percent
+    swing: float  # amplitude of the sine, percent
+    phase: float  # fraction of a period
+    policy: str = "training-policy"
+
+
+DEFAULT_JOBS: tuple[FleetJob, ...] = (
+    FleetJob("resnet-batch", "batch", base_gpu=85, swing=10, phase=0.0),
+    FleetJob("llama-batch", "batch", base_gpu=45, swing=40, phase=0.25),
+    FleetJob("etl-batch", "batch", base_gpu=20, swing=15, phase=0.5),
+    FleetJob("bert-sagemaker", "sagemaker-queued", base_gpu=60, swing=35, phase=0.75),
+)
+
+
+@dataclass(frozen=True)
+class SeededJob:
+    label: str
+    backend: str
+    native_id: str
+    node: str  # instance id (Batch) or SageMaker host "<job>/algo-1"
+    base_gpu: float
+    swing: float
+    phase: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_at(job: SeededJob | FleetJob, tick: int) -> tuple[float, float]:
+    """(GPU %, memory bandwidth %) of ``job`` at ``tick``."""
+    angle = 2 * math.pi * (tick / PERIOD_TICKS + job.phase)
+    gpu = min(100.0, max(0.0, job.base_gpu + job.swing * math.sin(angle)))
+    return round(gpu, 1), round(gpu * 0.7, 1)
+
+
+class SimulatedFleet:
+    """Seeds and drives the simulated jobs through ``client(service)``."""
+
+    def __init__(self, client: ClientFactory, table_name: str, shards: int) -> None:
+        self.client = client
+        self.registry = JobRegistry(table_name, client=client("dynamodb"), shards=shards)
+
+    def _queues(self) -> tuple[str, str]:
+        batch, iam = self.client("batch"), self.client("iam")
+        role = iam.create_role(RoleName="osprey-local-batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        environment = batch.create_compute_environment(
+            computeEnvironmentName="osprey-local-gpu", type="UNMANAGED", state="ENABLED", serviceRole=role
+        )["computeEnvironmentArn"]
+        policy = batch.create_scheduling_policy(
+            name="osprey-local-fair-share",
+            fairsharePolicy={"shareDecaySeconds": 3600, "shareDistribution": []},
+            tags=ENABLED_TAGS,
+        )["arn"]
+        queue = batch.create_job_queue(
+            jobQueueName="osprey-local-gpu",
+            state="ENABLED",
+            priority=1,
+            schedulingPolicyArn=policy,
+            computeEnvironmentOrder=[{"order": 1, "computeEnvironment": environment}],
+        )["jobQueueArn"]
+        batch.register_job_definition(
+            jobDefinitionName="osprey-local-train",
+            type="container",
+            containerProperties={"image": "train:1", "vcpus": 1, "memory": 512},
+        )
+        sagemaker_queue = queue.replace(":job-queue/osprey-local-gpu", ":job-queue/osprey-local-sagemaker")
+        return queue, sagemaker_queue
+
+    def seed(self, jobs: Sequence[FleetJob] = DEFAULT_JOBS) -> list[SeededJob]:
+        """Create the queues, submit every job to its backend and register it with Osprey."""
+        batch = self.client("batch")
+        queue, sagemaker_queue = self._queues()
+        now = datetime.now(UTC)
+        seeded: list[SeededJob] = []
+        for job in jobs:
+            block = parse_block({"priority_derivation_profile": job.policy})
+            if job.backend == "batch":
+                share = job.label.replace("-", "")
+                native_id = batch.submit_job(
+                    jobName=job.label,
+                    jobQueue=queue,
+                    jobDefinition="osprey-local-train",
+                    shareIdentifier=share,
+                    tags=ENABLED_TAGS,
+                )["jobId"]
+                node = f"i-{zlib.crc32(job.label.encode()):017x}"
+                ref = NodeRef(node_id=node, kind=NodeKind.INSTANCE, instance_id=node, gpus=GPUS_PER_NODE)
+                backend, job_queue, share_id = Backend.BATCH, queue, share
+            else:
+                native_id = batch.submit_service_job(
+                    jobName=job.label,
+                    jobQueue=sagemaker_queue,
+                    serviceJobType="SAGEMAKER_TRAINING",
+                    serviceRequestPayload="{}",
+                    schedulingPriority=0,
+                    tags=ENABLED_TAGS,
+                )["jobId"]
+                node = f"{job.label}/algo-1"
+                ref = NodeRef(node_id="algo-1", kind=NodeKind.HOST, gpus=GPUS_PER_NODE)
+                backend, job_queue, share_id = Backend.SAGEMAKER_QUEUED, sagemaker_queue, None
+            self.registry.apply_observation(
+                JobObservation(
+                    backend=backend,
+                    native_id=native_id,
+                    name=job.label,
+                    block=block,
+                    status=JobStatus.RUNNING,
+                    event_time=now,
+                    submitted_at=now - timedelta(minutes=5),
+                    nodes=(ref,),
+                    job_queue=job_queue,
+                    share_identifier=share_id,
+                )
+            )
+            seeded.append(
+                SeededJob(job.label, job.backend, native_id, node, job.base_gpu, job.swing, job.phase)
+            )
+        return seeded
+
+    def publish(self, jobs: Sequence[SeededJob], tick: int) -> dict[str, tuple[float, float]]:
+        """Publish one minute of GPU metrics for every job at ``tick``; returns the loads published."""
+        cloudwatch = self.client("cloudwatch")
+        stamp = datetime.now(UTC) - timedelta(seconds=30)
+        loads: dict[str, tuple[float, float]] = {}
+        for job in jobs:
+            gpu, bandwidth = loads[job.label] = load_at(job, tick)
+            if job.backend == "batch":
+                namespace, dimensions = "CWAgent", [{"Name": "InstanceId", "Value": job.node}]
+                values = {"nvidia_smi_utilization_gpu": gpu, "nvidia_smi_utilization_memory": bandwidth}
+            else:
+                # SageMaker reports the sum over the host's GPUs.
+                namespace, dimensions = "/aws/sagemaker/TrainingJobs", [{"Name": "Host", "Value": job.node}]
+                values = {"GPUUtilization": gpu * GPUS_PER_NODE}
+            cloudwatch.put_metric_data(
+                Namespace=namespace,
+                MetricData=[
+                    {"MetricName": name, "Dimensions": dimensions, "Value": value, "Timestamp": stamp}
+                    for name, value in values.items()
+                ],
+            )
+        return loads

@@ -1,0 +1,190 @@
+"""``osprey local``: bring the embedded AWS up with the control plane and a fleet, run cycles, read decisions.
+
+:func:`bring_up` (in the process that keeps the server): start :class:`osprey.local.server.LocalAws`, create
+the synthesized template's resources in it (:func:`osprey.local.deploy.deploy_template`), seed the simulated
+fleet, write the :class:`LocalState` file. Every other command runs in any process and only needs that file:
+:func:`run_cycle` publishes the next tick of metrics, starts one execution of the deployed cycle state machine,
+waits for it and returns the decisions the registry recorded.
+
+Why not ``cdk deploy``: moto's CloudFormation creates state machines that cannot be executed (DESIGN §9), so
+the one resource that matters would have to be re-created anyway, and the Lambda code would have to be
+published as S3 assets that the in-process handlers never use. The resources are created straight from the
+synthesized template instead, with the same token resolution the end-to-end test uses (docs/local.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osprey.local.deploy import Deployment, deploy_template
+from osprey.local.fleet import DEFAULT_JOBS, SeededJob, SimulatedFleet
+from osprey.local.server import LocalAws, endpoint_client
+
+__all__ = [
+    "CycleResult",
+    "LocalState",
+    "bring_up",
+    "read_decisions",
+    "run_cycle",
+    "state_path",
+    "synthesize",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CYCLE_TIMEOUT_SECONDS = 120.0
+
+
+def state_path() -> Path:
+    """``$OSPREY_LOCAL_STATE``, else ``~/.osprey/local.json``."""
+    configured = os.environ.get("OSPREY_LOCAL_STATE")
+    return Path(configured) if configured else Path.home() / ".osprey" / "local.json"
+
+
+@dataclass
+class LocalState:
+    endpoint: str
+    pid: int
+    state_machine_arn: str
+    table_name: str
+    shards: int
+    functions: dict[str, str]
+    jobs: list[SeededJob]
+    skipped_resources: list[str] = field(default_factory=list)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = asdict(self)
+        data["jobs"] = [job.to_dict() for job in self.jobs]
+        path.write_text(json.dumps(data, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> LocalState:
+        data = json.loads(path.read_text())
+        data["jobs"] = [SeededJob(**job) for job in data["jobs"]]
+        return cls(**data)
+
+    def client(self, service: str) -> Any:
+        return endpoint_client(service, self.endpoint)
+
+
+def synthesize() -> dict[str, Any]:
+    """The Osprey app's template, synthesized in this process (the repo's ``infra/app.py``)."""
+    infra = str(REPO_ROOT / "infra")
+    if infra not in sys.path:
+        sys.path.insert(0, infra)
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    from app import build_app  # noqa: PLC0415 - infra/app.py is not an installed package
+
+    # cdk-nag does not change the template; skipping it saves several seconds per `osprey local up`.
+    template: dict[str, Any] = build_app(nag=False).synth().get_stack_by_name("Osprey").template
+    return template
+
+
+def bring_up(aws: LocalAws, template: dict[str, Any], path: Path) -> LocalState:
+    """Deploy ``template`` into the running ``aws``, seed the fleet and write the state file."""
+    deployment: Deployment = deploy_template(template, aws.client)
+    functions = {
+        physical.attributes["Handler"].split(".")[1]: physical.ref
+        for physical in deployment.of_type("AWS::Lambda::Function").values()
+    }
+    derive = aws.client("lambda").get_function_configuration(FunctionName=functions["derive"])
+    variables = derive["Environment"]["Variables"]
+    table, shards = variables["OSPREY_TABLE_NAME"], int(variables["OSPREY_REGISTRY_SHARDS"])
+    fleet = SimulatedFleet(aws.client, table, shards)
+    jobs = fleet.seed(DEFAULT_JOBS)
+    state = LocalState(
+        endpoint=aws.endpoint,
+        pid=os.getpid(),
+        state_machine_arn=deployment.state_machine_arn(),
+        table_name=table,
+        shards=shards,
+        functions=functions,
+        jobs=jobs,
+        skipped_resources=[deployment.types[logical] for logical in deployment.skipped],
+    )
+    state.save(path)
+    return state
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    execution: str
+    status: str
+    tick: int
+    loads: dict[str, tuple[float, float]]
+    decisions: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "execution": self.execution,
+            "status": self.status,
+            "tick": self.tick,
+            "loads": {label: {"gpu": gpu, "memoryBandwidth": bw} for label, (gpu, bw) in self.loads.items()},
+            "decisions": self.decisions,
+        }
+
+
+def _backend_values(state: LocalState) -> dict[str, str]:
+    """What each backend holds now, by native job id: share weightFactor (Batch), schedulingPriority (queued)."""
+    batch = state.client("batch")
+    values: dict[str, str] = {}
+    arns = [item["arn"] for item in batch.list_scheduling_policies().get("schedulingPolicies", [])]
+    weights: dict[str, float] = {}
+    if arns:
+        for policy in batch.describe_scheduling_policies(arns=arns)["schedulingPolicies"]:
+            for entry in (policy.get("fairsharePolicy") or {}).get("shareDistribution") or []:
+                weights[entry["shareIdentifier"]] = entry.get("weightFactor")
+    for job in state.jobs:
+        if job.backend == "batch":
+            weight = weights.get(job.label.replace("-", ""))
+            values[job.native_id] = "-" if weight is None else f"weightFactor {weight}"
+        else:
+            priority = batch.describe_service_job(jobId=job.native_id).get("schedulingPriority")
+            values[job.native_id] = f"schedulingPriority {priority}"
+    return values
+
+
+def read_decisions(state: LocalState) -> list[dict[str, Any]]:
+    """Every fleet job's last decision as the registry holds it, and what its backend holds."""
+    fleet = SimulatedFleet(state.client, state.table_name, state.shards)
+    by_label = {job.label: job for job in state.jobs}
+    on_backend = _backend_values(state)
+    decisions = []
+    for record in sorted(fleet.registry.list_active(), key=lambda r: r.name):
+        decision = record.last_decision or {}
+        decisions.append(
+            {
+                "job": record.name,
+                "backend": record.backend.value,
+                "id": record.native_id,
+                "previous": decision.get("previous"),
+                "priority": record.applied_priority,
+                "target": decision.get("target"),
+                "reason": decision.get("reason"),
+                "onBackend": on_backend.get(record.native_id),
+                "simulated": record.name in by_label,
+            }
+        )
+    return decisions
+
+
+def run_cycle(state: LocalState, timeout: float = CYCLE_TIMEOUT_SECONDS) -> CycleResult:
+    """Publish the next tick of metrics, run one cycle execution to its end, return what it decided."""
+    sfn = state.client("stepfunctions")
+    tick = len(sfn.list_executions(stateMachineArn=state.state_machine_arn)["executions"])
+    loads = SimulatedFleet(state.client, state.table_name, state.shards).publish(state.jobs, tick)
+    name = f"local-{tick:04d}-{uuid.uuid4().hex[:8]}"
+    arn = sfn.start_execution(stateMachineArn=state.state_machine_arn, name=name, input="{}")["executionArn"]
+    deadline = time.monotonic() + timeout
+    while (described := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"cycle {name} still running after {timeout:.0f} s")
+        time.sleep(0.1)
+    return CycleResult(name, str(described["status"]), tick, loads, read_decisions(state))

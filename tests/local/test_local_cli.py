@@ -1,0 +1,92 @@
+"""``osprey local``: the synthesized control plane on an embedded moto server, driven through the CLI.
+
+The server runs in this process (as ``osprey local up`` runs it in its own); ``cycle`` and ``status`` talk to it
+through its endpoint and the state file, exactly as from another shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from osprey.cli.main import app
+from osprey.local.fleet import DEFAULT_JOBS, load_at
+from osprey.local.server import LocalAws, free_port
+from osprey.local.session import LocalState, bring_up, synthesize
+
+
+def document(output: str) -> Any:
+    """The CLI's (indented) JSON document. In this test the handlers run in the test's process, so their
+    single-line log records are in the same output; with `osprey local up` they print in the server's process."""
+    return json.loads(output[output.index('{\n  "') :])
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return synthesize()
+
+
+@pytest.fixture
+def local(template: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalState]:
+    path = tmp_path / "local.json"
+    monkeypatch.setenv("OSPREY_LOCAL_STATE", str(path))
+    with LocalAws(free_port()) as aws:
+        yield bring_up(aws, template, path)
+
+
+def test_up_deploys_the_control_plane_and_registers_the_simulated_fleet(local: LocalState) -> None:
+    # Then the state file says where everything is, and the registry holds every simulated job
+    assert LocalState.load(Path(os.environ["OSPREY_LOCAL_STATE"])) == local
+    assert set(local.functions) >= {"lease", "shards", "derive", "apply", "finish", "ingest"}
+    assert [job.label for job in local.jobs] == [job.label for job in DEFAULT_JOBS]
+    result = CliRunner().invoke(app, ["local", "status", "--json"])
+    assert result.exit_code == 0, result.output
+    status = document(result.output)
+    assert status["endpoint"] == local.endpoint
+    assert {item["job"] for item in status["decisions"]} == {job.label for job in DEFAULT_JOBS}
+    assert {item["priority"] for item in status["decisions"]} == {None}  # nothing derived yet
+
+
+def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(local: LocalState) -> None:
+    # When two cycles run
+    runner = CliRunner()
+    first = runner.invoke(app, ["local", "cycle", "--json"])
+    second = runner.invoke(app, ["local", "cycle"])
+
+    # Then the first succeeded and moved every job from the initial 50 by at most maxPriorityChange (10)
+    assert first.exit_code == 0, first.output
+    cycle = document(first.output)
+    assert cycle["status"] == "SUCCEEDED"
+    assert cycle["tick"] == 0
+    resnet = next(job for job in local.jobs if job.label == "resnet-batch")
+    assert cycle["loads"]["resnet-batch"]["gpu"] == load_at(resnet, 0)[0]
+    decisions = {item["job"]: item for item in cycle["decisions"]}
+    assert {item["previous"] for item in decisions.values()} == {50}
+    assert all(40 <= item["priority"] <= 60 for item in decisions.values())
+    # ... the busiest job went up, the idle one down, and each backend holds the applied value
+    assert decisions["resnet-batch"]["priority"] == 60
+    assert decisions["etl-batch"]["priority"] == 40
+    assert decisions["resnet-batch"]["onBackend"] == "weightFactor 6.3096"
+    assert decisions["bert-sagemaker"]["onBackend"].startswith("schedulingPriority ")
+    # ... and the second cycle (human-readable) continued from there
+    assert second.exit_code == 0, second.output
+    assert "SUCCEEDED (tick 1)" in second.output
+    assert "resnet-batch" in second.output
+
+
+def test_commands_without_a_running_local_aws_say_how_to_start_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OSPREY_LOCAL_STATE", str(tmp_path / "none.json"))
+    result = CliRunner().invoke(app, ["local", "cycle"])
+    assert result.exit_code == 1
+    assert "run `osprey local up`" in result.output
+    down = CliRunner().invoke(app, ["local", "down"])
+    assert down.exit_code == 0
+    assert "not up" in down.output
