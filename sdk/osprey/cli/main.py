@@ -16,6 +16,7 @@ from osprey.cli.jobs import explain_command, jobs_command
 from osprey.cli.local import local_app
 from osprey.cli.plan import plan_command
 from osprey.cli.policy import policy_app
+from osprey.cli.simulate import simulate_command
 
 __all__ = ["app", "main"]
 
@@ -33,6 +34,7 @@ app.add_typer(eks_app, name="eks")
 app.command("jobs")(jobs_command)
 app.command("explain")(explain_command)
 app.command("plan")(plan_command)
+app.command("simulate")(simulate_command)
 app.add_typer(local_app, name="local")
 
 

@@ -1,0 +1,249 @@
+"""``osprey simulate``: replay a workload on a simulated cluster under several schedulers and compare them.
+
+The ``osprey`` scheduler runs the production derivation engine and gang watch (docs/scheduling.md). Output: a
+table with each metric's ratio to ``osprey``; ``--json`` prints one JSON object per scheduler, one per line;
+``--plot DIR`` writes PNGs (queue length and utilization over time, CDF of queueing delay). Exit 1 on
+invalid input, naming the flag and what it allows.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
+from osprey_control.simulate import (
+    SCHEDULERS,
+    TRACE_DIR,
+    Result,
+    SimulationError,
+    Workload,
+    homogeneous_nodes,
+    llm_workload,
+    read_alibaba,
+    read_job_csv,
+    seed_workload,
+    simulate,
+)
+
+__all__ = ["build_workload", "parse_schedulers", "simulate_command"]
+
+WORKLOADS = ("alibaba", "llm", "seed")
+DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def parse_schedulers(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SCHEDULERS]
+    if unknown or not names:
+        _fail(
+            f"--schedulers: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(SCHEDULERS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def build_workload(
+    workload: str, gpus: int | None, seed: int, jobs: int, load: float, limit: int | None
+) -> Workload:
+    """The workload a ``--workload`` value names; exits 1 naming the flag on bad input."""
+    if gpus is not None and gpus < 1:
+        _fail(f"--gpus: must be a positive number of GPUs, got {gpus}")
+    try:
+        if workload == "alibaba":
+            if gpus is not None and gpus < 8:
+                _fail("--gpus: the Alibaba trace has 8-GPU tasks; give at least 8 GPUs")
+            if not (TRACE_DIR / "alibaba_openb2023_gpu_replay.csv").is_file():
+                _fail(f"--workload alibaba: the trace is not in {TRACE_DIR}")
+            return read_alibaba(gpus=gpus, seed=seed, limit=limit)
+        if workload == "llm":
+            if jobs < 1:
+                _fail(f"--jobs: must be at least 1, got {jobs}")
+            if not 0 < load <= 10:
+                _fail(f"--load: must be in (0, 10], got {load}")
+            return llm_workload(seed=seed, jobs=jobs, gpus=gpus or DEFAULT_GPUS["llm"], load=load)
+        if workload == "seed":
+            return seed_workload(gpus or DEFAULT_GPUS["seed"])
+        path = Path(workload)
+        if path.suffix.lower() != ".csv" or not path.is_file():
+            _fail(f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)} or an existing .csv file")
+        built = read_job_csv(path, homogeneous_nodes(gpus or DEFAULT_GPUS["file"]))
+        built.validate()
+        return built
+    except SimulationError as error:
+        flag = "--gpus" if "node" in str(error) or "cluster" in str(error) else "--workload"
+        _fail(f"{flag}: {error}")
+    except OSError as error:
+        _fail(f"--workload: cannot read {workload}: {error}")
+
+
+def _load_policy(path: Path) -> PriorityDerivationPolicy:
+    result = load_policy_files([path])
+    if result.errors:
+        for error in result.errors:
+            typer.echo(f"error: --policy: {error}", err=True)
+        raise typer.Exit(1)
+    policies = [loaded.policy for loaded in result.policies]
+    if len(policies) != 1:
+        _fail(f"--policy: {path} must hold exactly one policy, found {len(policies)}")
+    return policies[0]
+
+
+def _ratio(value: float, reference: float) -> str:
+    if reference == 0:
+        return "-" if value == 0 else "inf"
+    return f"{value / reference:.2f}x"
+
+
+def _table(results: list[Result], console: Console) -> None:
+    osprey = next((r for r in results if r.scheduler == "osprey"), None)
+    table = Table(
+        title=f"{results[0].workload} on {results[0].gpus} GPUs ({results[0].jobs} jobs)"
+        + ("; ratios against osprey" if osprey else ""),
+        box=box.SIMPLE_HEAVY,
+    )
+    for column in (
+        "scheduler",
+        "mean wait (min)",
+        "p95 wait (min)",
+        "first step (min)",
+        "mean JCT (h)",
+        "idle %",
+        "goodput",
+        "preempt",
+        "prio changes /job-h",
+    ):
+        table.add_column(column, justify="left" if column == "scheduler" else "right")
+
+    def cell(value: float, reference: float | None, fmt: str) -> str:
+        text = format(value, fmt)
+        return text if reference is None else f"{text} ({_ratio(value, reference)})"
+
+    for r in results:
+        ref = osprey if osprey is not None and r is not osprey else None
+        table.add_row(
+            r.scheduler,
+            cell(r.mean_wait_s / 60, ref.mean_wait_s / 60 if ref else None, ".1f"),
+            cell(r.p95_wait_s / 60, ref.p95_wait_s / 60 if ref else None, ".1f"),
+            cell(r.mean_first_step_s / 60, ref.mean_first_step_s / 60 if ref else None, ".1f"),
+            cell(r.mean_jct_s / 3600, ref.mean_jct_s / 3600 if ref else None, ".2f"),
+            cell(r.idle_pct, ref.idle_pct if ref else None, ".1f"),
+            cell(r.goodput, ref.goodput if ref else None, ".3f"),
+            str(r.preemptions),
+            "-" if r.priority_changes_per_job_hour is None else f"{r.priority_changes_per_job_hour:.2f}",
+        )
+    console.print(table)
+
+
+def simulate_command(
+    workload: Annotated[
+        str, typer.Option("--workload", help="alibaba, llm, seed (the seed's 64 GPUs, 5 jobs) or FILE.csv.")
+    ] = "llm",
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", help="Cluster GPUs in 8-GPU nodes (alibaba: default the real node list)."),
+    ] = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option("--policy", help="Policy for osprey (default policies/training-policy.yaml)."),
+    ] = None,
+    schedulers: Annotated[
+        str, typer.Option("--schedulers", help=f"Comma-separated: {','.join(SCHEDULERS)}.")
+    ] = ",".join(SCHEDULERS),
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed for the generator, startup and metrics noise.")
+    ] = 0,
+    cycle: Annotated[
+        float | None, typer.Option("--cycle", help="Osprey's cycle in s (default: the policy's interval).")
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", help="llm: number of jobs.")] = 300,
+    load: Annotated[
+        float, typer.Option("--load", help="llm: offered load (1.0 = the cluster's capacity).")
+    ] = 1.0,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="alibaba: replay only the first N tasks.")
+    ] = None,
+    preemption: Annotated[
+        bool, typer.Option("--preemption/--no-preemption", help="Let osprey preempt lower-priority jobs.")
+    ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per scheduler, one per line.")
+    ] = False,
+    plot_dir: Annotated[
+        Path | None, typer.Option("--plot", help="Write PNG plots into this directory.")
+    ] = None,
+) -> None:
+    """Simulate a workload under several schedulers (the osprey one runs the real engine) and compare."""
+    names = parse_schedulers(schedulers)
+    if cycle is not None and not 1 <= cycle <= 86400:
+        _fail(f"--cycle: must be between 1 and 86400 seconds, got {cycle}")
+    if limit is not None and limit < 1:
+        _fail(f"--limit: must be at least 1, got {limit}")
+    policy = _load_policy(policy_file) if policy_file is not None else None
+    built = build_workload(workload, gpus, seed, jobs, load, limit)
+    if not built.jobs:
+        _fail(f"--workload: {workload} has no jobs")
+    err = Console(stderr=True)
+    results: list[Result] = []
+    with Progress(
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        for name in names:
+            task = progress.add_task(name, total=len(built.jobs))
+            step = max(1, len(built.jobs) // 200)
+
+            def advance(done: int, total: int, task: object = task, step: int = step) -> None:
+                if done % step == 0 or done == total:
+                    progress.update(task, completed=done)  # type: ignore[arg-type]
+
+            try:
+                results.append(
+                    simulate(
+                        built,
+                        name,
+                        policy=policy,
+                        cycle_s=cycle,
+                        seed=seed,
+                        preemption=preemption,
+                        on_progress=advance,
+                    )
+                )
+            except SimulationError as error:
+                _fail(f"--schedulers {name}: {error}")
+            progress.update(task, completed=len(built.jobs))
+    if as_json:
+        for result in results:
+            typer.echo(json.dumps(result.to_dict(), sort_keys=True))
+    else:
+        _table(results, Console(width=None if sys.stdout.isatty() else 200))
+        for note in built.notes:
+            typer.echo(note)
+    if plot_dir is not None:
+        from osprey_control.simulate.plots import plot_results  # noqa: PLC0415 - matplotlib only for --plot
+
+        try:
+            written = plot_results(results, plot_dir, title=f"{built.name} on {built.total_gpus} GPUs")
+        except ImportError:
+            _fail("--plot: matplotlib is not installed (pip install 'osprey-aws[plot]')")
+        except OSError as error:
+            _fail(f"--plot: cannot write to {plot_dir}: {error}")
+        for path in written:
+            typer.echo(f"wrote {path}", err=True)
