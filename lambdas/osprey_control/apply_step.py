@@ -1,14 +1,22 @@
-"""The apply step of a cycle: the changes of every shard, routed to each backend's applier at once.
+"""The apply step of a cycle: every job whose derived priority is not on its backend yet, applied at once.
 
 It runs after the shards' Map state so that Batch gets one UpdateSchedulingPolicy per queue per cycle. The
-registry already holds the new priority (the derive step recorded it), so each change is applied against the
-``previous`` priority its shard reported: that is the value in force on the backend.
+shards report which jobs are pending; the apply step re-reads each one and applies its ``derived_priority``
+against its ``applied_priority`` (what the backend holds), then records the outcome with a conditional write:
+
+- applied (written, or found already set) → ``applied_priority`` and ``applied_at``;
+- failed transiently (throttling, 5xx, connection) → ``apply_failure`` with a count of consecutive attempts,
+  retried next cycle until ``MAX_TRANSIENT_APPLY_ATTEMPTS``;
+- failed otherwise, or skipped (not opted in, job finished, no applier) → a permanent ``apply_failure``: not
+  tried again until the derived priority changes.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from osprey_control.apply import (
@@ -23,13 +31,35 @@ from osprey_control.apply import (
     apply_all,
     prefilter,
 )
+from osprey_control.aws import is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
 
-__all__ = ["EksApplier", "RecordSource", "apply_cycle", "changes_from_reports", "default_appliers"]
+__all__ = [
+    "ApplyRegistry",
+    "EksApplier",
+    "RecordSource",
+    "apply_cycle",
+    "default_appliers",
+    "pending_from_reports",
+    "record_outcomes",
+]
+
+logger = logging.getLogger(__name__)
+_LEFT = "job left the registry"
 
 
 class RecordSource(Protocol):
     def get(self, key: JobKey) -> JobRecord | None: ...
+
+
+class ApplyRegistry(RecordSource, Protocol):
+    """The registry as the apply step uses it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
+
+    def record_applied(self, key: JobKey, priority: int, now: datetime) -> JobRecord | None: ...
+
+    def record_apply_failure(
+        self, key: JobKey, priority: int, reason: str, *, permanent: bool, now: datetime
+    ) -> JobRecord | None: ...
 
 
 def _key(text: str) -> JobKey:
@@ -37,22 +67,51 @@ def _key(text: str) -> JobKey:
     return JobKey(Backend(backend), native_id)
 
 
-def changes_from_reports(
+def pending_from_reports(
     reports: Iterable[Mapping[str, Any]], registry: RecordSource
 ) -> tuple[list[PriorityChange], list[ApplyResult]]:
-    """The shards' reported changes as :class:`PriorityChange`, each against the priority it replaces."""
+    """The jobs the shards reported, re-read: a :class:`PriorityChange` to ``derived_priority`` for each one
+    still pending (``JobRecord.apply_pending``); jobs that left the registry are skipped."""
     changes: list[PriorityChange] = []
     missing: list[ApplyResult] = []
+    seen: set[JobKey] = set()
     for report in reports:
-        for change in report.get("changes", []):
-            key = _key(change["key"])
+        for entry in report.get("changes", []):
+            key = _key(entry["key"])
+            if key in seen:
+                continue
+            seen.add(key)
             record = registry.get(key)
             if record is None:  # deleted between derive and apply: nothing to write
-                missing.append(ApplyResult(key, Outcome.SKIPPED, change["priority"], "job left the registry"))
-                continue
-            previous = record.model_copy(update={"applied_priority": change["previous"]})
-            changes.append(PriorityChange(previous, int(change["priority"])))
+                missing.append(ApplyResult(key, Outcome.SKIPPED, int(entry.get("priority") or 0), _LEFT))
+            elif record.apply_pending() and record.derived_priority is not None:
+                changes.append(PriorityChange(record, record.derived_priority))
     return changes, missing
+
+
+def record_outcomes(
+    report: ApplyReport, registry: ApplyRegistry, keys: Iterable[JobKey], now: datetime
+) -> None:
+    """Write each job's apply result (of ``keys``) to the registry; a job whose write fails is listed in
+    ``report.unrecorded`` and stays pending, so the next cycle applies it again (appliers are idempotent)."""
+    wanted = set(keys)
+    for result in report.results:
+        if result.job not in wanted:
+            continue
+        try:
+            if result.outcome is Outcome.APPLIED:
+                registry.record_applied(result.job, result.priority, now)
+            else:
+                # A skip (not opted in, finished, no applier) is as final as a non-transient failure.
+                permanent = result.outcome is Outcome.SKIPPED or not result.transient
+                reason = f"{result.outcome.value}: {result.reason}"
+                registry.record_apply_failure(
+                    result.job, result.priority, reason, permanent=permanent, now=now
+                )
+        except Exception as error:  # one job's registry write must not lose the others'
+            message = f"{type(error).__name__}: {error}"
+            logger.warning("apply outcome not recorded", extra={"job": str(result.job), "error": message})
+            report.unrecorded.append((result.job, message))
 
 
 class EksApplier:
@@ -94,8 +153,11 @@ class EksApplier:
                 )
             except Exception as error:  # an unreachable cluster fails its own jobs only
                 reason = f"cluster {cluster}: {type(error).__name__}: {error}"
+                # A network failure is worth retrying next cycle; a refused credential or a bug is not.
+                transient = is_transient(error) or isinstance(error, ConnectionError | TimeoutError)
                 report.results.extend(
-                    ApplyResult(c.record.key, Outcome.FAILED, c.priority, reason) for c in batch
+                    ApplyResult(c.record.key, Outcome.FAILED, c.priority, reason, transient=transient)
+                    for c in batch
                 )
                 continue
             for result in eks_report.results:
@@ -106,6 +168,7 @@ class EksApplier:
                         outcome,
                         result.priority,
                         result.reason,
+                        transient=result.transient,
                         native_value=None
                         if result.kubernetes_value is None
                         else str(result.kubernetes_value),
@@ -128,10 +191,16 @@ def default_appliers(
 
 
 def apply_cycle(
-    reports: Iterable[Mapping[str, Any]], registry: RecordSource, appliers: Iterable[Applier]
+    reports: Iterable[Mapping[str, Any]],
+    registry: ApplyRegistry,
+    appliers: Iterable[Applier],
+    *,
+    now: datetime | None = None,
 ) -> ApplyReport:
-    """Apply every shard's changes; one report for the cycle."""
-    changes, missing = changes_from_reports(reports, registry)
+    """Apply every shard's pending jobs and record each outcome; one report for the cycle."""
+    now = now or datetime.now(UTC)
+    changes, missing = pending_from_reports(reports, registry)
     report = apply_all(changes, appliers)
+    record_outcomes(report, registry, (change.record.key for change in changes), now)
     report.results.extend(missing)
     return report

@@ -1,8 +1,8 @@
 """One shard of a cycle: list its active jobs, collect their metrics, derive and record their priorities.
 
-The cycle state machine runs this once per shard (a Map state); its report is small (changed jobs only) so
-it fits in a Step Functions payload, and the apply step reads the changes of all shards at once (Batch needs
-one UpdateSchedulingPolicy per queue per cycle).
+The cycle state machine runs this once per shard (a Map state); its report is small (only the jobs whose
+derived priority still has to reach the backend, under ``changes``) so it fits in a Step Functions payload, and
+the apply step takes the jobs of all shards at once (Batch needs one UpdateSchedulingPolicy per queue per cycle).
 """
 
 from __future__ import annotations
@@ -51,16 +51,18 @@ def _report(shard: int | None, collected: CollectionResult, derived: ShardResult
     report = ShardReport(
         shard, len(derived.outcomes), series=collected.series, getmetricdata_calls=collected.calls
     )
-    for outcome in derived.changes:
-        if outcome.decision is None:  # cannot happen: a change always carries its decision
-            continue
+    # The apply step's work list: every job whose derived priority is not on the backend yet, whether it was
+    # derived this cycle or is a transient failure of an earlier one being retried.
+    for outcome in derived.pending:
+        current = outcome.current
         report.changes.append(
             {
-                "key": str(outcome.record.key),
-                "backend": outcome.record.backend.value,
-                "native_id": outcome.record.native_id,
-                "previous": outcome.decision.previous,
-                "priority": outcome.decision.priority,
+                "key": str(current.key),
+                "backend": current.backend.value,
+                "native_id": current.native_id,
+                "previous": current.applied_priority,  # on the backend now (None: never applied)
+                "priority": current.derived_priority,
+                "changed": outcome.changed,  # derived moved this cycle (else: a retry)
             }
         )
     for outcome in derived.failures:

@@ -1,6 +1,6 @@
-"""Apply Lambda: after the shards' Map state, write every changed priority to its backend.
-
-Input: ``{"shards": [<derive outputs>]}`` (the Map state's result). Output: counts and per-job failures.
+"""Apply Lambda: after the shards' Map state, write every pending derived priority to its backend and record
+the outcome in the registry. Input: ``{"shards": [<derive outputs>]}`` (the Map state's result). Output: counts
+and per-job failures.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.warning(
             "priority not applied",
             extra={"job": str(result.job), "reason": result.reason, "transient": result.transient},
+        )
+    for job, error in report.unrecorded:
+        logger.warning(
+            "apply outcome not recorded; the job stays pending", extra={"job": str(job), "error": error}
         )
     publish(
         [

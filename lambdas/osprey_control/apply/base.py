@@ -5,7 +5,9 @@ Every applier follows the same rules, enforced here where they do not depend on 
 - only a changed priority is written (``priority != record.applied_priority``); an unchanged one is skipped;
 - only a job whose live tags say ``osprey:enabled=true`` is written (the backend adapter reads the tags);
 - one job's failure never stops the others; throttling and 5xx are retried by botocore's standard mode
-  (:mod:`osprey_control.aws`) and, if they persist, reported as ``transient`` so the next cycle tries again.
+  (:mod:`osprey_control.aws`) and, if they persist, reported as ``transient``: the apply step records the
+  failure and retries it next cycle (up to ``MAX_TRANSIENT_APPLY_ATTEMPTS``); any other failure or skip is
+  recorded as permanent and not retried until the derived priority changes.
 """
 
 from __future__ import annotations
@@ -64,10 +66,13 @@ class ApplyResult:
 class ApplyReport:
     results: list[ApplyResult] = field(default_factory=list)
     writes: int = 0  # write API calls made (UpdateServiceJob, AddTags, UpdateSchedulingPolicy)
+    # Jobs whose outcome could not be recorded in the registry (the next cycle finds them still pending).
+    unrecorded: list[tuple[JobKey, str]] = field(default_factory=list)
 
     def extend(self, other: ApplyReport) -> None:
         self.results.extend(other.results)
         self.writes += other.writes
+        self.unrecorded.extend(other.unrecorded)
 
     def _with(self, outcome: Outcome) -> list[ApplyResult]:
         return [result for result in self.results if result.outcome is outcome]
@@ -104,7 +109,11 @@ def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> 
 def failure(change: PriorityChange, error: BaseException, action: str) -> ApplyResult:
     """A failed result for ``change`` whose ``reason`` names the action, the error and whether it is retried."""
     transient = is_transient(error)
-    hint = "it is retried next cycle" if transient else "fix the cause; the next cycle tries again"
+    hint = (
+        "it is retried next cycle"
+        if transient
+        else "not retried until the derived priority changes; fix the cause"
+    )
     return ApplyResult(
         change.record.key,
         Outcome.FAILED,

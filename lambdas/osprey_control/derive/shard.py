@@ -21,13 +21,14 @@ __all__ = ["DecisionStore", "JobOutcome", "PolicyLookup", "ShardResult", "derive
 
 
 class DecisionStore(Protocol):
-    """Where decisions go: the registry. ``record_decision`` must be conditional on ``expected_version``."""
+    """Where decisions go: the registry. ``record_decision`` must be conditional on ``expected_version`` and
+    returns the record as written (the registry) or None (a store that does not say)."""
 
     def record_decision(
         self,
         key: JobKey,
         decision: dict[str, Any],
-        applied_priority: int,
+        derived_priority: int,
         expected_version: int,
         now: datetime,
     ) -> Any: ...
@@ -39,14 +40,30 @@ class PolicyLookup(Protocol):
 
 @dataclass(frozen=True)
 class JobOutcome:
-    record: JobRecord
+    record: JobRecord  # as read at the start of the cycle
     decision: Decision | None = None
     error: str | None = None  # why this job has no decision written
     error_kind: str | None = None  # unknown-policy | conflict | store-error | engine-error
+    recorded: JobRecord | None = None  # the record as the decision left it, when it was written
 
     @property
     def changed(self) -> bool:
+        """The derived priority moved this cycle."""
         return self.error is None and self.decision is not None and self.decision.changed
+
+    @property
+    def current(self) -> JobRecord:
+        """What the registry holds after this cycle's derivation."""
+        if self.recorded is not None:
+            return self.recorded
+        if self.error is None and self.decision is not None:  # written by a store that returns nothing
+            return self.record.model_copy(update={"derived_priority": self.decision.priority})
+        return self.record
+
+    @property
+    def apply_pending(self) -> bool:
+        """The derived priority is not on the backend yet and is worth (re)trying: the apply step's work."""
+        return self.current.apply_pending()
 
 
 @dataclass
@@ -56,8 +73,14 @@ class ShardResult:
 
     @property
     def changes(self) -> list[JobOutcome]:
-        """Jobs whose applied priority changed: what the appliers must write."""
+        """Jobs whose derived priority changed this cycle."""
         return [outcome for outcome in self.outcomes if outcome.changed]
+
+    @property
+    def pending(self) -> list[JobOutcome]:
+        """Jobs whose derived priority differs from the applied one and is due (new, or a transient failure
+        under the retry limit): what the apply step must write. Includes jobs derived in earlier cycles."""
+        return [outcome for outcome in self.outcomes if outcome.apply_pending]
 
     @property
     def failures(self) -> list[JobOutcome]:
@@ -65,8 +88,17 @@ class ShardResult:
 
 
 def _previous(record: JobRecord) -> int | None:
-    # A job's own initial_priority (its osprey block) beats the policy's initialPriority (DESIGN §5).
-    return record.applied_priority if record.applied_priority is not None else record.block.initial_priority
+    """DESIGN §4's ``prev``: the last priority the derivation produced (its damped "applied" value), which is
+    ``derived_priority``, not what the backend holds: damping steps from the last decision even while an apply
+    is failing, so a backend outage never makes the derivation repeat or skip steps.
+
+    ``applied_priority`` stands in for records derived before the two were split; then a job's own
+    ``initial_priority`` (its osprey block) beats the policy's ``initialPriority`` (DESIGN §5).
+    """
+    for value in (record.derived_priority, record.applied_priority, record.block.initial_priority):
+        if value is not None:
+            return value
+    return None
 
 
 def _derive_one(
@@ -90,11 +122,13 @@ def _derive_one(
     except Exception as error:  # the engine does not raise on data; this guards against the unforeseen
         return JobOutcome(record, error=f"{type(error).__name__}: {error}", error_kind="engine-error")
     try:
-        store.record_decision(record.key, decision.to_dict(), decision.priority, record.version, now)
+        written = store.record_decision(
+            record.key, decision.to_dict(), decision.priority, record.version, now
+        )
     except Exception as error:
         kind = "conflict" if "Conflict" in type(error).__name__ else "store-error"
         return JobOutcome(record, decision, error=f"{type(error).__name__}: {error}", error_kind=kind)
-    return JobOutcome(record, decision)
+    return JobOutcome(record, decision, recorded=written if isinstance(written, JobRecord) else None)
 
 
 def derive_shard(

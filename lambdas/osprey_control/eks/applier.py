@@ -117,6 +117,7 @@ class ApplyResult:
     priority: int
     written_to: str | None = None  # "workload <ns>/<name>" or "annotation <Kind> <ns>/<name>"
     kubernetes_value: int | None = None  # the Workload priority, when Kueue
+    transient: bool = False  # no answer, 429 or 5xx from the API server: worth retrying next cycle
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -153,6 +154,11 @@ class ApplyReport:
         }
 
 
+def _transient(error: BaseException) -> bool:
+    # Status 0 means no answer at all (connection refused, timeout); 409 is retried inside one apply already.
+    return isinstance(error, KubernetesApiError) and (error.status in (0, 429) or error.status >= 500)
+
+
 class _Skip(Exception):  # noqa: N818 - control flow, not an error
     pass
 
@@ -181,7 +187,10 @@ class EksPriorityApplier:
         except KubernetesApiError as error:
             targets = list(targets)
             reason = f"Kueue API discovery failed: {error}"
-            results = [ApplyResult(t.native_id, ApplyOutcome.FAILED, reason, t.priority) for t in targets]
+            results = [
+                ApplyResult(t.native_id, ApplyOutcome.FAILED, reason, t.priority, transient=_transient(error))
+                for t in targets
+            ]
             return ApplyReport(self.cluster, None, results)
         report = ApplyReport(self.cluster, kueue)
         workloads: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> owner uid -> Workload
@@ -191,7 +200,13 @@ class EksPriorityApplier:
             except _Skip as skip:
                 result = ApplyResult(target.native_id, ApplyOutcome.SKIPPED, str(skip), target.priority)
             except (KubernetesApiError, ValueError, KeyError, TypeError) as error:
-                result = ApplyResult(target.native_id, ApplyOutcome.FAILED, str(error), target.priority)
+                result = ApplyResult(
+                    target.native_id,
+                    ApplyOutcome.FAILED,
+                    str(error),
+                    target.priority,
+                    transient=_transient(error),
+                )
             if result.outcome is ApplyOutcome.FAILED:
                 logger.warning(
                     "eks priority not applied",

@@ -17,7 +17,8 @@ The sparse global index ``active-jobs`` (hash ``active_shard``, range ``pk``, pr
 active jobs, so :meth:`JobRegistry.list_active` is one Query per shard, never a Scan.
 
 Every write of a job item is conditional on the ``version`` read (optimistic concurrency).
-:meth:`JobRegistry.apply_observation` and :meth:`JobRegistry.mark_spot_risk` re-read and retry on conflict
+:meth:`JobRegistry.apply_observation`, :meth:`JobRegistry.mark_spot_risk` and the apply step's
+:meth:`JobRegistry.record_applied` / :meth:`JobRegistry.record_apply_failure` re-read and retry on conflict
 (their merge is convergent, see :mod:`osprey_control.registry.observation`); :meth:`JobRegistry.record_decision`
 does not retry: it raises :class:`VersionConflictError` so the caller derives again from fresh state.
 """
@@ -31,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
     DECISION_PREFIX,
@@ -310,30 +312,27 @@ class JobRegistry:
         self,
         key: JobKey,
         decision: dict[str, Any],
-        applied_priority: int,
+        derived_priority: int,
         expected_version: int,
         now: datetime,
     ) -> JobRecord:
-        """Store a derivation's result, conditional on ``expected_version``, with its history item.
-
-        Both writes happen in one transaction: on :class:`VersionConflictError` neither is written.
+        """Store a derivation's result (``derived_priority``, not yet applied), conditional on
+        ``expected_version``, with its history item. Both writes happen in one transaction: on
+        :class:`VersionConflictError` neither is written. The apply step records what reached the backend.
         """
-        if not 0 <= applied_priority <= 100:
-            raise ValueError(f"applied_priority must be an integer 0..100, got {applied_priority}")
+        if not 0 <= derived_priority <= 100:
+            raise ValueError(f"derived_priority must be an integer 0..100, got {derived_priority}")
         current = self.get(key)
         if current is None:
             raise JobNotFoundError(key)
         if current.version != expected_version:
             raise VersionConflictError(key, expected_version, current.version)
-        changed = current.applied_priority != applied_priority
+        previous = current.derived_priority
         updated = current.model_copy(
             update={
-                # Transitional: the apply step does not yet record its own writes, so the decided priority is
-                # stored as both derived and applied (the apply pass of issue #4 will split them).
-                "derived_priority": applied_priority,
-                "applied_priority": applied_priority,
+                "derived_priority": derived_priority,
                 "last_decision": decision,
-                "last_changed_at": now if changed else current.last_changed_at,
+                "last_changed_at": now if previous != derived_priority else current.last_changed_at,
                 "version": expected_version + 1,
             }
         )
@@ -343,13 +342,13 @@ class JobRegistry:
             "sk": {"S": f"{DECISION_PREFIX}{format_time(now)}#{expected_version + 1:010d}"},
             "recorded_at": {"S": format_time(now)},
             "policy": {"S": current.policy},
-            "applied_priority": {"N": str(applied_priority)},
+            "derived_priority": {"N": str(derived_priority)},
             "decision": job_item["last_decision"],
             "version": {"N": str(expected_version + 1)},
             TTL_ATTRIBUTE: {"N": str(int((now + self.history_retention).timestamp()))},
         }
-        if current.applied_priority is not None:
-            history_item["previous_priority"] = {"N": str(current.applied_priority)}
+        if previous is not None:
+            history_item["previous_priority"] = {"N": str(previous)}
         try:
             self.client.transact_write_items(
                 TransactItems=[
@@ -376,3 +375,21 @@ class JobRegistry:
                 ) from None
             raise
         return updated
+
+    def record_applied(self, key: JobKey, priority: int, now: datetime) -> JobRecord | None:
+        """The apply step confirmed ``priority`` on the backend (None: the job left the registry).
+
+        Conditional on the version read and retried on conflict (the merge only sets the applied fields, so
+        re-reading and merging again is safe); never touches the derived priority or the decision.
+        """
+        result = self._converge(key, lambda record: merge_applied(record, priority, now))
+        return result.record if result else None
+
+    def record_apply_failure(
+        self, key: JobKey, priority: int, reason: str, *, permanent: bool, now: datetime
+    ) -> JobRecord | None:
+        """The apply step could not put ``priority`` on the backend; see :func:`merge_apply_failure`."""
+        result = self._converge(
+            key, lambda record: merge_apply_failure(record, priority, reason, permanent=permanent, now=now)
+        )
+        return result.record if result else None

@@ -1,5 +1,8 @@
 """``osprey jobs`` and ``osprey explain JOB``: what a deployed control plane knows, like Slurm's squeue/sprio.
 
+Both show the priority Osprey derived and the one its backend holds (``applied``), with the reason when the
+apply step could not write it (``apply``: applied, pending, ``retrying n/N``, failed, gave-up).
+
 The registry table is found from ``--table``, else ``OSPREY_TABLE_NAME``, else the ``/osprey/config`` SSM
 parameter the stack writes (``{"tableName": ...}``). Exit 1 when the job or table cannot be found.
 """
@@ -18,7 +21,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from osprey.cli.render import rules_table
-from osprey_control.registry import ACTIVE_STATUSES, Backend, JobKey, JobRecord
+from osprey_control.registry import (
+    ACTIVE_STATUSES,
+    MAX_TRANSIENT_APPLY_ATTEMPTS,
+    Backend,
+    JobKey,
+    JobRecord,
+)
 
 __all__ = ["explain_command", "jobs_command"]
 
@@ -59,15 +68,37 @@ def _registry(table: str | None) -> Any:
     return JobRegistry(_table_name(table))
 
 
+def _apply_state(record: JobRecord) -> str:
+    """Where the derived priority stands on the backend: applied, pending, retrying, failed or gave-up."""
+    if record.derived_priority is None:
+        return "-"
+    if record.derived_priority == record.applied_priority:
+        return "applied"
+    failure = record.apply_failure
+    if failure is None or failure.priority != record.derived_priority:
+        return "pending"
+    if failure.permanent:
+        return "failed"
+    if record.apply_pending():
+        return f"retrying {failure.attempts}/{MAX_TRANSIENT_APPLY_ATTEMPTS}"
+    return "gave-up"
+
+
 def _summary(record: JobRecord) -> dict[str, Any]:
     decision = record.last_decision or {}
+    failure = record.apply_failure
     return {
         "key": str(record.key),
         "backend": record.backend.value,
         "name": record.name,
         "policy": record.policy,
         "status": record.status.value,
-        "priority": record.applied_priority,
+        # The priority Osprey decided, and the one the backend holds (they differ while an apply is pending).
+        "priority": record.derived_priority,
+        "applied": record.applied_priority,
+        "applied_at": record.applied_at.isoformat() if record.applied_at else None,
+        "apply": _apply_state(record),
+        "apply_error": failure.reason if failure is not None else None,
         "target": decision.get("target"),
         "reason": decision.get("reason"),
         "last_change": record.last_changed_at.isoformat() if record.last_changed_at else None,
@@ -82,7 +113,7 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
     """List the active jobs Osprey manages, highest priority first."""
     records = sorted(
         _registry(table).list_active(),
-        key=lambda r: (-(r.applied_priority if r.applied_priority is not None else -1), r.name),
+        key=lambda r: (-(r.derived_priority if r.derived_priority is not None else -1), r.name),
     )
     rows = [_summary(record) for record in records]
     if as_json:
@@ -95,6 +126,8 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
         "POLICY",
         "STATUS",
         "PRIORITY",
+        "APPLIED",
+        "APPLY",
         "TARGET",
         "REASON",
         "LAST CHANGE",
@@ -108,13 +141,18 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
             row["backend"],
             row["policy"],
             row["status"],
-            str(row["priority"] or "-"),
+            "-" if row["priority"] is None else str(row["priority"]),
+            "-" if row["applied"] is None else str(row["applied"]),
+            row["apply"],
             target,
             row["reason"] or "-",
             row["last_change"] or "-",
             row["gang"],
         )
     _console().print(view)
+    for row in rows:
+        if row["apply"] not in ("applied", "pending", "-"):
+            _console().print(escape(f"{row['name']}: {row['apply']}: {row['apply_error']}"))
 
 
 def _parse_key(job: str) -> JobKey | None:
@@ -166,5 +204,14 @@ def explain_command(
         f"previous {decision['previous']} → priority {decision['priority']} "
         f"(base {number(decision.get('base'))}, target {number(decision.get('target'))}, {decision['reason']})"
     )
+    state = _apply_state(record)
+    if state == "applied":
+        applied = f"applied {record.applied_priority} at {record.applied_at or '-'}"
+    else:
+        holds = "nothing yet" if record.applied_priority is None else str(record.applied_priority)
+        applied = f"derived {record.derived_priority}, backend holds {holds} ({state})"
+        if record.apply_failure is not None:
+            applied += f": {record.apply_failure.reason}"
+    console.print(escape(applied))
     active = "active" if record.status in ACTIVE_STATUSES else "finished"
     console.print(f"job is {active}; last change {record.last_changed_at or '-'}")

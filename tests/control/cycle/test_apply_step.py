@@ -1,5 +1,6 @@
-"""Given a derived cycle, when the apply step runs, then each changed job is written on its backend against
-the priority it replaces, and a backend that fails (an unreachable EKS cluster) fails only its own jobs."""
+"""Given a derived cycle, when the apply step runs, then each pending job is written on its backend, the
+registry records what was applied (or why not), and a backend that fails (an unreachable EKS cluster) fails
+only its own jobs."""
 
 from __future__ import annotations
 
@@ -72,16 +73,20 @@ def test_changed_sagemaker_job_is_tagged_with_its_new_priority(aws: dict[str, An
         aws["registry"], PolicySource(client=aws["ssm"]), None, cloudwatch=aws["cloudwatch"], now=NOW
     )
     assert [(c["native_id"], c["previous"], c["priority"]) for c in report.changes] == [
-        ("llama-train", 50, 60)
+        ("llama-train", None, 60)
     ]
 
     sagemaker = boto3.client("sagemaker", region_name="us-east-1")
-    applied = apply_cycle([report.to_dict()], aws["registry"], [TrainingJobTagApplier(sagemaker)])
+    applied = apply_cycle([report.to_dict()], aws["registry"], [TrainingJobTagApplier(sagemaker)], now=NOW)
 
     assert [(r.job.native_id, r.outcome) for r in applied.results] == [("llama-train", Outcome.APPLIED)]
     tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=arn)["Tags"]}
     assert tags[DERIVED_PRIORITY_TAG] == "60"
     assert applied.writes == 1
+    # ... and the registry now says the backend holds it, so the next cycle has nothing left to apply
+    stored = aws["registry"].get(JobKey(Backend.SAGEMAKER, "llama-train"))
+    assert (stored.derived_priority, stored.applied_priority, stored.applied_at) == (60, 60, NOW)
+    assert stored.apply_failure is None
 
 
 def test_job_without_the_osprey_tag_is_never_written(aws: dict[str, Any]) -> None:
@@ -95,6 +100,16 @@ def test_job_without_the_osprey_tag_is_never_written(aws: dict[str, Any]) -> Non
     applied = apply_cycle([report.to_dict()], aws["registry"], [TrainingJobTagApplier(sagemaker)])
     assert [r.outcome for r in applied.results] == [Outcome.SKIPPED]
     assert DERIVED_PRIORITY_TAG not in {t["Key"] for t in sagemaker.list_tags(ResourceArn=arn)["Tags"]}
+    # ... the registry records why, as permanent, so that priority is not tried again (not even a ListTags)
+    stored = aws["registry"].get(JobKey(Backend.SAGEMAKER, "someone-elses"))
+    assert stored.applied_priority is None
+    assert stored.apply_failure is not None
+    assert (stored.apply_failure.permanent, stored.apply_failure.priority) == (True, 60)
+    assert "osprey:enabled" in stored.apply_failure.reason
+    calls: list[str] = []
+    sagemaker.meta.events.register("before-call.sagemaker", lambda model, **_: calls.append(model.name))
+    again = apply_cycle([report.to_dict()], aws["registry"], [TrainingJobTagApplier(sagemaker)])
+    assert (again.results, calls) == ([], [])
 
 
 def test_unreachable_eks_cluster_fails_only_its_jobs(aws: dict[str, Any]) -> None:
@@ -131,10 +146,17 @@ def test_unreachable_eks_cluster_fails_only_its_jobs(aws: dict[str, Any]) -> Non
         raise ConnectionError(f"{cluster}: no route to the API server")
 
     sagemaker = boto3.client("sagemaker", region_name="us-east-1")
+    run_shard(registry, PolicySource(client=aws["ssm"]), None, cloudwatch=aws["cloudwatch"], now=NOW)
     applied = apply_cycle([shard], registry, [TrainingJobTagApplier(sagemaker), EksApplier(unreachable)])
     outcomes = {r.job: (r.outcome, r.reason) for r in applied.results}
     assert outcomes[JobKey(Backend.SAGEMAKER, "llama-train")][0] is Outcome.APPLIED
     eks_outcome, eks_reason = outcomes[JobKey(Backend.EKS, "ml/bert")]
     assert eks_outcome is Outcome.FAILED
     assert "no route to the API server" in eks_reason
+    # ... recorded as a transient failure (a network error), so the next cycle tries the cluster again
+    bert = registry.get(JobKey(Backend.EKS, "ml/bert"))
+    assert bert is not None
+    assert bert.apply_failure is not None
+    assert (bert.apply_failure.permanent, bert.apply_failure.attempts) == (False, 1)
+    assert bert.apply_pending()
     assert outcomes[JobKey(Backend.BATCH, "gone")] == (Outcome.SKIPPED, "job left the registry")

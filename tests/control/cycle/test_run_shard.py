@@ -1,6 +1,6 @@
 """Given jobs registered from their events and GPU metrics in CloudWatch, when a shard of the cycle runs,
-then each job's priority is derived from its own metrics, recorded in the registry, and reported as a change
-for the apply step (moto DynamoDB, SSM and CloudWatch; the real registry, collector and engine)."""
+then each job's priority is derived from its own metrics, recorded in the registry as derived (not applied),
+and reported as pending for the apply step (moto DynamoDB, SSM and CloudWatch; the real registry, collector and engine)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,15 @@ def test_a_shard_derives_records_and_reports_each_jobs_priority(aws: dict[str, A
 
     assert report.failures == []
     assert report.evaluated == 2
+    # Nothing was applied yet: each job is reported to the apply step with what its backend holds (nothing)
     changes = {change["native_id"]: (change["previous"], change["priority"]) for change in report.changes}
-    assert changes == {"busy-job": (50, 60), "idle-job": (50, 40)}
+    assert changes == {"busy-job": (None, 60), "idle-job": (None, 40)}
     stored_busy, stored_idle = registry.get(busy), registry.get(idle)
     assert stored_busy is not None
     assert stored_idle is not None
-    assert (stored_busy.applied_priority, stored_idle.applied_priority) == (60, 40)
+    assert (stored_busy.derived_priority, stored_idle.derived_priority) == (60, 40)
+    assert (stored_busy.applied_priority, stored_idle.applied_priority) == (None, None)
+    assert stored_busy.last_decision["previous"] == 50  # type: ignore[index]
     assert stored_busy.last_decision is not None
     assert stored_busy.last_decision["rules"][0]["value"] == 97.0
     assert report.getmetricdata_calls == 1
@@ -46,8 +49,9 @@ def test_second_cycle_continues_from_the_recorded_priority(aws: dict[str, Any]) 
     second = run_shard(
         registry, policies, None, cloudwatch=aws["cloudwatch"], now=NOW + timedelta(seconds=30)
     )
-    assert second.changes[0]["previous"] == 60
-    assert second.changes[0]["priority"] == 70
+    # Damping steps from the last derived priority even though nothing was applied in between (DESIGN §4)
+    assert (second.changes[0]["previous"], second.changes[0]["priority"]) == (None, 70)
     stored = registry.get(busy)
     assert stored is not None
-    assert stored.applied_priority == 70
+    assert stored.last_decision is not None
+    assert (stored.last_decision["previous"], stored.derived_priority) == (60, 70)

@@ -50,7 +50,7 @@ class MemoryStore:
         self,
         key: JobKey,
         decision: dict[str, Any],
-        applied_priority: int,
+        derived_priority: int,
         expected_version: int,
         now: datetime,
     ) -> None:
@@ -60,10 +60,16 @@ class MemoryStore:
             if self.versions.get(key, 0) != expected_version:
                 raise MemoryStore.VersionConflictError(f"{key} changed since it was read")
             self.versions[key] = expected_version + 1
-            self.written[key] = (decision, applied_priority)
+            self.written[key] = (decision, derived_priority)
 
 
-def record(name: str, policy: str = "training-policy", applied: int | None = 50, **block: Any) -> JobRecord:
+def record(
+    name: str,
+    policy: str = "training-policy",
+    applied: int | None = 50,
+    derived: int | None = None,
+    **block: Any,
+) -> JobRecord:
     return JobRecord(
         backend=Backend.SAGEMAKER,
         native_id=name,
@@ -71,6 +77,7 @@ def record(name: str, policy: str = "training-policy", applied: int | None = 50,
         block=parse_block({"priority_derivation_profile": policy, **block}),
         status=JobStatus.RUNNING,
         status_time=NOW,
+        derived_priority=derived,
         applied_priority=applied,
         version=3,
     )
@@ -101,6 +108,24 @@ def test_job_without_metrics_holds_its_priority() -> None:
     assert result.outcomes[0].decision is not None
     assert result.outcomes[0].decision.reason == "no-data"
     assert result.changes == []
+
+
+def test_damping_steps_from_the_derived_priority_not_the_applied_one() -> None:
+    # Given a job derived to 60 whose apply has not reached the backend (still at 50)
+    job = record("lagging", applied=50, derived=60)
+    store = MemoryStore({job.key: 3})
+    # When it is derived again with busy GPUs
+    result = derive_shard([job], metrics_for(job), Policies(), store, None, now=NOW)
+    # Then it moves one more step from 60 (DESIGN §4's prev is the last derived value), and stays pending
+    decision, derived = store.written[job.key]
+    assert (decision["previous"], derived) == (60, 70)
+    assert [outcome.current.derived_priority for outcome in result.pending] == [70]
+
+
+def test_a_job_derived_at_its_applied_priority_is_not_pending() -> None:
+    job = record("settled", applied=42, derived=42)
+    result = derive_shard([job], {}, Policies(), MemoryStore({job.key: 3}), None, now=NOW)
+    assert result.pending == []
 
 
 def test_the_jobs_own_initial_priority_beats_the_policys() -> None:

@@ -94,13 +94,15 @@ def test_record_decision_writes_priority_and_history_with_ttl(registry: JobRegis
     now = T0 + timedelta(minutes=1)
     # When a decision is recorded against the version read
     record = registry.record_decision(KEY, DECISION, 60, expected_version=1, now=now)
-    # Then the job carries it at the next version, and one history item expires after 14 days
+    # Then the job carries it as derived (not applied: only the apply step says what reached the backend)
+    # at the next version, and one history item expires after 14 days
     stored = registry.get(KEY)
     assert stored == record
-    assert (stored.applied_priority, stored.version, stored.last_changed_at) == (60, 2, now)
+    assert (stored.derived_priority, stored.version, stored.last_changed_at) == (60, 2, now)
+    assert (stored.applied_priority, stored.applied_at) == (None, None)
     assert stored.last_decision == DECISION
     (entry,) = registry.history(KEY)
-    assert (entry["applied_priority"], entry["version"]) == (60, 2)
+    assert (entry["derived_priority"], entry["version"]) == (60, 2)
     assert entry["ttl"] == int((now + timedelta(days=14)).timestamp())  # epoch seconds, not milliseconds
 
 
@@ -182,3 +184,57 @@ def test_spot_warning_before_the_job_knows_its_instance_is_kept(registry: JobReg
 def test_out_of_range_risk_is_refused(registry: JobRegistry) -> None:
     with pytest.raises(ValueError, match=r"within \[0, 1\]"):
         registry.mark_spot_risk("i-0abc", 1.5, T0)
+
+
+def test_record_applied_keeps_the_decision_and_survives_a_concurrent_ingest(
+    registry: JobRegistry, dynamodb: Any
+) -> None:
+    # Given a job derived to 60
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    # ... and an event for it landing between the apply step's read and its write
+    raced: list[bool] = []
+
+    def ingest_first(**_: Any) -> None:
+        if not raced:
+            raced.append(True)
+            registry.apply_observation(observation(instances=("i-0new",), at=T0 + timedelta(minutes=1)))
+
+    dynamodb.meta.events.register("before-call.dynamodb.PutItem", ingest_first)
+    # When the apply step records that the backend now holds 60
+    record = registry.record_applied(KEY, 60, T0 + timedelta(minutes=2))
+    # Then its conditional write lost once, re-read, and kept both the event's node and the decision
+    stored = registry.get(KEY)
+    assert stored == record
+    assert stored is not None
+    assert (stored.derived_priority, stored.applied_priority) == (60, 60)
+    assert stored.applied_at == T0 + timedelta(minutes=2)
+    assert [node.node_id for node in stored.nodes] == ["i-0new"]
+    assert stored.last_decision == DECISION
+    assert stored.version == 4  # registered, decided, the event, applied
+
+
+def test_transient_apply_failures_count_up_and_a_permanent_one_parks_the_priority(
+    registry: JobRegistry,
+) -> None:
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    for _ in range(2):
+        registry.record_apply_failure(KEY, 60, "failed: Throttling", permanent=False, now=T0)
+    record = registry.get(KEY)
+    assert record is not None
+    assert record.apply_failure is not None
+    assert (record.apply_failure.attempts, record.apply_pending()) == (2, True)
+    registry.record_apply_failure(KEY, 60, "failed: AccessDenied", permanent=True, now=T0)
+    parked = registry.get(KEY)
+    assert parked is not None
+    assert parked.apply_failure is not None
+    assert (parked.apply_failure.permanent, parked.apply_pending()) == (True, False)
+    # ... until a new derived priority, which is always tried
+    moved = registry.record_decision(KEY, {**DECISION, "priority": 70}, 70, parked.version, T0)
+    assert moved.apply_pending()
+
+
+def test_recording_an_apply_for_a_job_that_left_the_registry_writes_nothing(registry: JobRegistry) -> None:
+    assert registry.record_applied(KEY, 60, T0) is None
+    assert registry.record_apply_failure(KEY, 60, "gone", permanent=True, now=T0) is None

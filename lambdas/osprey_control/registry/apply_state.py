@@ -1,0 +1,47 @@
+"""What the apply step records: the priority now on the backend, or why the derived one is not there yet.
+
+Pure Python, no AWS import. The derive step writes ``derived_priority`` only; these merges are the apply step's
+side of the record (``applied_priority``, ``applied_at``, ``apply_failure``), so that a failed write is retried
+(transient) or parked (permanent) instead of being forgotten once the registry holds the decision.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from osprey_control.registry.model import ApplyFailure, JobRecord
+
+__all__ = ["merge_applied", "merge_apply_failure"]
+
+
+def merge_applied(record: JobRecord | None, priority: int, now: datetime) -> JobRecord | None:
+    """``record`` with ``priority`` confirmed on the backend at ``now`` (None: the job left the registry).
+
+    The failure is cleared, unless it is about the current derived priority and that is not the one applied
+    (the derived value moved on while this apply ran, and its own apply already failed).
+    """
+    if record is None:
+        return None
+    failure = record.apply_failure
+    if failure is None or failure.priority == priority or failure.priority != record.derived_priority:
+        failure = None
+    return record.model_copy(
+        update={"applied_priority": priority, "applied_at": now, "apply_failure": failure}
+    )
+
+
+def merge_apply_failure(
+    record: JobRecord | None, priority: int, reason: str, *, permanent: bool, now: datetime
+) -> JobRecord | None:
+    """``record`` with a failed apply of ``priority``; consecutive transient failures of it are counted.
+
+    :meth:`JobRecord.apply_pending` then decides: a transient failure is retried next cycle until
+    ``MAX_TRANSIENT_APPLY_ATTEMPTS``; a permanent one waits for a new derived priority.
+    """
+    if record is None:
+        return None
+    previous = record.apply_failure
+    repeated = previous is not None and previous.priority == priority and not previous.permanent
+    attempts = previous.attempts + 1 if repeated and previous is not None and not permanent else 1
+    failure = ApplyFailure(priority=priority, reason=reason, permanent=permanent, attempts=attempts, at=now)
+    return record.model_copy(update={"apply_failure": failure})
