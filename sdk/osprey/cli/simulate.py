@@ -67,19 +67,22 @@ def build_workload(
                 _fail("--gpus: the Alibaba trace has 8-GPU tasks; give at least 8 GPUs")
             if not (TRACE_DIR / "alibaba_openb2023_gpu_replay.csv").is_file():
                 _fail(f"--workload alibaba: the trace is not in {TRACE_DIR}")
-            return read_alibaba(gpus=gpus, seed=seed, limit=limit)
-        if workload == "llm":
+            built = read_alibaba(gpus=gpus, seed=seed, limit=limit)
+        elif workload == "llm":
             if jobs < 1:
                 _fail(f"--jobs: must be at least 1, got {jobs}")
             if not 0 < load <= 10:
                 _fail(f"--load: must be in (0, 10], got {load}")
-            return llm_workload(seed=seed, jobs=jobs, gpus=gpus or DEFAULT_GPUS["llm"], load=load)
-        if workload == "seed":
-            return seed_workload(gpus or DEFAULT_GPUS["seed"])
-        path = Path(workload)
-        if path.suffix.lower() != ".csv" or not path.is_file():
-            _fail(f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)} or an existing .csv file")
-        built = read_job_csv(path, homogeneous_nodes(gpus or DEFAULT_GPUS["file"]))
+            built = llm_workload(seed=seed, jobs=jobs, gpus=gpus or DEFAULT_GPUS["llm"], load=load)
+        elif workload == "seed":
+            built = seed_workload(gpus or DEFAULT_GPUS["seed"])
+        else:
+            path = Path(workload)
+            if path.suffix.lower() != ".csv" or not path.is_file():
+                _fail(
+                    f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)} or an existing .csv file"
+                )
+            built = read_job_csv(path, homogeneous_nodes(gpus or DEFAULT_GPUS["file"]))
         built.validate()
         return built
     except SimulationError as error:

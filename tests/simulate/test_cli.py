@@ -1,0 +1,64 @@
+"""``osprey simulate``: table with ratios, JSON one object per scheduler, plots, errors naming the flag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from osprey.cli.main import app
+
+runner = CliRunner()
+
+
+def test_json_prints_one_object_per_scheduler() -> None:
+    result = runner.invoke(app, ["simulate", "--workload", "seed", "--schedulers", "fifo,osprey", "--json"])
+    assert result.exit_code == 0, result.output
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [o["scheduler"] for o in objects] == ["fifo", "osprey"]
+    assert objects[1]["priority_changes_per_job_hour"] > 0
+    assert objects[0]["priority_changes_per_job_hour"] is None
+    assert objects[0]["mean_wait_s"] > objects[1]["mean_wait_s"]
+
+
+def test_the_table_shows_ratios_against_osprey() -> None:
+    result = runner.invoke(app, ["simulate", "--workload", "seed", "--schedulers", "fifo,osprey"])
+    assert result.exit_code == 0, result.output
+    fifo_row = next(line for line in result.stdout.splitlines() if line.strip().startswith("fifo"))
+    assert "x)" in fifo_row
+
+
+def test_plot_writes_the_three_pngs(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["simulate", "--workload", "seed", "--schedulers", "kueue,osprey", "--json", "--plot", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["seed-queue.png", "seed-utilization.png", "seed-wait-cdf.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in tmp_path.iterdir())
+
+
+def test_bad_input_exits_1_naming_the_flag_and_what_is_allowed(tmp_path: Path) -> None:
+    cases = {
+        ("--schedulers", "fifo,slurm"): "--schedulers: unknown slurm; allowed: fifo, fairshare, kueue",
+        ("--workload", "nope"): "--workload: 'nope' is not one of alibaba, llm, seed",
+        ("--gpus", "0"): "--gpus: must be a positive number",
+        ("--cycle", "0"): "--cycle: must be between 1 and 86400",
+        ("--policy", str(tmp_path / "missing.yaml")): "--policy",
+    }
+    for args, message in cases.items():
+        result = runner.invoke(app, ["simulate", "--workload", "seed", *args])
+        assert result.exit_code == 1, args
+        assert message in result.output, (args, result.output)
+
+
+def test_a_gang_larger_than_the_cluster_is_an_error_naming_gpus() -> None:
+    result = runner.invoke(
+        app, ["simulate", "--workload", "llm", "--jobs", "50", "--gpus", "16", "--load", "0.5"]
+    )
+    assert result.exit_code == 0, result.output  # the generator only draws sizes that fit
+    result = runner.invoke(app, ["simulate", "--workload", "seed", "--gpus", "32"])
+    assert result.exit_code == 1
+    assert "--gpus:" in result.output
