@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,53 @@ def test_commands_without_a_running_local_aws_say_how_to_start_it(
     result = CliRunner().invoke(app, ["local", "cycle"])
     assert result.exit_code == 1
     assert "run `osprey local up`" in result.output
+    bad = CliRunner().invoke(app, ["local", "up", "--deploy", "helm"])
+    assert bad.exit_code == 1
+    assert "--deploy must be cdk or template" in bad.output
     down = CliRunner().invoke(app, ["local", "down"])
     assert down.exit_code == 0
     assert "not up" in down.output
+
+
+def _osprey(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from osprey.cli.main import main; main()", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_a_detached_server_serves_cycles_to_other_processes_until_down(
+    template: dict[str, Any], tmp_path: Path
+) -> None:
+    # Given `osprey local up --detach` (its own process) on a synthesized template
+    template_file = tmp_path / "Osprey.template.json"
+    template_file.write_text(json.dumps(template))
+    state_file = tmp_path / "local.json"
+    env = {**os.environ, "OSPREY_LOCAL_STATE": str(state_file)}
+    up = _osprey(
+        "local",
+        "up",
+        "--detach",
+        "--port",
+        str(free_port()),
+        "--template",
+        str(template_file),
+        env=env,
+        timeout=200,
+    )
+    assert up.returncode == 0, up.stdout + up.stderr
+    pid = LocalState.load(state_file).pid
+    try:
+        # When another process runs a cycle
+        cycle = _osprey("local", "cycle", "--json", env=env)
+        # Then its output is only the decisions (the handlers log in the server's process)
+        assert cycle.returncode == 0, cycle.stdout + cycle.stderr
+        result = json.loads(cycle.stdout)
+        assert result["status"] == "SUCCEEDED"
+        assert {item["previous"] for item in result["decisions"]} == {50}
+    finally:
+        down = _osprey("local", "down", env=env)
+    # ... and `down` stops the server and removes the state file
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert f"pid {pid}" in down.stdout
+    assert not state_file.exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

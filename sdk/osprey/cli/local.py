@@ -86,7 +86,7 @@ def _table(decisions: list[dict[str, Any]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _detach(port: int, template: Path | None, path: Path) -> None:
+def _detach(port: int, template: Path | None, deploy: str, path: Path) -> None:
     from osprey.local.session import LocalState  # noqa: PLC0415 - keep other commands fast
 
     command = [
@@ -123,24 +123,51 @@ def up_command(
         typer.Option(help="A synthesized template (cdk.out/Osprey.template.json); default: synth now."),
     ] = None,
     detach: Annotated[bool, typer.Option(help="Run in the background and return when ready.")] = False,
+    deploy: Annotated[
+        str,
+        typer.Option(
+            help="cdk: `npx cdk bootstrap` + `npx cdk deploy` into the embedded AWS; template: create the "
+            "synthesized template's resources directly (faster, no Node.js). --template implies template."
+        ),
+    ] = "cdk",
 ) -> None:
     """Start the embedded AWS, deploy the Osprey control plane into it and seed a simulated fleet."""
+    from osprey.local.cdk import CdkDeployError, cdk_available  # noqa: PLC0415
     from osprey.local.server import LocalAws  # noqa: PLC0415 - keep other commands fast
-    from osprey.local.session import LocalState, bring_up, state_path, synthesize  # noqa: PLC0415
+    from osprey.local.session import (  # noqa: PLC0415
+        REPO_ROOT,
+        LocalState,
+        bring_up,
+        bring_up_with_cdk,
+        state_path,
+        synthesize,
+    )
 
+    if deploy not in ("cdk", "template"):
+        raise _fail(f"--deploy must be cdk or template, got {deploy!r}")
+    if template is not None:
+        deploy = "template"
+    if deploy == "cdk" and not cdk_available(REPO_ROOT):
+        raise _fail("`npx cdk` is not installed here (npm ci in the repo); or use --deploy template")
     path = state_path()
     if path.is_file() and _alive(LocalState.load(path).pid):
         raise _fail(f"osprey local is already up (see {path}); run `osprey local down` first")
     if detach:
-        _detach(port, template, path)
+        _detach(port, template, deploy, path)
         return
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     typer.echo(f"starting the embedded AWS on http://localhost:{port} ...")
     with LocalAws(port) as aws:
-        typer.echo("synthesizing the Osprey app ..." if template is None else f"reading {template} ...")
-        body = json.loads(template.read_text()) if template is not None else synthesize()
-        state = bring_up(aws, body, path)
+        if deploy == "cdk":
+            try:
+                state = bring_up_with_cdk(aws, path, log=typer.echo)
+            except CdkDeployError as error:
+                raise _fail(str(error)) from None
+        else:
+            typer.echo("synthesizing the Osprey app ..." if template is None else f"reading {template} ...")
+            body = json.loads(template.read_text()) if template is not None else synthesize()
+            state = bring_up(aws, body, path)
         typer.echo(
             f"deployed: state machine {state.state_machine_arn.rsplit(':', 1)[-1]}, table {state.table_name}, "
             f"{len(state.functions)} functions; fleet: {len(state.jobs)} jobs"

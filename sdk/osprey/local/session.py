@@ -6,10 +6,10 @@ fleet, write the :class:`LocalState` file. Every other command runs in any proce
 :func:`run_cycle` publishes the next tick of metrics, starts one execution of the deployed cycle state machine,
 waits for it and returns the decisions the registry recorded.
 
-Why not ``cdk deploy``: moto's CloudFormation creates state machines that cannot be executed (DESIGN §9), so
-the one resource that matters would have to be re-created anyway, and the Lambda code would have to be
-published as S3 assets that the in-process handlers never use. The resources are created straight from the
-synthesized template instead, with the same token resolution the end-to-end test uses (docs/local.md).
+Two ways to deploy: :func:`bring_up_with_cdk` runs ``npx cdk bootstrap`` and ``npx cdk deploy`` against the
+embedded endpoint and then re-creates the state machine where moto executes it (:mod:`osprey.local.cdk`);
+:func:`bring_up` creates the synthesized template's resources directly, with the token resolution the
+end-to-end test uses (faster, no Node.js). Both end with the same ``/osprey/config`` (docs/local.md).
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osprey.local.cdk import cdk_deploy, make_executable, published_config
 from osprey.local.deploy import Deployment, deploy_template
 from osprey.local.fleet import DEFAULT_JOBS, SeededJob, SimulatedFleet
 from osprey.local.server import LocalAws, endpoint_client
@@ -31,6 +33,7 @@ __all__ = [
     "CycleResult",
     "LocalState",
     "bring_up",
+    "bring_up_with_cdk",
     "read_decisions",
     "run_cycle",
     "state_path",
@@ -87,30 +90,47 @@ def synthesize() -> dict[str, Any]:
     return template
 
 
-def bring_up(aws: LocalAws, template: dict[str, Any], path: Path) -> LocalState:
-    """Deploy ``template`` into the running ``aws``, seed the fleet and write the state file."""
-    deployment: Deployment = deploy_template(template, aws.client)
-    functions = {
-        physical.attributes["Handler"].split(".")[1]: physical.ref
-        for physical in deployment.of_type("AWS::Lambda::Function").values()
-    }
-    derive = aws.client("lambda").get_function_configuration(FunctionName=functions["derive"])
-    variables = derive["Environment"]["Variables"]
-    table, shards = variables["OSPREY_TABLE_NAME"], int(variables["OSPREY_REGISTRY_SHARDS"])
-    fleet = SimulatedFleet(aws.client, table, shards)
-    jobs = fleet.seed(DEFAULT_JOBS)
+def _seed_and_save(aws: LocalAws, path: Path, config: dict[str, Any], skipped: list[str]) -> LocalState:
+    table, shards = str(config["tableName"]), int(config["registryShards"])
+    jobs = SimulatedFleet(aws.client, table, shards).seed(DEFAULT_JOBS)
     state = LocalState(
         endpoint=aws.endpoint,
         pid=os.getpid(),
-        state_machine_arn=deployment.state_machine_arn(),
+        state_machine_arn=str(config["cycleStateMachineArn"]),
         table_name=table,
         shards=shards,
-        functions=functions,
+        functions=dict(config["functions"]),
         jobs=jobs,
-        skipped_resources=[deployment.types[logical] for logical in deployment.skipped],
+        skipped_resources=skipped,
     )
     state.save(path)
     return state
+
+
+def bring_up(aws: LocalAws, template: dict[str, Any], path: Path) -> LocalState:
+    """Create ``template``'s resources in the running ``aws`` directly, seed the fleet, write the state file."""
+    deployment: Deployment = deploy_template(template, aws.client)
+    config = published_config(aws.client)
+    if config["cycleStateMachineArn"] != deployment.state_machine_arn():
+        raise RuntimeError("/osprey/config names another state machine than the one deployed")
+    return _seed_and_save(
+        aws, path, config, sorted({deployment.types[logical] for logical in deployment.skipped})
+    )
+
+
+def bring_up_with_cdk(aws: LocalAws, path: Path, log: Callable[[str], None] = print) -> LocalState:
+    """``npx cdk bootstrap`` and ``npx cdk deploy`` the real app into ``aws``, make its state machine
+    executable, seed the fleet, write the state file (see :mod:`osprey.local.cdk`)."""
+    cdk_deploy(aws.endpoint, REPO_ROOT, path.parent / "cdk.out", log=log)
+    make_executable(aws.client)
+    config = published_config(aws.client)
+    arns = {m["stateMachineArn"] for m in aws.client("stepfunctions").list_state_machines()["stateMachines"]}
+    if config["cycleStateMachineArn"] not in arns:
+        raise RuntimeError(
+            f"the deployed cycle state machine {config['cycleStateMachineArn']} is not executable"
+        )
+    # moto's CloudFormation skips the schedule (DESIGN §9): cycles run when `osprey local cycle` starts one.
+    return _seed_and_save(aws, path, config, ["AWS::Scheduler::Schedule"])
 
 
 @dataclass(frozen=True)
