@@ -43,13 +43,15 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_results(results: Sequence[Result], directory: Path, *, title: str) -> list[Path]:
-    """Write ``<workload>-queue.png``, ``-utilization.png`` and ``-wait-cdf.png``; return their paths."""
+def plot_results(
+    results: Sequence[Result], directory: Path, *, title: str, stem: str | None = None
+) -> list[Path]:
+    """Write ``<stem>-queue.png``, ``-utilization.png`` and ``-wait-cdf.png`` (stem: the workload's name)."""
     plt = _pyplot()
     directory.mkdir(parents=True, exist_ok=True)
     if not results:
         return []
-    stem = results[0].workload
+    stem = stem or results[0].workload
     start = min((r.samples[0].time_s for r in results if r.samples), default=0.0)
     end = max((r.samples[-1].time_s for r in results if r.samples), default=1.0)
     hours = 3600.0
