@@ -59,7 +59,8 @@ def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(
     # When two cycles run
     runner = CliRunner()
     first = runner.invoke(app, ["local", "cycle", "--json"])
-    second = runner.invoke(app, ["local", "cycle"])
+    plot = Path(os.environ["OSPREY_LOCAL_STATE"]).with_name("priorities.png")
+    second = runner.invoke(app, ["local", "cycle", "--plot", str(plot)])
 
     # Then the first succeeded and moved every job from the initial 50 by at most maxPriorityChange (10)
     assert first.exit_code == 0, first.output
@@ -80,6 +81,9 @@ def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(
     assert second.exit_code == 0, second.output
     assert "SUCCEEDED (tick 1)" in second.output
     assert "resnet-batch" in second.output
+    # ... and the plot covers both cycles (a PNG file, from the registry's decision history)
+    assert f"wrote {plot} (2 cycles)" in second.output
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_commands_without_a_running_local_aws_say_how_to_start_it(

@@ -189,6 +189,9 @@ def up_command(
 def cycle_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the decisions as JSON.")] = False,
     count: Annotated[int, typer.Option(min=1, max=1000, help="How many cycles to run.")] = 1,
+    plot: Annotated[
+        Path | None, typer.Option(help="Afterwards, write a PNG of every job's priorities over all cycles.")
+    ] = None,
 ) -> None:
     """Publish the next minute of fleet metrics and run one cycle of the deployed state machine."""
     from osprey.local.session import run_cycle  # noqa: PLC0415 - keep other commands fast
@@ -203,6 +206,12 @@ def cycle_command(
             typer.echo(_table(result.decisions))
         if result.status != "SUCCEEDED":
             raise typer.Exit(code=1)
+    if plot is not None:
+        from osprey.local.plot import plot_priorities, priority_history  # noqa: PLC0415 - matplotlib is slow
+
+        history = priority_history(state)
+        plot_priorities(history, plot)
+        typer.echo(f"wrote {plot} ({max(map(len, history.values()), default=0)} cycles)", err=json_output)
 
 
 @local_app.command("status")
