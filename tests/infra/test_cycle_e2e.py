@@ -188,3 +188,38 @@ def test_a_custom_rule_that_raises_yields_its_fallback_and_the_cycle_still_succe
     # ... and both jobs' priorities were applied
     assert fleet.share_weights()["ospreycrashy"] == weight_factor(55)
     assert fleet.share_weights()["ospreybusy"] == weight_factor(60)
+
+
+def test_a_failing_shard_is_reported_and_the_other_shards_are_still_applied(
+    cycle: CycleHarness, fleet: Fleet
+) -> None:
+    # Given two jobs in different registry shards, and a derive step that fails on the first job's shard
+    broken_key = fleet.batch_job("broken", gpu=90, memory_bandwidth=60)
+    broken_shard = fleet.registry.shard_of(broken_key)
+    for attempt in range(32):  # job ids are random: add jobs until one lands in another shard
+        other = fleet.batch_job(f"healthy{attempt}", gpu=90, memory_bandwidth=60)
+        if fleet.registry.shard_of(other) != broken_shard:
+            break
+    healthy = next(label for label, key in fleet.keys.items() if key == other)
+    from osprey_handlers.derive import handler as derive  # noqa: PLC0415 - the real handler, but one shard fails
+
+    def failing_derive(event: dict[str, Any], context: Any) -> Any:
+        if event.get("shard") == broken_shard:
+            raise ConnectionError("shard lost its connection to DynamoDB")
+        return derive(event, context)
+
+    cycle.runtime.overrides[cycle.function("derive")] = failing_derive
+
+    # When a cycle runs
+    execution = cycle.run("cycle-1")
+
+    # Then the cycle succeeds, reports the failed shard, and applies the other shards' changes
+    assert execution.status == "SUCCEEDED", execution
+    failed = [shard for shard in execution.output["shards"] if shard.get("failed")]
+    assert [(shard["shard"], shard["error"]["Error"]) for shard in failed] == [
+        (broken_shard, "ConnectionError")
+    ]
+    assert fleet.record("broken").applied_priority is None
+    assert fleet.record(healthy).applied_priority == 60
+    assert fleet.share_weights()[f"osprey{healthy}"] == weight_factor(60)
+    assert "ospreybroken" not in fleet.share_weights()
