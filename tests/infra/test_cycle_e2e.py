@@ -1,6 +1,6 @@
 """End to end: the synthesized cycle state machine, run by moto's Step Functions interpreter, with the real
 Lambda handlers executing in-process over a seeded registry and CloudWatch metrics, applies the priorities the
-policy formula gives (DESIGN §4) to AWS Batch share weights and to SageMaker service jobs (DESIGN §6).
+policy formula gives (DESIGN §4) to AWS Batch share weights, SageMaker service jobs and tags (DESIGN §6).
 
 What is real: the template (``build_app()``, cdk-nag on), the definition (only its tokens resolved to the moto
 resources), every function's Handler and Environment, the policies' SSM parameters, the handlers and all of
@@ -78,15 +78,16 @@ def training_policy(gpu: float, memory_bandwidth: float | None) -> float:
     return sum(w * p for w, p in components) / sum(w for w, _ in components)
 
 
-def test_a_cycle_applies_the_policy_priorities_to_batch_shares_and_sagemaker_service_jobs(
+def test_a_cycle_applies_the_policy_priorities_to_batch_shares_sagemaker_service_jobs_and_tags(
     cycle: CycleHarness, fleet: Fleet
 ) -> None:
-    # Given three Batch jobs and one queued SageMaker job, all at the initial priority 50
+    # Given three Batch jobs, a queued and a direct SageMaker job, all at the initial priority 50
     fleet.batch_job("busy", gpu=90, memory_bandwidth=60)  # base 87.9: +10 at most per cycle -> 60
     fleet.batch_job("steady", gpu=50, memory_bandwidth=30)  # base 56.3 -> 56
     fleet.batch_job("idle", gpu=10, memory_bandwidth=5)  # base 19.4: -10 at most -> 40
     fleet.queued_sagemaker_job("bert", gpu=52)  # SageMaker: GPU only (sum 416 over 8 GPUs) -> 56.8 -> 57
-    expected = {"busy": 60, "steady": 56, "idle": 40, "bert": 57}
+    fleet.direct_sagemaker_job(cycle.client("sagemaker"), "gpt", gpu=40)  # 46.0 -> 46
+    expected = {"busy": 60, "steady": 56, "idle": 40, "bert": 57, "gpt": 46}
 
     # When the state machine runs one cycle
     execution = cycle.run("cycle-1")
@@ -95,7 +96,8 @@ def test_a_cycle_applies_the_policy_priorities_to_batch_shares_and_sagemaker_ser
     assert execution.status == "SUCCEEDED", execution
     assert execution.states[:3] == ["AcquireLease", "LeaseAcquired", "PlanShards"]
     assert {"DeriveShards", "ApplyPriorities", "Finish", "CycleSucceeded"} <= set(execution.states)
-    assert execution.output["apply"] == {"applied": 4, "skipped": 0, "failed": [], "writes": 2}
+    # Writes: one UpdateSchedulingPolicy for the three Batch jobs, one UpdateServiceJob, one AddTags
+    assert execution.output["apply"] == {"applied": 5, "skipped": 0, "failed": [], "writes": 3}
     assert execution.output["finished"]["released"] is True
     # ... the registry records each decision, derived from the metrics by the policy formula
     for label, priority in expected.items():
@@ -107,6 +109,7 @@ def test_a_cycle_applies_the_policy_priorities_to_batch_shares_and_sagemaker_ser
     assert bases["steady"] == pytest.approx(training_policy(50, 30))
     assert bases["idle"] == pytest.approx(training_policy(10, 5))
     assert bases["bert"] == pytest.approx(training_policy(52, None))
+    assert bases["gpt"] == pytest.approx(training_policy(40, None))
     # ... Batch got one scheduling-policy update with every job's weight, the other share untouched
     assert fleet.share_weights() == {
         "analytics": 0.5,
@@ -121,6 +124,10 @@ def test_a_cycle_applies_the_policy_priorities_to_batch_shares_and_sagemaker_ser
         {"jobId": bert, "schedulingPriority": batch_scheduling_priority(57)}
     ]
     assert cycle.service_jobs.jobs[bert].scheduling_priority == 5699
+    # ... and the direct SageMaker job, which has no priority of its own, carries the decision as a tag
+    arn = fleet.record("gpt").arn
+    tags = {t["Key"]: t["Value"] for t in cycle.client("sagemaker").list_tags(ResourceArn=arn)["Tags"]}
+    assert tags == {"osprey:enabled": "true", "osprey:derived-priority": "46"}
 
 
 def test_a_second_execution_while_the_lease_is_held_does_nothing_and_the_next_cycle_continues(

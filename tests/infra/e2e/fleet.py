@@ -130,6 +130,38 @@ class Fleet:
             label,
         )
 
+    def direct_sagemaker_job(self, sagemaker: Any, label: str, *, gpu: float) -> JobKey:
+        """A SageMaker training job created directly: Osprey can only tag it (DESIGN §6)."""
+        now = datetime.now(UTC)
+        arn = sagemaker.create_training_job(
+            TrainingJobName=label,
+            AlgorithmSpecification={"TrainingImage": "train:1", "TrainingInputMode": "File"},
+            RoleArn="arn:aws:iam::123456789012:role/sagemaker",
+            OutputDataConfig={"S3OutputPath": "s3://osprey-e2e/output"},
+            ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 100},
+            StoppingCondition={"MaxRuntimeInSeconds": 3600},
+            Tags=[{"Key": key, "Value": value} for key, value in ENABLED_TAGS.items()],
+        )["TrainingJobArn"]
+        self._put(
+            "/aws/sagemaker/TrainingJobs",
+            [{"Name": "Host", "Value": f"{label}/algo-1"}],
+            {"GPUUtilization": gpu * GPUS_PER_HOST},
+        )
+        return self._register(
+            JobObservation(
+                backend=Backend.SAGEMAKER,
+                native_id=label,
+                name=label,
+                arn=arn,
+                block=parse_block({"priority_derivation_profile": "training-policy"}),
+                status=JobStatus.RUNNING,
+                event_time=now - timedelta(minutes=10),
+                submitted_at=now - timedelta(minutes=20),
+                nodes=(NodeRef(node_id="algo-1", kind=NodeKind.HOST, gpus=GPUS_PER_HOST),),
+            ),
+            label,
+        )
+
     def _put(self, namespace: str, dimensions: list[dict[str, str]], values: dict[str, float]) -> None:
         stamp = datetime.now(UTC) - timedelta(minutes=1)
         self.cloudwatch.put_metric_data(
