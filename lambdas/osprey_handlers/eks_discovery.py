@@ -1,27 +1,39 @@
 """Lambda: discover Osprey jobs on the configured EKS clusters (Powertools Logger + one call into logic).
 
 Environment: ``OSPREY_EKS_CLUSTERS`` (comma-separated cluster names), ``OSPREY_EKS_INCLUDE_PODS``
-(``true``/``false``, default true). Each observation goes to a sink callback (the registry write, wired in
-by the caller) and is returned as a JSON-able dict. One cluster's failure is reported, never fatal.
+(``true``/``false``, default true), ``OSPREY_TABLE_NAME`` and ``OSPREY_REGISTRY_SHARDS`` (the registry every
+observation is written to through ``JobRegistry.apply_observation``, the same convergent merge as ingested
+events). Each observation is also returned as a JSON-able dict (and given to an optional sink). One cluster's
+failure, or one job's registry write, is reported, never fatal.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from functools import cache
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from osprey_control.eks import KubernetesApiError, KubernetesClient, connect, discover
+from osprey_control.registry.observation import JobObservation
 
-__all__ = ["EksDiscoveryEnvironment", "Sink", "handler", "run_discovery"]
+__all__ = ["EksDiscoveryEnvironment", "ObservationStore", "Sink", "handler", "run_discovery"]
 
 logger = Logger()
 
 Sink = Callable[[dict[str, Any]], None]
+
+
+class ObservationStore(Protocol):
+    """The registry as discovery writes it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
+
+    def apply_observation(self, observation: JobObservation) -> Any: ...
+
+
 _CLIENTS: dict[str, KubernetesClient] = {}  # per warm container: the token cache lives in the client
 
 
@@ -30,6 +42,8 @@ class EksDiscoveryEnvironment(BaseModel):
 
     cluster_names: tuple[str, ...] = Field(min_length=1)
     include_pods: bool = True
+    table_name: str | None = None  # None: discover and report only (nothing is recorded)
+    shards: int = Field(default=16, ge=1, le=1000)
 
     @field_validator("cluster_names", mode="before")
     @classmethod
@@ -45,7 +59,12 @@ class EksDiscoveryEnvironment(BaseModel):
         if not clusters.strip():
             raise ValueError("set OSPREY_EKS_CLUSTERS to a comma-separated list of EKS cluster names")
         include = env.get("OSPREY_EKS_INCLUDE_PODS", "true").strip().lower() not in ("false", "0")
-        return cls(cluster_names=clusters, include_pods=include)
+        return cls(
+            cluster_names=clusters,
+            include_pods=include,
+            table_name=env.get("OSPREY_TABLE_NAME") or None,
+            shards=int(env.get("OSPREY_REGISTRY_SHARDS", "16")),
+        )
 
 
 def _cached_connect(cluster: str) -> KubernetesClient:
@@ -54,15 +73,25 @@ def _cached_connect(cluster: str) -> KubernetesClient:
     return _CLIENTS[cluster]
 
 
+@cache
+def _registry(table_name: str, shards: int) -> ObservationStore:
+    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only when recording
+
+    return JobRegistry(table_name, shards=shards)
+
+
 def run_discovery(
     environment: EksDiscoveryEnvironment,
     sink: Sink | None = None,
     *,
     connector: Callable[[str], KubernetesClient] = _cached_connect,
+    registry: ObservationStore | None = None,
 ) -> dict[str, Any]:
-    """Discover every configured cluster; ``sink`` receives each observation dict as it is found."""
+    """Discover every configured cluster and record each job in ``registry``; ``sink`` receives each
+    observation dict as it is found. A job whose registry write fails is listed under ``unrecorded``."""
     observations: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
+    unrecorded: list[dict[str, str]] = []
     for cluster in environment.cluster_names:
         try:
             result = discover(connector(cluster), cluster, include_pods=environment.include_pods)
@@ -76,7 +105,17 @@ def run_discovery(
             clusters.append({"cluster": cluster, "error": reason})
             continue
         summary = result.to_dict()
-        for item in summary["observations"]:
+        for observation, item in zip(result.observations, summary["observations"], strict=True):
+            if registry is not None:
+                try:
+                    registry.apply_observation(observation.to_observation())
+                except Exception as error:  # one job's write must not lose the others (retried next pass)
+                    failure = {
+                        "job": f"eks#{observation.native_id}",
+                        "error": f"{type(error).__name__}: {error}",
+                    }
+                    logger.warning("eks job not recorded", extra={"cluster": cluster, **failure})
+                    unrecorded.append(failure)
             if sink is not None:
                 sink(item)
             observations.append(item)
@@ -88,10 +127,14 @@ def run_discovery(
                    "kueue_version": result.kueue_version, "kinds_missing": result.kinds_missing},
         )  # fmt: skip
         clusters.append({k: v for k, v in summary.items() if k != "observations"})
-    return {"observations": observations, "clusters": clusters}
+    return {"observations": observations, "clusters": clusters, "unrecorded": unrecorded}
 
 
 @logger.inject_lambda_context
 def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+    environment = EksDiscoveryEnvironment.from_environ()
+    registry = _registry(environment.table_name, environment.shards) if environment.table_name else None
+    if registry is None:
+        logger.warning("OSPREY_TABLE_NAME is not set: discovered jobs are reported, not recorded")
     # Looked up at call time so tests can substitute the connector.
-    return run_discovery(EksDiscoveryEnvironment.from_environ(), connector=_cached_connect)
+    return run_discovery(environment, connector=_cached_connect, registry=registry)

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.contract import OspreyBlock, OspreyBlockError, from_kubernetes
+from osprey_control.contract import OspreyBlockError, from_kubernetes
 from osprey_control.eks.client import KubernetesClient, NotFoundError
+from osprey_control.eks.observation import DiscoveryProblem, DiscoveryResult, EksObservation, WorkloadRef
 from osprey_control.eks.resources import (
     DERIVED_PRIORITY_ANNOTATION,
     ENABLED_SELECTOR,
@@ -42,7 +42,7 @@ from osprey_control.eks.resources import (
     detect_kueue,
     workload_resource,
 )
-from osprey_control.registry.model import Backend, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.model import JobStatus, NodeKind, NodeRef
 
 __all__ = [
     "DiscoveryProblem",
@@ -61,114 +61,6 @@ _POD_JOB_LABEL: dict[str, str] = {
     "JobSet": "jobset.sigs.k8s.io/jobset-name",
 }
 _LEGACY_JOB_LABEL = "job-name"  # before Kubernetes 1.27
-
-
-@dataclass(frozen=True)
-class WorkloadRef:
-    """The Kueue Workload that admits a job; ``priority`` is its ``spec.priority``."""
-
-    name: str
-    api_version: str
-    priority: int | None
-    priority_class: str | None
-    admitted: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "api_version": self.api_version,
-            "priority": self.priority,
-            "priority_class": self.priority_class,
-            "admitted": self.admitted,
-        }
-
-
-@dataclass(frozen=True)
-class EksObservation:
-    """What one discovery pass saw of one Osprey job."""
-
-    cluster: str
-    namespace: str
-    name: str
-    kind: str
-    api_version: str
-    uid: str
-    block: OspreyBlock
-    status: JobStatus
-    status_time: datetime
-    submitted_at: datetime | None
-    workload: WorkloadRef | None = None
-    nodes: tuple[NodeRef, ...] = ()
-    derived_priority: int | None = None  # the annotation Osprey wrote last, if any
-    kueue_version: str | None = None
-
-    @property
-    def native_id(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def to_record(self) -> JobRecord:
-        """A fresh registry record; the registry merges it with what it already holds."""
-        return JobRecord(
-            backend=Backend.EKS,
-            native_id=self.native_id,
-            name=self.name,
-            block=self.block,
-            status=self.status,
-            status_time=self.status_time,
-            submitted_at=self.submitted_at,
-            nodes=self.nodes,
-            cluster=self.cluster,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "backend": Backend.EKS.value,
-            "cluster": self.cluster,
-            "native_id": self.native_id,
-            "namespace": self.namespace,
-            "name": self.name,
-            "kind": self.kind,
-            "api_version": self.api_version,
-            "uid": self.uid,
-            "block": self.block.as_kwargs(),
-            "status": self.status.value,
-            "status_time": self.status_time.isoformat(),
-            "submitted_at": self.submitted_at.isoformat() if self.submitted_at else None,
-            "workload": self.workload.to_dict() if self.workload else None,
-            "nodes": [node.model_dump(exclude_none=True, mode="json") for node in self.nodes],
-            "derived_priority": self.derived_priority,
-            "kueue_version": self.kueue_version,
-        }
-
-
-@dataclass(frozen=True)
-class DiscoveryProblem:
-    """A labelled object Osprey could not manage, and why (shown to the user, never fatal)."""
-
-    cluster: str
-    object: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"cluster": self.cluster, "object": self.object, "message": self.message}
-
-
-@dataclass
-class DiscoveryResult:
-    cluster: str
-    kueue_version: str | None
-    observations: list[EksObservation] = field(default_factory=list)
-    problems: list[DiscoveryProblem] = field(default_factory=list)
-    kinds_missing: list[str] = field(default_factory=list)  # CRDs not installed on this cluster
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "kueue_version": self.kueue_version,
-            "observations": [obs.to_dict() for obs in self.observations],
-            "problems": [problem.to_dict() for problem in self.problems],
-            "kinds_missing": list(self.kinds_missing),
-        }
 
 
 def _time(value: Any) -> datetime | None:
@@ -269,26 +161,37 @@ def workloads_by_owner(items: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[
     return owned
 
 
-def _instance_ids(client: KubernetesClient) -> dict[str, str]:
-    """Node name → EC2 instance id, from ``spec.providerID`` (``aws:///us-east-1a/i-0abc``)."""
-    result: dict[str, str] = {}
+_INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+
+def _instances(client: KubernetesClient) -> dict[str, tuple[str | None, str | None]]:
+    """Node name → (EC2 instance id from ``spec.providerID`` ``aws:///us-east-1a/i-0abc``, instance type from
+    the well-known node label)."""
+    result: dict[str, tuple[str | None, str | None]] = {}
     for node in client.list(NODE_PATH):
         provider = str((node.get("spec") or {}).get("providerID") or "")
-        if provider.startswith("aws://") and "/i-" in provider:
-            result[str(node["metadata"]["name"])] = provider.rsplit("/", 1)[-1]
+        instance_id = (
+            provider.rsplit("/", 1)[-1] if provider.startswith("aws://") and "/i-" in provider else None
+        )
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        instance_type = next((str(labels[name]) for name in _INSTANCE_TYPE_LABELS if labels.get(name)), None)
+        result[str(node["metadata"]["name"])] = (instance_id, instance_type)
     return result
 
 
 def _pods_by_job(client: KubernetesClient) -> dict[tuple[str, str, str], list[NodeRef]]:
     pods = list(client.list(POD.collection(), label_selector=ENABLED_SELECTOR))
-    instances = _instance_ids(client) if any((p.get("spec") or {}).get("nodeName") for p in pods) else {}
+    instances = _instances(client) if any((p.get("spec") or {}).get("nodeName") for p in pods) else {}
     grouped: dict[tuple[str, str, str], list[NodeRef]] = defaultdict(list)
     for pod in pods:
         metadata = pod.get("metadata") or {}
         labels = metadata.get("labels") or {}
-        node_name = (pod.get("spec") or {}).get("nodeName")
+        instance_id, instance_type = instances.get(str((pod.get("spec") or {}).get("nodeName")), (None, None))
         ref = NodeRef(
-            kind=NodeKind.POD, node_id=str(metadata.get("name")), instance_id=instances.get(str(node_name))
+            kind=NodeKind.POD,
+            node_id=str(metadata.get("name")),
+            instance_id=instance_id,
+            instance_type=instance_type,
         )
         for kind, label in _POD_JOB_LABEL.items():
             job_name = labels.get(label) or (labels.get(_LEGACY_JOB_LABEL) if kind == "Job" else None)
@@ -310,6 +213,18 @@ def _list_kind(
     except NotFoundError:
         result.kinds_missing.append(resource.api_version + "/" + resource.kind)  # CRD not installed: normal
         return []
+
+
+def _modified(metadata: Mapping[str, Any]) -> datetime | None:
+    """The newest ``managedFields[].time``: when any manager (a user, the job controller's status updates)
+    last changed the object."""
+    times = [
+        _time(entry.get("time"))
+        for entry in metadata.get("managedFields") or []
+        if isinstance(entry, Mapping)
+    ]
+    known = [when for when in times if when is not None]
+    return max(known) if known else None
 
 
 def _derived(annotations: Mapping[str, Any]) -> int | None:
@@ -370,6 +285,8 @@ def discover(
                     nodes=tuple(pods.get((namespace, resource.kind, name), ())),
                     derived_priority=_derived(annotations),
                     kueue_version=result.kueue_version,
+                    labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+                    modified_at=_modified(metadata),
                 )
             )
     return result

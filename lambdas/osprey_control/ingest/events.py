@@ -81,6 +81,7 @@ class JobEvent:
     share_identifier: str | None = None
     container_instance_arn: str | None = None  # Batch on EC2: resolves to the job's EC2 instance
     training_job: str | None = None  # a service job's SageMaker training job, once Batch has started it
+    node_index: int | None = None  # a Batch multi-node job's node (nodeDetails.nodeIndex)
     detail: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -197,8 +198,21 @@ def sagemaker_hosts(job_name: str, resource_config: Any) -> tuple[NodeRef, ...]:
         instance_type = group.get("InstanceType")
         gpus = gpus_for_instance_type(instance_type if isinstance(instance_type, str) else None)
         for _ in range(min(count, 10_000)):
-            hosts.append(NodeRef(node_id=f"{job_name}/algo-{len(hosts) + 1}", kind=NodeKind.HOST, gpus=gpus))
+            hosts.append(
+                NodeRef(
+                    node_id=f"{job_name}/algo-{len(hosts) + 1}",
+                    kind=NodeKind.HOST,
+                    gpus=gpus,
+                    instance_type=instance_type if isinstance(instance_type, str) else None,
+                )
+            )
     return tuple(hosts)
+
+
+def _node_index(detail: Mapping[str, Any]) -> int | None:
+    details = detail.get("nodeDetails")
+    index = details.get("nodeIndex") if isinstance(details, Mapping) else None
+    return index if isinstance(index, int) and not isinstance(index, bool) and index >= 0 else None
 
 
 def _sagemaker(event_id: str, when: datetime, detail: Mapping[str, Any]) -> JobEvent:
@@ -258,6 +272,7 @@ def _batch(event_id: str, when: datetime, detail: Mapping[str, Any], *, service:
             _optional_text(container, "containerInstanceArn") if isinstance(container, Mapping) else None
         ),
         training_job=training_job,
+        node_index=_node_index(detail),
         detail=detail,
     )
 

@@ -43,6 +43,7 @@ class Recognition:
     how: str  # "tags", "environment" or "none"
     # A service job's CreateTrainingJob ResourceConfig (from DescribeServiceJob): its hosts, once it runs.
     resource_config: Mapping[str, Any] | None = None
+    tags: Mapping[str, str] | None = None  # the job's tags as read for recognition (stored on the record)
 
     def hosts(self, event: JobEvent) -> tuple[NodeRef, ...]:
         if event.training_job is None or self.resource_config is None:
@@ -114,7 +115,7 @@ class Recogniser:
         if block is None:
             return _NOT_MANAGED
         how = "tags" if "osprey:enabled" in (tags or {}) else "environment"
-        return Recognition(block, how, resource_config)
+        return Recognition(block, how, resource_config, dict(tags) if tags else None)
 
     @staticmethod
     def _tagged(tags: Mapping[str, str] | None) -> bool:

@@ -53,7 +53,8 @@ class Ingestor:
         self.registry = registry
         self.recogniser = recogniser or Recogniser()
         self._ecs = ecs
-        self._instances: OrderedDict[str, str | None] = OrderedDict()
+        # container instance ARN -> (EC2 instance id, instance type), negative answers too
+        self._instances: OrderedDict[str, tuple[str, str | None] | None] = OrderedDict()
 
     def ingest_message(self, body: str) -> IngestOutcome:
         """One SQS message body (an EventBridge event as JSON)."""
@@ -114,6 +115,7 @@ class Ingestor:
             nodes=tuple(nodes),
             job_queue=event.job_queue,
             share_identifier=event.share_identifier,
+            tags=dict(recognition.tags or {}),
         )
         result = self.registry.apply_observation(observation)
         action: Action = (
@@ -141,12 +143,20 @@ class Ingestor:
             self._instances[arn] = self._describe_container_instance(arn)
             if len(self._instances) > 4096:
                 self._instances.popitem(last=False)
-        instance_id = self._instances[arn]
-        if instance_id is None:
+        instance = self._instances[arn]
+        if instance is None:
             return ()
-        return (NodeRef(node_id=instance_id, kind=NodeKind.INSTANCE, instance_id=instance_id),)
+        instance_id, instance_type = instance
+        node = NodeRef(
+            node_id=instance_id,
+            kind=NodeKind.INSTANCE,
+            instance_id=instance_id,
+            instance_type=instance_type,
+            node_index=event.node_index,
+        )
+        return (node,)
 
-    def _describe_container_instance(self, arn: str) -> str | None:
+    def _describe_container_instance(self, arn: str) -> tuple[str, str | None] | None:
         # arn:aws:ecs:<region>:<account>:container-instance/<cluster>/<id>; the cluster is needed to describe.
         parts = arn.split(":", 5)[-1].split("/")
         if len(parts) != 3:
@@ -155,4 +165,16 @@ class Ingestor:
         found = self._ecs.describe_container_instances(cluster=parts[1], containerInstances=[arn])
         instances = found.get("containerInstances") or []
         instance_id = instances[0].get("ec2InstanceId") if instances else None
-        return instance_id if isinstance(instance_id, str) else None
+        if not isinstance(instance_id, str):
+            return None
+        # ECS reports the instance type as the attribute ecs.instance-type.
+        attributes = instances[0].get("attributes") or []
+        instance_type = next(
+            (
+                a.get("value")
+                for a in attributes
+                if isinstance(a, dict) and a.get("name") == "ecs.instance-type"
+            ),
+            None,
+        )
+        return instance_id, instance_type if isinstance(instance_type, str) else None

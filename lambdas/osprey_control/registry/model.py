@@ -84,6 +84,11 @@ class NodeRef(BaseModel):
     kind: NodeKind
     instance_id: str | None = None
     gpus: int | None = Field(default=None, ge=0, description="GPUs on this node, when known")
+    instance_type: str | None = (
+        None  # EC2 / SageMaker instance type (p4d.24xlarge, ml.p5.48xlarge), when known
+    )
+    # AWS_BATCH_JOB_NODE_INDEX of a Batch multi-node job's node: the runtime's ``Host`` for this node.
+    node_index: int | None = Field(default=None, ge=0)
 
 
 # A priority whose apply keeps failing transiently is retried every cycle until this many consecutive
@@ -125,6 +130,9 @@ class JobRecord(BaseModel):
     job_queue: str | None = None  # AWS Batch job queue ARN (batch, sagemaker-queued)
     share_identifier: str | None = None
     cluster: str | None = None  # EKS cluster name
+    kind: str | None = None  # the Kubernetes kind (Job, PyTorchJob, JobSet) of an EKS job
+    # The job's tags (AWS) or labels (Kubernetes) as last observed: what opted it in, shown by the CLI.
+    tags: dict[str, str] = Field(default_factory=dict)
     spot_risk: dict[str, float] = Field(default_factory=dict)  # instance id -> risk (DESIGN §3)
     # The last priority the derive step decided (the ``prev`` of the next derivation, DESIGN §4) ...
     derived_priority: int | None = Field(default=None, ge=0, le=100)

@@ -6,12 +6,12 @@ any number of times, yields the same record (apart from ``version``, which count
 - **status**: the observation with the greatest ``(STATUS_ORDER rank, -event time, status name)`` wins. A
   status only moves forward; among equal ranks the *earliest* event wins, so ``status_time`` is when the job
   entered its status and, of two terminal statuses, the one that happened first is kept.
-- **description** (name, arn, block, queue, share identifier, cluster): from the newest event
+- **description** (name, arn, block, queue, share identifier, cluster, Kubernetes kind, tags): from the newest event
   (``observed_at``); equal times are broken by comparing the descriptions, so the result never depends on
   arrival order.
 - **submitted_at**: the earliest one seen.
-- **nodes**: the union by ``node_id``; a node's ``instance_id`` / ``gpus`` are the known value (the greater
-  one if two events disagree).
+- **nodes**: the union by ``node_id``; a node's ``instance_id`` / ``gpus`` / ``instance_type`` /
+  ``node_index`` are the known value (the greater one if two events disagree).
 - **spot_risk**: per instance, the greatest risk seen (an instance never becomes safer).
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from osprey_control.contract import OspreyBlock
 from osprey_control.registry.model import (
@@ -54,8 +54,13 @@ class JobObservation(BaseModel):
     job_queue: str | None = None
     share_identifier: str | None = None
     cluster: str | None = None
+    # When the job entered ``status``, if the source says (Kubernetes conditions); else ``event_time``. Lets a
+    # polled source date the status precisely while ``event_time`` dates the description.
+    status_since: datetime | None = None
+    kind: str | None = None  # Kubernetes kind of an EKS job
+    tags: dict[str, str] = Field(default_factory=dict)  # tags (AWS) or labels (Kubernetes) of the job
 
-    @field_validator("event_time", "submitted_at")
+    @field_validator("event_time", "submitted_at", "status_since")
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
         # Naive datetimes would compare wrongly against stored UTC times; event times are UTC by definition.
@@ -66,6 +71,10 @@ class JobObservation(BaseModel):
     @property
     def key(self) -> JobKey:
         return JobKey(self.backend, self.native_id)
+
+    @property
+    def status_time(self) -> datetime:
+        return self.status_since or self.event_time
 
     @property
     def instance_ids(self) -> frozenset[str]:
@@ -91,6 +100,8 @@ def _description(source: JobRecord | JobObservation) -> str:
             source.job_queue,
             source.share_identifier,
             source.cluster,
+            source.kind,
+            source.tags,
         ],
         sort_keys=True,
     )
@@ -120,6 +131,8 @@ def merge_nodes(old: Iterable[NodeRef], new: Iterable[NodeRef]) -> tuple[NodeRef
             kind=max(seen.kind, node.kind),
             instance_id=_greater(seen.instance_id, node.instance_id),
             gpus=_greater(seen.gpus, node.gpus),
+            instance_type=_greater(seen.instance_type, node.instance_type),
+            node_index=_greater(seen.node_index, node.node_index),
         )
     return tuple(merged[node_id] for node_id in sorted(merged))
 
@@ -161,12 +174,14 @@ def merge_observation(
             arn=observation.arn,
             block=observation.block,
             status=observation.status,
-            status_time=observation.event_time,
+            status_time=observation.status_time,
             submitted_at=observation.submitted_at,
             nodes=nodes,
             job_queue=observation.job_queue,
             share_identifier=observation.share_identifier,
             cluster=observation.cluster,
+            kind=observation.kind,
+            tags=dict(sorted(observation.tags.items())),
             spot_risk=risk,
             observed_at=observation.event_time,
         )
@@ -175,8 +190,8 @@ def merge_observation(
         "spot_risk": risk,
         "submitted_at": _earliest(record.submitted_at, observation.submitted_at),
     }
-    if status_wins(observation.status, observation.event_time, record.status, record.status_time):
-        update.update(status=observation.status, status_time=observation.event_time)
+    if status_wins(observation.status, observation.status_time, record.status, record.status_time):
+        update.update(status=observation.status, status_time=observation.status_time)
     observed_at = record.observed_at or record.status_time
     newer = observation.event_time > observed_at
     tie = observation.event_time == observed_at and _description(observation) > _description(record)
@@ -188,6 +203,8 @@ def merge_observation(
             job_queue=observation.job_queue,
             share_identifier=observation.share_identifier,
             cluster=observation.cluster,
+            kind=observation.kind,
+            tags=dict(sorted(observation.tags.items())),
             observed_at=observation.event_time,
         )
     return record.model_copy(update=update)

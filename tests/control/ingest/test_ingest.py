@@ -89,7 +89,11 @@ def test_tagged_sagemaker_job_is_registered_from_its_event(registry: JobRegistry
         "llama-pretrain-2026-03-01/algo-1",
         "llama-pretrain-2026-03-01/algo-2",
     ]
+    assert {node.instance_type for node in record.nodes} == {"ml.p4d.24xlarge"}
     assert [job.native_id for job in registry.list_active()] == [SAGEMAKER_KEY.native_id]
+    # ... and the tags that opted it in are kept on the record
+    assert record.tags["osprey:enabled"] == "true"
+    assert record.tags["osprey:policy"] == "training-policy"
 
 
 def test_untagged_sagemaker_job_is_recognised_by_its_environment(registry: JobRegistry, stubbed: Any) -> None:
@@ -171,6 +175,35 @@ def test_batch_job_registers_with_its_ec2_instance(registry: JobRegistry, stubbe
         "research",
     )
     assert [node.instance_id for node in record.nodes] == [INSTANCE]
+
+
+def test_a_multi_node_batch_job_node_knows_its_index_and_instance_type(
+    registry: JobRegistry, stubbed: Any
+) -> None:
+    # Given node 3 of a multi-node Batch job, on a p5 container instance
+    stubbed["ecs"].add_response(
+        "describe_container_instances",
+        {
+            "containerInstances": [
+                {
+                    "containerInstanceArn": CONTAINER_INSTANCE,
+                    "ec2InstanceId": INSTANCE,
+                    "attributes": [{"name": "ecs.instance-type", "value": "p5.48xlarge"}],
+                }
+            ]
+        },
+        {"cluster": "AWSBatch-gpu-ce-1a2b3c", "containerInstances": [CONTAINER_INSTANCE]},
+    )
+    event = load_event(BATCH)
+    event["detail"]["nodeDetails"] = {"nodeIndex": 3, "isMainNode": False}
+    # When ingested
+    _ingestor(registry, stubbed).ingest(event)
+    # Then its node carries the index the runtime reports as Host and the instance type
+    record = registry.get(BATCH_KEY)
+    assert record is not None
+    assert [(n.instance_id, n.node_index, n.instance_type) for n in record.nodes] == [
+        (INSTANCE, 3, "p5.48xlarge")
+    ]
 
 
 def test_batch_event_without_tags_or_environment_asks_describe_jobs(
