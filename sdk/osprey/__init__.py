@@ -7,7 +7,8 @@ The user-facing package. Submodules:
 """
 
 from osprey.parallelism import adjust_parallelism
+from osprey.planning import report_progress, request_planning
 
-__all__ = ["__version__", "adjust_parallelism"]
+__all__ = ["__version__", "adjust_parallelism", "report_progress", "request_planning"]
 
 __version__ = "0.1.0"

@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from osprey.planning import job_partition_key, update_progress
 from osprey_control.planner.plan import Plan
 from osprey_control.planner.record import (
     PLAN_SK,
@@ -81,18 +82,6 @@ def _default_client(timeout_s: float) -> Any:
         # A session of its own: this runs on a worker thread, and boto3's default session is not thread-safe.
         _CLIENTS[timeout_s] = boto3.session.Session().client("dynamodb", config=config)
     return _CLIENTS[timeout_s]
-
-
-def _job_pk(job_key: str | None, env: Mapping[str, str]) -> str | None:
-    key = job_key or env.get("OSPREY_JOB_KEY")
-    if not key:
-        from osprey.runtime import job_dimensions  # noqa: PLC0415 - pulls the contract (pydantic): only here
-
-        dimensions = job_dimensions(env)
-        if dimensions["Backend"] == "unknown" or dimensions["JobId"] == "unknown":
-            return None
-        key = f"{dimensions['Backend']}#{dimensions['JobId']}"
-    return f"JOB#{key}"
 
 
 def _read_file(path: Path, outcome: _Outcome) -> None:
@@ -169,6 +158,7 @@ def adjust_parallelism(
         "reason": None,
         "expected_saving_fraction": None,
         "error": None,
+        "progress": None,
     }
     try:
         every = interval if interval is not None else interval_from_env(env)
@@ -207,7 +197,7 @@ def _decide(
         entry["source"] = f"file:{plan_file}"
         _read_file(Path(plan_file), outcome)
     elif table_name:
-        pk = _job_pk(job_key, env)
+        pk = job_partition_key(job_key, env)
         entry["source"], entry["job"] = f"dynamodb:{table_name}", pk
         if pk is None:
             entry["decision"] = "error"
@@ -217,6 +207,10 @@ def _decide(
         def read() -> None:
             dynamodb = client if client is not None else _default_client(timeout_s)
             _read_table(dynamodb, table_name, pk, outcome)
+            try:
+                entry["progress"] = update_progress(dynamodb, table_name, pk, entry["step"], now)
+            except Exception as error:
+                entry["progress"] = f"error: {type(error).__name__}: {error}"
 
         _with_deadline(read, timeout_s, outcome)
     else:

@@ -1,0 +1,353 @@
+"""The plan *request*: how a job asks the control plane's plan step to re-plan it.
+
+One registry item per job, in the job's partition next to its plan record (``sk = PLAN``):
+
+    pk = JOB#<backend>#<native id>, sk = PLANREQ
+    version      "1"
+    config       JSON string: the planner keys of ``osprey plan`` (``layers hidden heads seq vocab global-batch``,
+                 ``gpus``, ``instance-type`` and/or ``gpu``, ``network-gbits`` ...; docs/planner.md)
+    current      JSON string: the plan the job runs now, ``{"tp", "pp", "dp", "micro_batch", "virtual"}``
+    current_key  "tp,pp,dp,micro_batch,virtual" (for conditional updates by the job)
+    since_step   N: the training step at which ``current`` was adopted
+    step         N: the job's latest reported training step (``osprey.adjust_parallelism`` updates it)
+    interval     N: the job's ``OSPREY_INTERVAL`` (steps between its decision points)
+    created_at, updated_at   "2026-01-01T00:00:00Z"
+
+:func:`build_request` checks a job's inputs and returns the item; every problem names its field (``model.layers``,
+``cluster.instance_type``, ``current.tp``, ``step``). :func:`request_from_item` reads an item back, raising
+:class:`PlanRequestError` naming the attribute when it is broken. Pure Python, no AWS import.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from osprey_control.planner.config import PlanConfigError as _PlanConfigError
+from osprey_control.planner.config import normalise_keys, resolve
+from osprey_control.planner.hardware import Cluster
+from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.plan import Plan, PlanError, check_plan
+from osprey_control.planner.replan import CurrentPlan
+from osprey_control.planner.search import SearchOptions
+
+__all__ = [
+    "CLUSTER_KEYS",
+    "MODEL_KEYS",
+    "REQUEST_SK",
+    "REQUEST_VERSION",
+    "PlanRequest",
+    "PlanRequestError",
+    "RequestProblem",
+    "build_request",
+    "plan_key",
+    "request_from_item",
+]
+
+REQUEST_SK = "PLANREQ"
+REQUEST_VERSION = "1"
+MODEL_KEYS = (
+    "layers",
+    "hidden",
+    "heads",
+    "seq",
+    "vocab",
+    "global-batch",
+    "recompute",
+    "precision",
+    "optimizer-sharding",
+)
+CLUSTER_KEYS = (
+    "gpus",
+    "gpus-per-node",
+    "instance-type",
+    "gpu",
+    "peak-tflops",
+    "gpu-memory-gib",
+    "nvlink-gbytes",
+    "network-gbits",
+    "memory-headroom",
+)
+_DEGREES = ("tp", "pp", "dp", "micro_batch", "virtual")
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestProblem:
+    """One bad input: ``field`` as the caller spelled it (``model.layers``), ``message`` what is allowed."""
+
+    field: str
+    message: str
+
+
+class PlanRequestError(ValueError):
+    """Invalid plan request inputs or a broken request item; ``errors`` lists every problem by field."""
+
+    def __init__(self, errors: list[RequestProblem]) -> None:
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """A validated request: what :func:`osprey_control.planner.replan.replan` needs for one job."""
+
+    job_id: str
+    model: ModelSpec
+    cluster: Cluster
+    options: SearchOptions
+    current: Plan
+    since_step: int
+    step: int
+    interval: int
+    config: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+    def current_plan(self) -> CurrentPlan:
+        return CurrentPlan(
+            model=self.model, cluster=self.cluster, plan=self.current, since_step=self.since_step
+        )
+
+
+def plan_key(plan: Plan) -> str:
+    """``"tp,pp,dp,micro_batch,virtual"``: the ``current_key`` attribute."""
+    return ",".join(str(value) for value in plan.key())
+
+
+def _timestamp(moment: datetime | None) -> str:
+    return (moment or datetime.now(UTC)).astimezone(UTC).strftime(_TIME_FORMAT)
+
+
+def _model_values(model: ModelSpec | Mapping[str, Any], errors: list[RequestProblem]) -> dict[str, Any]:
+    if isinstance(model, ModelSpec):
+        if not model.fp32_grad_accumulation:
+            errors.append(
+                RequestProblem("model.fp32_grad_accumulation", "only the default (True) can be requested")
+            )
+        return {
+            "layers": model.layers,
+            "hidden": model.hidden,
+            "heads": model.heads,
+            "seq": model.seq,
+            "vocab": model.vocab,
+            "global-batch": model.global_batch,
+            "recompute": model.recompute.value,
+            "precision": model.precision.value,
+            "optimizer-sharding": model.optimizer_sharding.value,
+        }
+    return _section("model", model, MODEL_KEYS, errors)
+
+
+def _section(
+    name: str, values: Any, allowed: tuple[str, ...], errors: list[RequestProblem]
+) -> dict[str, Any]:
+    if not isinstance(values, Mapping):
+        names = ", ".join(key.replace("-", "_") for key in allowed)
+        errors.append(RequestProblem(name, f"must be a mapping of {names}"))
+        return {}
+    flat, problems = normalise_keys(values)
+    names = ", ".join(key.replace("-", "_") for key in allowed)
+    for problem in problems:
+        unknown = problem.message.startswith("unknown key")
+        message = f"unknown key; allowed: {names}" if unknown else problem.message
+        errors.append(RequestProblem(f"{name}.{problem.key}", message))
+    for key in list(flat):
+        if key not in allowed:
+            errors.append(
+                RequestProblem(f"{name}.{key.replace('-', '_')}", f"not a {name} key; allowed: {names}")
+            )
+            del flat[key]
+    return flat
+
+
+def _field_of(key: str) -> str:
+    section = "model" if key in MODEL_KEYS else "cluster"
+    return f"{section}.{key.replace('-', '_')}"
+
+
+def _plan(current: Plan | Mapping[str, Any] | Any, errors: list[RequestProblem]) -> Plan | None:
+    if isinstance(current, Plan):
+        return current
+    if not isinstance(current, Mapping):
+        errors.append(RequestProblem("current", "must be a Plan or a mapping with tp, pp, dp, micro_batch"))
+        return None
+    values: dict[str, int] = {}
+    for name in _DEGREES:
+        value = current.get(name, 1 if name == "virtual" else None)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            errors.append(RequestProblem(f"current.{name}", f"must be a positive integer, got {value!r}"))
+        else:
+            values[name] = value
+    unknown = sorted(set(map(str, current)) - set(_DEGREES))
+    if unknown:
+        errors.append(
+            RequestProblem(f"current.{unknown[0]}", f"unknown field; allowed: {', '.join(_DEGREES)}")
+        )
+    return Plan(**values) if len(values) == len(_DEGREES) and not unknown else None
+
+
+def _step(name: str, value: Any, errors: list[RequestProblem], *, positive: bool = False) -> int:
+    low = 1 if positive else 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        kind = "a positive integer" if positive else "a non-negative integer"
+        errors.append(RequestProblem(name, f"must be {kind} number of training steps, got {value!r}"))
+        return low
+    return value
+
+
+def _resolve(
+    config: dict[str, Any], current: Plan | None, errors: list[RequestProblem]
+) -> tuple[ModelSpec, Cluster, SearchOptions] | None:
+    try:
+        resolved = resolve(config)
+    except _PlanConfigError as problems:
+        for problem in problems.errors:
+            field = "cluster.instance_type" if problem.key == "instance-type" else _field_of(problem.key)
+            errors.append(RequestProblem(field, problem.message))
+        return None
+    if current is not None:
+        try:
+            check_plan(resolved.model, resolved.cluster, current)
+        except PlanError as error:
+            errors.append(
+                RequestProblem("current", f"{error} (the plan the job runs now must fit its cluster)")
+            )
+    return resolved.model, resolved.cluster, resolved.options
+
+
+def build_request(
+    job_pk: str,
+    *,
+    model: ModelSpec | Mapping[str, Any],
+    cluster: Mapping[str, Any] | str,
+    current: Plan | Mapping[str, Any],
+    gpus: int | None = None,
+    step: int = 0,
+    since_step: int | None = None,
+    interval: int = 60,
+    now: datetime | None = None,
+) -> dict[str, dict[str, str]]:
+    """The request item (DynamoDB attribute values) for the job partition ``job_pk``.
+
+    ``cluster`` is a mapping of :data:`CLUSTER_KEYS` (``gpus``, ``instance_type`` or ``gpu`` ...) or just an
+    instance-type preset name; ``gpus`` defaults to the current plan's ``tp * pp * dp``. Raises
+    :class:`PlanRequestError` listing every problem by field."""
+    errors: list[RequestProblem] = []
+    if not isinstance(job_pk, str) or not job_pk.startswith("JOB#") or job_pk.count("#") < 2:
+        errors.append(RequestProblem("job", f"must be a job key <backend>#<native id>, got {job_pk!r}"))
+    plan = _plan(current, errors)
+    model_values = _model_values(model, errors)
+    cluster_values: dict[str, Any] = (
+        {"instance-type": cluster}
+        if isinstance(cluster, str)
+        else _section("cluster", cluster, CLUSTER_KEYS, errors)
+    )
+    if gpus is not None:
+        cluster_values["gpus"] = gpus
+    elif "gpus" not in cluster_values and plan is not None:
+        cluster_values["gpus"] = plan.tp * plan.pp * plan.dp
+    step = _step("step", step, errors)
+    since = _step("since_step", step if since_step is None else since_step, errors)
+    if since > step:
+        errors.append(RequestProblem("since_step", f"must not be after step ({step}), got {since}"))
+    interval = _step("interval", interval, errors, positive=True)
+    config = {**model_values, **cluster_values}
+    _resolve(config, plan, errors)
+    if errors or plan is None:
+        raise PlanRequestError(errors)
+    moment = _timestamp(now)
+    return {
+        "pk": {"S": job_pk},
+        "sk": {"S": REQUEST_SK},
+        "version": {"S": REQUEST_VERSION},
+        "config": {"S": json.dumps(config, sort_keys=True)},
+        "current": {"S": json.dumps(plan.to_dict(), sort_keys=True)},
+        "current_key": {"S": plan_key(plan)},
+        "since_step": {"N": str(since)},
+        "step": {"N": str(step)},
+        "interval": {"N": str(interval)},
+        "created_at": {"S": moment},
+        "updated_at": {"S": moment},
+    }
+
+
+def _string(item: Mapping[str, Any], name: str, errors: list[RequestProblem]) -> str:
+    value = item.get(name)
+    text = value.get("S") if isinstance(value, Mapping) else None
+    if not isinstance(text, str):
+        errors.append(RequestProblem(name, "missing, or not a string attribute"))
+        return ""
+    return text
+
+
+def _number(
+    item: Mapping[str, Any], name: str, errors: list[RequestProblem], *, positive: bool = False
+) -> int:
+    value = item.get(name)
+    text = value.get("N") if isinstance(value, Mapping) else None
+    try:
+        number = float(str(text))
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number != int(number) or number < (1 if positive else 0):
+        errors.append(
+            RequestProblem(
+                name, f"must be a {'positive' if positive else 'non-negative'} integer, got {text!r}"
+            )
+        )
+        return 1 if positive else 0
+    return int(number)
+
+
+def _json(text: str, name: str, errors: list[RequestProblem]) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        errors.append(RequestProblem(name, f"not valid JSON ({error})"))
+        return None
+
+
+def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
+    """The request held by a ``PLANREQ`` item; raises :class:`PlanRequestError` naming what is broken."""
+    errors: list[RequestProblem] = []
+    pk = _string(item, "pk", errors)
+    version = _string(item, "version", errors)
+    if version and version != REQUEST_VERSION:
+        errors.append(RequestProblem("version", f"expected {REQUEST_VERSION!r}, got {version!r}"))
+    config = _json(_string(item, "config", errors), "config", errors)
+    current = _json(_string(item, "current", errors), "current", errors)
+    since_step = _number(item, "since_step", errors)
+    step = _number(item, "step", errors)
+    interval = _number(item, "interval", errors, positive=True)
+    created_at, updated_at = _string(item, "created_at", errors), _string(item, "updated_at", errors)
+    if errors:
+        raise PlanRequestError(errors)
+    if not isinstance(config, dict):
+        raise PlanRequestError([RequestProblem("config", "must be a JSON object of planner keys")])
+    plan = _plan(current, errors)
+    flat, problems = normalise_keys(config)
+    errors.extend(RequestProblem(f"config.{p.key}", p.message) for p in problems)
+    resolved = None if errors else _resolve(flat, plan, errors)
+    if errors or resolved is None or plan is None:
+        raise PlanRequestError(errors)
+    model, cluster, options = resolved
+    return PlanRequest(
+        job_id=pk.removeprefix("JOB#"),
+        model=model,
+        cluster=cluster,
+        options=options,
+        current=plan,
+        since_step=since_step,
+        step=step,
+        interval=interval,
+        config=flat,
+        created_at=created_at,
+        updated_at=updated_at,
+    )

@@ -1,0 +1,204 @@
+"""``osprey.request_planning()``: ask the control plane to re-plan this job's parallelism as the cluster changes.
+
+A job calls it once (at start, or after every re-shape it chooses itself) with its model, its cluster and the
+plan it runs::
+
+    osprey.request_planning(
+        model={"layers": 32, "hidden": 4096, "heads": 32, "seq": 2048, "vocab": 51200, "global_batch": 512},
+        cluster="p4de.24xlarge",                       # or {"gpus": 64, "gpu": "A100-80GB", "network_gbits": 400}
+        current={"tp": 2, "pp": 1, "dp": 32, "micro_batch": 16},
+    )
+
+It writes the job's plan request (``sk = PLANREQ``, format in :mod:`osprey_control.planner.request`) to the
+registry table; every cycle the plan step measures the job's network from CloudWatch, re-plans, and writes the
+job's plan record (``sk = PLAN``) when a switch pays, which :func:`osprey.adjust_parallelism` returns. Inputs are
+checked before anything is written: :class:`PlanRequestError` lists every problem by field (``model.layers``,
+``cluster.instance_type``, ``current.tp``).
+
+The table is ``table=`` or ``OSPREY_TABLE_NAME``; the job is ``job_key=`` or ``OSPREY_JOB_KEY``
+(``<backend>#<native id>``) or what :func:`osprey.runtime.job_dimensions` detects, as for ``adjust_parallelism``.
+IAM for the job's role: ``dynamodb:PutItem`` (this call) and ``dynamodb:UpdateItem`` (the step and plan
+``adjust_parallelism`` reports at each decision point, :func:`report_progress`) on the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.plan import Plan
+from osprey_control.planner.replan import interval_from_env
+from osprey_control.planner.request import (
+    REQUEST_SK,
+    PlanRequestError,
+    RequestProblem,
+    build_request,
+    plan_key,
+)
+
+__all__ = ["PlanRequestError", "job_partition_key", "report_progress", "request_planning", "update_progress"]
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+# Attribute names through placeholders: ``current`` and ``step`` are DynamoDB reserved words.
+_NAMES = {
+    "#step": "step",
+    "#updated": "updated_at",
+    "#since": "since_step",
+    "#key": "current_key",
+    "#current": "current",
+}
+
+
+def job_partition_key(job_key: str | None, env: Mapping[str, str]) -> str | None:
+    """``JOB#<backend>#<native id>`` from ``job_key``, ``OSPREY_JOB_KEY`` or the detected backend and job id."""
+    key = job_key or env.get("OSPREY_JOB_KEY")
+    if not key:
+        from osprey.runtime import job_dimensions  # noqa: PLC0415 - pulls the contract (pydantic): only here
+
+        dimensions = job_dimensions(env)
+        if dimensions["Backend"] == "unknown" or dimensions["JobId"] == "unknown":
+            return None
+        key = f"{dimensions['Backend']}#{dimensions['JobId']}"
+    return f"JOB#{key}"
+
+
+def _where(table: str | None, job_key: str | None, env: Mapping[str, str]) -> tuple[str, str]:
+    errors: list[RequestProblem] = []
+    table_name = table or env.get("OSPREY_TABLE_NAME")
+    if not table_name:
+        errors.append(RequestProblem("table", "no registry table; pass table= or set OSPREY_TABLE_NAME"))
+    pk = job_partition_key(job_key, env)
+    if pk is None:
+        errors.append(
+            RequestProblem(
+                "job_key", "cannot tell this job's registry key; set OSPREY_JOB_KEY=<backend>#<native id>"
+            )
+        )
+    if errors or table_name is None or pk is None:
+        raise PlanRequestError(errors)
+    return table_name, pk
+
+
+def _client(client: Any) -> Any:
+    from osprey_control.aws import client_for  # noqa: PLC0415 - boto3 only when writing
+
+    return client_for("dynamodb", client)
+
+
+def request_planning(
+    model: ModelSpec | Mapping[str, Any],
+    cluster: Mapping[str, Any] | str,
+    current: Plan | Mapping[str, Any],
+    *,
+    gpus: int | None = None,
+    step: int = 0,
+    interval: int | None = None,
+    job_key: str | None = None,
+    table: str | None = None,
+    client: Any = None,
+    environ: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+) -> dict[str, dict[str, str]]:
+    """Write (or replace) this job's plan request; returns the item written.
+
+    ``model``: a :class:`ModelSpec` or a mapping of ``layers hidden heads seq vocab global_batch`` (plus
+    ``recompute precision optimizer_sharding``); ``cluster``: an instance-type preset (``"p5.48xlarge"``) or a
+    mapping of ``gpus gpus_per_node instance_type gpu peak_tflops gpu_memory_gib nvlink_gbytes network_gbits
+    memory_headroom``; ``current``: the plan the job runs now (``virtual`` defaults to 1), adopted at ``step``.
+    ``gpus`` defaults to ``tp * pp * dp``, ``interval`` to ``OSPREY_INTERVAL`` (60). Raises
+    :class:`PlanRequestError` (a ValueError) naming every bad field before anything is written."""
+    env = os.environ if environ is None else environ
+    table_name, pk = _where(table, job_key, env)
+    try:
+        every = interval_from_env(env) if interval is None else interval
+    except ValueError as error:
+        raise PlanRequestError([RequestProblem("interval", str(error))]) from None
+    item = build_request(
+        pk, model=model, cluster=cluster, current=current, gpus=gpus, step=step, interval=every, now=now
+    )
+    _client(client).put_item(TableName=table_name, Item=item)
+    return item
+
+
+def update_progress(
+    client: Any, table: str, pk: str, step: int, current: Plan | None, *, now: datetime | None = None
+) -> str:
+    """Record the job's step (and the plan it runs) on its request item: ``updated``, ``adopted`` (the plan
+    changed: ``since_step`` is now ``step``) or ``no-request``. Conditional writes only; raises on AWS errors."""
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = {"pk": {"S": pk}, "sk": {"S": REQUEST_SK}}
+    values: dict[str, Any] = {":step": {"N": str(step)}, ":now": {"S": stamp}}
+    attempts: list[tuple[str, str, dict[str, Any], str]] = []
+    if current is None:
+        attempts.append(("SET #step = :step, #updated = :now", "attribute_exists(pk)", values, "updated"))
+    else:
+        with_key = {**values, ":key": {"S": plan_key(current)}}
+        attempts.append(
+            (
+                "SET #step = :step, #updated = :now",
+                "attribute_exists(pk) AND #key = :key",
+                with_key,
+                "updated",
+            )
+        )
+        adopted = {**with_key, ":current": {"S": json.dumps(current.to_dict(), sort_keys=True)}}
+        attempts.append(
+            (
+                "SET #step = :step, #updated = :now, #since = :step, #key = :key, #current = :current",
+                "attribute_exists(pk)",
+                adopted,
+                "adopted",
+            )
+        )
+    for expression, condition, attribute_values, outcome in attempts:
+        try:
+            client.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={
+                    name: _NAMES[name] for name in _NAMES if name in expression + condition
+                },
+                ExpressionAttributeValues=attribute_values,
+            )
+        except Exception as error:
+            response = getattr(error, "response", None)
+            code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+            if code == _CONDITION_FAILED:
+                continue
+            raise
+        return outcome
+    return "no-request"
+
+
+def report_progress(
+    step: int,
+    current: Plan | Mapping[str, Any] | None = None,
+    *,
+    job_key: str | None = None,
+    table: str | None = None,
+    client: Any = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """Tell the plan step where the job is: its training step and (optionally) the plan it runs now.
+    ``adjust_parallelism`` does this at every decision point; call it yourself only without that. Returns
+    ``updated``, ``adopted`` or ``no-request`` (no plan request for this job: nothing written)."""
+    env = os.environ if environ is None else environ
+    table_name, pk = _where(table, job_key, env)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise PlanRequestError([RequestProblem("step", f"must be a non-negative integer, got {step!r}")])
+    plan: Plan | None = None
+    if current is not None:
+        from osprey_control.planner.record import plan_from_record  # noqa: PLC0415
+
+        plan = (
+            current
+            if isinstance(current, Plan)
+            else plan_from_record({"version": "1", "virtual": 1, **current})
+        )
+    return update_progress(_client(client), table_name, pk, step, plan)
