@@ -77,6 +77,8 @@ def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(
     assert decisions["etl-batch"]["priority"] == 40
     assert decisions["resnet-batch"]["onBackend"] == "weightFactor 6.3096"
     assert decisions["bert-sagemaker"]["onBackend"].startswith("schedulingPriority ")
+    gpt = decisions["gpt-sagemaker"]
+    assert gpt["onBackend"] == f"tag osprey:derived-priority={gpt['priority']}"
     # ... and the second cycle (human-readable) continued from there
     assert second.exit_code == 0, second.output
     assert "SUCCEEDED (tick 1)" in second.output

@@ -6,8 +6,9 @@ of the tick (one tick per cycle), so a demo run is reproducible: each job's GPU 
 sine wave around a base level; memory bandwidth follows at 70 %.
 
 Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, DESIGN §6) publishing the
-CloudWatch agent's per-instance ``nvidia_smi_*`` series, and SageMaker training jobs queued through a Batch
-SAGEMAKER_TRAINING queue (service jobs) publishing SageMaker's per-host ``GPUUtilization`` sum.
+CloudWatch agent's per-instance ``nvidia_smi_*`` series; SageMaker training jobs queued through a Batch
+SAGEMAKER_TRAINING queue (service jobs) and created directly (tagged only), both publishing SageMaker's per-host
+``GPUUtilization`` sum.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ PERIOD_TICKS = 12
 @dataclass(frozen=True)
 class FleetJob:
     label: str
-    backend: str  # "batch" | "sagemaker-queued"
+    backend: str  # "batch" | "sagemaker-queued" | "sagemaker"
     base_gpu: float  # percent
     swing: float  # amplitude of the sine, percent
     phase: float  # fraction of a period
@@ -47,6 +48,7 @@ DEFAULT_JOBS: tuple[FleetJob, ...] = (
     FleetJob("llama-batch", "batch", base_gpu=45, swing=40, phase=0.25),
     FleetJob("etl-batch", "batch", base_gpu=20, swing=15, phase=0.5),
     FleetJob("bert-sagemaker", "sagemaker-queued", base_gpu=60, swing=35, phase=0.75),
+    FleetJob("gpt-sagemaker", "sagemaker", base_gpu=70, swing=25, phase=0.1),
 )
 
 
@@ -124,6 +126,24 @@ class SimulatedFleet:
                 node = f"i-{zlib.crc32(job.label.encode()):017x}"
                 ref = NodeRef(node_id=node, kind=NodeKind.INSTANCE, instance_id=node, gpus=GPUS_PER_NODE)
                 backend, job_queue, share_id = Backend.BATCH, queue, share
+            elif job.backend == "sagemaker":
+                native_id = job.label
+                self.client("sagemaker").create_training_job(
+                    TrainingJobName=job.label,
+                    AlgorithmSpecification={"TrainingImage": "train:1", "TrainingInputMode": "File"},
+                    RoleArn=self.client("iam").get_role(RoleName="osprey-local-batch")["Role"]["Arn"],
+                    OutputDataConfig={"S3OutputPath": "s3://osprey-local/output"},
+                    ResourceConfig={
+                        "InstanceType": "ml.p4d.24xlarge",
+                        "InstanceCount": 1,
+                        "VolumeSizeInGB": 100,
+                    },
+                    StoppingCondition={"MaxRuntimeInSeconds": 86400},
+                    Tags=[{"Key": key, "Value": value} for key, value in ENABLED_TAGS.items()],
+                )
+                node = f"{job.label}/algo-1"
+                ref = NodeRef(node_id="algo-1", kind=NodeKind.HOST, gpus=GPUS_PER_NODE)
+                backend, job_queue, share_id = Backend.SAGEMAKER, None, None
             else:
                 native_id = batch.submit_service_job(
                     jobName=job.label,

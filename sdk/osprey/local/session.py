@@ -152,7 +152,8 @@ class CycleResult:
 
 
 def _backend_values(state: LocalState) -> dict[str, str]:
-    """What each backend holds now, by native job id: share weightFactor (Batch), schedulingPriority (queued)."""
+    """What each backend holds now, by native job id: share weightFactor (Batch), schedulingPriority (queued
+    SageMaker), the derived-priority tag (direct SageMaker)."""
     batch = state.client("batch")
     values: dict[str, str] = {}
     arns = [item["arn"] for item in batch.list_scheduling_policies().get("schedulingPolicies", [])]
@@ -165,6 +166,12 @@ def _backend_values(state: LocalState) -> dict[str, str]:
         if job.backend == "batch":
             weight = weights.get(job.label.replace("-", ""))
             values[job.native_id] = "-" if weight is None else f"weightFactor {weight}"
+        elif job.backend == "sagemaker":
+            sagemaker = state.client("sagemaker")
+            arn = sagemaker.describe_training_job(TrainingJobName=job.native_id)["TrainingJobArn"]
+            tags = {tag["Key"]: tag["Value"] for tag in sagemaker.list_tags(ResourceArn=arn).get("Tags", [])}
+            tag = tags.get("osprey:derived-priority")
+            values[job.native_id] = "-" if tag is None else f"tag osprey:derived-priority={tag}"
         else:
             priority = batch.describe_service_job(jobId=job.native_id).get("schedulingPriority")
             values[job.native_id] = f"schedulingPriority {priority}"
