@@ -1,0 +1,301 @@
+"""The plan step of the cycle: re-plan every active job that asked to be planned, write a plan record on a switch.
+
+For every active job (the registry's ``active-jobs`` index, one shard or all) with a plan request
+(``sk = PLANREQ``, :mod:`osprey_control.planner.request`, read with ``BatchGetItem``, 100 keys a call):
+
+1. measure the job's network from CloudWatch (``GetMetricData`` MetricStat, at most 500 queries a call, the
+   runtime's ``InterconnectLatencyMicroseconds`` and ``StepTimeSeconds`` per host; :mod:`.measure` turns them
+   into a :class:`~osprey_control.planner.replan.Measurement`, missing data keeps nominal values);
+2. ``replan(current, measured, hysteresis, interval=<the job's OSPREY_INTERVAL>)`` at the request's step
+   (the job reports its step at each ``adjust_parallelism`` decision point);
+3. on ``switch`` only, ``PutItem`` the plan record (``sk = PLAN``, :mod:`osprey_control.planner.record`)
+   conditional on ``attribute_not_exists(pk) OR plan_id <> :plan_id``: the same recommendation is never
+   rewritten, so its ``created_at`` stays the time it was first made.
+
+One job's failure (a broken request, an AWS error on its write) is that job's: it is reported in ``errors``
+and every other job is still planned. A failed metrics call leaves its jobs on nominal values (noted).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from osprey_control.aws import client_for, is_transient
+from osprey_control.collect.queries import SeriesSpec, build_series, metric_data_query
+from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure
+from osprey_control.planner.record import record_for_decision, record_item
+from osprey_control.planner.replan import DEFAULT_HYSTERESIS, replan
+from osprey_control.planner.request import REQUEST_SK, PlanRequest, request_from_item
+from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
+from osprey_control.registry.items import job_pk
+from osprey_control.registry.model import JobRecord
+
+__all__ = [
+    "MAX_KEYS_PER_BATCH_GET",
+    "MAX_QUERIES_PER_CALL",
+    "PlanStepConfig",
+    "PlanStepReport",
+    "run_plan_step",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_QUERIES_PER_CALL = 500  # GetMetricData's limit on MetricDataQueries
+MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit on keys
+MAX_REPORTED = 50  # per list in the report: the state machine's payload stays small
+_LATENCY = "InterconnectLatencyMicroseconds"
+_STEP_TIME = "StepTimeSeconds"
+_BATCH_GET_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStepConfig:
+    table_name: str
+    namespace: str = "/aws/osprey"
+    shards: int = DEFAULT_SHARDS
+    hysteresis: float = DEFAULT_HYSTERESIS
+    window_seconds: int = 600
+    period_seconds: int = 60
+    tolerance: float = DEFAULT_TOLERANCE
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.hysteresis < 1.0:
+            raise ValueError(f"hysteresis must be a fraction in [0, 1), got {self.hysteresis!r}")
+        if self.period_seconds < 60 or self.period_seconds % 60:
+            raise ValueError(f"period_seconds must be a multiple of 60, got {self.period_seconds!r}")
+        if self.window_seconds < self.period_seconds:
+            raise ValueError("window_seconds must be at least period_seconds")
+
+
+@dataclass(slots=True)
+class PlanStepReport:
+    """What one plan step did, for the state machine (lists capped at :data:`MAX_REPORTED`)."""
+
+    jobs: int = 0  # active jobs seen
+    requests: int = 0  # of which asked to be planned
+    planned: int = 0  # replan ran
+    switches: int = 0  # replan said switch
+    written: int = 0  # plan records written (a switch to the plan already recommended writes nothing)
+    decisions: Counter[str] = field(default_factory=Counter)
+    missing_data: int = 0  # planned jobs with a metric missing (its nominal value was kept)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def error(self, job: str, kind: str, message: str, *, transient: bool = False) -> None:
+        logger.warning("job not planned", extra={"job": job, "kind": kind, "error": message})
+        self.errors.append({"job": job, "kind": kind, "message": message, "transient": transient})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs,
+            "requests": self.requests,
+            "planned": self.planned,
+            "switches": self.switches,
+            "written": self.written,
+            "decisions": dict(sorted(self.decisions.items())),
+            "missingData": self.missing_data,
+            "records": self.records[:MAX_REPORTED],
+            "errors": self.errors[:MAX_REPORTED],
+            "errorCount": len(self.errors),
+        }
+
+
+def _batch_get(
+    client: Any, table: str, pks: Sequence[str], report: PlanStepReport
+) -> dict[str, dict[str, Any]]:
+    """The request item of each of ``pks`` that has one (BatchGetItem, retrying unprocessed keys)."""
+    found: dict[str, dict[str, Any]] = {}
+    for offset in range(0, len(pks), MAX_KEYS_PER_BATCH_GET):
+        keys = [
+            {"pk": {"S": pk}, "sk": {"S": REQUEST_SK}} for pk in pks[offset : offset + MAX_KEYS_PER_BATCH_GET]
+        ]
+        for _ in range(_BATCH_GET_ATTEMPTS):
+            response = client.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True}})
+            for item in response.get("Responses", {}).get(table, []):
+                found[item["pk"]["S"]] = item
+            keys = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+            if not keys:
+                break
+        for key in keys:
+            report.error(
+                key["pk"]["S"].removeprefix("JOB#"),
+                "request-unread",
+                "DynamoDB left the plan request unprocessed (throughput); the job is planned next cycle",
+                transient=True,
+            )
+    return found
+
+
+def _series(records: Iterable[JobRecord], namespace: str) -> list[SeriesSpec]:
+    """Latency and step time of every node, on the runtime's [Backend, JobId, Host] dimensions."""
+    specs, _ = build_series(records, osprey_namespace=namespace)
+    latency = [spec for spec in specs if spec.metric_name == _LATENCY]
+    return [*latency, *(replace(spec, metric="step_time", metric_name=_STEP_TIME) for spec in latency)]
+
+
+def _metrics(
+    client: Any, specs: Sequence[SeriesSpec], config: PlanStepConfig, end: datetime
+) -> tuple[dict[str, Observed], dict[str, str]]:
+    """Per job (``str(JobKey)``): the latest value of each host's series; and why a job has none (failed call)."""
+    start = end - timedelta(seconds=config.window_seconds)
+    latest: dict[int, tuple[datetime, float]] = {}
+    failed: dict[str, str] = {}
+    for offset in range(0, len(specs), MAX_QUERIES_PER_CALL):
+        chunk = range(offset, min(offset + MAX_QUERIES_PER_CALL, len(specs)))
+        queries = [metric_data_query(f"q{index}", specs[index], config.period_seconds) for index in chunk]
+        token: str | None = None
+        try:
+            while True:
+                request: dict[str, Any] = {
+                    "MetricDataQueries": queries,
+                    "StartTime": start,
+                    "EndTime": end,
+                    "ScanBy": "TimestampDescending",
+                }
+                if token:
+                    request["NextToken"] = token
+                page = client.get_metric_data(**request)
+                for result in page.get("MetricDataResults", ()):
+                    index = int(result["Id"][1:])
+                    for stamp, value in zip(
+                        result.get("Timestamps", ()), result.get("Values", ()), strict=False
+                    ):
+                        if index not in latest or stamp > latest[index][0]:
+                            latest[index] = (stamp, float(value))
+                token = page.get("NextToken")
+                if not token:
+                    break
+        except Exception as error:  # one failed call costs only its own jobs their data
+            logger.warning("plan metrics call failed", extra={"offset": offset, "error": repr(error)})
+            for index in chunk:
+                failed[str(specs[index].job)] = f"GetMetricData failed: {type(error).__name__}: {error}"
+    values: dict[str, dict[str, list[float]]] = {}
+    for index, spec in enumerate(specs):
+        if index in latest and str(spec.job) not in failed:
+            values.setdefault(str(spec.job), {}).setdefault(spec.metric_name, []).append(latest[index][1])
+    observed = {
+        job: Observed(latency_us=found.get(_LATENCY, []), step_time_s=found.get(_STEP_TIME, []))
+        for job, found in values.items()
+    }
+    return observed, failed
+
+
+def _write(client: Any, table: str, pk: str, record: dict[str, Any]) -> bool:
+    """Conditional PutItem of the plan record; False when that very plan is already recommended."""
+    try:
+        client.put_item(
+            TableName=table,
+            Item=record_item(pk, record),
+            ConditionExpression="attribute_not_exists(pk) OR plan_id <> :plan_id",
+            ExpressionAttributeValues={":plan_id": {"S": str(record["plan_id"])}},
+        )
+    except Exception as error:
+        response = getattr(error, "response", None)
+        if (
+            isinstance(response, dict)
+            and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+        ):
+            return False
+        raise
+    return True
+
+
+def _plan_job(
+    client: Any,
+    *,
+    config: PlanStepConfig,
+    request: PlanRequest,
+    observed: Observed,
+    report: PlanStepReport,
+    now: datetime,
+) -> None:
+    measurement, signals = measure(request, observed, tolerance=config.tolerance)
+    decision = replan(
+        request.current_plan(),
+        measurement,
+        hysteresis=config.hysteresis,
+        interval=request.interval,
+        options=request.options,
+    )
+    report.planned += 1
+    report.decisions[decision.reason] += 1
+    if any(signal.missing for signal in signals.values()):
+        report.missing_data += 1
+    logger.info(
+        "job planned",
+        extra={
+            "job": request.job_id,
+            "reason": decision.reason,
+            "step": decision.step,
+            "expected_saving_fraction": decision.expected_saving_fraction,
+            "signals": {name: signal.to_dict() for name, signal in signals.items()},
+        },
+    )
+    record = record_for_decision(request.job_id, decision, created_at=now)
+    if record is None:
+        return
+    report.switches += 1
+    written = _write(client, config.table_name, f"JOB#{request.job_id}", record)
+    report.written += int(written)
+    report.records.append(
+        {
+            "job": request.job_id,
+            "plan_id": record["plan_id"],
+            "plan": {name: record[name] for name in ("tp", "pp", "dp", "micro_batch", "virtual")},
+            "expected_saving_fraction": record["expected_saving_fraction"],
+            "written": written,
+        }
+    )
+
+
+def run_plan_step(
+    config: PlanStepConfig,
+    *,
+    dynamodb: Any = None,
+    cloudwatch: Any = None,
+    shard: int | None = None,
+    now: datetime | None = None,
+) -> PlanStepReport:
+    """Plan every active job with a plan request (of ``shard``, or all shards); see the module docstring.
+
+    ``dynamodb`` / ``cloudwatch``: boto3 clients (created with :func:`osprey_control.aws.client_for` if None)."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    dynamodb = client_for("dynamodb", dynamodb)
+    report = PlanStepReport()
+    records = JobRegistry(config.table_name, dynamodb, shards=config.shards).list_active(shard)
+    report.jobs = len(records)
+    by_pk = {job_pk(record.key): record for record in records}
+    items = _batch_get(dynamodb, config.table_name, sorted(by_pk), report)
+    report.requests = len(items)
+    requests: dict[str, PlanRequest] = {}
+    for pk, item in sorted(items.items()):
+        try:
+            requests[pk] = request_from_item(item)
+        except ValueError as error:
+            report.error(
+                pk.removeprefix("JOB#"),
+                "invalid-request",
+                f"{error}; the job must call request_planning again",
+            )
+    specs = _series((by_pk[pk] for pk in requests), config.namespace)
+    observed, failed = (
+        _metrics(client_for("cloudwatch", cloudwatch), specs, config, moment) if specs else ({}, {})
+    )
+    for request in requests.values():
+        job = request.job_id
+        seen = observed.get(job, Observed(missing=failed.get(job, "")))
+        try:
+            _plan_job(dynamodb, config=config, request=request, observed=seen, report=report, now=moment)
+        except Exception as error:  # isolate: the other jobs are still planned
+            report.error(
+                job, "plan-failed", f"{type(error).__name__}: {error}", transient=is_transient(error)
+            )
+    logger.info(
+        "plan step done", extra={key: value for key, value in report.to_dict().items() if key != "records"}
+    )
+    return report

@@ -1,0 +1,264 @@
+"""Given running jobs that asked to be planned (moto DynamoDB + CloudWatch), when the plan step runs, then a
+degraded network (the runtime's latency and step time) produces a plan record that ``osprey.adjust_parallelism``
+returns; a healthy network, a gain below the hysteresis, too few steps on the current plan or missing metrics
+write nothing; the same recommendation is not rewritten; and a job with a broken request is reported while the
+others are still planned."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+import osprey
+from osprey.planning import report_progress
+from osprey_control.contract import OspreyBlock
+from osprey_control.planner import Plan, evaluate
+from osprey_control.planner.measure import Observed, measure
+from osprey_control.planner.record import PLAN_SK, record_from_item
+from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
+from osprey_control.planner.step import PlanStepConfig, run_plan_step
+from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.observation import JobObservation
+from osprey_control.registry.table import create_table
+
+TABLE = "osprey-jobs"
+NAMESPACE = "/aws/osprey"
+MODEL = {"layers": 24, "hidden": 4096, "heads": 32, "seq": 2048, "vocab": 51200, "global_batch": 512}
+CURRENT = Plan(tp=2, pp=1, dp=32, micro_batch=16)  # the planner's best on the healthy 64 x A100 cluster
+HOSTS = ("i-0aaa", "i-0bbb")
+
+
+@dataclass
+class Aws:
+    dynamodb: Any
+    cloudwatch: Any
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(dynamodb, TABLE)
+        yield Aws(dynamodb, boto3.client("cloudwatch", region_name="us-east-1"))
+
+
+def _env(job: str) -> dict[str, str]:
+    return {"OSPREY_TABLE_NAME": TABLE, "OSPREY_JOB_KEY": f"batch#{job}"}
+
+
+def _job(aws: Aws, job: str, *, step: int = 600) -> None:
+    """A running Batch job on two instances that asked to be planned at step 0 and is now at ``step``."""
+    JobRegistry(TABLE, aws.dynamodb).apply_observation(
+        JobObservation(
+            backend=Backend.BATCH,
+            native_id=job,
+            name=job,
+            block=OspreyBlock(priority_derivation_profile="training-policy"),
+            status=JobStatus.RUNNING,
+            event_time=datetime.now(UTC) - timedelta(hours=1),
+            nodes=tuple(NodeRef(node_id=i, kind=NodeKind.INSTANCE, instance_id=i) for i in HOSTS),
+        )
+    )
+    osprey.request_planning(MODEL, "p4de.24xlarge", CURRENT, client=aws.dynamodb, environ=_env(job))
+    assert report_progress(step, CURRENT, client=aws.dynamodb, environ=_env(job)) == "updated"
+
+
+def _step_time(network_gbits: float | None, latency_us: float | None) -> float:
+    request = request_from_item(
+        build_request("JOB#batch#x", model=MODEL, cluster="p4de.24xlarge", current=CURRENT)
+    )
+    observed = request.cluster.with_changes(network_gbits=network_gbits, network_latency_us=latency_us)
+    return evaluate(request.model, observed, CURRENT).step_time_s
+
+
+def _runtime_metrics(aws: Aws, job: str, *, latency_us: float, step_time_s: float) -> None:
+    """What ``osprey.runtime`` reports from each host (Batch: Host is the node index)."""
+    when = datetime.now(UTC) - timedelta(minutes=2)
+    for host in range(len(HOSTS)):
+        dimensions = [
+            {"Name": "Backend", "Value": "batch"},
+            {"Name": "JobId", "Value": job},
+            {"Name": "Host", "Value": str(host)},
+        ]
+        aws.cloudwatch.put_metric_data(
+            Namespace=NAMESPACE,
+            MetricData=[
+                {
+                    "MetricName": "InterconnectLatencyMicroseconds",
+                    "Dimensions": dimensions,
+                    "Timestamp": when,
+                    "Value": latency_us,
+                    "Unit": "Microseconds",
+                },
+                {
+                    "MetricName": "StepTimeSeconds",
+                    "Dimensions": dimensions,
+                    "Timestamp": when,
+                    "Value": step_time_s,
+                    "Unit": "Seconds",
+                },
+            ],
+        )
+
+
+def _degraded(aws: Aws, job: str, network_gbits: float = 25.0) -> None:
+    _runtime_metrics(aws, job, latency_us=45.0, step_time_s=_step_time(network_gbits, 45.0))
+
+
+def _run(aws: Aws, **config: Any) -> dict[str, Any]:
+    report = run_plan_step(PlanStepConfig(TABLE, **config), dynamodb=aws.dynamodb, cloudwatch=aws.cloudwatch)
+    return report.to_dict()
+
+
+def _plan_item(aws: Aws, job: str) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = aws.dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": f"JOB#batch#{job}"}, "sk": {"S": PLAN_SK}}
+    ).get("Item")
+    return item
+
+
+def test_a_degraded_network_writes_a_plan_that_adjust_parallelism_returns(aws: Aws) -> None:
+    # Given a job at step 600 on 2x1x32 whose network fell from 400 to 25 Gb/s per node (latency 15 -> 45 µs)
+    _job(aws, "llm")
+    _degraded(aws, "llm")
+    # When the plan step runs
+    report = _run(aws)
+    # Then it re-planned the job and wrote one plan record
+    assert (report["jobs"], report["requests"], report["planned"], report["written"]) == (1, 1, 1, 1)
+    assert report["decisions"] == {"switch": 1}
+    assert report["errors"] == []
+    record = record_from_item(_plan_item(aws, "llm") or {})
+    assert record["job_id"] == "batch#llm"
+    assert record["reason"] == "switch"
+    assert record["expected_saving_fraction"] > 0.10
+    # And the job, at its next decision point, gets that plan through the real reader
+    plan = osprey.adjust_parallelism(660, CURRENT, client=aws.dynamodb, environ=_env("llm"))
+    assert plan is not None
+    assert plan != CURRENT
+    assert plan.to_dict() == {name: record[name] for name in ("tp", "pp", "dp", "micro_batch", "virtual")}
+    assert plan.tp * plan.pp * plan.dp == 64
+
+
+def test_the_same_recommendation_is_not_rewritten(aws: Aws) -> None:
+    # Given a degraded job already given its plan
+    _job(aws, "llm")
+    _degraded(aws, "llm")
+    _run(aws)
+    first = _plan_item(aws, "llm")
+    # When the next cycle reaches the same decision, then the record is left as it was
+    report = _run(aws)
+    assert (report["switches"], report["written"]) == (1, 0)
+    assert report["records"][0]["written"] is False
+    assert _plan_item(aws, "llm") == first
+
+
+def test_a_healthy_network_writes_nothing(aws: Aws) -> None:
+    # Given the runtime reports the nominal latency and the step time the model predicts
+    _job(aws, "llm")
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=_step_time(None, 15.0))
+    # When the plan step runs, then the current plan is still the best and nothing is written
+    report = _run(aws)
+    assert report["decisions"] == {"no-better-plan": 1}
+    assert report["written"] == 0
+    assert _plan_item(aws, "llm") is None
+
+
+def test_a_gain_below_the_hysteresis_writes_nothing_unless_the_threshold_is_lower(aws: Aws) -> None:
+    # Given the network at 50 Gb/s: another plan is only about 4% faster
+    _job(aws, "llm")
+    _degraded(aws, "llm", network_gbits=50.0)
+    # When the plan step runs with the default 10% hysteresis, then nothing is written
+    report = _run(aws)
+    assert report["decisions"] == {"below-hysteresis": 1}
+    assert _plan_item(aws, "llm") is None
+    # When it runs with a 2% hysteresis, then the switch is recommended
+    assert _run(aws, hysteresis=0.02)["written"] == 1
+
+
+def test_too_few_steps_on_the_current_plan_writes_nothing(aws: Aws) -> None:
+    # Given a degraded job that adopted its plan only 30 steps ago (OSPREY_INTERVAL 60)
+    _job(aws, "llm", step=30)
+    _degraded(aws, "llm")
+    # When the plan step runs, then it waits
+    report = _run(aws)
+    assert report["decisions"] == {"too-soon": 1}
+    assert _plan_item(aws, "llm") is None
+
+
+def test_missing_metrics_keep_the_nominal_network_and_say_so(aws: Aws) -> None:
+    # Given a job whose runtime reports nothing
+    _job(aws, "llm")
+    # When the plan step runs, then it plans on the nominal cluster (no switch) and counts the missing data
+    report = _run(aws)
+    assert report["decisions"] == {"no-better-plan": 1}
+    assert report["missingData"] == 1
+    assert _plan_item(aws, "llm") is None
+
+
+def test_a_broken_request_is_isolated_and_reported(aws: Aws) -> None:
+    # Given two degraded jobs, one of whose request item was damaged
+    for job in ("good", "bad"):
+        _job(aws, job)
+        _degraded(aws, job)
+    aws.dynamodb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": "JOB#batch#bad"}, "sk": {"S": REQUEST_SK}},
+        UpdateExpression="SET config = :broken",
+        ExpressionAttributeValues={":broken": {"S": '{"layers": 0}'}},
+    )
+    # When the plan step runs
+    report = _run(aws)
+    # Then the good job is planned and written, and the bad one is reported by field
+    assert (report["requests"], report["planned"], report["written"]) == (2, 1, 1)
+    (error,) = report["errors"]
+    assert error["job"] == "batch#bad"
+    assert error["kind"] == "invalid-request"
+    assert "layers: must be a positive integer" in error["message"]
+    assert _plan_item(aws, "good") is not None
+    assert _plan_item(aws, "bad") is None
+
+
+def test_jobs_without_a_request_are_not_planned(aws: Aws) -> None:
+    JobRegistry(TABLE, aws.dynamodb).apply_observation(
+        JobObservation(
+            backend=Backend.BATCH,
+            native_id="plain",
+            name="plain",
+            block=OspreyBlock(priority_derivation_profile="training-policy"),
+            status=JobStatus.RUNNING,
+            event_time=datetime.now(UTC),
+        )
+    )
+    report = _run(aws)
+    assert (report["jobs"], report["requests"], report["planned"]) == (1, 0, 0)
+
+
+def test_the_bandwidth_is_recovered_from_the_step_time() -> None:
+    # Given the step time the cost model predicts at 25 Gb/s and 45 µs
+    request = request_from_item(
+        build_request("JOB#batch#x", model=MODEL, cluster="p4de.24xlarge", current=CURRENT)
+    )
+    observed = Observed(latency_us=[40.0, 45.0, 50.0], step_time_s=[_step_time(25.0, 45.0)])
+    # When it is turned into a measurement
+    measurement, signals = measure(request, observed)
+    # Then the latency is the hosts' median and the bandwidth the one that explains the step time
+    assert measurement.network_latency_us == 45.0
+    assert measurement.network_gbits is not None
+    assert math.isclose(measurement.network_gbits, 25.0, rel_tol=1e-3)
+    assert signals["network_gbits"].source == "StepTimeSeconds"
+    # And a step time the network cannot explain keeps the nominal bandwidth
+    slow = Observed(step_time_s=[_step_time(None, None) * 1000])
+    measurement, signals = measure(request, slow)
+    assert measurement.network_gbits is None
+    assert "not the network" in signals["network_gbits"].note
