@@ -6,6 +6,7 @@ others are still planned."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -262,3 +263,27 @@ def test_the_bandwidth_is_recovered_from_the_step_time() -> None:
     measurement, signals = measure(request, slow)
     assert measurement.network_gbits is None
     assert "not the network" in signals["network_gbits"].note
+
+
+@dataclass
+class Context:
+    function_name: str = "osprey-plan"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-plan"
+    aws_request_id: str = "req-1"
+
+
+def test_the_handler_runs_the_step_from_its_environment(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    from osprey_handlers import plan as plan_handler  # noqa: PLC0415
+
+    # Given the function's environment and a degraded job
+    monkeypatch.setenv("OSPREY_TABLE_NAME", TABLE)
+    monkeypatch.setenv("OSPREY_METRICS_NAMESPACE", NAMESPACE)
+    plan_handler._settings.cache_clear()
+    _job(aws, "llm")
+    _degraded(aws, "llm")
+    # When the state machine invokes it, then it returns the JSON summary of one written switch
+    result = plan_handler.handler({}, Context())  # type: ignore[arg-type]
+    assert (result["planned"], result["written"], result["errorCount"]) == (1, 1, 0)
+    assert json.loads(json.dumps(result)) == result
+    plan_handler._settings.cache_clear()

@@ -1,0 +1,57 @@
+"""The plan step: the function that re-plans the parallelism of jobs that asked (``osprey.request_planning``)
+and writes their plan records (``osprey.adjust_parallelism`` reads them). docs/planner.md, "Plan step".
+
+Its role may read the active jobs and their plan requests, write plan records, and read CloudWatch metrics
+(``GetMetricData`` has no resource-level permissions). Nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from osprey_infra.function import OspreyFunction
+
+__all__ = ["PLAN_TABLE_ACTIONS", "Planning"]
+
+# Query (active-jobs index) and GetItem (META) through JobRegistry.list_active, BatchGetItem for PLANREQ,
+# PutItem for PLAN.
+PLAN_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem")
+
+
+class Planning(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable,
+        environment: Mapping[str, str],
+        layer: lambda_.ILayerVersion,
+        code: lambda_.Code,
+        timeout_seconds: int = 300,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.plan = OspreyFunction(
+            self,
+            "Plan",
+            handler_module="plan",
+            description="Osprey: re-plan job parallelism from measured network speed",
+            environment={"OSPREY_TABLE_NAME": table.table_name, **environment},
+            layer=layer,
+            code=code,
+            timeout_seconds=timeout_seconds,
+            memory_size=1024,  # the search is CPU-bound; Lambda's CPU share grows with memory
+        )
+        table.grant(self.plan.role, *PLAN_TABLE_ACTIONS)
+        self.plan.role.add_to_policy(
+            iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])  # no resource ARNs
+        )
+
+    @property
+    def function(self) -> lambda_.Function:
+        return self.plan.function

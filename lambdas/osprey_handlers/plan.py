@@ -1,0 +1,54 @@
+"""Plan Lambda: the plan step of the cycle (re-plan the parallelism of jobs that asked, write plan records).
+
+Input ``{}`` (every shard) or ``{"shard": N}``; output the step's summary (``PlanStepReport.to_dict()``):
+``{"jobs", "requests", "planned", "switches", "written", "decisions", "missingData", "records", "errors",
+"errorCount"}``."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from osprey_control.planner.step import PlanStepConfig, run_plan_step
+
+__all__ = ["PlanSettings", "handler"]
+
+logger = Logger(service="osprey-plan")
+
+
+class PlanSettings(BaseModel):
+    """The function's environment (set by the CDK construct)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
+    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
+    hysteresis: float = Field(default=0.10, alias="OSPREY_PLAN_HYSTERESIS", ge=0.0, lt=1.0)
+    window_seconds: int = Field(default=600, alias="OSPREY_PLAN_WINDOW_SECONDS", ge=60, le=86400)
+
+    def step_config(self) -> PlanStepConfig:
+        return PlanStepConfig(
+            table_name=self.table_name,
+            namespace=self.metrics_namespace,
+            shards=self.shards,
+            hysteresis=self.hysteresis,
+            window_seconds=self.window_seconds,
+        )
+
+
+@cache
+def _settings() -> PlanSettings:
+    return PlanSettings.model_validate(dict(os.environ))
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    shard = event.get("shard") if isinstance(event, dict) else None
+    report = run_plan_step(_settings().step_config(), shard=int(shard) if shard is not None else None)
+    return report.to_dict()

@@ -1,0 +1,83 @@
+"""Given the Planning construct on a bare stack, when it is synthesized, then the plan function runs the plan
+handler with the table and namespace in its environment, and its role may only query/read the registry, write
+plan records and read CloudWatch metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Match, Template
+
+from osprey_infra.planning import Planning
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    stack = cdk.Stack(cdk.App(), "Test")
+    table = dynamodb.Table(
+        stack,
+        "Registry",
+        partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+    )
+    Planning(
+        stack,
+        "Planning",
+        table=table,
+        environment={"OSPREY_METRICS_NAMESPACE": "/aws/osprey", "OSPREY_REGISTRY_SHARDS": "16"},
+        layer=lambda_.LayerVersion.from_layer_version_arn(
+            stack, "Layer", "arn:aws:lambda:us-east-1:017000801446:layer:AWSLambdaPowertoolsPythonV3:1"
+        ),
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
+    )
+    return Template.from_stack(stack)
+
+
+def _statements(template: Template) -> list[dict[str, Any]]:
+    policies = template.find_resources("AWS::IAM::Policy")
+    return [s for policy in policies.values() for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    actions = statement["Action"]
+    return {actions} if isinstance(actions, str) else set(actions)
+
+
+def test_the_function_runs_the_plan_handler_with_table_and_namespace(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "osprey_handlers.plan.handler",
+            "Environment": {
+                "Variables": Match.object_like(
+                    {
+                        "OSPREY_TABLE_NAME": {"Ref": Match.any_value()},
+                        "OSPREY_METRICS_NAMESPACE": "/aws/osprey",
+                    }
+                )
+            },
+        },
+    )
+
+
+def test_the_role_reads_the_registry_writes_plans_and_reads_metrics_only(template: Template) -> None:
+    statements = _statements(template)
+    granted = set().union(*(_actions(s) for s in statements))
+    assert granted == {
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "cloudwatch:GetMetricData",
+    }
+    (table,) = [s for s in statements if "dynamodb:PutItem" in _actions(s)]
+    assert table["Resource"] != "*"
+    (metrics,) = [s for s in statements if "cloudwatch:GetMetricData" in _actions(s)]
+    assert metrics["Resource"] == "*"
+    assert all(s["Effect"] == "Allow" for s in statements)
