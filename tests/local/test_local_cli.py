@@ -86,6 +86,12 @@ def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(
     # ... and the plot covers both cycles (a PNG file, from the registry's decision history)
     assert f"wrote {plot} (2 cycles)" in second.output
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # ... and the live view shows progress and the third cycle's table
+    live = runner.invoke(app, ["local", "cycle", "--live"])
+    assert live.exit_code == 0, live.output
+    assert "1/1" in live.output
+    assert "(tick 2)" in live.output
+    assert "resnet-batch" in live.output
 
 
 def test_commands_without_a_running_local_aws_say_how_to_start_it(

@@ -192,11 +192,23 @@ def cycle_command(
     plot: Annotated[
         Path | None, typer.Option(help="Afterwards, write a PNG of every job's priorities over all cycles.")
     ] = None,
+    live: Annotated[
+        bool, typer.Option(help="A live table (Rich) of jobs, load and priorities, redrawn after each cycle.")
+    ] = False,
 ) -> None:
     """Publish the next minute of fleet metrics and run one cycle of the deployed state machine."""
     from osprey.local.session import run_cycle  # noqa: PLC0415 - keep other commands fast
 
     state = _state()
+    if live and json_output:
+        raise _fail("--live and --json do not go together")
+    if live:
+        from osprey.local.live import run_live  # noqa: PLC0415 - Rich only for --live
+
+        results = run_live(lambda: run_cycle(state), count)
+        if results[-1].status != "SUCCEEDED":
+            raise typer.Exit(code=1)
+        count = 0  # done: only the plot below remains
     for _ in range(count):
         result = run_cycle(state)
         if json_output:
