@@ -7,6 +7,11 @@ flags override the file. Keys, defaults and the model behind the numbers: docs/p
 Output: a table of the top-k plans, or with ``--json`` ``{"best": {...}, "candidates": [...]}``
 (``{"plan": {...}}`` with ``--evaluate``). ``--plot FILE.png`` draws every evaluated plan (throughput
 against memory per GPU). Exit 1 on invalid input (one ``error: WHERE: message`` line per problem).
+
+``--register-job BACKEND#NATIVE_ID --evaluate tp=..,pp=..,micro_batch=..`` instead writes the job's plan
+request (``sk = PLANREQ``) for the cycle's plan step, as ``osprey.request_planning`` does from inside the job:
+the model and cluster flags, the ``--evaluate`` plan as the plan the job runs now, ``--step`` (default 0). The
+table is ``--table``, else ``OSPREY_TABLE_NAME``, else ``/osprey/config``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from osprey_control.planner.config import (
 )
 
 __all__ = ["plan_command", "plot_search"]
+
+_REGISTER_FIELDS = {"current": "--evaluate", "job": "--register-job", "step": "--step", "table": "--table"}
 
 
 def _console() -> Console:
@@ -179,6 +186,43 @@ def plot_search(result: SearchResult, path: Path, *, title: str, marked: Evaluat
         plt.close(figure)
 
 
+def _register(
+    job: str, values: dict[str, Any], config: PlanConfig, table: str | None, step: int, as_json: bool
+) -> None:
+    """Write the plan request of ``job`` (``<backend>#<native id>``) and say what was registered."""
+    from osprey.cli.jobs import _table_name  # noqa: PLC0415 - boto3/SSM only for --register-job
+    from osprey.planning import PlanRequestError, request_planning  # noqa: PLC0415
+    from osprey_control.planner.request import CLUSTER_KEYS, MODEL_KEYS  # noqa: PLC0415
+
+    if config.evaluate is None:
+        _fail(["--evaluate: --register-job needs the plan the job runs now, e.g. tp=8,pp=1,micro_batch=1"])
+    if "#" not in job.strip("#"):
+        _fail([f"--register-job: expected <backend>#<native id> (e.g. batch#<job id>), got {job!r}"])
+    model = {key: value for key, value in values.items() if key in MODEL_KEYS}
+    cluster = {key: value for key, value in values.items() if key in CLUSTER_KEYS}
+    try:
+        item = request_planning(
+            model, cluster, config.evaluate, step=step, job_key=job, table=_table_name(table), environ={}
+        )
+    except PlanRequestError as problems:
+        _fail(
+            [
+                f"{_REGISTER_FIELDS.get(e.field, '--' + e.field.split('.')[-1].replace('_', '-'))}: {e.message}"
+                for e in problems.errors
+            ]
+        )
+    except Exception as error:
+        _fail([f"--register-job {job}: cannot write the plan request ({type(error).__name__}: {error})"])
+    if as_json:
+        typer.echo(json.dumps({"registered": job, "current": config.evaluate.to_dict(), "step": step}))
+        return
+    plan = config.evaluate
+    typer.echo(
+        f"registered {job} for planning: {plan.tp}x{plan.pp}x{plan.dp} b{plan.micro_batch} v{plan.virtual} "
+        f"since step {step} ({item['sk']['S']} in the registry)"
+    )
+
+
 def plan_command(
     config_file: Annotated[
         Path | None, typer.Option("--config", help="YAML file with the same keys as the flags (flags win).")
@@ -222,6 +266,18 @@ def plan_command(
     ] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the search space to FILE.png.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    register_job: Annotated[
+        str | None,
+        typer.Option(
+            "--register-job",
+            help="Write this job's plan request (BACKEND#NATIVE_ID) with --evaluate as its current plan.",
+        ),
+    ] = None,
+    table: Annotated[
+        str | None,
+        typer.Option("--table", help="Registry table for --register-job (default: OSPREY_TABLE_NAME)."),
+    ] = None,
+    step: Annotated[int, typer.Option("--step", min=0, help="Training step of --register-job's plan.")] = 0,
 ) -> None:
     """Recommend a parallel plan (tp, pp, dp, micro-batch, virtual stages), or score one with --evaluate."""
     flags = {
@@ -256,6 +312,9 @@ def plan_command(
     except PlanConfigError as problems:
         _fail([f"{_where(e, given, config_file)}: {e.message}" for e in problems.errors])
     options = config.options
+    if register_job is not None:
+        _register(register_job, values, config, table, step, as_json)
+        return
 
     marked: Evaluation | None = None
     if config.evaluate is not None:

@@ -211,3 +211,41 @@ def test_config_that_is_not_one_mapping(tmp_path: Path, text: str) -> None:
     result = _run("--config", str(config))
     assert result.exit_code == 1
     assert str(config) in result.stderr
+
+
+def test_register_job_writes_the_plan_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3  # noqa: PLC0415
+    from moto import mock_aws  # noqa: PLC0415
+
+    from osprey_control.planner.request import REQUEST_SK, request_from_item  # noqa: PLC0415
+    from osprey_control.registry.table import create_table  # noqa: PLC0415
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, "osprey-jobs")
+        # When a user registers a running job for planning with its current plan
+        plan = "tp=8,pp=2,micro_batch=4"
+        result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--evaluate", plan, "--register-job", "batch#job-1",
+                      "--table", "osprey-jobs", "--step", "120")  # fmt: skip
+        # Then the request is in the registry with the flags as the planner's inputs
+        assert result.exit_code == 0, result.output
+        assert "registered batch#job-1 for planning: 8x2x32 b4 v1 since step 120" in result.stdout
+        item = client.get_item(
+            TableName="osprey-jobs", Key={"pk": {"S": "JOB#batch#job-1"}, "sk": {"S": REQUEST_SK}}
+        )["Item"]
+        request = request_from_item(item)
+        assert (request.model, request.cluster) == (MODEL, CLUSTER)
+        assert (request.current, request.step, request.since_step) == (Plan(8, 2, 32, 4), 120, 120)
+
+
+def test_register_job_needs_the_current_plan_and_a_job_key() -> None:
+    result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--register-job", "batch#job-1", "--table", "t")
+    assert result.exit_code == 1
+    assert "error: --evaluate: --register-job needs the plan the job runs now" in result.output
+    plan = ["--evaluate", "tp=8,pp=2,micro_batch=4"]
+    result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, *plan, "--register-job", "job-1", "--table", "t")
+    assert result.exit_code == 1
+    assert "error: --register-job: expected <backend>#<native id>" in result.output
