@@ -25,6 +25,12 @@ from osprey_control.planner.replan import (
     interval_from_env,
     replan,
 )
+from osprey_control.planner.request import (
+    PlanRequest,
+    PlanRequestError,
+    build_request,
+    request_from_item,
+)
 from osprey_control.planner.search import SearchOptions, SearchResult, search
 
 __all__ = [
@@ -43,11 +49,14 @@ __all__ = [
     "Plan",
     "PlanError",
     "PlanRecordError",
+    "PlanRequest",
+    "PlanRequestError",
     "Precision",
     "Recompute",
     "ReplanDecision",
     "SearchOptions",
     "SearchResult",
+    "build_request",
     "check_plan",
     "cluster",
     "evaluate",
@@ -59,6 +68,7 @@ __all__ = [
     "record_from_item",
     "record_item",
     "replan",
+    "request_from_item",
     "search",
     "stage_speeds",
 ]

@@ -19,6 +19,7 @@ and every other job is still planned. A failed metrics call leaves its jobs on n
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -165,6 +166,8 @@ def _metrics(
                     for stamp, value in zip(
                         result.get("Timestamps", ()), result.get("Values", ()), strict=False
                     ):
+                        if not math.isfinite(value):
+                            continue
                         if index not in latest or stamp > latest[index][0]:
                             latest[index] = (stamp, float(value))
                 token = page.get("NextToken")
@@ -288,7 +291,8 @@ def run_plan_step(
     )
     for request in requests.values():
         job = request.job_id
-        seen = observed.get(job, Observed(missing=failed.get(job, "")))
+        hostless = "" if by_pk[f"JOB#{job}"].nodes else "the registry lists no hosts for this job yet"
+        seen = observed.get(job, Observed(missing=failed.get(job, hostless)))
         try:
             _plan_job(dynamodb, config=config, request=request, observed=seen, report=report, now=moment)
         except Exception as error:  # isolate: the other jobs are still planned
