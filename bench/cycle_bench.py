@@ -1,14 +1,19 @@
-"""One full cycle pass (collect → derive → record → apply) over a moto-mocked fleet, plus handler cold imports.
+"""One full cycle pass (collect → derive → record → apply → record) over a moto-mocked fleet.
 
 Run: ``.venv/bin/python bench/cycle_bench.py`` (options: ``--jobs``, ``--nodes``).
 
 The fleet: ``--nodes`` EC2 instances of 8 GPUs (the CloudWatch agent's per-instance rollup) shared out over
-``--jobs`` AWS Batch jobs, every instance publishing GPU, memory-bandwidth, memory used/total and the runtime's
-interconnect latency. Everything runs in-process against moto, so absolute times measure Osprey plus moto; the
-baseline measured in the same run is the same number of bare moto GetMetricData calls, which puts Osprey's
-own overhead as a ratio. Cold imports run each handler module in a fresh interpreter against ``import json``.
+``--jobs`` AWS Batch container jobs on one fair-share queue (each with its own share identifier, tagged
+``osprey:enabled``), every instance publishing GPU, memory-bandwidth, memory used/total and the runtime's
+interconnect latency. The pass is the cycle's: each shard's derive step (GetMetricData, the engine, one
+conditional decision write per job), then the apply step (DescribeJobs, DescribeJobQueues, one
+UpdateSchedulingPolicy for the queue, one conditional registry write per job recording what was applied).
+Everything runs in-process against moto, so absolute times measure Osprey plus moto; the baseline measured in
+the same run is the same number of bare moto GetMetricData calls, which puts Osprey's own overhead as a ratio.
+Handler cold imports: ``bench/cold_start.py``.
 
-Last line: ``jobs=<J> series=<S> getmetricdata_calls=<C> writes=<W> seconds=<T>``.
+Last line: ``jobs=<J> series=<S> getmetricdata_calls=<C> writes=<W> seconds=<T>`` (``writes``: every write
+call of the pass: TransactWriteItems, PutItem, UpdateItem, UpdateSchedulingPolicy, UpdateServiceJob, AddTags).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import inspect
 import math
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -31,23 +35,11 @@ from typing import Any
 from unittest import mock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-HANDLERS = ("osprey_handlers.ingest", "osprey_handlers.derive", "osprey_handlers.eks_discovery")
+WRITE_OPERATIONS = frozenset(
+    {"TransactWriteItems", "PutItem", "UpdateItem", "UpdateSchedulingPolicy", "UpdateServiceJob", "AddTags"}
+)
+MOTO_CONFIG: Any = {"batch": {"use_docker": False}}  # Batch jobs need no container: the bench only tags them
 NOW = datetime.now(UTC).replace(microsecond=0)
-
-
-def _cold_import_ms(module: str) -> float:
-    code = f"import time; t = time.perf_counter(); import {module}; print((time.perf_counter() - t) * 1000)"
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{REPO_ROOT / 'lambdas'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
-    runs = []
-    for _ in range(3):
-        output = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-        )
-        runs.append(float(output.stdout.strip().splitlines()[-1]))
-    return min(runs)
 
 
 @contextmanager
@@ -74,6 +66,30 @@ def _serialised_moto_dynamodb() -> Iterator[None]:
         yield
 
 
+def _fair_share_queue(clients: dict[str, Any]) -> str:
+    """An unmanaged compute environment, a fair-share scheduling policy and its queue, a job definition."""
+    role = clients["iam"].create_role(RoleName="batch-service", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    environment = clients["batch"].create_compute_environment(
+        computeEnvironmentName="gpu", type="UNMANAGED", state="ENABLED", serviceRole=role
+    )["computeEnvironmentArn"]
+    policy = clients["batch"].create_scheduling_policy(
+        name="osprey-fair-share", fairsharePolicy={"shareDecaySeconds": 3600, "shareDistribution": []}
+    )["arn"]
+    queue: str = clients["batch"].create_job_queue(
+        jobQueueName="osprey-gpu",
+        state="ENABLED",
+        priority=1,
+        schedulingPolicyArn=policy,
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": environment}],
+    )["jobQueueArn"]
+    clients["batch"].register_job_definition(
+        jobDefinitionName="train",
+        type="container",
+        containerProperties={"image": "train:1", "vcpus": 1, "memory": 512},
+    )
+    return queue
+
+
 def _seed(clients: dict[str, Any], jobs: int, nodes: int, registry: Any) -> list[str]:
     from osprey_control.contract import parse_block  # noqa: PLC0415 - imported inside moto's context
     from osprey_control.policy import load_policies  # noqa: PLC0415
@@ -89,12 +105,23 @@ def _seed(clients: dict[str, Any], jobs: int, nodes: int, registry: Any) -> list
     instances = [f"i-{index:017x}" for index in range(nodes)]
     per_job = [instances[i::jobs] for i in range(jobs)]
     block = parse_block({"priority_derivation_profile": "training-policy"})
+    queue = _fair_share_queue(clients)
     for index, assigned in enumerate(per_job):
+        name, share = f"job-{index:04d}", f"osprey{index:04d}"
+        job_id = clients["batch"].submit_job(
+            jobName=name,
+            jobQueue=queue,
+            jobDefinition="train",
+            shareIdentifier=share,
+            tags={"osprey:enabled": "true"},
+        )["jobId"]
         registry.apply_observation(
             JobObservation(
                 backend=Backend.BATCH,
-                native_id=f"job-{index:04d}",
-                name=f"job-{index:04d}",
+                native_id=job_id,
+                name=name,
+                job_queue=queue,
+                share_identifier=share,
                 block=block,
                 status=JobStatus.RUNNING,
                 event_time=NOW - timedelta(minutes=30),
@@ -127,13 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One Osprey cycle over a moto-mocked fleet.")
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--nodes", type=int, default=256)
-    parser.add_argument("--skip-imports", action="store_true", help="skip the cold import measurements")
     args = parser.parse_args(argv)
     for name, value in {
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
         "AWS_DEFAULT_REGION": "us-east-1",
         "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }.items():
         os.environ.setdefault(name, value)
     sys.path.insert(0, str(REPO_ROOT / "infra"))
@@ -142,31 +169,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     import boto3  # noqa: PLC0415
     from moto import mock_aws  # noqa: PLC0415
 
+    from osprey_control.apply import BatchShareApplier  # noqa: PLC0415
+    from osprey_control.apply_step import apply_cycle  # noqa: PLC0415
     from osprey_control.cycle import run_shard  # noqa: PLC0415
     from osprey_control.derive import PolicySource  # noqa: PLC0415
     from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
 
-    with mock_aws(), _serialised_moto_dynamodb():
-        clients: dict[str, Any] = {name: boto3.client(name) for name in ("dynamodb", "ssm", "cloudwatch")}
+    with mock_aws(config=MOTO_CONFIG), _serialised_moto_dynamodb():
+        names: tuple[Any, ...] = ("dynamodb", "ssm", "cloudwatch", "batch", "iam")
+        clients: dict[str, Any] = {name: boto3.client(name) for name in names}
         registry = JobRegistry("osprey-bench", client=clients["dynamodb"], shards=4)
         registry.create_table()
         _seed(clients, args.jobs, args.nodes, registry)
-        calls = {"GetMetricData": 0, "writes": 0}
+        calls: dict[str, int] = {}
 
         def count(event_name: str, **_: Any) -> None:
             operation = event_name.rsplit(".", 1)[-1]
-            if operation == "GetMetricData":
-                calls["GetMetricData"] += 1
-            elif operation in {"TransactWriteItems", "PutItem", "UpdateItem", "UpdateSchedulingPolicy"}:
-                calls["writes"] += 1
+            calls[operation] = calls.get(operation, 0) + 1
 
         for client in clients.values():
             client.meta.events.register("before-call.*.*", count)
+        policies = PolicySource(client=clients["ssm"])
         started = time.perf_counter()
-        report = run_shard(
-            registry, PolicySource(client=clients["ssm"]), None, cloudwatch=clients["cloudwatch"], now=NOW
-        )
+        # One derive pass over every shard at once (a deployment runs one per shard: ceil(S/500) per shard),
+        # then the apply step, exactly as the state machine runs it after its Map.
+        report = run_shard(registry, policies, None, cloudwatch=clients["cloudwatch"], now=NOW)
+        derived_at = time.perf_counter()
+        applied = apply_cycle([report.to_dict()], registry, [BatchShareApplier(clients["batch"])], now=NOW)
         seconds = time.perf_counter() - started
+        apply_seconds = time.perf_counter() - derived_at
 
         # Baseline: the same number of bare GetMetricData calls of the same size, straight to moto.
         query = [
@@ -182,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "Stat": "Average",
                 },
             }
-            for i in range(min(500, report.series))
+            for i in range(min(500, max(report.series, 1)))
         ]
         baseline_started = time.perf_counter()
         for _ in range(report.getmetricdata_calls):
@@ -192,29 +223,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         baseline = time.perf_counter() - baseline_started
 
     expected_calls = math.ceil(report.series / 500)
+    writes = sum(calls.get(operation, 0) for operation in WRITE_OPERATIONS)
     print(
-        f"fleet: {args.jobs} jobs on {args.nodes} nodes x 8 GPUs; derived {report.evaluated}, changed {len(report.changes)}"
+        f"fleet: {args.jobs} jobs on {args.nodes} nodes x 8 GPUs; derived {report.evaluated}, pending {len(report.changes)}"
     )
     print(
         f"series={report.series} getmetricdata_calls={report.getmetricdata_calls} (ceil(S/500) = {expected_calls})"
     )
-    print(
-        f"cycle: {seconds:.3f} s; bare GetMetricData baseline {baseline:.3f} s; ratio {seconds / baseline:.2f}x"
-    )
     for failure in report.failures:
         print(f"failed {failure['key']} ({failure['kind']}): {failure['error']}")
-    if not args.skip_imports:
-        reference = _cold_import_ms("json")
-        for module in HANDLERS:
-            elapsed = _cold_import_ms(module)
-            print(
-                f"cold import {module}: {elapsed:.0f} ms (target < 300 ms; {elapsed / max(reference, 0.01):.0f}x `import json`)"
-            )
+    print(
+        f"apply: applied {len(applied.applied)}, skipped {len(applied.skipped)}, failed {len(applied.failed)}; "
+        f"UpdateSchedulingPolicy calls {calls.get('UpdateSchedulingPolicy', 0)}; {apply_seconds:.3f} s"
+    )
+    for result in applied.failed:
+        print(f"not applied {result.job}: {result.reason}")
+    print(
+        "writes: "
+        + ", ".join(
+            f"{operation} {calls[operation]}"
+            for operation in sorted(WRITE_OPERATIONS)
+            if calls.get(operation)
+        )
+    )
+    print(
+        f"cycle: {seconds:.3f} s; bare GetMetricData baseline {baseline:.3f} s; ratio {seconds / max(baseline, 1e-9):.2f}x"
+    )
     print(
         f"jobs={report.evaluated} series={report.series} getmetricdata_calls={report.getmetricdata_calls} "
-        f"writes={calls['writes']} seconds={seconds:.3f}"
+        f"writes={writes} seconds={seconds:.3f}"
     )
-    return 0 if report.getmetricdata_calls == expected_calls and not report.failures else 1
+    ok = report.getmetricdata_calls == expected_calls and not report.failures
+    ok = ok and not applied.failed and not applied.unrecorded
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from osprey_control.derive.shard import ShardResult
+if TYPE_CHECKING:
+    # Only for the annotation: importing the derive package at run time would pull Powertools Parameters and
+    # boto3 into every handler that publishes a metric point (apply, finish), ~0.2 s of cold start.
+    from osprey_control.derive.shard import ShardResult
 
 __all__ = ["MetricPoint", "shard_metrics"]
 

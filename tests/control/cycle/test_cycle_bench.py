@@ -1,5 +1,6 @@
-"""Given the cycle benchmark on a small fleet, then it makes ceil(S/500) GetMetricData calls and prints its
-machine-readable last line (its timings are the benchmark's business, not asserted here)."""
+"""Given the cycle benchmark on a small fleet, then its one pass collects, derives and applies: ceil(S/500)
+GetMetricData calls, one decision write and one applied-priority write per job, one UpdateSchedulingPolicy for
+the fair-share queue, and its machine-readable last line (timings are the benchmark's business, not asserted)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ from bench.cycle_bench import main
 
 
 def test_cycle_benchmark_runs_and_reports(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--jobs", "6", "--nodes", "14", "--skip-imports"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    match = re.fullmatch(r"jobs=6 series=(\d+) getmetricdata_calls=(\d+) writes=(\d+) seconds=[\d.]+", last)
-    assert match is not None, last
+    assert main(["--jobs", "6", "--nodes", "14"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    match = re.fullmatch(
+        r"jobs=6 series=(\d+) getmetricdata_calls=(\d+) writes=(\d+) seconds=[\d.]+", lines[-1]
+    )
+    assert match is not None, lines[-1]
     series, calls, writes = (int(group) for group in match.groups())
     assert series == 14 * 5  # four CWAgent series and the runtime latency per instance
     assert calls == 1
-    assert writes >= 6  # one conditional decision write per job
+    assert writes == 6 + 6 + 1  # decisions, applied priorities, one UpdateSchedulingPolicy
+    assert any(
+        line.startswith("apply: applied 6, skipped 0, failed 0; UpdateSchedulingPolicy calls 1")
+        for line in lines
+    )
