@@ -156,7 +156,9 @@ def up_command(
         _detach(port, template, deploy, path)
         return
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # `down` sends SIGTERM; SIGINT (Ctrl-C) too, even where a shell started us with SIGINT ignored.
+    for stopping in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stopping, lambda *_: stop.set())
     typer.echo(f"starting the embedded AWS on http://localhost:{port} ...")
     with LocalAws(port) as aws:
         if deploy == "cdk":
@@ -178,8 +180,6 @@ def up_command(
         try:
             while not stop.wait(0.5):
                 pass
-        except KeyboardInterrupt:
-            pass
         finally:
             path.unlink(missing_ok=True)
     typer.echo("osprey local stopped")
