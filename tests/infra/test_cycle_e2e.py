@@ -230,3 +230,26 @@ def test_a_failing_shard_is_reported_and_the_other_shards_are_still_applied(
     assert fleet.record(healthy).applied_priority == 60
     assert fleet.share_weights()[f"osprey{healthy}"] == weight_factor(60)
     assert "ospreybroken" not in fleet.share_weights()
+
+
+def test_an_execution_with_cycles_runs_them_back_to_back_each_with_the_lease(
+    cycle: CycleHarness, fleet: Fleet
+) -> None:
+    # Given the sub-minute form the schedule uses: several cycles per execution (interval 0 s: no real wait)
+    fleet.batch_job("busy", gpu=90, memory_bandwidth=60)
+
+    # When one execution runs two cycles
+    execution = cycle.run("cycles-2", {"cycles": 2, "intervalSeconds": 0})
+
+    # Then both cycles took the lease, derived and applied: damping moved the job twice (50 -> 60 -> 70)
+    assert execution.status == "SUCCEEDED", execution
+    assert execution.states.count("AcquireLease") == 2
+    assert execution.states.count("ApplyPriorities") == 2
+    assert {"WaitForNextCycle", "NextCycle"} <= set(execution.states)
+    assert execution.states[-1] == "CycleSucceeded"
+    assert [item["derived_priority"] for item in reversed(fleet.registry.history(fleet.keys["busy"]))] == [
+        60,
+        70,
+    ]
+    assert fleet.share_weights()["ospreybusy"] == weight_factor(70)
+    assert execution.output["finished"]["released"] is True
