@@ -9,9 +9,11 @@ with :func:`osprey_control.gang.decide.decide` under the policy's ``coScheduling
 :func:`~osprey_control.gang.settings.resolve_settings`): ``requeue`` suspends it with the production
 back-off, ``fail`` stops it, ``serial`` lets it go on. With preemption on, a queued job may evict running
 jobs whose applied priority is at least ``preemption_margin`` points lower (least priority first, only the
-victims needed).
+victims needed), provided the victim has trained for at least one cycle and was preempted fewer than
+``max_preemptions_per_job`` times.
 
-The policy schema has no preemption setting, so preemption is a simulator option here (default on).
+The policy schema has no preemption setting, so preemption and its guards are simulator options here
+(default on, margin 20, at most one preemption per job).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Osprey(Scheduler):
         cycle_s: float | None = None,
         preemption: bool = True,
         preemption_margin: int = 20,
+        max_preemptions_per_job: int = 1,
         noise: float = 3.0,
         seed: int = 0,
     ) -> None:
@@ -60,6 +63,7 @@ class Osprey(Scheduler):
         )
         self.preemption = preemption
         self.preemption_margin = preemption_margin
+        self.max_preemptions_per_job = max_preemptions_per_job
         self.noise = noise
         self._rng = random.Random(f"osprey-telemetry/{seed}")
         self._gangs: dict[int, GangState] = {}
@@ -101,8 +105,19 @@ class Osprey(Scheduler):
     def _preempt_for(self, run: JobRun, now: float) -> None:
         sim = self.sim
         ceiling = (run.priority or 0) - self.preemption_margin
+        # Only jobs that trained for a full cycle (so their priority reflects their metrics) and have not
+        # been preempted too often already: without these guards an aging policy and jobs that cannot
+        # checkpoint preempt each other in a loop (measured: docs/scheduling.md).
+        settled = now - self.cycle_s
         candidates = sorted(
-            (r for r in sim.running.values() if (r.priority or 0) <= ceiling),
+            (
+                r
+                for r in sim.running.values()
+                if (r.priority or 0) <= ceiling
+                and r.train_started_s is not None
+                and r.train_started_s <= settled
+                and r.preemptions < self.max_preemptions_per_job
+            ),
             key=lambda r: (r.priority or 0, -(r.allocated_s or 0.0), -r.index),
         )
         if not candidates:
