@@ -57,7 +57,8 @@ class Osprey(Scheduler):
     ) -> None:
         self.policy = policy
         self.compiled = derivation_engine.compile_policy(policy)
-        self.cycle_s = float(cycle_s if cycle_s is not None else policy.spec.derivation_interval_seconds)
+        self.interval_s = float(cycle_s if cycle_s is not None else policy.spec.derivation_interval_seconds)
+        self.cycle_s = self.interval_s
         self.gang_settings: GangSettings | None = resolve_settings(
             OspreyBlock(priority_derivation_profile=policy.name), policy.spec.co_scheduling
         )
@@ -108,7 +109,7 @@ class Osprey(Scheduler):
         # Only jobs that trained for a full cycle (so their priority reflects their metrics) and have not
         # been preempted too often already: without these guards an aging policy and jobs that cannot
         # checkpoint preempt each other in a loop (measured: docs/scheduling.md).
-        settled = now - self.cycle_s
+        settled = now - self.interval_s
         candidates = sorted(
             (
                 r
