@@ -18,9 +18,15 @@ from osprey_infra.function import OspreyFunction
 
 __all__ = ["PLAN_TABLE_ACTIONS", "Planning"]
 
-# Query (active-jobs index) and GetItem (META) through JobRegistry.list_active, BatchGetItem for PLANREQ,
-# PutItem for PLAN.
-PLAN_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem")
+# Query (the active-jobs index) to list the active jobs, BatchGetItem for their PLANREQ items, PutItem for PLAN
+# records, UpdateItem for planned_at/plan_reason on PLANREQ. GetItem for the registry's consistent reads.
+PLAN_TABLE_ACTIONS = (
+    "dynamodb:Query",
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+)
 
 
 class Planning(Construct):

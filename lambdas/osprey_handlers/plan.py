@@ -1,7 +1,7 @@
 """Plan Lambda: the plan step of the cycle (re-plan the parallelism of jobs that asked, write plan records).
 
 Input ``{}`` (every shard) or ``{"shard": N}``; output the step's summary (``PlanStepReport.to_dict()``):
-``{"jobs", "requests", "planned", "switches", "written", "decisions", "missingData", "records", "errors",
+``{"jobs", "requests", "skipped", "planned", "switches", "written", "decisions", "missingData", "records", "errors",
 "errorCount"}``."""
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ class PlanSettings(BaseModel):
     shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
     hysteresis: float = Field(default=0.10, alias="OSPREY_PLAN_HYSTERESIS", ge=0.0, lt=1.0)
     window_seconds: int = Field(default=600, alias="OSPREY_PLAN_WINDOW_SECONDS", ge=60, le=86400)
+    # Each job at most every 5 minutes: the cycle runs every minute, a job reads its plan every OSPREY_INTERVAL
+    # steps, and every planning queries two CloudWatch series per host.
+    every_seconds: int = Field(default=300, alias="OSPREY_PLAN_EVERY_SECONDS", ge=0, le=86400)
 
     def step_config(self) -> PlanStepConfig:
         return PlanStepConfig(
@@ -39,6 +42,7 @@ class PlanSettings(BaseModel):
             shards=self.shards,
             hysteresis=self.hysteresis,
             window_seconds=self.window_seconds,
+            min_interval_seconds=self.every_seconds,
         )
 
 

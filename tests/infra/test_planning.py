@@ -74,6 +74,7 @@ def test_the_role_reads_the_registry_writes_plans_and_reads_metrics_only(templat
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
         "cloudwatch:GetMetricData",
     }
     (table,) = [s for s in statements if "dynamodb:PutItem" in _actions(s)]

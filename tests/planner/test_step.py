@@ -117,8 +117,10 @@ def _degraded(aws: Aws, job: str, network_gbits: float = 25.0) -> None:
     _runtime_metrics(aws, job, latency_us=45.0, step_time_s=_step_time(network_gbits, 45.0))
 
 
-def _run(aws: Aws, **config: Any) -> dict[str, Any]:
-    report = run_plan_step(PlanStepConfig(TABLE, **config), dynamodb=aws.dynamodb, cloudwatch=aws.cloudwatch)
+def _run(aws: Aws, now: datetime | None = None, **config: Any) -> dict[str, Any]:
+    report = run_plan_step(
+        PlanStepConfig(TABLE, **config), dynamodb=aws.dynamodb, cloudwatch=aws.cloudwatch, now=now
+    )
     return report.to_dict()
 
 
@@ -162,6 +164,24 @@ def test_the_same_recommendation_is_not_rewritten(aws: Aws) -> None:
     assert (report["switches"], report["written"]) == (1, 0)
     assert report["records"][0]["written"] is False
     assert _plan_item(aws, "llm") == first
+
+
+def test_a_job_is_planned_at_most_every_min_interval(aws: Aws) -> None:
+    # Given a degraded job planned once, its request says when and why
+    _job(aws, "llm")
+    _degraded(aws, "llm")
+    now = datetime.now(UTC)
+    assert _run(aws, now, min_interval_seconds=300)["written"] == 1
+    request = aws.dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": "JOB#batch#llm"}, "sk": {"S": REQUEST_SK}}
+    )["Item"]
+    assert request["plan_reason"] == {"S": "switch"}
+    assert request_from_item(request).planned_at == now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # When the next cycle runs a minute later, then the job is skipped (its metrics are not even queried)
+    later = _run(aws, now + timedelta(seconds=60), min_interval_seconds=300)
+    assert (later["skipped"], later["planned"]) == (1, 0)
+    # When five minutes have passed, then it is planned again
+    assert _run(aws, now + timedelta(seconds=301), min_interval_seconds=300)["planned"] == 1
 
 
 def test_a_healthy_network_writes_nothing(aws: Aws) -> None:

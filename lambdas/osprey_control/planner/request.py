@@ -12,6 +12,7 @@ One registry item per job, in the job's partition next to its plan record (``sk 
     step         N: the job's latest reported training step (``osprey.adjust_parallelism`` updates it)
     interval     N: the job's ``OSPREY_INTERVAL`` (steps between its decision points)
     created_at, updated_at   "2026-01-01T00:00:00Z"
+    planned_at, plan_reason  written by the plan step: when it last planned the job, and replan's reason
 
 :func:`build_request` checks a job's inputs and returns the item; every problem names its field (``model.layers``,
 ``cluster.instance_type``, ``current.tp``, ``step``). :func:`request_from_item` reads an item back, raising
@@ -107,6 +108,7 @@ class PlanRequest:
     config: dict[str, Any]
     created_at: str
     updated_at: str
+    planned_at: str | None = None  # when the plan step last planned this job (it writes the attribute)
 
     def current_plan(self) -> CurrentPlan:
         return CurrentPlan(
@@ -285,6 +287,12 @@ def _string(item: Mapping[str, Any], name: str, errors: list[RequestProblem]) ->
     return text
 
 
+def _optional_string(item: Mapping[str, Any], name: str) -> str | None:
+    value = item.get(name)
+    text = value.get("S") if isinstance(value, Mapping) else None
+    return text if isinstance(text, str) else None
+
+
 def _number(
     item: Mapping[str, Any], name: str, errors: list[RequestProblem], *, positive: bool = False
 ) -> int:
@@ -350,4 +358,5 @@ def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
         config=flat,
         created_at=created_at,
         updated_at=updated_at,
+        planned_at=_optional_string(item, "planned_at"),
     )

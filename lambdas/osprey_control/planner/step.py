@@ -52,6 +52,14 @@ MAX_REPORTED = 50  # per list in the report: the state machine's payload stays s
 _LATENCY = "InterconnectLatencyMicroseconds"
 _STEP_TIME = "StepTimeSeconds"
 _BATCH_GET_ATTEMPTS = 5
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_EARLY_SLACK_S = 5.0
+
+
+def _error_code(error: BaseException) -> str:
+    response = getattr(error, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,8 @@ class PlanStepConfig:
     window_seconds: int = 600
     period_seconds: int = 60
     tolerance: float = DEFAULT_TOLERANCE
+    # Plan a job at most this often (0: every run). Between, its metrics are not even queried.
+    min_interval_seconds: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.hysteresis < 1.0:
@@ -71,6 +81,8 @@ class PlanStepConfig:
             raise ValueError(f"period_seconds must be a multiple of 60, got {self.period_seconds!r}")
         if self.window_seconds < self.period_seconds:
             raise ValueError("window_seconds must be at least period_seconds")
+        if self.min_interval_seconds < 0:
+            raise ValueError(f"min_interval_seconds must be >= 0, got {self.min_interval_seconds!r}")
 
 
 @dataclass(slots=True)
@@ -79,6 +91,7 @@ class PlanStepReport:
 
     jobs: int = 0  # active jobs seen
     requests: int = 0  # of which asked to be planned
+    skipped: int = 0  # of which were planned less than min_interval_seconds ago
     planned: int = 0  # replan ran
     switches: int = 0  # replan said switch
     written: int = 0  # plan records written (a switch to the plan already recommended writes nothing)
@@ -95,6 +108,7 @@ class PlanStepReport:
         return {
             "jobs": self.jobs,
             "requests": self.requests,
+            "skipped": self.skipped,
             "planned": self.planned,
             "switches": self.switches,
             "written": self.written,
@@ -198,14 +212,36 @@ def _write(client: Any, table: str, pk: str, record: dict[str, Any]) -> bool:
             ExpressionAttributeValues={":plan_id": {"S": str(record["plan_id"])}},
         )
     except Exception as error:
-        response = getattr(error, "response", None)
-        if (
-            isinstance(response, dict)
-            and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-        ):
+        if _error_code(error) == _CONDITION_FAILED:
             return False
         raise
     return True
+
+
+def _due(request: PlanRequest, config: PlanStepConfig, now: datetime) -> bool:
+    """Whether the job was last planned at least ``min_interval_seconds`` ago (a cycle 5 s early counts)."""
+    if config.min_interval_seconds <= 0 or not request.planned_at:
+        return True
+    try:
+        last = datetime.strptime(request.planned_at, _TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return True
+    return (now - last).total_seconds() + _EARLY_SLACK_S >= config.min_interval_seconds
+
+
+def _mark_planned(client: Any, table: str, pk: str, now: datetime, reason: str) -> None:
+    """Record on the request when the job was planned and why nothing or something was written."""
+    try:
+        client.update_item(
+            TableName=table,
+            Key={"pk": {"S": pk}, "sk": {"S": REQUEST_SK}},
+            UpdateExpression="SET planned_at = :now, plan_reason = :reason",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":now": {"S": now.strftime(_TIME_FORMAT)}, ":reason": {"S": reason}},
+        )
+    except Exception as error:
+        if _error_code(error) != _CONDITION_FAILED:  # else: the request was withdrawn meanwhile
+            raise
 
 
 def _plan_job(
@@ -239,11 +275,14 @@ def _plan_job(
             "signals": {name: signal.to_dict() for name, signal in signals.items()},
         },
     )
+    pk = f"JOB#{request.job_id}"
     record = record_for_decision(request.job_id, decision, created_at=now)
     if record is None:
+        _mark_planned(client, config.table_name, pk, now, decision.reason)
         return
     report.switches += 1
-    written = _write(client, config.table_name, f"JOB#{request.job_id}", record)
+    written = _write(client, config.table_name, pk, record)
+    _mark_planned(client, config.table_name, pk, now, decision.reason)
     report.written += int(written)
     report.records.append(
         {
@@ -285,6 +324,9 @@ def run_plan_step(
                 "invalid-request",
                 f"{error}; the job must call request_planning again",
             )
+    for pk in [pk for pk, request in requests.items() if not _due(request, config, moment)]:
+        del requests[pk]
+        report.skipped += 1
     specs = _series((by_pk[pk] for pk in requests), config.namespace)
     observed, failed = (
         _metrics(client_for("cloudwatch", cloudwatch), specs, config, moment) if specs else ({}, {})
