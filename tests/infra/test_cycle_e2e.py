@@ -1,18 +1,22 @@
 """End to end: the synthesized cycle state machine, run by moto's Step Functions interpreter, with the real
 Lambda handlers executing in-process over a seeded registry and CloudWatch metrics, applies the priorities the
-policy formula gives (DESIGN §4) to AWS Batch share weights, SageMaker service jobs and tags (DESIGN §6).
+policy formula gives (DESIGN §4) to AWS Batch share weights, SageMaker service jobs and tags, and Kueue
+Workloads of EKS jobs the cycle discovers on a fake Kubernetes API server (DESIGN §6).
 
 What is real: the template (``build_app()``, cdk-nag on), the definition (only its tokens resolved to the moto
 resources), every function's Handler and Environment, the policies' SSM parameters, the handlers and all of
-``osprey_control``. What is simulated: AWS itself (moto), and Batch service jobs, which moto lacks
-(``osprey.local.service_jobs``).
+``osprey_control``. What is simulated: AWS itself (moto), Batch service jobs, which moto lacks
+(``osprey.local.service_jobs``), and the EKS cluster's API server (``tests/control/eks/fake_k8s.py``, set as the
+moto cluster's endpoint).
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,7 +24,11 @@ import pytest
 from osprey_control.apply import weight_factor
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.policy.loader import load_policy_text
+from osprey_control.registry import Backend, JobKey
+from osprey_control.registry.dynamodb import JobRegistry
 from osprey_infra.policy_store import policy_parameter_value
+from tests.control.eks.fake_k8s import FakeKubernetes, run_fake
+from tests.control.eks.objects import OSPREY_LABELS, add_job, add_workload
 from tests.infra.e2e.fleet import Fleet
 from tests.infra.e2e.harness import (
     CycleHarness,
@@ -55,8 +63,6 @@ def cycle(template: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 @pytest.fixture
 def fleet(cycle: CycleHarness) -> Fleet:
-    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
-
     environment = cycle.client("lambda").get_function_configuration(FunctionName=cycle.function("derive"))
     variables = environment["Environment"]["Variables"]
     registry = JobRegistry(
@@ -253,3 +259,67 @@ def test_an_execution_with_cycles_runs_them_back_to_back_each_with_the_lease(
     ]
     assert fleet.share_weights()["ospreybusy"] == weight_factor(70)
     assert execution.output["finished"]["released"] is True
+
+
+@pytest.fixture(scope="module")
+def eks_template() -> dict[str, Any]:
+    return synthesized_template({"osprey:eksClusters": "gpu"})
+
+
+@pytest.fixture
+def kubernetes() -> Iterator[FakeKubernetes]:
+    yield from run_fake(FakeKubernetes())
+
+
+def test_an_eks_job_is_discovered_by_the_cycle_and_its_kueue_workload_gets_the_priority(
+    eks_template: dict[str, Any], kubernetes: FakeKubernetes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # Given an EKS cluster whose API server is the fake one, running an Osprey Job admitted by Kueue on one pod
+    job = add_job(kubernetes, "train", status={"active": 1, "ready": 1, "startTime": "2026-12-01T00:00:00Z"})
+    workload = add_workload(kubernetes, job, priority=500)
+    labels = {**OSPREY_LABELS, "batch.kubernetes.io/job-name": "train"}
+    kubernetes.add(
+        "v1", "pods", {"kind": "Pod", "metadata": {"name": "train-0", "namespace": "ml", "labels": labels}}
+    )
+    with deployed(eks_template) as cycle:
+        cycle.client("eks").create_cluster(
+            name="gpu", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": []}
+        )
+        from moto.eks.models import eks_backends  # noqa: PLC0415 - moto's cluster has no reachable endpoint
+
+        cluster = eks_backends[cycle.deployment.account]["us-east-1"].clusters["gpu"]
+        cluster.endpoint = kubernetes.url
+        # moto's CA is random text, not base64 of a PEM; a real one is (and is unused for a loopback http server).
+        cluster.certificate_authority = {"data": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}
+        # ... and Container Insights reporting the pod's GPUs 70 % busy (training-policy: 10 + 90 * 0.7 = 73)
+        cycle.client("cloudwatch").put_metric_data(
+            Namespace="ContainerInsights",
+            MetricData=[
+                {
+                    "MetricName": "pod_gpu_utilization",
+                    "Dimensions": [
+                        {"Name": "ClusterName", "Value": "gpu"},
+                        {"Name": "Namespace", "Value": "ml"},
+                        {"Name": "PodName", "Value": "train-0"},
+                    ],
+                    "Value": 70.0,
+                    "Timestamp": datetime.now(UTC) - timedelta(minutes=1),
+                }
+            ],
+        )
+
+        # When a cycle runs
+        execution = cycle.run("cycle-1")
+
+        # Then discovery registered the job, the cycle derived it (50 -> 60, damped) and patched its Workload
+        assert execution.status == "SUCCEEDED", execution
+        assert execution.states.index("DiscoverEksJobs") < execution.states.index("PlanShards")
+        registry = JobRegistry(cycle.deployment_table(), client=cycle.client("dynamodb"), shards=16)
+        record = registry.get(JobKey(Backend.EKS, "ml/train"))
+        assert record is not None
+        assert (record.cluster, record.applied_priority) == ("gpu", 60)
+        patched = kubernetes.objects[(workload["apiVersion"], "workloads")][
+            ("ml", workload["metadata"]["name"])
+        ]
+        assert patched["spec"]["priority"] == 600  # Kueue's default band 0..1000

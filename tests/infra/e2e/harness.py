@@ -44,10 +44,14 @@ def moto_client(service: str) -> Any:
     return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
 
 
-def synthesized_template() -> dict[str, Any]:
+def synthesized_template(context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The real app, synthesized with cdk-nag on; ``context`` as ``-c`` would give it."""
+    import aws_cdk as cdk  # noqa: PLC0415
+
     from app import build_app  # noqa: PLC0415 - infra/app.py, on the pytest pythonpath
 
-    template: dict[str, Any] = build_app().synth().get_stack_by_name("Osprey").template
+    app = build_app(cdk.App(context=context)) if context else build_app()
+    template: dict[str, Any] = app.synth().get_stack_by_name("Osprey").template
     return template
 
 
@@ -75,6 +79,11 @@ class CycleHarness:
     def function(self, role: str) -> str:
         """The deployed function name of a handler module (``derive``, ``lease``, ...)."""
         return self.deployment.function_by_handler(f"osprey_handlers.{role}.handler")
+
+    def deployment_table(self) -> str:
+        """The registry table's name, as the functions' environment has it."""
+        variables = self.client("lambda").get_function_configuration(FunctionName=self.function("derive"))
+        return str(variables["Environment"]["Variables"]["OSPREY_TABLE_NAME"])
 
     def start(self, name: str, payload: dict[str, Any] | None = None) -> str:
         response = self.client("stepfunctions").start_execution(
