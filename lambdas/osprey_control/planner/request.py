@@ -148,12 +148,11 @@ def _model_values(model: ModelSpec | Mapping[str, Any], errors: list[RequestProb
 def _section(
     name: str, values: Any, allowed: tuple[str, ...], errors: list[RequestProblem]
 ) -> dict[str, Any]:
+    names = ", ".join(key.replace("-", "_") for key in allowed)
     if not isinstance(values, Mapping):
-        names = ", ".join(key.replace("-", "_") for key in allowed)
         errors.append(RequestProblem(name, f"must be a mapping of {names}"))
         return {}
     flat, problems = normalise_keys(values)
-    names = ", ".join(key.replace("-", "_") for key in allowed)
     for problem in problems:
         unknown = problem.message.startswith("unknown key")
         message = f"unknown key; allowed: {names}" if unknown else problem.message
@@ -209,8 +208,7 @@ def _resolve(
         resolved = resolve(config)
     except _PlanConfigError as problems:
         for problem in problems.errors:
-            field = "cluster.instance_type" if problem.key == "instance-type" else _field_of(problem.key)
-            errors.append(RequestProblem(field, problem.message))
+            errors.append(RequestProblem(_field_of(problem.key), problem.message))
         return None
     if current is not None:
         try:
