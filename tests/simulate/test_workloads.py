@@ -50,7 +50,7 @@ def test_a_job_csv_is_read_and_a_bad_value_names_its_line(tmp_path: Path) -> Non
     assert scenario.jobs[1].utilization == 0.4
     bad = tmp_path / "bad.csv"
     bad.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,eight,50\n")
-    with pytest.raises(SimulationError, match="line 2"):
+    with pytest.raises(SimulationError, match="line 2: num_gpus: 'eight' is not an integer"):
         read_job_csv(bad, homogeneous_nodes(32))
 
 

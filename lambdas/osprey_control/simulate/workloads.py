@@ -109,10 +109,26 @@ def read_alibaba(
     return Workload("alibaba", tuple(jobs), nodes, StartupModel(), notes)
 
 
+def _column(row: dict[str, str], name: str, kind: type[float] | type[int], default: float | None) -> float:
+    text = (row.get(name) or "").strip()
+    if not text:
+        if default is None:
+            raise ValueError(f"{name}: a value is required")
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{name}: {text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name}: {text!r} is not finite")
+    return value
+
+
 def read_job_csv(path: Path, node_gpus: Sequence[int], *, name: str | None = None) -> Workload:
     """A CSV with ``job_id, submit_time_s, num_gpus, duration_s`` and optionally ``utilization``,
-    ``memory_bandwidth`` (fractions), ``share``, ``priority_class``, ``checkpoint_s``,
-    ``interconnect_latency_us``. Raises :class:`SimulationError` naming the row and column."""
+    ``memory_bandwidth`` (fractions 0..1), ``share``, ``priority_class``, ``checkpoint_s``,
+    ``interconnect_latency_us``. Workers start like the LLM workload's (:data:`LLM_STARTUP`). Raises
+    :class:`SimulationError` naming the line and the column."""
     jobs: list[Job] = []
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
@@ -121,24 +137,26 @@ def read_job_csv(path: Path, node_gpus: Sequence[int], *, name: str | None = Non
             raise SimulationError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
         for line, row in enumerate(reader, start=2):
             try:
+                utilization = _column(row, "utilization", float, 0.8)
+                bandwidth = _column(row, "memory_bandwidth", float, 0.5)
+                if not (0 <= utilization <= 1 and 0 <= bandwidth <= 1):
+                    raise ValueError("utilization and memory_bandwidth are fractions between 0 and 1")
                 jobs.append(
                     Job(
-                        job_id=row["job_id"],
-                        submit_s=float(row["submit_time_s"]),
-                        gpus=int(row["num_gpus"]),
-                        duration_s=float(row["duration_s"]),
-                        utilization=float(row.get("utilization") or 0.8),
-                        memory_bandwidth=float(row.get("memory_bandwidth") or 0.5),
-                        interconnect_latency_us=float(row.get("interconnect_latency_us") or 100.0),
+                        job_id=row["job_id"] or f"line-{line}",
+                        submit_s=_column(row, "submit_time_s", float, None),
+                        gpus=int(_column(row, "num_gpus", int, None)),
+                        duration_s=_column(row, "duration_s", float, None),
+                        utilization=utilization,
+                        memory_bandwidth=bandwidth,
+                        interconnect_latency_us=_column(row, "interconnect_latency_us", float, 100.0),
                         share=row.get("share") or "default",
-                        priority_class=int(row.get("priority_class") or 0),
-                        checkpoint_s=float(row.get("checkpoint_s") or 0.0),
+                        priority_class=int(_column(row, "priority_class", int, 0)),
+                        checkpoint_s=_column(row, "checkpoint_s", float, 0.0),
                     )
                 )
             except ValueError as error:
                 raise SimulationError(f"{path}: line {line}: {error}") from None
-            if not all(math.isfinite(v) for v in (jobs[-1].submit_s, jobs[-1].duration_s)):
-                raise SimulationError(f"{path}: line {line}: submit_time_s and duration_s must be finite")
     jobs.sort(key=lambda job: job.submit_s)
     return Workload(name or path.stem, tuple(jobs), tuple(node_gpus), LLM_STARTUP)
 

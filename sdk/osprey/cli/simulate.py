@@ -83,13 +83,16 @@ def build_workload(
                     f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)} or an existing .csv file"
                 )
             built = read_job_csv(path, homogeneous_nodes(gpus or DEFAULT_GPUS["file"]))
-        built.validate()
-        return built
     except SimulationError as error:
-        flag = "--gpus" if "node" in str(error) or "cluster" in str(error) else "--workload"
-        _fail(f"{flag}: {error}")
+        _fail(f"--workload: {error}")
     except OSError as error:
         _fail(f"--workload: cannot read {workload}: {error}")
+    try:
+        built.validate()
+    except SimulationError as error:
+        # A job that cannot fit is the cluster's size (--gpus); anything else is the workload's own.
+        _fail(f"{'--gpus' if 'nodes' in str(error) else '--workload'}: {error}")
+    return built
 
 
 def _load_policy(path: Path) -> PriorityDerivationPolicy:
