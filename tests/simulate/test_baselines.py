@@ -12,9 +12,12 @@ def test_fifo_head_of_line_blocking() -> None:
     # Given 16 GPUs with an 8-GPU job running until 1000 s, when a 16-GPU job and then a small job arrive,
     # then FIFO holds the small job behind the big one although 8 GPUs sit free; BestEffort Kueue does not.
     scenario = workload(job("a", 0, 8, 1000), job("big", 10, 16, 500), job("small", 20, 8, 100))
-    fifo = by_id(run(scenario, "fifo"))
+    sim = run(scenario, "fifo")
+    fifo = by_id(sim)
     assert fifo["big"][1] == 1000
     assert fifo["small"][1] == 1500  # only after "big" finished
+    # The free node counts as idle while jobs that could use it wait (10 s .. 1000 s), not afterwards.
+    assert sim.ledger.window_free_idle_gpu_s == pytest.approx(8 * 990)
     assert by_id(run(scenario, "kueue"))["small"][1] == 20
 
 

@@ -62,3 +62,19 @@ def test_a_gang_larger_than_the_cluster_is_an_error_naming_gpus() -> None:
     result = runner.invoke(app, ["simulate", "--workload", "seed", "--gpus", "32"])
     assert result.exit_code == 1
     assert "--gpus:" in result.output
+
+
+def test_a_job_csv_runs_and_its_errors_name_the_flag(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,8,500\nb,10,16,300\nc,20,8,100\n")
+    result = runner.invoke(app, ["simulate", "--workload", str(jobs), "--gpus", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 6
+    result = runner.invoke(app, ["simulate", "--workload", str(jobs), "--gpus", "8"])
+    assert result.exit_code == 1
+    assert "--gpus: job b: 16 GPUs" in result.output
+    jobs.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,x,500\n")
+    result = runner.invoke(app, ["simulate", "--workload", str(jobs)])
+    assert result.exit_code == 1
+    assert "--workload:" in result.output
+    assert "line 2: num_gpus: 'x' is not an integer" in result.output
