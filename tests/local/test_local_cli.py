@@ -51,7 +51,10 @@ def test_up_deploys_the_control_plane_and_registers_the_simulated_fleet(local: L
     assert result.exit_code == 0, result.output
     status = document(result.output)
     assert status["endpoint"] == local.endpoint
-    assert {item["job"] for item in status["decisions"]} == {job.label for job in DEFAULT_JOBS}
+    # (the EKS job is registered by the first cycle's discovery step, from the cluster's Kubernetes API)
+    assert {item["job"] for item in status["decisions"]} == {
+        j.label for j in DEFAULT_JOBS if j.backend != "eks"
+    }
     assert {item["priority"] for item in status["decisions"]} == {None}  # nothing derived yet
 
 
@@ -79,6 +82,10 @@ def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(
     assert decisions["bert-sagemaker"]["onBackend"].startswith("schedulingPriority ")
     gpt = decisions["gpt-sagemaker"]
     assert gpt["onBackend"] == f"tag osprey:derived-priority={gpt['priority']}"
+    # ... including the EKS job the cycle discovered on the cluster's Kubernetes API (Kueue band 0..1000)
+    vit = decisions["vit-eks"]
+    assert (vit["backend"], vit["simulated"]) == ("eks", True)
+    assert vit["onBackend"] == f"workload priority {vit['priority'] * 10}"
     # ... and the second cycle (human-readable) continued from there
     assert second.exit_code == 0, second.output
     assert "SUCCEEDED (tick 1)" in second.output

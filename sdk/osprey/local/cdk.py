@@ -33,9 +33,15 @@ def cdk_available(repo: Path) -> bool:
 
 
 def cdk_deploy(
-    endpoint: str, repo: Path, output: Path, region: str = "us-east-1", log: Callable[[str], None] = print
+    endpoint: str,
+    repo: Path,
+    output: Path,
+    *,
+    context: dict[str, Any] | None = None,
+    region: str = "us-east-1",
+    log: Callable[[str], None] = print,
 ) -> None:
-    """Bootstrap the account and deploy the ``Osprey`` stack into the AWS at ``endpoint``."""
+    """Bootstrap the account and deploy the ``Osprey`` stack (with ``-c`` ``context``) into ``endpoint``."""
     env = {
         **os.environ,
         "AWS_ENDPOINT_URL": endpoint,
@@ -46,9 +52,10 @@ def cdk_deploy(
         "CDK_DISABLE_VERSION_CHECK": "1",
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
+    settings = [item for key, value in (context or {}).items() for item in ("-c", f"{key}={value}")]
     steps = (
         ("bootstrap", f"aws://{ACCOUNT}/{region}"),
-        ("deploy", "Osprey", "--require-approval", "never"),
+        ("deploy", "Osprey", "--require-approval", "never", *settings),
     )
     for step in steps:
         log(f"npx cdk {' '.join(step)} ...")

@@ -8,7 +8,8 @@ sine wave around a base level; memory bandwidth follows at 70 %.
 Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, DESIGN §6) publishing the
 CloudWatch agent's per-instance ``nvidia_smi_*`` series; SageMaker training jobs queued through a Batch
 SAGEMAKER_TRAINING queue (service jobs) and created directly (tagged only), both publishing SageMaker's per-host
-``GPUUtilization`` sum.
+``GPUUtilization`` sum; and a Kueue-managed Job on the EKS cluster's (fake) Kubernetes API, publishing Container
+Insights' ``pod_gpu_utilization``.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from osprey.local.kubernetes import LocalKubernetes
 from osprey_control.contract import parse_block
 from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 
-__all__ = ["DEFAULT_JOBS", "FleetJob", "SeededJob", "SimulatedFleet", "load_at"]
+__all__ = ["DEFAULT_JOBS", "EKS_CLUSTER", "KUEUE_API", "FleetJob", "SeededJob", "SimulatedFleet", "load_at"]
 
 ClientFactory = Callable[[str], Any]
 ENABLED_TAGS = {"osprey:enabled": "true"}
@@ -36,7 +38,7 @@ PERIOD_TICKS = 12
 @dataclass(frozen=True)
 class FleetJob:
     label: str
-    backend: str  # "batch" | "sagemaker-queued" | "sagemaker"
+    backend: str  # "batch" | "sagemaker-queued" | "sagemaker" | "eks"
     base_gpu: float  # percent
     swing: float  # amplitude of the sine, percent
     phase: float  # fraction of a period
@@ -49,7 +51,11 @@ DEFAULT_JOBS: tuple[FleetJob, ...] = (
     FleetJob("etl-batch", "batch", base_gpu=20, swing=15, phase=0.5),
     FleetJob("bert-sagemaker", "sagemaker-queued", base_gpu=60, swing=35, phase=0.75),
     FleetJob("gpt-sagemaker", "sagemaker", base_gpu=70, swing=25, phase=0.1),
+    FleetJob("vit-eks", "eks", base_gpu=55, swing=30, phase=0.4),
 )
+EKS_CLUSTER = "osprey-local"
+EKS_NAMESPACE = "ml"
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
 
 
 @dataclass(frozen=True)
@@ -106,14 +112,50 @@ class SimulatedFleet:
         sagemaker_queue = queue.replace(":job-queue/osprey-local-gpu", ":job-queue/osprey-local-sagemaker")
         return queue, sagemaker_queue
 
-    def seed(self, jobs: Sequence[FleetJob] = DEFAULT_JOBS) -> list[SeededJob]:
-        """Create the queues, submit every job to its backend and register it with Osprey."""
+    @staticmethod
+    def _kubernetes_job(kubernetes: LocalKubernetes, job: FleetJob) -> SeededJob:
+        """A Kueue-managed batch/v1 Job with one pod; the cycle's EKS discovery registers it."""
+        labels = {"osprey.aws/enabled": "true", "osprey.aws/policy": job.policy}
+        created = kubernetes.add("batch/v1", "jobs", {
+            "kind": "Job",
+            "metadata": {"name": job.label, "namespace": EKS_NAMESPACE, "labels": labels},
+            "spec": {"suspend": False, "parallelism": 1},
+            "status": {"active": 1, "ready": 1, "startTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        })  # fmt: skip
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job.label,
+                 "uid": created["metadata"]["uid"], "controller": True}  # fmt: skip
+        kubernetes.add(KUEUE_API, "workloads", {
+            "kind": "Workload",
+            "metadata": {"name": f"job-{job.label}", "namespace": EKS_NAMESPACE, "ownerReferences": [owner]},
+            "spec": {"queueName": "gpu", "podSets": [], "priority": 500},
+            "status": {"conditions": [{"type": "Admitted", "status": "True",
+                                       "lastTransitionTime": "2026-01-01T00:01:00Z"}]},
+        })  # fmt: skip
+        pod = f"{job.label}-0"
+        kubernetes.add("v1", "pods", {
+            "kind": "Pod",
+            "metadata": {"name": pod, "namespace": EKS_NAMESPACE,
+                         "labels": {**labels, "batch.kubernetes.io/job-name": job.label}},
+        })  # fmt: skip
+        return SeededJob(
+            job.label, job.backend, f"{EKS_NAMESPACE}/{job.label}", pod, job.base_gpu, job.swing, job.phase
+        )
+
+    def seed(
+        self, jobs: Sequence[FleetJob] = DEFAULT_JOBS, kubernetes: LocalKubernetes | None = None
+    ) -> list[SeededJob]:
+        """Create the queues, submit every job to its backend and register it with Osprey (EKS jobs go to
+        ``kubernetes``, where the cycle discovers them; without it they are left out)."""
         batch = self.client("batch")
         queue, sagemaker_queue = self._queues()
         now = datetime.now(UTC)
         seeded: list[SeededJob] = []
         for job in jobs:
             block = parse_block({"priority_derivation_profile": job.policy})
+            if job.backend == "eks":
+                if kubernetes is not None:
+                    seeded.append(self._kubernetes_job(kubernetes, job))
+                continue
             if job.backend == "batch":
                 share = job.label.replace("-", "")
                 native_id = batch.submit_job(
@@ -185,6 +227,14 @@ class SimulatedFleet:
             if job.backend == "batch":
                 namespace, dimensions = "CWAgent", [{"Name": "InstanceId", "Value": job.node}]
                 values = {"nvidia_smi_utilization_gpu": gpu, "nvidia_smi_utilization_memory": bandwidth}
+            elif job.backend == "eks":
+                namespace = "ContainerInsights"
+                dimensions = [
+                    {"Name": "ClusterName", "Value": EKS_CLUSTER},
+                    {"Name": "Namespace", "Value": EKS_NAMESPACE},
+                    {"Name": "PodName", "Value": job.node},
+                ]
+                values = {"pod_gpu_utilization": gpu}
             else:
                 # SageMaker reports the sum over the host's GPUs.
                 namespace, dimensions = "/aws/sagemaker/TrainingJobs", [{"Name": "Host", "Value": job.node}]

@@ -83,6 +83,8 @@ class LocalAws:
         self.port = port
         self.runtime = runtime or InProcessLambdas()
         self.service_jobs = ServiceJobs(region=REGION)
+        self.region = REGION
+        self.kubernetes: Any = None  # the EKS cluster's API server, when the deployment has one
         self._stack = ExitStack()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -142,6 +144,9 @@ class LocalAws:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = self._thread = None
+        if self.kubernetes is not None:
+            self.kubernetes.stop()
+            self.kubernetes = None
         self._stack.close()
 
     def __enter__(self) -> LocalAws:

@@ -14,19 +14,22 @@ end-to-end test uses (faster, no Node.js). Both end with the same ``/osprey/conf
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osprey.local.cdk import cdk_deploy, make_executable, published_config
+from osprey.local.cdk import ACCOUNT, cdk_deploy, make_executable, published_config
 from osprey.local.deploy import Deployment, deploy_template
-from osprey.local.fleet import DEFAULT_JOBS, SeededJob, SimulatedFleet
+from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, KUEUE_API, SeededJob, SimulatedFleet
+from osprey.local.kubernetes import LocalKubernetes
 from osprey.local.server import LocalAws, endpoint_client
 
 __all__ = [
@@ -41,6 +44,8 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+# The deployment watches the local EKS cluster (its discovery step joins the cycle), as `-c` would set it.
+LOCAL_CONTEXT: dict[str, Any] = {"osprey:eksClusters": EKS_CLUSTER}
 CYCLE_TIMEOUT_SECONDS = 120.0
 
 
@@ -60,6 +65,7 @@ class LocalState:
     functions: dict[str, str]
     jobs: list[SeededJob]
     skipped_resources: list[str] = field(default_factory=list)
+    kubernetes_url: str = ""
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,22 +83,45 @@ class LocalState:
         return endpoint_client(service, self.endpoint)
 
 
-def synthesize() -> dict[str, Any]:
-    """The Osprey app's template, synthesized in this process (the repo's ``infra/app.py``)."""
+def synthesize(context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Osprey app's template, synthesized in this process (the repo's ``infra/app.py``); by default with
+    the local EKS cluster configured (:data:`LOCAL_CONTEXT`)."""
     infra = str(REPO_ROOT / "infra")
     if infra not in sys.path:
         sys.path.insert(0, infra)
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    import aws_cdk as cdk  # noqa: PLC0415
+
     from app import build_app  # noqa: PLC0415 - infra/app.py is not an installed package
 
     # cdk-nag does not change the template; skipping it saves several seconds per `osprey local up`.
-    template: dict[str, Any] = build_app(nag=False).synth().get_stack_by_name("Osprey").template
+    app = cdk.App(context=LOCAL_CONTEXT if context is None else context)
+    template: dict[str, Any] = build_app(app, nag=False).synth().get_stack_by_name("Osprey").template
     return template
+
+
+def _eks_cluster(aws: LocalAws, config: dict[str, Any]) -> LocalKubernetes | None:
+    """When the deployment watches the local EKS cluster: create it in moto with the local Kubernetes API
+    server as its endpoint (moto's own endpoint does not answer)."""
+    if EKS_CLUSTER not in config.get("eksClusters", []):
+        return None
+    from moto.eks.models import eks_backends  # noqa: PLC0415 - this is the server's process
+
+    kubernetes = aws.kubernetes = LocalKubernetes().start()
+    aws.client("eks").create_cluster(
+        name=EKS_CLUSTER, roleArn=f"arn:aws:iam::{ACCOUNT}:role/osprey-local-eks", resourcesVpcConfig={}
+    )
+    cluster = eks_backends[ACCOUNT][aws.region].clusters[EKS_CLUSTER]
+    cluster.endpoint = kubernetes.url
+    # A PEM's base64, as EKS returns it (moto's is random text); unused for a loopback http:// server.
+    cluster.certificate_authority = {"data": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}
+    return kubernetes
 
 
 def _seed_and_save(aws: LocalAws, path: Path, config: dict[str, Any], skipped: list[str]) -> LocalState:
     table, shards = str(config["tableName"]), int(config["registryShards"])
-    jobs = SimulatedFleet(aws.client, table, shards).seed(DEFAULT_JOBS)
+    kubernetes = _eks_cluster(aws, config)
+    jobs = SimulatedFleet(aws.client, table, shards).seed(DEFAULT_JOBS, kubernetes)
     state = LocalState(
         endpoint=aws.endpoint,
         pid=os.getpid(),
@@ -102,6 +131,7 @@ def _seed_and_save(aws: LocalAws, path: Path, config: dict[str, Any], skipped: l
         functions=dict(config["functions"]),
         jobs=jobs,
         skipped_resources=skipped,
+        kubernetes_url=kubernetes.url if kubernetes is not None else "",
     )
     state.save(path)
     return state
@@ -121,7 +151,7 @@ def bring_up(aws: LocalAws, template: dict[str, Any], path: Path) -> LocalState:
 def bring_up_with_cdk(aws: LocalAws, path: Path, log: Callable[[str], None] = print) -> LocalState:
     """``npx cdk bootstrap`` and ``npx cdk deploy`` the real app into ``aws``, make its state machine
     executable, seed the fleet, write the state file (see :mod:`osprey.local.cdk`)."""
-    cdk_deploy(aws.endpoint, REPO_ROOT, path.parent / "cdk.out", log=log)
+    cdk_deploy(aws.endpoint, REPO_ROOT, path.parent / "cdk.out", context=LOCAL_CONTEXT, log=log)
     make_executable(aws.client)
     config = published_config(aws.client)
     arns = {m["stateMachineArn"] for m in aws.client("stepfunctions").list_state_machines()["stateMachines"]}
@@ -151,6 +181,14 @@ class CycleResult:
         }
 
 
+def _workload_priority(state: LocalState, job: SeededJob) -> str:
+    namespace, name = job.native_id.split("/", 1)
+    url = f"{state.kubernetes_url}/apis/{KUEUE_API}/namespaces/{namespace}/workloads/job-{name}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        workload = json.loads(response.read())
+    return f"workload priority {workload['spec'].get('priority')}"
+
+
 def _backend_values(state: LocalState) -> dict[str, str]:
     """What each backend holds now, by native job id: share weightFactor (Batch), schedulingPriority (queued
     SageMaker), the derived-priority tag (direct SageMaker)."""
@@ -166,6 +204,8 @@ def _backend_values(state: LocalState) -> dict[str, str]:
         if job.backend == "batch":
             weight = weights.get(job.label.replace("-", ""))
             values[job.native_id] = "-" if weight is None else f"weightFactor {weight}"
+        elif job.backend == "eks":
+            values[job.native_id] = _workload_priority(state, job)
         elif job.backend == "sagemaker":
             sagemaker = state.client("sagemaker")
             arn = sagemaker.describe_training_job(TrainingJobName=job.native_id)["TrainingJobArn"]

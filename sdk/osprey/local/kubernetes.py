@@ -1,0 +1,149 @@
+"""A minimal Kubernetes API server for ``osprey local``'s EKS cluster: real HTTP on 127.0.0.1, in memory.
+
+It serves what Osprey's EKS discovery and Kueue applier use: lists with label selectors, get, RFC 7386
+merge-patch with ``resourceVersion`` conflicts, and the Kueue API group's discovery document. The moto EKS
+cluster's endpoint is pointed at it (``http://`` is accepted for loopback hosts only). The test suite has a
+fuller fake with fault injection (``tests/control/eks/fake_k8s.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = ["LocalKubernetes"]
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+KUEUE_VERSION = "v1beta1"
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result
+
+
+def _matches(selector: str, labels: dict[str, str]) -> bool:
+    for term in filter(None, (part.strip() for part in selector.split(","))):
+        key, _, value = term.replace("==", "=").partition("=")
+        if (value and labels.get(key) != value) or (not value and key not in labels):
+            return False
+    return True
+
+
+def _status(code: int, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
+
+
+@dataclass
+class LocalKubernetes:
+    objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
+    resource_version: int = 1
+    url: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    def add(self, api_version: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            obj = copy.deepcopy(obj)
+            obj.setdefault("apiVersion", api_version)
+            metadata = obj.setdefault("metadata", {})
+            metadata.setdefault("uid", f"uid-{metadata['name']}")
+            metadata.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+            self.resource_version += 1
+            metadata["resourceVersion"] = str(self.resource_version)
+            self.objects.setdefault((api_version, plural), {})[
+                (metadata.get("namespace", ""), metadata["name"])
+            ] = obj
+            return copy.deepcopy(obj)
+
+    def handle(
+        self, method: str, raw_path: str, content_type: str, body: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        parts = urlsplit(raw_path)
+        query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+        if parts.path == "/apis/kueue.x-k8s.io":
+            version = {"groupVersion": f"kueue.x-k8s.io/{KUEUE_VERSION}", "version": KUEUE_VERSION}
+            return 200, {"kind": "APIGroup", "name": "kueue.x-k8s.io", "versions": [version],
+                         "preferredVersion": version}  # fmt: skip
+        match = _PATH.match(parts.path)
+        if not match:
+            return 404, _status(404, parts.path)
+        api_version = "v1" if match["core"] else f"{match['group']}/{match['version']}"
+        with self._lock:
+            store = self.objects.setdefault((api_version, match["plural"]), {})
+            if match["name"] is None:
+                selector = query.get("labelSelector", "")
+                items = [
+                    copy.deepcopy(obj)
+                    for (namespace, _), obj in sorted(store.items())
+                    if match["ns"] in (None, namespace)
+                    and _matches(selector, obj["metadata"].get("labels") or {})
+                ]
+                metadata = {"resourceVersion": str(self.resource_version)}
+                return 200, {"kind": "List", "apiVersion": api_version, "metadata": metadata, "items": items}
+            key = (match["ns"] or "", match["name"])
+            if key not in store:
+                return 404, _status(404, f"{match['plural']} {match['name']} not found")
+            if method == "GET":
+                return 200, copy.deepcopy(store[key])
+            if method != "PATCH" or content_type != "application/merge-patch+json":
+                return 415, _status(415, f"{method} {content_type}")
+            patch = json.loads(body)
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != store[key]["metadata"]["resourceVersion"]:
+                return 409, _status(409, "the object has been modified")
+            updated = _merge(store[key], patch)
+            self.resource_version += 1
+            updated["metadata"]["resourceVersion"] = str(self.resource_version)
+            store[key] = updated
+            return 200, copy.deepcopy(updated)
+
+    def start(self) -> LocalKubernetes:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _respond(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, payload = fake.handle(
+                    self.command, self.path, str(self.headers.get("Content-Type")), body
+                )
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_PATCH = _respond  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the CLI's output is the cycle's."""
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="osprey-local-k8s", daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
