@@ -307,3 +307,52 @@ def test_the_handler_runs_the_step_from_its_environment(aws: Aws, monkeypatch: p
     assert (result["planned"], result["written"], result["errorCount"]) == (1, 1, 0)
     assert json.loads(json.dumps(result)) == result
     plan_handler._settings.cache_clear()
+
+
+class _CountingCloudWatch:
+    """Answers GetMetricData with no data, or fails; records the size of each call."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.calls: list[int] = []
+
+    def get_metric_data(self, **request: Any) -> dict[str, Any]:
+        self.calls.append(len(request["MetricDataQueries"]))
+        if self.fail:
+            raise ConnectionError("endpoint unreachable")
+        return {
+            "MetricDataResults": [
+                {"Id": q["Id"], "StatusCode": "Complete"} for q in request["MetricDataQueries"]
+            ]
+        }
+
+
+def test_a_failed_metrics_call_keeps_the_nominal_network_and_is_not_a_job_error(aws: Aws) -> None:
+    # Given a planned job and a CloudWatch that cannot be reached
+    _job(aws, "llm")
+    cloudwatch = _CountingCloudWatch(fail=True)
+    # When the plan step runs, then the job is planned on nominal values, counted as missing data
+    report = run_plan_step(PlanStepConfig(TABLE), dynamodb=aws.dynamodb, cloudwatch=cloudwatch).to_dict()
+    assert (report["planned"], report["missingData"], report["errorCount"]) == (1, 1, 0)
+    assert report["decisions"] == {"no-better-plan": 1}
+
+
+def test_metric_queries_are_sent_at_most_500_a_call(aws: Aws) -> None:
+    # Given one job on 300 instances (600 series: latency and step time)
+    hosts = tuple(f"i-{index:04d}" for index in range(300))
+    JobRegistry(TABLE, aws.dynamodb).apply_observation(
+        JobObservation(
+            backend=Backend.BATCH,
+            native_id="wide",
+            name="wide",
+            block=OspreyBlock(priority_derivation_profile="training-policy"),
+            status=JobStatus.RUNNING,
+            event_time=datetime.now(UTC),
+            nodes=tuple(NodeRef(node_id=i, kind=NodeKind.INSTANCE, instance_id=i) for i in hosts),
+        )
+    )
+    osprey.request_planning(MODEL, "p4de.24xlarge", CURRENT, client=aws.dynamodb, environ=_env("wide"))
+    cloudwatch = _CountingCloudWatch()
+    # When the plan step runs, then GetMetricData is called twice, 500 + 100 queries
+    run_plan_step(PlanStepConfig(TABLE), dynamodb=aws.dynamodb, cloudwatch=cloudwatch)
+    assert cloudwatch.calls == [500, 100]
