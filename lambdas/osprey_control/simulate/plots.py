@@ -15,6 +15,9 @@ from osprey_control.simulate.results import Result
 __all__ = ["binned", "plot_results"]
 
 _BINS = 400  # points per curve: enough to see the shape, small PNGs
+# Schedulers often produce identical curves (e.g. fifo and nogang on single-worker jobs): a different dash
+# per scheduler keeps the one drawn first visible under the next.
+_STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (1, 2, 4, 2)))
 
 
 def binned(
@@ -66,7 +69,7 @@ def plot_results(
 
     for name, label, column in (("queue", "queued jobs", 1), ("utilization", "GPUs training (%)", 2)):
         figure, axes = plt.subplots(figsize=(8, 3.6))
-        for result in results:
+        for number, result in enumerate(results):
             points = binned(result.samples, start, end)
             scale = 100.0 / result.gpus if column == 2 else 1.0
             axes.step(
@@ -74,7 +77,8 @@ def plot_results(
                 [p[column] * scale for p in points],
                 where="post",
                 label=result.scheduler,
-                linewidth=1.2,
+                linewidth=1.4,
+                linestyle=_STYLES[number % len(_STYLES)],
             )
         axes.set_xlabel("time (h)")
         axes.set_ylabel(label)
@@ -83,11 +87,18 @@ def plot_results(
         save(figure, name)
 
     figure, axes = plt.subplots(figsize=(6, 4))
-    for result in results:
+    for number, result in enumerate(results):
         waits = sorted(w / 60.0 for w in result.waits_s)
         if waits:
             fractions = [(i + 1) / len(waits) for i in range(len(waits))]
-            axes.step([0.0, *waits], [0.0, *fractions], where="post", label=result.scheduler, linewidth=1.2)
+            axes.step(
+                [0.0, *waits],
+                [0.0, *fractions],
+                where="post",
+                label=result.scheduler,
+                linewidth=1.4,
+                linestyle=_STYLES[number % len(_STYLES)],
+            )
     axes.set_xscale("symlog", linthresh=1.0)
     axes.set_xlabel("queueing delay (min, log scale above 1)")
     axes.set_ylabel("fraction of jobs")
