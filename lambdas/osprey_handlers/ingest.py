@@ -35,7 +35,18 @@ def ingestor() -> Ingestor:
     registry = JobRegistry(
         settings.table_name, shards=settings.shards, history_retention=settings.history_retention
     )
-    return Ingestor(registry, recogniser=Recogniser(by_environment=settings.recognise_by_environment))
+    gangs = None
+    if settings.gang_state_machine_arn:
+        # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
+        from osprey_control.derive.policies import PolicySource  # noqa: PLC0415
+        from osprey_control.gang import GangRegistrar  # noqa: PLC0415
+
+        gangs = GangRegistrar(settings.gang_state_machine_arn, PolicySource(settings.policy_prefix))
+    return Ingestor(
+        registry,
+        recogniser=Recogniser(by_environment=settings.recognise_by_environment),
+        on_change=gangs,
+    )
 
 
 def record_handler(record: SQSRecord) -> str:

@@ -8,12 +8,8 @@ from typing import Any
 import pytest
 
 from osprey_control.eks.client import KubernetesClient
-from osprey_control.gang import (
-    KubernetesGang,
-    NotOptedInError,
-    Readiness,
-)
-from osprey_control.gang.kubernetes import requested_workers
+from osprey_control.gang import NotOptedInError, Readiness
+from osprey_control.gang.kubernetes import KubernetesGang, requested_workers
 from tests.control.eks.fake_k8s import FakeKubernetes
 
 

@@ -16,7 +16,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from osprey_control.derive.shard import ShardResult
-from osprey_control.gang.decide import GangPhase
+from osprey_control.gang.decision import GangPhase
 from osprey_control.gang.watch import gang_metrics
 from osprey_control.telemetry import shard_metrics
 from osprey_infra.config import ControlPlaneConfig

@@ -15,7 +15,7 @@ from osprey_control.simulate.runner import load_default_policy
 from tests.simulate.helpers import FirstTryStraggles, by_id, job, run, workload
 
 # The module, not the function osprey_control.gang re-exports under the same name.
-production_gang = importlib.import_module("osprey_control.gang.decide")
+production_gang = importlib.import_module("osprey_control.gang.decision")
 
 
 def make_policy(co_scheduling: dict[str, Any] | None = None, **spec: Any) -> PriorityDerivationPolicy:

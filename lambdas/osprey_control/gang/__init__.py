@@ -1,7 +1,7 @@
 """Gang co-scheduling (DESIGN §7): settings, the pure watch decision, per-backend readiness and fallbacks.
 
-``decide`` and ``settings`` are pure Python; ``readiness``, ``backends``, ``kubernetes`` and ``store`` take
-their clients. ``watch_step`` composes them for the gang watch Lambda. See docs/gangs.md.
+``decision`` and ``settings`` are pure Python; ``readiness``, ``backends``, ``kubernetes`` (import it
+from ``osprey_control.gang.kubernetes``: it needs the EKS client) and ``store`` take their clients. ``watch_step`` composes them for the gang watch Lambda. See docs/gangs.md.
 """
 
 from osprey_control.gang.backends import (
@@ -11,9 +11,8 @@ from osprey_control.gang.backends import (
     SageMakerGang,
     SageMakerQueuedGang,
 )
-from osprey_control.gang.decide import Action, GangPhase, GangState, Readiness, Step, decide, start
-from osprey_control.gang.kubernetes import KubernetesGang
-from osprey_control.gang.registration import gang_settings_for, register_gang
+from osprey_control.gang.decision import Action, GangPhase, GangState, Readiness, Step, decide, start
+from osprey_control.gang.registration import GangRegistrar, gang_settings_for, register_gang
 from osprey_control.gang.request import WatchRequest, backend_for, watch_input
 from osprey_control.gang.settings import (
     GangSettings,
@@ -30,10 +29,10 @@ __all__ = [
     "BatchGang",
     "GangBackend",
     "GangPhase",
+    "GangRegistrar",
     "GangSettings",
     "GangState",
     "GangStore",
-    "KubernetesGang",
     "NotOptedInError",
     "Readiness",
     "SageMakerGang",

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from osprey_control.aws import client_for
 from osprey_control.contract import ENABLED_TAG
-from osprey_control.gang.decide import Readiness
+from osprey_control.gang.decision import Readiness
 from osprey_control.gang.readiness import batch_readiness, sagemaker_queued_readiness, sagemaker_readiness
 
 __all__ = [

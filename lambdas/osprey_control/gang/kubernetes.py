@@ -17,7 +17,7 @@ from typing import Any
 from osprey_control.eks.client import KubernetesClient, NotFoundError
 from osprey_control.eks.resources import BATCH_JOB, JOBSET, POD, PYTORCHJOB, Resource, is_enabled, kind_for
 from osprey_control.gang.backends import NotOptedInError
-from osprey_control.gang.decide import Readiness
+from osprey_control.gang.decision import Readiness
 
 __all__ = [
     "KubernetesGang",

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.gang.decide import Readiness
+from osprey_control.gang.decision import Readiness
 
 __all__ = ["batch_readiness", "sagemaker_queued_readiness", "sagemaker_readiness"]
 

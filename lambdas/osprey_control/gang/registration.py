@@ -7,14 +7,25 @@ calls this for every observation of a job that is still waiting, without trackin
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Protocol
 
+from osprey_control.aws import client_for
 from osprey_control.gang.settings import GangSettings, resolve_settings
 from osprey_control.gang.starter import start_watch
-from osprey_control.policy import CoScheduling
+from osprey_control.policy import CoScheduling, PriorityDerivationPolicy
 from osprey_control.registry.model import Backend, JobRecord, JobStatus
 
-__all__ = ["gang_settings_for", "register_gang"]
+__all__ = ["GangRegistrar", "PolicyLookup", "gang_settings_for", "register_gang"]
+
+logger = logging.getLogger(__name__)
+
+
+class PolicyLookup(Protocol):
+    """Deployed policies by name (``osprey_control.derive.policies.PolicySource``); LookupError if unknown."""
+
+    def model(self, name: str) -> PriorityDerivationPolicy: ...
+
 
 # Once a job trains, its gang formed (or was never watched): no watch starts for it any more.
 _WATCHABLE = frozenset({JobStatus.PENDING, JobStatus.STARTING})
@@ -46,3 +57,34 @@ def register_gang(
         job = {"cluster": record.cluster, "kind": kind or "Job"}
     start_watch(state_machine_arn, record.key, settings, record.block.policy, client=client, **job)
     return True
+
+
+class GangRegistrar:
+    """What the ingest step calls with every changed job record: looks the job's policy up (cached) and starts
+    its watch when :func:`register_gang` says so. A job whose policy is not deployed gets no watch (the derive
+    step reports the unknown policy); AWS errors propagate so the event is redelivered (starting is idempotent).
+    """
+
+    def __init__(self, state_machine_arn: str, policies: PolicyLookup, *, client: Any = None) -> None:
+        self._arn = state_machine_arn
+        self._policies = policies
+        self._client = client
+
+    def __call__(self, record: JobRecord) -> bool:
+        if record.status not in _WATCHABLE:
+            return False  # no policy lookup for the common case of a running or finished job
+        try:
+            policy = self._policies.model(record.block.policy)
+        except LookupError as unknown:
+            logger.warning(
+                "no gang watch: unknown policy", extra={"job": str(record.key), "error": str(unknown)}
+            )
+            return False
+        self._client = client_for("stepfunctions", self._client)
+        return register_gang(
+            record,
+            policy.spec.co_scheduling,
+            state_machine_arn=self._arn,
+            client=self._client,
+            kind=record.kind,
+        )

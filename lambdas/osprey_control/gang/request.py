@@ -10,15 +10,17 @@ Input (written by :func:`watch_input` when the ingest step registers a co-schedu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from osprey_control.eks.client import KubernetesClient
 from osprey_control.gang.backends import BatchGang, GangBackend, SageMakerGang, SageMakerQueuedGang
 from osprey_control.gang.settings import DEFAULT_MAX_REQUEUES, GangSettings
 from osprey_control.policy import GangFallback
 from osprey_control.registry.model import Backend, JobKey
+
+if TYPE_CHECKING:  # the EKS package (and botocore through its token signer) only for EKS watches
+    from osprey_control.eks.client import KubernetesClient
 
 __all__ = ["WatchJob", "WatchRequest", "backend_for", "watch_input"]
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.gang.decide import GangPhase, GangState
+from osprey_control.gang.decision import GangPhase, GangState
 from osprey_control.registry.items import format_time, from_attribute, job_pk, parse_time, to_attribute
 from osprey_control.registry.model import JobKey
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.gang.backends import GangBackend, NotOptedInError
-from osprey_control.gang.decide import Action, GangPhase, GangState, Step, decide, start
+from osprey_control.gang.decision import Action, GangPhase, GangState, Step, decide, start
 from osprey_control.gang.settings import GangSettings
 from osprey_control.gang.store import GangStore, state_to_dict
 from osprey_control.policy import GangFallback

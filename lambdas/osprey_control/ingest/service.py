@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ from osprey_control.aws import client_for, is_transient
 from osprey_control.ingest.events import IgnoredEvent, JobEvent, MalformedEventError, SpotEvent, parse_event
 from osprey_control.ingest.recognise import Recogniser
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.model import Backend, JobKey, NodeKind, NodeRef
+from osprey_control.registry.model import Backend, JobKey, JobRecord, NodeKind, NodeRef
 from osprey_control.registry.observation import JobObservation
 
 __all__ = ["SERVICE_TRAINING_PREFIX", "IngestOutcome", "Ingestor"]
@@ -49,10 +50,14 @@ class Ingestor:
         *,
         recogniser: Recogniser | None = None,
         ecs: Any = None,
+        on_change: Callable[[JobRecord], object] | None = None,
     ) -> None:
         self.registry = registry
         self.recogniser = recogniser or Recogniser()
         self._ecs = ecs
+        # Called with every record an event changed (the gang watch starter); its AWS errors propagate so the
+        # event is redelivered, which is why what it does must be idempotent.
+        self._on_change = on_change
         # container instance ARN -> (EC2 instance id, instance type), negative answers too
         self._instances: OrderedDict[str, tuple[str, str | None] | None] = OrderedDict()
 
@@ -118,6 +123,8 @@ class Ingestor:
             tags=dict(recognition.tags or {}),
         )
         result = self.registry.apply_observation(observation)
+        if result.changed and self._on_change is not None:
+            self._on_change(result.record)
         action: Action = (
             "duplicate" if not result.changed else "registered" if result.record.version == 1 else "updated"
         )

@@ -14,6 +14,8 @@ ENVIRONMENT_VARIABLES = {
     "shards": "OSPREY_REGISTRY_SHARDS",
     "history_retention_days": "OSPREY_HISTORY_RETENTION_DAYS",
     "recognise_by_environment": "OSPREY_RECOGNISE_BY_ENVIRONMENT",
+    "gang_state_machine_arn": "OSPREY_GANG_STATE_MACHINE_ARN",
+    "policy_prefix": "OSPREY_POLICY_PREFIX",
 }
 
 
@@ -29,6 +31,10 @@ class IngestSettings(BaseModel):
     history_retention_days: int = Field(default=14, ge=1, le=3650)
     # Off: only tags recognise a job, so events of unmanaged jobs cost no lookup at all.
     recognise_by_environment: bool = True
+    # Set by the CDK app: co-scheduled jobs get a gang watch execution (docs/gangs.md); unset, none do.
+    gang_state_machine_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:states:")
+    # Where the gang settings' policies are (the policy's coScheduling block).
+    policy_prefix: str = Field(default="/osprey/policies", pattern=r"^/")
 
     @property
     def history_retention(self) -> timedelta:

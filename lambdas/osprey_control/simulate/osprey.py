@@ -5,7 +5,7 @@ metrics (:mod:`~osprey_control.simulate.telemetry`) go through :func:`osprey_con
 with its applied priority, so damping, deadband and rounding are the engine's own. The queue is served in
 applied-priority order (then submission), whole jobs at a time, skipping jobs that do not fit (the backend's
 queue honours the priority Osprey applies; it does not block on its head). A multi-worker job is watched
-with :func:`osprey_control.gang.decide.decide` under the policy's ``coScheduling`` settings (resolved by
+with :func:`osprey_control.gang.decision.decide` under the policy's ``coScheduling`` settings (resolved by
 :func:`~osprey_control.gang.settings.resolve_settings`): ``requeue`` suspends it with the production
 back-off, ``fail`` stops it, ``serial`` lets it go on. With preemption on, a queued job may evict running
 jobs whose applied priority is at least ``preemption_margin`` points lower (least priority first, only the
@@ -24,7 +24,7 @@ from typing import ClassVar
 
 from osprey_control.contract import OspreyBlock
 from osprey_control.derivation import engine as derivation_engine
-from osprey_control.gang.decide import Action, GangPhase, GangState, Readiness, decide, start
+from osprey_control.gang.decision import Action, GangPhase, GangState, Readiness, decide, start
 from osprey_control.gang.settings import GangSettings, resolve_settings
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.simulate.preemption import select_victims
