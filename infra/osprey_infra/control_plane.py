@@ -1,7 +1,7 @@
 """``OspreyControlPlane``: the whole control plane as one reusable construct (embed it in your own app).
 
 It composes the registry, the policies, one function per step (each with its own role), the cycle state
-machine, event ingestion, the schedule, the dashboard and alarms, and ``/osprey/config`` (where the SDK and
+machine, the gang watch, event ingestion, the schedule, the dashboard and alarms, and ``/osprey/config`` (where the SDK and
 CLI find the deployment). Permissions are granted here, next to the composition, so one file shows who may do
 what; mutations of SageMaker and Batch resources are conditioned on the ``osprey:enabled=true`` tag.
 """
@@ -23,8 +23,10 @@ from osprey_infra.cycle_schedule import CycleSchedule
 from osprey_infra.cycle_state_machine import CycleStateMachine
 from osprey_infra.event_ingestion import EventIngestion
 from osprey_infra.function import LAMBDAS_DIR, OspreyFunction, powertools_layer_arn
+from osprey_infra.gangs import GangWatch
 from osprey_infra.nag import acknowledge_findings
 from osprey_infra.observability import Observability
+from osprey_infra.planning import Planning
 from osprey_infra.policy_store import PolicyStore
 from osprey_infra.registry_table import RegistryTable
 from osprey_infra.sagemaker_queue import SageMakerTrainingQueue
@@ -84,6 +86,7 @@ class OspreyControlPlane(Construct):
             "Osprey: job and instance events → registry",
             timeout=60,
             OSPREY_HISTORY_RETENTION_DAYS=str(config.history_retention_days),
+            OSPREY_POLICY_PREFIX=POLICY_PREFIX,  # the policies' coScheduling decides which jobs are gangs
         )
         self.lease = function(
             "Lease",
@@ -122,6 +125,18 @@ class OspreyControlPlane(Construct):
                 OSPREY_EKS_CLUSTERS=",".join(config.eks_clusters),
             )
 
+        self.gangs = GangWatch(
+            self,
+            "Gangs",
+            table=table,
+            environment=common,
+            layer=layer,
+            code=code,
+            backends=sorted(config.backends),
+            eks_clusters=list(config.eks_clusters),
+        )
+        self.gangs.allow_start(self.ingest.function)
+        self.planning = Planning(self, "Planning", table=table, environment=common, layer=layer, code=code)
         self._grant(config)
 
         self.cycle = CycleStateMachine(
@@ -132,6 +147,7 @@ class OspreyControlPlane(Construct):
             derive=self.derive.function,
             apply=self.apply.function,
             finish=self.finish.function,
+            plan_parallelism=self.planning.plan.function,
             eks_discovery=self.eks_discovery.function if self.eks_discovery else None,
             timeout=cdk.Duration.seconds(CYCLE_TIMEOUT_SECONDS),
             distributed_threshold=config.distributed_map_threshold,
@@ -181,6 +197,8 @@ class OspreyControlPlane(Construct):
             "derive": self.derive,
             "apply": self.apply,
             "finish": self.finish,
+            "gangWatch": self.gangs.watch,
+            "plan": self.planning.plan,
         }
         if self.eks_discovery is not None:
             named["eksDiscovery"] = self.eks_discovery
@@ -194,6 +212,7 @@ class OspreyControlPlane(Construct):
             "tableName": self.registry.table.table_name,
             "registryShards": config.registry_shards,
             "cycleStateMachineArn": self.cycle.state_machine.state_machine_arn,
+            "gangStateMachineArn": self.gangs.state_machine.state_machine_arn,
             "ingestQueueUrl": self.events.queue.queue_url,
             "deadLetterQueueUrl": self.events.dead_letter_queue.queue_url,
             "metricsNamespace": config.metrics_namespace,
@@ -232,19 +251,19 @@ class OspreyControlPlane(Construct):
         self.derive.role.add_to_policy(
             iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
         )
-        self.derive.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
-                resources=[
-                    stack.format_arn(
-                        service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/")
-                    ),
-                    stack.format_arn(
-                        service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/") + "/*"
-                    ),
-                ],
-            )
+        read_policies = iam.PolicyStatement(
+            actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
+            resources=[
+                stack.format_arn(
+                    service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/")
+                ),
+                stack.format_arn(
+                    service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/") + "/*"
+                ),
+            ],
         )
+        self.derive.role.add_to_policy(read_policies)
+        self.ingest.role.add_to_policy(read_policies)
         self.derive.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],

@@ -1,5 +1,5 @@
 """The cycle state machine (Standard, JSONPath): lease → [EKS discovery] → shard plan → Map over shards
-(derive) → apply → finish, then optionally again after a wait for sub-minute cycles.
+(derive) → apply → plan parallelism → finish, then optionally again after a wait for sub-minute cycles.
 
 Every Task retries Lambda's transient errors with backoff and catches everything else: a failed shard becomes
 a report with ``failed: true`` (the other shards still apply), a failed EKS discovery is noted and the cycle
@@ -54,6 +54,7 @@ class CycleStateMachine(Construct):
         derive: lambda_.IFunction,
         apply: lambda_.IFunction,
         finish: lambda_.IFunction,
+        plan_parallelism: lambda_.IFunction,
         eks_discovery: lambda_.IFunction | None,
         timeout: cdk.Duration,
         distributed_threshold: int,
@@ -115,7 +116,17 @@ class CycleStateMachine(Construct):
                 result_path="$.apply",
             )
         )
-        apply_task.next(succeeded)
+        plan_task = _invoke(
+            self,
+            "PlanParallelism",
+            plan_parallelism,
+            payload=sfn.TaskInput.from_object({}),
+            result_path="$.planning",
+        )
+        # Re-planning is advisory: its failure is noted and the cycle (priorities already applied) succeeds.
+        plan_task.add_catch(succeeded, errors=["States.ALL"], result_path="$.planningError")
+        apply_task.next(plan_task)
+        plan_task.next(succeeded)
 
         inline = self._shard_map(sfn.Map, "DeriveShards", derive)
         distributed = self._shard_map(sfn.DistributedMap, "DeriveShardsDistributed", derive)

@@ -47,6 +47,18 @@ def acknowledge_findings(plane: OspreyControlPlane) -> None:
     _iam5(plane.ingest.role, "*", describes)
     _iam5(plane.apply.role, "*", describes)
     _iam5(plane.derive.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
+    _iam5(plane.planning.plan.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
+    _iam5(plane.gangs.watch.role, "*", describes)
+    for resource in (
+        _ARN.format(service="sagemaker", resource="training-job/*"),
+        _ARN.format(service="batch", resource="service-job/*"),
+        _ARN.format(service="batch", resource="job/*"),
+    ):
+        _iam5(
+            plane.gangs.watch.role,
+            resource,
+            "Stops only jobs tagged osprey:enabled=true (aws:ResourceTag condition).",
+        )
     tagged = "Writes only resources tagged osprey:enabled=true (aws:ResourceTag condition on the statement)."
     for resource in (
         _ARN.format(service="sagemaker", resource="training-job/*"),
@@ -59,21 +71,30 @@ def acknowledge_findings(plane: OspreyControlPlane) -> None:
         _ARN.format(service="lambda", resource=f"function:{plane.config.allowed_rule_prefix}*"),
         "Custom rules: only functions of this account whose name has the deployment's allowed prefix.",
     )
-    _iam5(
-        plane.derive.role,
-        _ARN.format(service="ssm", resource="parameter/osprey/policies/*"),
-        "The policies Osprey deploys, one parameter each under /osprey/policies.",
-    )
+    for reader in (plane.derive.role, plane.ingest.role):
+        _iam5(
+            reader,
+            _ARN.format(service="ssm", resource="parameter/osprey/policies/*"),
+            "The policies Osprey deploys, one parameter each under /osprey/policies.",
+        )
     machine = plane.cycle.state_machine
-    _iam5(
-        machine, "*", "X-Ray tracing and CloudWatch Logs delivery actions have no resource-level permissions."
-    )
+    for logged in (machine, plane.gangs.state_machine):
+        _iam5(
+            logged,
+            "*",
+            "X-Ray tracing and CloudWatch Logs delivery actions have no resource-level permissions.",
+        )
     for made in plane.functions().values():
         _iam5(
             machine,
             f"<{_logical_id(made.function)}.Arn>:*",
             "CDK's LambdaInvoke grant covers the step's function and its versions.",
         )
+    _iam5(
+        plane.gangs.state_machine,
+        f"<{_logical_id(plane.gangs.watch.function)}.Arn>:*",
+        "CDK's LambdaInvoke grant covers the watch function and its versions.",
+    )
     own_executions = json.dumps(
         {"Fn::Select": [6, {"Fn::Split": [":", {"Ref": _logical_id(machine)}]}]}, separators=(",", ":")
     )

@@ -129,24 +129,72 @@ def test_schedule_fires_every_minute_and_sub_minute_runs_an_inner_loop() -> None
     )
 
 
-def test_cycle_state_machine_takes_the_lease_and_retries_every_task(template: Template) -> None:
-    machines = template.find_resources("AWS::StepFunctions::StateMachine")
-    (machine,) = machines.values()
-    definition = json.loads(
-        "".join(
-            part if isinstance(part, str) else "ARN"
-            for part in machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+def _definitions(template: Template) -> dict[str, dict[str, Any]]:
+    """Each state machine's definition by its comment, tokens replaced by a placeholder."""
+    found = {}
+    for machine in template.find_resources("AWS::StepFunctions::StateMachine").values():
+        definition = json.loads(
+            "".join(
+                part if isinstance(part, str) else "ARN"
+                for part in machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+            )
         )
-    )
+        found[definition["Comment"]] = definition
+    return found
+
+
+def test_every_task_of_every_state_machine_retries(template: Template) -> None:
+    definitions = _definitions(template)
+    assert set(definitions) == {
+        "Osprey priority cycle",
+        "Osprey gang watch: one execution per co-scheduled job",
+    }
+    for comment, definition in definitions.items():
+        tasks = {n: s for n, s in _all_states(definition).items() if s["Type"] == "Task"}
+        assert tasks, comment
+        for name, state in tasks.items():
+            assert state.get("Retry"), f"{comment}: {name} has no Retry"
+
+
+def test_cycle_state_machine_takes_the_lease_maps_shards_and_plans_after_applying(template: Template) -> None:
+    definition = _definitions(template)["Osprey priority cycle"]
     states = _all_states(definition)
-    tasks = {name: state for name, state in states.items() if state["Type"] == "Task"}
-    assert tasks
-    for name, state in tasks.items():
-        assert state.get("Retry"), f"{name} has no Retry"
     assert any(state["Type"] == "Map" for state in states.values())
     first = definition["States"][definition["StartAt"]]
     assert first["Type"] == "Task"
     assert "Lease" in definition["StartAt"]
+    assert states["ApplyPriorities"]["Next"] == "PlanParallelism"
+    # Re-planning is advisory: a failure still ends in the succeeded path (Finish releases the lease).
+    assert states["PlanParallelism"]["Catch"][0]["Next"] == states["PlanParallelism"]["Next"]
+
+
+def test_gang_watch_loops_on_the_step_and_waits_the_seconds_it_returns(template: Template) -> None:
+    definition = _definitions(template)["Osprey gang watch: one execution per co-scheduled job"]
+    states = definition["States"]
+    assert definition["StartAt"] == "WatchStep"
+    assert states["WatchStep"]["Next"] == "WatchDone"
+    assert states["WaitForWorkers"]["SecondsPath"] == "$.step.waitSeconds"
+    assert states["WaitForWorkers"]["Next"] == "WatchStep"
+    assert states["WatchDone"]["Choices"][0]["Variable"] == "$.step.done"
+
+
+def test_ingest_may_start_gang_watches_and_knows_where(template: Template) -> None:
+    functions = template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "osprey_handlers.ingest.handler"}}
+    )
+    ((_, ingest),) = functions.items()
+    variables = ingest["Properties"]["Environment"]["Variables"]
+    assert "OSPREY_GANG_STATE_MACHINE_ARN" in variables
+    assert variables["OSPREY_POLICY_PREFIX"] == "/osprey/policies"
+    policies = template.find_resources("AWS::IAM::Policy")
+    actions = {
+        action
+        for policy in policies.values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert "states:StartExecution" in actions
+    assert "sagemaker:StopTrainingJob" in actions
 
 
 def _all_states(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -229,17 +277,11 @@ def test_unknown_configuration_field_is_refused() -> None:
 def test_every_task_payload_is_an_object_and_finish_always_gets_an_error_field(template: Template) -> None:
     # ASL (and moto) reject a Task whose Parameters is a string such as "$"; Finish reads "$.finish.error" on
     # every path, so the success path must set it (CDK drops None values from Pass parameters).
-    (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
-    definition = json.loads(
-        "".join(
-            part if isinstance(part, str) else "ARN"
-            for part in machine["Properties"]["DefinitionString"]["Fn::Join"][1]
-        )
-    )
-    states = _all_states(definition)
-    for name, state in states.items():
-        if state["Type"] == "Task":
-            assert isinstance(state.get("Parameters"), dict), name
+    for definition in _definitions(template).values():
+        for name, state in _all_states(definition).items():
+            if state["Type"] == "Task":
+                assert isinstance(state.get("Parameters"), dict), name
+    states = _all_states(_definitions(template)["Osprey priority cycle"])
     assert states["DeriveShardsShard"]["Parameters"] == {"shard.$": "$.shard"}
     assert states["MarkSucceeded"]["Parameters"] == {"outcome": "succeeded", "error": {}}
     assert states["MarkFailed"]["Parameters"] == {"outcome": "failed", "error.$": "$.error"}

@@ -61,10 +61,16 @@ class Deployment:
             raise LookupError(f"expected one function with handler {handler!r}, found {names}")
         return names[0]
 
-    def state_machine_arn(self) -> str:
-        arns = [physical.ref for physical in self.of_type("AWS::StepFunctions::StateMachine").values()]
+    def state_machine_arn(self, construct: str = "Cycle") -> str:
+        """The ARN of the one state machine whose logical id contains ``construct`` (``Cycle``: the priority
+        cycle; ``Gang``: the gang watch)."""
+        arns = [
+            physical.ref
+            for logical_id, physical in self.of_type("AWS::StepFunctions::StateMachine").items()
+            if construct in logical_id
+        ]
         if len(arns) != 1:
-            raise LookupError(f"expected one state machine, found {arns}")
+            raise LookupError(f"expected one {construct} state machine, found {arns}")
         return arns[0]
 
 
