@@ -287,6 +287,8 @@ class OspreyControlPlane(Construct):
                     "batch:DescribeJobQueues",
                     "batch:DescribeSchedulingPolicies",
                     "sagemaker:ListTags",
+                    # The tag applier looks a training job's ARN up when the registry has none yet.
+                    "sagemaker:DescribeTrainingJob",
                 ],
                 resources=["*"],
             )
