@@ -1,7 +1,8 @@
 """``osprey jobs`` and ``osprey explain JOB``: what a deployed control plane knows, like Slurm's squeue/sprio.
 
 Both show the priority Osprey derived and the one its backend holds (``applied``), with the reason when the
-apply step could not write it (``apply``: applied, pending, ``retrying n/N``, failed, gave-up).
+apply step could not write it (``apply``: applied, pending, ``retrying n/N``, failed, gave-up), and the state of
+a co-scheduled job's gang watch (``gang``, the registry item ``sk = GANG``; docs/gangs.md).
 
 The registry table is found from ``--table``, else ``OSPREY_TABLE_NAME``, else the ``/osprey/config`` SSM
 parameter the stack writes (``{"tableName": ...}``). Exit 1 when the job or table cannot be found.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +23,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from osprey.cli.render import rules_table
+from osprey.cli.render import gang_cell, gang_details, gang_line, rules_table
+from osprey_control.gang.decision import GangState
+from osprey_control.gang.store import GANG_SK, GangStore, state_from_dict
 from osprey_control.registry import (
     ACTIVE_STATUSES,
     MAX_TRANSIENT_APPLY_ATTEMPTS,
@@ -28,8 +33,9 @@ from osprey_control.registry import (
     JobKey,
     JobRecord,
 )
+from osprey_control.registry.items import from_attribute, job_pk, key_from_pk
 
-__all__ = ["explain_command", "jobs_command"]
+__all__ = ["explain_command", "jobs_command", "read_gangs"]
 
 CONFIG_PARAMETER = "/osprey/config"
 
@@ -62,6 +68,47 @@ def _table_name(table: str | None) -> str:
         raise typer.Exit(1) from None
 
 
+# BatchGetItem takes at most 100 keys a call; what DynamoDB leaves unprocessed (throttling) is asked again.
+_BATCH_GET_MAX = 100
+_UNPROCESSED_RETRIES = 5
+
+
+def _gang_state(item: dict[str, Any]) -> GangState:
+    values = {
+        name: from_attribute(attr) for name, attr in item.items() if name not in ("pk", "sk", "version")
+    }
+    return state_from_dict(values)
+
+
+def read_gangs(client: Any, table_name: str, keys: Iterable[JobKey]) -> dict[JobKey, GangState]:
+    """The gang watch state of each of ``keys`` that has one, in ⌈n/100⌉ BatchGetItem calls (a jobs list can
+    be long; one GetItem per job would be n round trips). The state items are not in the active-jobs index, so
+    the listing's Query cannot carry them."""
+    wanted = list(dict.fromkeys(keys))
+    states: dict[JobKey, GangState] = {}
+    for start in range(0, len(wanted), _BATCH_GET_MAX):
+        request: dict[str, Any] = {
+            table_name: {
+                "Keys": [
+                    {"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}}
+                    for key in wanted[start : start + _BATCH_GET_MAX]
+                ]
+            }
+        }
+        for attempt in range(_UNPROCESSED_RETRIES + 1):
+            response = client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(table_name, []):
+                states[key_from_pk(item["pk"]["S"])] = _gang_state(item)
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            if attempt == _UNPROCESSED_RETRIES:
+                missing = len(request[table_name]["Keys"])
+                raise RuntimeError(f"DynamoDB left {missing} gang state read(s) unprocessed; try again")
+            time.sleep(0.05 * 2**attempt)  # back off as DynamoDB asks for unprocessed keys
+    return states
+
+
 def _registry(table: str | None) -> Any:
     from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only for these commands
 
@@ -84,7 +131,7 @@ def _apply_state(record: JobRecord) -> str:
     return "gave-up"
 
 
-def _summary(record: JobRecord) -> dict[str, Any]:
+def _summary(record: JobRecord, gang: GangState | None = None) -> dict[str, Any]:
     decision = record.last_decision or {}
     failure = record.apply_failure
     return {
@@ -102,20 +149,32 @@ def _summary(record: JobRecord) -> dict[str, Any]:
         "target": decision.get("target"),
         "reason": decision.get("reason"),
         "last_change": record.last_changed_at.isoformat() if record.last_changed_at else None,
-        "gang": "on"
+        # The job block's co_schedule: on, off, or left to the policy's coScheduling.
+        "co_schedule": "on"
         if record.block.co_schedule
         else ("policy" if record.block.co_schedule is None else "off"),
+        "gang": gang_details(gang),
         "nodes": len(record.nodes),
     }
 
 
 def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None:
-    """List the active jobs Osprey manages, highest priority first."""
+    """List the active jobs Osprey manages, highest priority first.
+
+    GANG is the gang watch of a co-scheduled job: ``ready 20s`` (formed, after 20 s), ``waiting 2/4`` (workers
+    ready/requested), ``requeued #1``, ``serial``, ``failed``, ``ended``; ``-`` without a watch. JSON rows:
+    key, backend, name, policy, status, priority, applied, applied_at, apply, apply_error, target, reason,
+    last_change, co_schedule (on/off/policy), gang (null, or phase, summary, attempt, requeues, ready_workers,
+    requested_workers, wait_seconds, ready_in_time, reason, watch_started_at, attempt_started_at, ready_at,
+    resume_at), nodes.
+    """
+    registry = _registry(table)
     records = sorted(
-        _registry(table).list_active(),
+        registry.list_active(),
         key=lambda r: (-(r.derived_priority if r.derived_priority is not None else -1), r.name),
     )
-    rows = [_summary(record) for record in records]
+    gangs = read_gangs(registry.client, registry.table_name, (record.key for record in records))
+    rows = [_summary(record, gangs.get(record.key)) for record in records]
     if as_json:
         typer.echo(json.dumps(rows))
         return
@@ -134,7 +193,7 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
         "GANG",
     ):
         view.add_column(header, no_wrap=True)
-    for row in rows:
+    for record, row in zip(records, rows, strict=True):
         target = "-" if row["target"] is None else f"{row['target']:.1f}"
         view.add_row(
             escape(row["name"]),
@@ -147,7 +206,7 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
             target,
             row["reason"] or "-",
             row["last_change"] or "-",
-            row["gang"],
+            gang_cell(gangs.get(record.key)),
         )
     _console().print(view)
     for row in rows:
@@ -180,17 +239,24 @@ def explain_command(
     table: TableOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Explain a job's last decision rule by rule."""
-    record = _find(_registry(table), job)
+    """Explain a job's last decision rule by rule, and the state of its gang watch.
+
+    JSON: the ``osprey jobs --json`` row and ``decision`` (the stored decision with its rules).
+    """
+    registry = _registry(table)
+    record = _find(registry, job)
     if record is None:
         typer.echo(f"error: no job {job!r} in the registry (finished jobs need BACKEND#ID)", err=True)
         raise typer.Exit(1)
+    gang, _ = GangStore(registry.table_name, client=registry.client).load(record.key)
     decision = record.last_decision
     if as_json:
-        typer.echo(json.dumps({**_summary(record), "decision": decision}))
+        typer.echo(json.dumps({**_summary(record, gang), "decision": decision}))
         return
     console = _console()
     console.print(escape(f"{record.key} · policy {record.policy} · {record.status.value}"))
+    if gang is not None:
+        console.print(escape(gang_line(gang)))
     if not decision:
         console.print("no decision yet: the job has not been through a cycle")
         return
