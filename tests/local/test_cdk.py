@@ -1,4 +1,5 @@
-"""After ``cdk deploy`` into moto, the stack's state machine is made executable under its published ARN."""
+"""After ``cdk deploy`` into moto, the stack's state machines (the cycle and the gang watch) are made executable
+under the ARNs ``/osprey/config`` publishes."""
 
 from __future__ import annotations
 
@@ -30,12 +31,44 @@ TEMPLATE = {
                 ),
             },
         },
+        # The gang watch's shape: a Wait on a path of the input, then the end.
+        "Gangs": {
+            "Type": "AWS::StepFunctions::StateMachine",
+            "Properties": {
+                "StateMachineName": "osprey-gangs",
+                "RoleArn": {"Fn::GetAtt": ["Role", "Arn"]},
+                "DefinitionString": json.dumps(
+                    {
+                        "StartAt": "WaitForWorkers",
+                        "States": {
+                            "WaitForWorkers": {
+                                "Type": "Wait",
+                                "SecondsPath": "$.step.waitSeconds",
+                                "Next": "Done",
+                            },
+                            "Done": {"Type": "Succeed"},
+                        },
+                    }
+                ),
+            },
+        },
         "Config": {
             "Type": "AWS::SSM::Parameter",
             "Properties": {
                 "Name": "/osprey/config",
                 "Type": "String",
-                "Value": {"Fn::Join": ["", ['{"cycleStateMachineArn":"', {"Ref": "Cycle"}, '"}']]},
+                "Value": {
+                    "Fn::Join": [
+                        "",
+                        [
+                            '{"cycleStateMachineArn":"',
+                            {"Ref": "Cycle"},
+                            '","gangStateMachineArn":"',
+                            {"Ref": "Gangs"},
+                            '"}',
+                        ],
+                    ]
+                },
             },
         },
     }
@@ -46,23 +79,32 @@ def _client(service: str) -> Any:
     return boto3.client(service, region_name="us-east-1")  # type: ignore[call-overload]
 
 
-def test_a_cloudformation_state_machine_runs_after_make_executable() -> None:
+def _run(sfn: Any, arn: str, payload: dict[str, Any]) -> dict[str, Any]:
+    execution = sfn.start_execution(stateMachineArn=arn, name="one", input=json.dumps(payload))[
+        "executionArn"
+    ]
+    deadline = time.monotonic() + 30
+    while (status := sfn.describe_execution(executionArn=execution))["status"] == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    described: dict[str, Any] = status
+    return described
+
+
+def test_the_cloudformation_state_machines_run_after_make_executable() -> None:
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         # Given a stack deployed through CloudFormation: its state machine is not where executions run
         _client("cloudformation").create_stack(StackName="Osprey", TemplateBody=json.dumps(TEMPLATE))
         sfn = _client("stepfunctions")
         assert sfn.list_state_machines()["stateMachines"] == []
-        published = published_config(_client)["cycleStateMachineArn"]
+        config = published_config(_client)
 
-        # When it is made executable
+        # When they are made executable
         created = make_executable(_client)
 
-        # Then it exists under the ARN /osprey/config publishes, runs, and a second call changes nothing
-        assert created == [published]
-        arn = sfn.start_execution(stateMachineArn=published, name="one", input="{}")["executionArn"]
-        deadline = time.monotonic() + 30
-        while (status := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert (status["status"], json.loads(status["output"])) == ("SUCCEEDED", {"ok": True})
+        # Then both exist under the ARNs /osprey/config publishes and run, and a second call changes nothing
+        assert sorted(created) == sorted([config["cycleStateMachineArn"], config["gangStateMachineArn"]])
+        cycle = _run(sfn, config["cycleStateMachineArn"], {})
+        assert (cycle["status"], json.loads(cycle["output"])) == ("SUCCEEDED", {"ok": True})
+        assert _run(sfn, config["gangStateMachineArn"], {"step": {"waitSeconds": 0}})["status"] == "SUCCEEDED"
         assert make_executable(_client) == []

@@ -20,18 +20,13 @@ from typer.testing import CliRunner
 from osprey.cli.main import app
 from osprey.local.fleet import DEFAULT_JOBS, load_at
 from osprey.local.server import LocalAws, free_port
-from osprey.local.session import LocalState, bring_up, synthesize
+from osprey.local.session import LocalState, bring_up
 
 
 def document(output: str) -> Any:
     """The CLI's (indented) JSON document. In this test the handlers run in the test's process, so their
     single-line log records are in the same output; with `osprey local up` they print in the server's process."""
     return json.loads(output[output.index('{\n  "') :])
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    return synthesize()
 
 
 @pytest.fixture
@@ -51,9 +46,10 @@ def test_up_deploys_the_control_plane_and_registers_the_simulated_fleet(local: L
     assert result.exit_code == 0, result.output
     status = document(result.output)
     assert status["endpoint"] == local.endpoint
-    # (the EKS job is registered by the first cycle's discovery step, from the cluster's Kubernetes API)
+    # (the plain EKS job is registered by the first cycle's discovery step, from the cluster's Kubernetes
+    # API; the two gangs already are, since their watches started when they were registered)
     assert {item["job"] for item in status["decisions"]} == {
-        j.label for j in DEFAULT_JOBS if j.backend != "eks"
+        j.label for j in DEFAULT_JOBS if j.backend != "eks" or j.gang_workers
     }
     assert {item["priority"] for item in status["decisions"]} == {None}  # nothing derived yet
 
@@ -129,6 +125,7 @@ def test_a_detached_server_serves_cycles_to_other_processes_until_down(
     template_file.write_text(json.dumps(template))
     state_file = tmp_path / "local.json"
     env = {**os.environ, "OSPREY_LOCAL_STATE": str(state_file)}
+    # (gangs that wait long enough for their watches to be still running at `down`)
     up = _osprey(
         "local",
         "up",
@@ -137,6 +134,8 @@ def test_a_detached_server_serves_cycles_to_other_processes_until_down(
         str(free_port()),
         "--template",
         str(template_file),
+        "--gang-timeout",
+        "600",
         env=env,
         timeout=200,
     )
@@ -152,9 +151,10 @@ def test_a_detached_server_serves_cycles_to_other_processes_until_down(
         assert {item["previous"] for item in result["decisions"]} == {50}
     finally:
         down = _osprey("local", "down", env=env)
-    # ... and `down` stops the server and removes the state file
+    # ... and `down` stops the server, first the two gang watches still waiting, and removes the state file
     assert down.returncode == 0, down.stdout + down.stderr
     assert f"pid {pid}" in down.stdout
+    assert "stopped 2 running execution(s) (gang watches)" in state_file.with_suffix(".log").read_text()
     assert not state_file.exists()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from osprey.local.gangs import GANG_TIMEOUT_SECONDS, gang_lines
 from osprey.local.server import DEFAULT_PORT
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ def _state() -> LocalState:
 
 
 def _table(decisions: list[dict[str, Any]]) -> str:
-    rows = [("JOB", "BACKEND", "PREVIOUS", "PRIORITY", "TARGET", "REASON", "ON BACKEND")]
+    """The jobs' decisions, one row each, then one line per gang watch (its outcome, wait and reason)."""
+    rows = [("JOB", "BACKEND", "PREVIOUS", "PRIORITY", "TARGET", "REASON", "ON BACKEND", "GANG")]
     for item in decisions:
         target = item["target"]
         rows.append(
@@ -79,14 +81,15 @@ def _table(decisions: list[dict[str, Any]]) -> str:
                 "-" if target is None else f"{target:.1f}",
                 str(item["reason"] or "-"),
                 str(item.get("onBackend") or "-"),
+                str((item.get("gang") or {}).get("summary") or "-"),
             )
         )
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = ("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
-    return "\n".join(line.rstrip() for line in lines)
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join([*(line.rstrip() for line in lines), *gang_lines(decisions)])
 
 
-def _detach(port: int, template: Path | None, deploy: str, path: Path) -> None:
+def _detach(port: int, template: Path | None, deploy: str, path: Path, gang_timeout: int) -> None:
     from osprey.local.session import LocalState  # noqa: PLC0415 - keep other commands fast
 
     command = [
@@ -97,6 +100,10 @@ def _detach(port: int, template: Path | None, deploy: str, path: Path) -> None:
         "up",
         "--port",
         str(port),
+        "--deploy",
+        deploy,
+        "--gang-timeout",
+        str(gang_timeout),
     ]
     if template is not None:
         command += ["--template", str(template)]
@@ -130,6 +137,14 @@ def up_command(
             "synthesized template's resources directly (faster, no Node.js). --template implies template."
         ),
     ] = "cdk",
+    gang_timeout: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=86_400,
+            help="The seeded gangs' gang_timeout in seconds: one forms within it, one times out (serial).",
+        ),
+    ] = GANG_TIMEOUT_SECONDS,
 ) -> None:
     """Start the embedded AWS, deploy the Osprey control plane into it and seed a simulated fleet."""
     from osprey.local.cdk import CdkDeployError, cdk_available  # noqa: PLC0415
@@ -153,7 +168,7 @@ def up_command(
     if path.is_file() and _alive(LocalState.load(path).pid):
         raise _fail(f"osprey local is already up (see {path}); run `osprey local down` first")
     if detach:
-        _detach(port, template, deploy, path)
+        _detach(port, template, deploy, path, gang_timeout)
         return
     stop = threading.Event()
     # `down` sends SIGTERM; SIGINT (Ctrl-C) too, even where a shell started us with SIGINT ignored.
@@ -163,17 +178,20 @@ def up_command(
     with LocalAws(port) as aws:
         if deploy == "cdk":
             try:
-                state = bring_up_with_cdk(aws, path, log=typer.echo)
+                state = bring_up_with_cdk(aws, path, log=typer.echo, gang_timeout=gang_timeout)
             except CdkDeployError as error:
                 raise _fail(str(error)) from None
         else:
             typer.echo("synthesizing the Osprey app ..." if template is None else f"reading {template} ...")
             body = json.loads(template.read_text()) if template is not None else synthesize()
-            state = bring_up(aws, body, path)
+            state = bring_up(aws, body, path, gang_timeout=gang_timeout)
         typer.echo(
             f"deployed: state machine {state.state_machine_arn.rsplit(':', 1)[-1]}, table {state.table_name}, "
             f"{len(state.functions)} functions; fleet: {len(state.jobs)} jobs"
         )
+        gangs = [job.label for job in state.jobs if job.gang_workers]
+        if gangs:
+            typer.echo(f"gang watches started for {', '.join(gangs)} (gang_timeout {state.gang_timeout} s)")
         typer.echo(
             f"ready. Run `osprey local cycle` in another shell; Ctrl-C or `osprey local down` stops ({path})"
         )
@@ -182,6 +200,10 @@ def up_command(
                 pass
         finally:
             path.unlink(missing_ok=True)
+            # A gang watch still waiting would keep polling a server that is shutting down: stop it first.
+            stopped = aws.stop_executions()
+            if stopped:
+                typer.echo(f"stopped {stopped} running execution(s) (gang watches)")
     typer.echo("osprey local stopped")
 
 

@@ -8,8 +8,8 @@ sine wave around a base level; memory bandwidth follows at 70 %.
 Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, DESIGN §6) publishing the
 CloudWatch agent's per-instance ``nvidia_smi_*`` series; SageMaker training jobs queued through a Batch
 SAGEMAKER_TRAINING queue (service jobs) and created directly (tagged only), both publishing SageMaker's per-host
-``GPUUtilization`` sum; and a Kueue-managed Job on the EKS cluster's (fake) Kubernetes API, publishing Container
-Insights' ``pod_gpu_utilization``.
+``GPUUtilization`` sum; and Kueue-managed Jobs on the EKS cluster's (fake) Kubernetes API, publishing Container
+Insights' ``pod_gpu_utilization``: one plain, two co-scheduled with 4 pods each (:mod:`osprey.local.gangs`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from osprey.local.gangs import GANG_TIMEOUT_SECONDS, GANG_WORKERS, kubernetes_gang
 from osprey.local.kubernetes import LocalKubernetes
 from osprey_control.contract import parse_block
 from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
@@ -43,6 +44,8 @@ class FleetJob:
     swing: float  # amplitude of the sine, percent
     phase: float  # fraction of a period
     policy: str = "training-policy"
+    gang_workers: int = 0  # EKS: a co-scheduled Job of this many pods (0: one pod, not a gang) ...
+    gang_ready: int = 0  # ... of which this many turn Ready within the gang timeout
 
 
 DEFAULT_JOBS: tuple[FleetJob, ...] = (
@@ -52,6 +55,9 @@ DEFAULT_JOBS: tuple[FleetJob, ...] = (
     FleetJob("bert-sagemaker", "sagemaker-queued", base_gpu=60, swing=35, phase=0.75),
     FleetJob("gpt-sagemaker", "sagemaker", base_gpu=70, swing=25, phase=0.1),
     FleetJob("vit-eks", "eks", base_gpu=55, swing=30, phase=0.4),
+    # Gangs: all 4 pods Ready in time (ready), 3 of 4 (times out, fallback serial).
+    FleetJob("ddp-eks", "eks", base_gpu=80, swing=10, phase=0.6, gang_workers=GANG_WORKERS, gang_ready=4),
+    FleetJob("moe-eks", "eks", base_gpu=30, swing=20, phase=0.9, gang_workers=GANG_WORKERS, gang_ready=3),
 )
 EKS_CLUSTER = "osprey-local"
 EKS_NAMESPACE = "ml"
@@ -67,6 +73,8 @@ class SeededJob:
     base_gpu: float
     swing: float
     phase: float
+    gang_workers: int = 0
+    gang_ready: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,10 +150,15 @@ class SimulatedFleet:
         )
 
     def seed(
-        self, jobs: Sequence[FleetJob] = DEFAULT_JOBS, kubernetes: LocalKubernetes | None = None
+        self,
+        jobs: Sequence[FleetJob] = DEFAULT_JOBS,
+        kubernetes: LocalKubernetes | None = None,
+        *,
+        gang_timeout: int = GANG_TIMEOUT_SECONDS,
     ) -> list[SeededJob]:
         """Create the queues, submit every job to its backend and register it with Osprey (EKS jobs go to
-        ``kubernetes``, where the cycle discovers them; without it they are left out)."""
+        ``kubernetes``, where the cycle discovers them; without it they are left out; the gangs' watches are
+        started by :func:`osprey.local.gangs.start_watches`)."""
         batch = self.client("batch")
         queue, sagemaker_queue = self._queues()
         now = datetime.now(UTC)
@@ -153,7 +166,22 @@ class SimulatedFleet:
         for job in jobs:
             block = parse_block({"priority_derivation_profile": job.policy})
             if job.backend == "eks":
-                if kubernetes is not None:
+                if kubernetes is not None and job.gang_workers:
+                    pod = kubernetes_gang(
+                        kubernetes,
+                        label=job.label,
+                        namespace=EKS_NAMESPACE,
+                        policy=job.policy,
+                        workers=job.gang_workers,
+                        ready=job.gang_ready,
+                        timeout=gang_timeout,
+                        kueue_api=KUEUE_API,
+                    )
+                    seeded.append(
+                        SeededJob(job.label, job.backend, f"{EKS_NAMESPACE}/{job.label}", pod, job.base_gpu,
+                                  job.swing, job.phase, job.gang_workers, job.gang_ready)
+                    )  # fmt: skip
+                elif kubernetes is not None:
                     seeded.append(self._kubernetes_job(kubernetes, job))
                 continue
             if job.backend == "batch":

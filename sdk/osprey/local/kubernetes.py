@@ -4,6 +4,10 @@ It serves what Osprey's EKS discovery and Kueue applier use: lists with label se
 merge-patch with ``resourceVersion`` conflicts, and the Kueue API group's discovery document. The moto EKS
 cluster's endpoint is pointed at it (``http://`` is accepted for loopback hosts only). The test suite has a
 fuller fake with fault injection (``tests/control/eks/fake_k8s.py``).
+
+It has no kubelet or job controller; the one thing it plays of them is a pod turning Ready at a set time
+(:meth:`LocalKubernetes.ready_at`), with its Job's ``status.ready`` counting it, which is what the gang watch
+and the EKS discovery read.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import copy
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,6 +62,35 @@ class LocalKubernetes:
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
+    # (namespace, pod) -> time.monotonic() at which the pod turns Ready
+    _ready_at: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def ready_at(self, namespace: str, pod: str, when: float) -> None:
+        """Make pod ``namespace/pod`` Ready at ``when`` (``time.monotonic()``); seen by the next request."""
+        with self._lock:
+            self._ready_at[(namespace, pod)] = when
+
+    def _advance(self) -> None:
+        """Turn every pod whose time has come Ready, and count it in its Job's ``status.ready`` (lock held)."""
+        now = time.monotonic()
+        due = [key for key, when in self._ready_at.items() if when <= now]
+        pods, jobs = self.objects.get(("v1", "pods"), {}), self.objects.get(("batch/v1", "jobs"), {})
+        for key in due:
+            del self._ready_at[key]
+            pod = pods.get(key)
+            if pod is None:
+                continue
+            self.resource_version += 1
+            pod["metadata"]["resourceVersion"] = str(self.resource_version)
+            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            job = jobs.get(
+                (key[0], str(pod["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name")))
+            )
+            if job is not None:
+                status = job.setdefault("status", {})
+                status["ready"] = int(status.get("ready") or 0) + 1
+                self.resource_version += 1
+                job["metadata"]["resourceVersion"] = str(self.resource_version)
 
     def add(self, api_version: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -86,6 +120,7 @@ class LocalKubernetes:
             return 404, _status(404, parts.path)
         api_version = "v1" if match["core"] else f"{match['group']}/{match['version']}"
         with self._lock:
+            self._advance()
             store = self.objects.setdefault((api_version, match["plural"]), {})
             if match["name"] is None:
                 selector = query.get("labelSelector", "")

@@ -137,8 +137,25 @@ class LocalAws:
         self._thread.start()
         return self
 
+    def stop_executions(self) -> int:
+        """Stop every running Step Functions execution (the gang watches wait real seconds in moto's threads,
+        which would otherwise call the server after it is gone); returns how many were stopped."""
+        if self._server is None:
+            return 0
+        sfn = self.client("stepfunctions")
+        stopped = 0
+        for machine in sfn.list_state_machines()["stateMachines"]:
+            pages = sfn.get_paginator("list_executions").paginate(
+                stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING"
+            )
+            for execution in (item for page in pages for item in page["executions"]):
+                sfn.stop_execution(executionArn=execution["executionArn"], cause="osprey local is stopping")
+                stopped += 1
+        return stopped
+
     def stop(self) -> None:
         if self._server is not None:
+            self.stop_executions()
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:

@@ -2,7 +2,8 @@
 
 :func:`bring_up` (in the process that keeps the server): start :class:`osprey.local.server.LocalAws`, create
 the synthesized template's resources in it (:func:`osprey.local.deploy.deploy_template`), seed the simulated
-fleet, write the :class:`LocalState` file. Every other command runs in any process and only needs that file:
+fleet and start its gangs' watches (:mod:`osprey.local.gangs`), write the :class:`LocalState` file. Every other
+command runs in any process and only needs that file:
 :func:`run_cycle` publishes the next tick of metrics, starts one execution of the deployed cycle state machine,
 waits for it and returns the decisions the registry recorded.
 
@@ -26,9 +27,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osprey.cli.jobs import read_gangs
+from osprey.cli.render import gang_details
 from osprey.local.cdk import ACCOUNT, cdk_deploy, make_executable, published_config
 from osprey.local.deploy import Deployment, deploy_template
-from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, KUEUE_API, SeededJob, SimulatedFleet
+from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, EKS_NAMESPACE, KUEUE_API, SeededJob, SimulatedFleet
+from osprey.local.gangs import GANG_TIMEOUT_SECONDS, schedule_ready, start_watches
 from osprey.local.kubernetes import LocalKubernetes
 from osprey.local.server import LocalAws, endpoint_client
 
@@ -66,6 +70,8 @@ class LocalState:
     jobs: list[SeededJob]
     skipped_resources: list[str] = field(default_factory=list)
     kubernetes_url: str = ""
+    gang_state_machine_arn: str = ""
+    gang_timeout: int = 0  # seconds, the gangs' gang_timeout (0: no gangs seeded)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,10 +124,32 @@ def _eks_cluster(aws: LocalAws, config: dict[str, Any]) -> LocalKubernetes | Non
     return kubernetes
 
 
-def _seed_and_save(aws: LocalAws, path: Path, config: dict[str, Any], skipped: list[str]) -> LocalState:
+def _start_gangs(
+    aws: LocalAws, config: dict[str, Any], kubernetes: LocalKubernetes, jobs: list[SeededJob]
+) -> int:
+    """Start the gangs' watches, then let their pods turn Ready (the watch starts only for a starting job)."""
+    gangs = [job for job in jobs if job.gang_workers]
+    if not gangs:
+        return 0
+    started = start_watches(aws.client, config, EKS_CLUSTER, [job.label for job in gangs])
+    missing = {job.label for job in gangs} - set(started)
+    if missing:
+        raise RuntimeError(f"no gang watch started for {sorted(missing)}")
+    timeout = int(config["gangTimeout"])
+    for job in gangs:
+        schedule_ready(kubernetes, EKS_NAMESPACE, job.label, job.gang_ready, timeout)
+    return len(gangs)
+
+
+def _seed_and_save(
+    aws: LocalAws, path: Path, config: dict[str, Any], skipped: list[str], gang_timeout: int
+) -> LocalState:
     table, shards = str(config["tableName"]), int(config["registryShards"])
     kubernetes = _eks_cluster(aws, config)
-    jobs = SimulatedFleet(aws.client, table, shards).seed(DEFAULT_JOBS, kubernetes)
+    jobs = SimulatedFleet(aws.client, table, shards).seed(DEFAULT_JOBS, kubernetes, gang_timeout=gang_timeout)
+    gangs = 0
+    if kubernetes is not None:
+        gangs = _start_gangs(aws, {**config, "gangTimeout": gang_timeout}, kubernetes, jobs)
     state = LocalState(
         endpoint=aws.endpoint,
         pid=os.getpid(),
@@ -132,35 +160,41 @@ def _seed_and_save(aws: LocalAws, path: Path, config: dict[str, Any], skipped: l
         jobs=jobs,
         skipped_resources=skipped,
         kubernetes_url=kubernetes.url if kubernetes is not None else "",
+        gang_state_machine_arn=str(config.get("gangStateMachineArn") or ""),
+        gang_timeout=gang_timeout if gangs else 0,
     )
     state.save(path)
     return state
 
 
-def bring_up(aws: LocalAws, template: dict[str, Any], path: Path) -> LocalState:
+def bring_up(
+    aws: LocalAws, template: dict[str, Any], path: Path, *, gang_timeout: int = GANG_TIMEOUT_SECONDS
+) -> LocalState:
     """Create ``template``'s resources in the running ``aws`` directly, seed the fleet, write the state file."""
     deployment: Deployment = deploy_template(template, aws.client)
     config = published_config(aws.client)
     if config["cycleStateMachineArn"] != deployment.state_machine_arn():
         raise RuntimeError("/osprey/config names another state machine than the one deployed")
-    return _seed_and_save(
-        aws, path, config, sorted({deployment.types[logical] for logical in deployment.skipped})
-    )
+    if config.get("gangStateMachineArn") not in (None, deployment.state_machine_arn("Gang")):
+        raise RuntimeError("/osprey/config names another gang watch state machine than the one deployed")
+    skipped = sorted({deployment.types[logical] for logical in deployment.skipped})
+    return _seed_and_save(aws, path, config, skipped, gang_timeout)
 
 
-def bring_up_with_cdk(aws: LocalAws, path: Path, log: Callable[[str], None] = print) -> LocalState:
-    """``npx cdk bootstrap`` and ``npx cdk deploy`` the real app into ``aws``, make its state machine
+def bring_up_with_cdk(
+    aws: LocalAws, path: Path, log: Callable[[str], None] = print, *, gang_timeout: int = GANG_TIMEOUT_SECONDS
+) -> LocalState:
+    """``npx cdk bootstrap`` and ``npx cdk deploy`` the real app into ``aws``, make its state machines
     executable, seed the fleet, write the state file (see :mod:`osprey.local.cdk`)."""
     cdk_deploy(aws.endpoint, REPO_ROOT, path.parent / "cdk.out", context=LOCAL_CONTEXT, log=log)
     make_executable(aws.client)
     config = published_config(aws.client)
     arns = {m["stateMachineArn"] for m in aws.client("stepfunctions").list_state_machines()["stateMachines"]}
-    if config["cycleStateMachineArn"] not in arns:
-        raise RuntimeError(
-            f"the deployed cycle state machine {config['cycleStateMachineArn']} is not executable"
-        )
+    for key in ("cycleStateMachineArn", "gangStateMachineArn"):
+        if key in config and config[key] not in arns:
+            raise RuntimeError(f"the deployed state machine {config[key]} ({key}) is not executable")
     # moto's CloudFormation skips the schedule (DESIGN §9): cycles run when `osprey local cycle` starts one.
-    return _seed_and_save(aws, path, config, ["AWS::Scheduler::Schedule"])
+    return _seed_and_save(aws, path, config, ["AWS::Scheduler::Schedule"], gang_timeout)
 
 
 @dataclass(frozen=True)
@@ -219,12 +253,14 @@ def _backend_values(state: LocalState) -> dict[str, str]:
 
 
 def read_decisions(state: LocalState) -> list[dict[str, Any]]:
-    """Every fleet job's last decision as the registry holds it, and what its backend holds."""
+    """Every fleet job's last decision as the registry holds it, what its backend holds, and its gang watch."""
     fleet = SimulatedFleet(state.client, state.table_name, state.shards)
     by_label = {job.label: job for job in state.jobs}
     on_backend = _backend_values(state)
+    records = sorted(fleet.registry.list_active(), key=lambda r: r.name)
+    gangs = read_gangs(fleet.registry.client, state.table_name, (record.key for record in records))
     decisions = []
-    for record in sorted(fleet.registry.list_active(), key=lambda r: r.name):
+    for record in records:
         decision = record.last_decision or {}
         decisions.append(
             {
@@ -236,6 +272,7 @@ def read_decisions(state: LocalState) -> list[dict[str, Any]]:
                 "target": decision.get("target"),
                 "reason": decision.get("reason"),
                 "onBackend": on_backend.get(record.native_id),
+                "gang": gang_details(gangs.get(record.key)),
                 "simulated": record.name in by_label,
             }
         )
