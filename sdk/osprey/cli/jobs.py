@@ -179,6 +179,7 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
         typer.echo(json.dumps(rows))
         return
     view = Table(box=box.SIMPLE_HEAD, title=f"{len(rows)} active job(s)", title_justify="left")
+    cells = [gang_cell(gangs.get(record.key)) for record in records]
     for header in (
         "JOB",
         "BACKEND",
@@ -190,10 +191,11 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
         "TARGET",
         "REASON",
         "LAST CHANGE",
-        "GANG",
     ):
         view.add_column(header, no_wrap=True)
-    for record, row in zip(records, rows, strict=True):
+    # The last column is the first rich shrinks when the table is wider than the console: keep it whole.
+    view.add_column("GANG", no_wrap=True, min_width=max((len(cell) for cell in cells), default=4))
+    for cell, row in zip(cells, rows, strict=True):
         target = "-" if row["target"] is None else f"{row['target']:.1f}"
         view.add_row(
             escape(row["name"]),
@@ -206,7 +208,7 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
             target,
             row["reason"] or "-",
             row["last_change"] or "-",
-            gang_cell(gangs.get(record.key)),
+            cell,
         )
     _console().print(view)
     for row in rows:

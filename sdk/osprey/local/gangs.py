@@ -37,9 +37,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 ClientFactory = Callable[[str], Any]
-# Short enough that `osprey local cycle` shows both outcomes within the README demo's cycles; the watch polls
-# every min(10 s, timeout / 6) (docs/gangs.md), here every 2 s.
-GANG_TIMEOUT_SECONDS = 10
+# Short enough that the README demo's six cycles (a second or two each) show both outcomes; the watch then
+# polls every min(10 s, ceil(timeout / 6)) = 2 s (docs/gangs.md).
+GANG_TIMEOUT_SECONDS = 8
 GANG_WORKERS = 4
 
 
