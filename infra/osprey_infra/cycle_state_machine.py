@@ -11,36 +11,14 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
+
+from osprey_infra.state_machines import invoke, standard_state_machine
 
 __all__ = ["CycleStateMachine"]
 
-_TRANSIENT = [
-    "Lambda.ServiceException",
-    "Lambda.AWSLambdaException",
-    "Lambda.SdkClientException",
-    "Lambda.TooManyRequestsException",
-    "Lambda.ClientExecutionTimeoutException",
-]
 MAX_SHARD_CONCURRENCY = 16
-
-
-def _invoke(
-    scope: Construct, state_id: str, function: lambda_.IFunction, **kwargs: object
-) -> tasks.LambdaInvoke:
-    task = tasks.LambdaInvoke(
-        scope,
-        state_id,
-        lambda_function=function,
-        payload_response_only=True,
-        retry_on_service_exceptions=False,
-        **kwargs,  # type: ignore[arg-type]
-    )
-    task.add_retry(errors=_TRANSIENT, interval=cdk.Duration.seconds(2), max_attempts=4, backoff_rate=2.0)
-    return task
 
 
 class CycleStateMachine(Construct):
@@ -70,7 +48,7 @@ class CycleStateMachine(Construct):
         succeeded = sfn.Pass(
             self, "MarkSucceeded", parameters={"outcome": "succeeded", "error": {}}, result_path="$.finish"
         )
-        finish_task = _invoke(
+        finish_task = invoke(
             self,
             "Finish",
             finish,
@@ -94,7 +72,7 @@ class CycleStateMachine(Construct):
             task.add_catch(failed, errors=["States.ALL"], result_path="$.error")
             return task
 
-        acquire = _invoke(
+        acquire = invoke(
             self,
             "AcquireLease",
             lease,
@@ -105,10 +83,10 @@ class CycleStateMachine(Construct):
             sfn.Fail(self, "LeaseUnavailable", error="Osprey.LeaseUnavailable"), result_path="$.error"
         )
         plan = catch_to_failed(
-            _invoke(self, "PlanShards", shards, payload=sfn.TaskInput.from_object({}), result_path="$.plan")
+            invoke(self, "PlanShards", shards, payload=sfn.TaskInput.from_object({}), result_path="$.plan")
         )
         apply_task = catch_to_failed(
-            _invoke(
+            invoke(
                 self,
                 "ApplyPriorities",
                 apply,
@@ -116,7 +94,7 @@ class CycleStateMachine(Construct):
                 result_path="$.apply",
             )
         )
-        plan_task = _invoke(
+        plan_task = invoke(
             self,
             "PlanParallelism",
             plan_parallelism,
@@ -142,7 +120,7 @@ class CycleStateMachine(Construct):
 
         after_lease: sfn.IChainable = plan
         if eks_discovery is not None:
-            discover = _invoke(
+            discover = invoke(
                 self,
                 "DiscoverEksJobs",
                 eks_discovery,
@@ -193,20 +171,8 @@ class CycleStateMachine(Construct):
             .otherwise(done)
         )
 
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(acquire),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            timeout=timeout,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
-            ),
-            comment="Osprey priority cycle",
+        self.log_group, self.state_machine = standard_state_machine(
+            self, acquire, timeout=timeout, comment="Osprey priority cycle"
         )
 
     def _shard_map(
@@ -221,7 +187,7 @@ class CycleStateMachine(Construct):
             result_path="$.shards",
         )
         # An object payload: TaskInput.from_json_path_at("$") renders `"Parameters": "$"`, which ASL rejects.
-        derive_shard = _invoke(
+        derive_shard = invoke(
             self, f"{state_id}Shard", derive, payload=sfn.TaskInput.from_object({"shard.$": "$.shard"})
         )
         # One shard's failure is that shard's: report it and let the other shards' changes be applied.

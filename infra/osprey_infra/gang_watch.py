@@ -13,20 +13,13 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
+
+from osprey_infra.state_machines import invoke, standard_state_machine
 
 __all__ = ["GANG_WATCH_TIMEOUT", "GangWatchStateMachine"]
 
-_LAMBDA_TRANSIENT = [
-    "Lambda.ServiceException",
-    "Lambda.AWSLambdaException",
-    "Lambda.SdkClientException",
-    "Lambda.TooManyRequestsException",
-    "Lambda.ClientExecutionTimeoutException",
-]
 # Longest gang timeout (86,400 s) plus every requeue back-off (60 * (2^5 - 1) s) with slack.
 GANG_WATCH_TIMEOUT = cdk.Duration.days(2)
 
@@ -34,19 +27,14 @@ GANG_WATCH_TIMEOUT = cdk.Duration.days(2)
 class GangWatchStateMachine(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, watch: lambda_.IFunction) -> None:
         super().__init__(scope, construct_id)
-        step = tasks.LambdaInvoke(
+        step = invoke(
             self,
             "WatchStep",
-            lambda_function=watch,
+            watch,
             payload=sfn.TaskInput.from_object(
                 {"job.$": "$.job", "policy.$": "$.policy", "settings.$": "$.settings"}
             ),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
             result_path="$.step",
-        )
-        step.add_retry(
-            errors=_LAMBDA_TRANSIENT, interval=cdk.Duration.seconds(2), max_attempts=4, backoff_rate=2.0
         )
         # Throttling or a 5xx from SageMaker/Batch/EKS, or a concurrent state write: the step is safe to repeat
         # (the state is saved only after the fallback action succeeded).
@@ -68,18 +56,9 @@ class GangWatchStateMachine(Construct):
             .when(sfn.Condition.boolean_equals("$.step.done", True), sfn.Succeed(self, "GangDecided"))
             .otherwise(wait)
         )
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
-        self.state_machine = sfn.StateMachine(
+        self.log_group, self.state_machine = standard_state_machine(
             self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(step),
-            state_machine_type=sfn.StateMachineType.STANDARD,
+            step,
             timeout=GANG_WATCH_TIMEOUT,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
-            ),
             comment="Osprey gang watch: one execution per co-scheduled job",
         )

@@ -1,0 +1,60 @@
+"""What Osprey's state machines share: Lambda tasks that retry Lambda's transient errors, and a Standard
+state machine with X-Ray tracing and its own log group (execution data left out of the logs: it holds job
+names and metrics)."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+__all__ = ["LAMBDA_TRANSIENT_ERRORS", "invoke", "standard_state_machine"]
+
+LAMBDA_TRANSIENT_ERRORS = [
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+    "Lambda.ClientExecutionTimeoutException",
+]
+
+
+def invoke(
+    scope: Construct, state_id: str, function: lambda_.IFunction, **kwargs: object
+) -> tasks.LambdaInvoke:
+    """A task that invokes ``function`` and keeps only its payload, retrying Lambda's own transient errors."""
+    task = tasks.LambdaInvoke(
+        scope,
+        state_id,
+        lambda_function=function,
+        payload_response_only=True,
+        retry_on_service_exceptions=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    task.add_retry(
+        errors=LAMBDA_TRANSIENT_ERRORS, interval=cdk.Duration.seconds(2), max_attempts=4, backoff_rate=2.0
+    )
+    return task
+
+
+def standard_state_machine(
+    scope: Construct, start: sfn.IChainable, *, timeout: cdk.Duration, comment: str
+) -> tuple[logs.LogGroup, sfn.StateMachine]:
+    """``scope``'s ``Logs`` log group and ``StateMachine`` (Standard, JSONPath) starting at ``start``."""
+    log_group = logs.LogGroup(
+        scope, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
+    )
+    machine = sfn.StateMachine(
+        scope,
+        "StateMachine",
+        definition_body=sfn.DefinitionBody.from_chainable(start),
+        state_machine_type=sfn.StateMachineType.STANDARD,
+        timeout=timeout,
+        tracing_enabled=True,
+        logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        comment=comment,
+    )
+    return log_group, machine
