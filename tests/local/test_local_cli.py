@@ -95,6 +95,9 @@ def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(
     assert "1/1" in live.output
     assert "(tick 2)" in live.output
     assert "resnet-batch" in live.output
+    # ... with each gang's watch (still waiting or formed by now: its clock started at `up`)
+    ddp = next(line for line in live.output.splitlines() if "ddp-eks" in line)
+    assert "waiting" in ddp or "ready" in ddp
 
 
 def test_commands_without_a_running_local_aws_say_how_to_start_it(

@@ -1,4 +1,5 @@
-"""A live Rich view of ``osprey local cycle --live``: progress, then each job's load, priority and backend value."""
+"""A live Rich view of ``osprey local cycle --live``: progress, then each job's load, priority, backend value and
+gang watch."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def cycle_table(result: CycleResult) -> Table:
         ("target", "right"),
         ("reason", "left"),
         ("on backend", "left"),
+        ("gang", "left"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for item in result.decisions:
@@ -50,6 +52,7 @@ def cycle_table(result: CycleResult) -> Table:
             "-" if target is None else f"{target:.1f}",
             str(item["reason"] or "-"),
             str(item.get("onBackend") or "-"),
+            str((item.get("gang") or {}).get("summary") or "-"),
         )
     return table
 
