@@ -13,13 +13,14 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from osprey_control.aws import client_for, is_transient
 from osprey_control.ingest.events import IgnoredEvent, JobEvent, MalformedEventError, SpotEvent, parse_event
 from osprey_control.ingest.recognise import Recogniser
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.model import Backend, JobKey, JobRecord, NodeKind, NodeRef
+from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.observation import JobObservation
 
 __all__ = ["SERVICE_TRAINING_PREFIX", "IngestOutcome", "Ingestor"]
@@ -29,6 +30,12 @@ logger = logging.getLogger(__name__)
 # AWS Batch names the training jobs it creates for service jobs "AWSBatch<job name><hash>"; those are
 # tracked once, as the service job (backend sagemaker-queued), not a second time as direct SageMaker jobs.
 SERVICE_TRAINING_PREFIX = "AWSBatch"
+
+# A multi-node parallel job's node jobs ("<job id>#<index>") are the parent job's nodes, not jobs of their own:
+# their events only add the node's instance to the parent. Dated at the epoch, such an observation never moves
+# the parent's status or description (the registry keeps the newest), whatever order the events arrive in.
+MULTINODE_SEPARATOR = "#"
+_NODE_EVENT_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 Action = Literal["registered", "updated", "duplicate", "ignored", "spot", "malformed"]
 
@@ -108,14 +115,18 @@ class Ingestor:
         if recognition.block is None:
             return IngestOutcome("ignored", event.event_id, "not an Osprey job", (key,))
         nodes = (*event.nodes, *recognition.hosts(event), *self._batch_instance(event))
+        parent_id, _, node = event.native_id.partition(MULTINODE_SEPARATOR)
+        node_job = event.backend is Backend.BATCH and bool(node)
+        if node_job:
+            key = JobKey(event.backend, parent_id)
         observation = JobObservation(
             backend=event.backend,
-            native_id=event.native_id,
+            native_id=key.native_id,
             name=event.name,
-            arn=event.arn,
+            arn=None if node_job else event.arn,
             block=recognition.block,
-            status=event.status,
-            event_time=event.event_time,
+            status=JobStatus.PENDING if node_job else event.status,
+            event_time=_NODE_EVENT_TIME if node_job else event.event_time,
             submitted_at=event.submitted_at,
             nodes=tuple(nodes),
             job_queue=event.job_queue,

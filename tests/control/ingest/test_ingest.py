@@ -206,6 +206,55 @@ def test_a_multi_node_batch_job_node_knows_its_index_and_instance_type(
     ]
 
 
+@pytest.mark.parametrize("nodes_first", [False, True])
+def test_multi_node_node_jobs_fold_into_the_parent_job_in_any_order(
+    registry: JobRegistry, stubbed: Any, nodes_first: bool
+) -> None:
+    # Given the parent of a multi-node job (RUNNING, no container of its own) and its node jobs "<id>#N"
+    parent = load_event(BATCH)
+    del parent["detail"]["container"]
+    parent["detail"]["nodeProperties"] = {"numNodes": 2, "mainNode": 0, "nodeRangeProperties": []}
+    node_events = []
+    for index, (instance, arn) in enumerate(
+        [
+            (INSTANCE, CONTAINER_INSTANCE),
+            (
+                "i-0fedcba987654321f",
+                "arn:aws:ecs:us-east-1:123456789012:container-instance/AWSBatch-gpu-ce-1a2b3c/1f",
+            ),
+        ]
+    ):
+        node = load_event(BATCH)
+        node["id"] = f"node-{index}"
+        node["time"] = "2026-03-01T12:10:00Z"  # newer than the parent's event, and SUCCEEDED
+        node["detail"]["jobId"] = f"{BATCH_KEY.native_id}#{index}"
+        node["detail"]["status"] = "SUCCEEDED"
+        node["detail"]["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
+        node["detail"]["container"]["containerInstanceArn"] = arn
+        cluster = "AWSBatch-gpu-ce-1a2b3c"
+        stubbed["ecs"].add_response(
+            "describe_container_instances",
+            {"containerInstances": [{"containerInstanceArn": arn, "ec2InstanceId": instance}]},
+            {"cluster": cluster, "containerInstances": [arn]},
+        )
+        node_events.append(node)
+    ingestor = _ingestor(registry, stubbed)
+    events = [*node_events, parent] if nodes_first else [parent, *node_events]
+    # When all are ingested
+    for event in events:
+        ingestor.ingest(event)
+    # Then one job is registered, the parent, with both nodes and the parent's own status (a node job
+    # finishing never finishes the parent)
+    record = registry.get(BATCH_KEY)
+    assert record is not None
+    assert record.status is JobStatus.RUNNING
+    assert sorted((n.node_index, n.instance_id) for n in record.nodes) == [
+        (0, INSTANCE),
+        (1, "i-0fedcba987654321f"),
+    ]
+    assert registry.get(JobKey(Backend.BATCH, f"{BATCH_KEY.native_id}#0")) is None
+
+
 def test_batch_event_without_tags_or_environment_asks_describe_jobs(
     registry: JobRegistry, stubbed: Any
 ) -> None:
