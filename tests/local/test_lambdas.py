@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from typing import Any
@@ -141,3 +143,33 @@ def test_given_an_installed_runtime_when_it_exits_then_the_process_environment_i
     # Then after the block the process sees its own values again, and nothing the function added
     assert os.environ["OSPREY_METRICS_NAMESPACE"] == "mine"
     assert "OSPREY_TABLE_NAME" not in os.environ
+
+
+RELEASE = threading.Event()
+
+
+def blocking_handler(event: dict[str, Any], context: Any) -> str:
+    RELEASE.wait(timeout=10)
+    return "done"
+
+
+def test_given_an_invocation_in_flight_when_stopping_then_wait_idle_waits_for_it(lambda_client: Any) -> None:
+    # Given an invocation that runs until released (a gang watch step, when `osprey local` stops)
+    _create(lambda_client, "osprey-block", "tests.local.test_lambdas.blocking_handler", {})
+    RELEASE.clear()
+    runtime = InProcessLambdas()
+    with runtime.installed():
+        caller = threading.Thread(
+            target=lambda: lambda_client.invoke(FunctionName="osprey-block", Payload=b"{}"), daemon=True
+        )
+        caller.start()
+        deadline = time.monotonic() + 10
+        while not runtime.invocations:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        # When the runtime is asked to be idle, it is not while the invocation runs ...
+        assert runtime.wait_idle(timeout=0.2) is False
+        # ... and is once it returned
+        RELEASE.set()
+        assert runtime.wait_idle(timeout=10) is True
+        caller.join(timeout=10)

@@ -25,8 +25,10 @@ from osprey.local.session import LocalState, bring_up
 
 def document(output: str) -> Any:
     """The CLI's (indented) JSON document. In this test the handlers run in the test's process, so their
-    single-line log records are in the same output; with `osprey local up` they print in the server's process."""
-    return json.loads(output[output.index('{\n  "') :])
+    single-line log records are in the same output, before it and (from the gang watches, which run on in
+    the background) after it; with `osprey local up` they print in the server's process."""
+    parsed, _ = json.JSONDecoder().raw_decode(output[output.index('{\n  "') :])
+    return parsed
 
 
 @pytest.fixture

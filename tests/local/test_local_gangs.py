@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from osprey.cli.main import app
 from osprey.local.server import LocalAws, free_port
 from osprey.local.session import LocalState, bring_up, read_decisions
+from tests.local.test_local_cli import document
 
 DEADLINE_SECONDS = 40.0
 
@@ -115,7 +116,7 @@ def test_one_gang_forms_and_one_times_out_and_cycle_and_status_show_both(
     assert "gang moe-eks: serial - 3/4 workers ready after 6 s (needs 100%)" in cycle.output
     status = runner.invoke(app, ["local", "status", "--json"])
     assert status.exit_code == 0, status.output
-    decisions = json.loads(status.output[status.output.index('{\n  "') :])["decisions"]
+    decisions = document(status.output)["decisions"]
     assert {item["job"]: (item["gang"] or {}).get("phase") for item in decisions if item["gang"]} == {
         "ddp-eks": "ready",
         "moe-eks": "serial",

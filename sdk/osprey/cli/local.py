@@ -190,7 +190,7 @@ def up_command(
             f"{len(state.functions)} functions; fleet: {len(state.jobs)} jobs"
         )
         gangs = [job.label for job in state.jobs if job.gang_workers]
-        if gangs:
+        if state.gang_timeout:  # 0: no watches (no EKS cluster, or no gang watch state machine deployed)
             typer.echo(f"gang watches started for {', '.join(gangs)} (gang_timeout {state.gang_timeout} s)")
         typer.echo(
             f"ready. Run `osprey local cycle` in another shell; Ctrl-C or `osprey local down` stops ({path})"

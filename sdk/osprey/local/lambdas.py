@@ -105,6 +105,8 @@ class InProcessLambdas:
         self._environment_before: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self.invocations: list[tuple[str, Any]] = []
+        self._running = 0  # invocations in flight
+        self._idle = threading.Condition(self._lock)
 
     def _adopt_environment(self, function_name: str, variables: Mapping[str, str]) -> None:
         with self._lock:
@@ -127,6 +129,20 @@ class InProcessLambdas:
         event = json.loads(text) if text.strip() else {}
         with self._lock:
             self.invocations.append((name, event))
+            self._running += 1
+        try:
+            return self._run(function, name, event, response_headers)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no invocation is in flight (True), or ``timeout`` seconds (False)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout=timeout)
+
+    def _run(self, function: Any, name: str, event: Any, response_headers: dict[str, str]) -> bytes:
         context = LambdaContext(
             function_name=name,
             invoked_function_arn=str(function.function_arn),

@@ -29,6 +29,7 @@ from osprey.local.service_jobs import ServiceJobs
 __all__ = ["DEFAULT_PORT", "LocalAws", "endpoint_client", "free_port"]
 
 DEFAULT_PORT = 4599
+STOP_GRACE_SECONDS = 15.0
 REGION = "us-east-1"
 MOTO_CONFIG: dict[str, Any] = {
     "stepfunctions": {"execute_state_machine": True},
@@ -156,6 +157,8 @@ class LocalAws:
     def stop(self) -> None:
         if self._server is not None:
             self.stop_executions()
+            # A watch step already running finishes against a live server and Kubernetes API (a second or so).
+            self.runtime.wait_idle(timeout=STOP_GRACE_SECONDS)
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:

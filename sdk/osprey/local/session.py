@@ -125,17 +125,17 @@ def _eks_cluster(aws: LocalAws, config: dict[str, Any]) -> LocalKubernetes | Non
 
 
 def _start_gangs(
-    aws: LocalAws, config: dict[str, Any], kubernetes: LocalKubernetes, jobs: list[SeededJob]
+    aws: LocalAws, config: dict[str, Any], kubernetes: LocalKubernetes, jobs: list[SeededJob], timeout: int
 ) -> int:
-    """Start the gangs' watches, then let their pods turn Ready (the watch starts only for a starting job)."""
+    """Start the gangs' watches, then let their pods turn Ready (the watch starts only for a starting job).
+    A deployment without a gang watch state machine (a template from before it) leaves the gangs unwatched."""
     gangs = [job for job in jobs if job.gang_workers]
-    if not gangs:
+    if not gangs or not config.get("gangStateMachineArn"):
         return 0
     started = start_watches(aws.client, config, EKS_CLUSTER, [job.label for job in gangs])
     missing = {job.label for job in gangs} - set(started)
     if missing:
         raise RuntimeError(f"no gang watch started for {sorted(missing)}")
-    timeout = int(config["gangTimeout"])
     for job in gangs:
         schedule_ready(kubernetes, EKS_NAMESPACE, job.label, job.gang_ready, timeout)
     return len(gangs)
@@ -149,7 +149,7 @@ def _seed_and_save(
     jobs = SimulatedFleet(aws.client, table, shards).seed(DEFAULT_JOBS, kubernetes, gang_timeout=gang_timeout)
     gangs = 0
     if kubernetes is not None:
-        gangs = _start_gangs(aws, {**config, "gangTimeout": gang_timeout}, kubernetes, jobs)
+        gangs = _start_gangs(aws, config, kubernetes, jobs, gang_timeout)
     state = LocalState(
         endpoint=aws.endpoint,
         pid=os.getpid(),
