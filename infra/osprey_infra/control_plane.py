@@ -123,6 +123,7 @@ class OspreyControlPlane(Construct):
                 "Osprey: discover Osprey jobs on EKS",
                 timeout=120,
                 OSPREY_EKS_CLUSTERS=",".join(config.eks_clusters),
+                OSPREY_POLICY_PREFIX=POLICY_PREFIX,
             )
 
         self.gangs = GangWatch(
@@ -135,7 +136,10 @@ class OspreyControlPlane(Construct):
             backends=sorted(config.backends),
             eks_clusters=list(config.eks_clusters),
         )
+        # Both steps that register jobs start their gang watches: ingest (events) and EKS discovery.
         self.gangs.allow_start(self.ingest.function)
+        if self.eks_discovery is not None:
+            self.gangs.allow_start(self.eks_discovery.function)
         self.planning = Planning(self, "Planning", table=table, environment=common, layer=layer, code=code)
         self._grant(config)
 
@@ -264,6 +268,8 @@ class OspreyControlPlane(Construct):
         )
         self.derive.role.add_to_policy(read_policies)
         self.ingest.role.add_to_policy(read_policies)
+        if self.eks_discovery is not None:
+            self.eks_discovery.role.add_to_policy(read_policies)
         self.derive.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],

@@ -71,7 +71,10 @@ def acknowledge_findings(plane: OspreyControlPlane) -> None:
         _ARN.format(service="lambda", resource=f"function:{plane.config.allowed_rule_prefix}*"),
         "Custom rules: only functions of this account whose name has the deployment's allowed prefix.",
     )
-    for reader in (plane.derive.role, plane.ingest.role):
+    readers = [plane.derive.role, plane.ingest.role]
+    if plane.eks_discovery is not None:
+        readers.append(plane.eks_discovery.role)
+    for reader in readers:
         _iam5(
             reader,
             _ARN.format(service="ssm", resource="parameter/osprey/policies/*"),

@@ -44,6 +44,9 @@ class EksDiscoveryEnvironment(BaseModel):
     include_pods: bool = True
     table_name: str | None = None  # None: discover and report only (nothing is recorded)
     shards: int = Field(default=16, ge=1, le=1000)
+    # Set by the CDK app when gangs are deployed: co-scheduled jobs get their watch (docs/gangs.md).
+    gang_state_machine_arn: str | None = None
+    policy_prefix: str = "/osprey/policies"
 
     @field_validator("cluster_names", mode="before")
     @classmethod
@@ -64,6 +67,8 @@ class EksDiscoveryEnvironment(BaseModel):
             include_pods=include,
             table_name=env.get("OSPREY_TABLE_NAME") or None,
             shards=int(env.get("OSPREY_REGISTRY_SHARDS", "16")),
+            gang_state_machine_arn=env.get("OSPREY_GANG_STATE_MACHINE_ARN") or None,
+            policy_prefix=env.get("OSPREY_POLICY_PREFIX") or "/osprey/policies",
         )
 
 
@@ -86,9 +91,11 @@ def run_discovery(
     *,
     connector: Callable[[str], KubernetesClient] = _cached_connect,
     registry: ObservationStore | None = None,
+    on_change: Callable[[Any], object] | None = None,
 ) -> dict[str, Any]:
     """Discover every configured cluster and record each job in ``registry``; ``sink`` receives each
-    observation dict as it is found. A job whose registry write fails is listed under ``unrecorded``."""
+    observation dict as it is found. A job whose registry write fails is listed under ``unrecorded``.
+    ``on_change`` gets every record a write changed (the gang watch starter, as in the ingest step)."""
     observations: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
     unrecorded: list[dict[str, str]] = []
@@ -108,7 +115,9 @@ def run_discovery(
         for observation, item in zip(result.observations, summary["observations"], strict=True):
             if registry is not None:
                 try:
-                    registry.apply_observation(observation.to_observation())
+                    written = registry.apply_observation(observation.to_observation())
+                    if on_change is not None and written.changed:
+                        on_change(written.record)
                 except Exception as error:  # one job's write must not lose the others (retried next pass)
                     failure = {
                         "job": f"eks#{observation.native_id}",
@@ -137,4 +146,16 @@ def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
     if registry is None:
         logger.warning("OSPREY_TABLE_NAME is not set: discovered jobs are reported, not recorded")
     # Looked up at call time so tests can substitute the connector.
-    return run_discovery(environment, connector=_cached_connect, registry=registry)
+    return run_discovery(
+        environment, connector=_cached_connect, registry=registry, on_change=_gangs(environment)
+    )
+
+
+def _gangs(environment: EksDiscoveryEnvironment) -> Callable[[Any], object] | None:
+    if not environment.gang_state_machine_arn or not environment.table_name:
+        return None
+    # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
+    from osprey_control.derive.policies import PolicySource  # noqa: PLC0415
+    from osprey_control.gang import GangRegistrar  # noqa: PLC0415
+
+    return GangRegistrar(environment.gang_state_machine_arn, PolicySource(environment.policy_prefix))

@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +26,8 @@ from osprey_handlers._telemetry import publish
 __all__ = ["GangWatchSettings", "handler"]
 
 logger = Logger(service="osprey-gang-watch")
+# The watch's decisions are logged by osprey_control.gang ("gang decided"): give them this handler's JSON format.
+copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control"})
 
 
 class GangWatchSettings(BaseModel):

@@ -116,7 +116,7 @@ def _record(status: str, **block: Any) -> JobRecord:
     )
 
 
-def test_registration_starts_a_watch_only_for_a_waiting_co_scheduled_job() -> None:
+def test_registration_starts_a_watch_only_for_a_co_scheduled_job_not_over() -> None:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     arn = "arn:aws:states:us-east-1:123456789012:stateMachine:osprey-gang-watch"
     policy = CoScheduling(enabled=False, fallback=GangFallback.REQUEUE)
@@ -142,8 +142,8 @@ def test_registration_starts_a_watch_only_for_a_waiting_co_scheduled_job() -> No
         )
         gang = _record("PENDING", co_schedule=True, gang_timeout=300)
         assert register_gang(gang, policy, state_machine_arn=arn, client=sfn, kind="PyTorchJob") is True
-        # Not co-scheduled, or already training: no request at all (the Stubber would fail on one).
+        # Not co-scheduled, or over: no request at all (the Stubber would fail on one).
         assert register_gang(_record("PENDING"), policy, state_machine_arn=arn, client=sfn) is False
-        running = _record("RUNNING", co_schedule=True)
-        assert register_gang(running, policy, state_machine_arn=arn, client=sfn) is False
+        finished = _record("SUCCEEDED", co_schedule=True)
+        assert register_gang(finished, policy, state_machine_arn=arn, client=sfn) is False
         stubber.assert_no_pending_responses()

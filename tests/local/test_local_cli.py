@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -156,10 +157,16 @@ def test_a_detached_server_serves_cycles_to_other_processes_until_down(
         assert {item["previous"] for item in result["decisions"]} == {50}
     finally:
         down = _osprey("local", "down", env=env)
-    # ... and `down` stops the server, first the two gang watches still waiting, and removes the state file
+    # ... and `down` stops the server, first the gang watches still waiting (the two seeded gangs, and any
+    # job the cycle's EKS discovery registered under a policy with coScheduling enabled), and removes the
+    # state file
     assert down.returncode == 0, down.stdout + down.stderr
     assert f"pid {pid}" in down.stdout
-    assert "stopped 2 running execution(s) (gang watches)" in state_file.with_suffix(".log").read_text()
+    stopped = re.search(
+        r"stopped (\d+) running execution\(s\) \(gang watches\)", state_file.with_suffix(".log").read_text()
+    )
+    assert stopped is not None
+    assert int(stopped.group(1)) >= 2
     assert not state_file.exists()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

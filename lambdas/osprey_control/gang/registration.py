@@ -2,7 +2,7 @@
 
 A job gets a watch when its settings (job block over the policy's ``coScheduling``) say it is co-scheduled
 and it is not over yet. Starting is idempotent (the execution is named after the job), so the ingest step
-calls this for every observation of a job that is still waiting, without tracking whether it already did.
+calls this for every changed record of a job that is not over, without tracking whether it already did.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from osprey_control.aws import client_for
 from osprey_control.gang.settings import GangSettings, resolve_settings
 from osprey_control.gang.starter import start_watch
 from osprey_control.policy import CoScheduling, PriorityDerivationPolicy
-from osprey_control.registry.model import Backend, JobRecord, JobStatus
+from osprey_control.registry.model import ACTIVE_STATUSES, Backend, JobRecord
 
 __all__ = ["GangRegistrar", "PolicyLookup", "gang_settings_for", "register_gang"]
 
@@ -27,8 +27,10 @@ class PolicyLookup(Protocol):
     def model(self, name: str) -> PriorityDerivationPolicy: ...
 
 
-# Once a job trains, its gang formed (or was never watched): no watch starts for it any more.
-_WATCHABLE = frozenset({JobStatus.PENDING, JobStatus.STARTING})
+# Every job not over yet: a RUNNING status does not mean the gang formed (EKS calls a Job with one Ready pod
+# running, SageMaker is InProgress while its hosts start); the watch finds out, and a watch already decided
+# is not started again (its execution name is taken).
+_WATCHABLE = ACTIVE_STATUSES
 
 
 def gang_settings_for(record: JobRecord, policy: CoScheduling) -> GangSettings | None:
@@ -43,7 +45,7 @@ def register_gang(
     client: Any = None,
     kind: str | None = None,
 ) -> bool:
-    """Start the watch of ``record`` if it is a co-scheduled job still waiting for its workers.
+    """Start the watch of ``record`` if it is a co-scheduled job that is not over.
 
     Returns True when a start request was made. ``kind`` is the Kubernetes kind of an EKS job.
     """

@@ -114,6 +114,30 @@ class FlakyRegistry:
         return self.registry.apply_observation(observation)
 
 
+def test_every_changed_record_goes_to_the_gang_starter_once(
+    fake_k8s: FakeKubernetes, k8s_client: KubernetesClient, registry: JobRegistry
+) -> None:
+    # Given a discovered job and a gang starter (what the handler wires when gangs are deployed)
+    running_job(fake_k8s)
+    started: list[JobKey] = []
+    # When discovery runs twice over an unchanged cluster
+    for _ in range(2):
+        entry.run_discovery(
+            ENV, connector=lambda _: k8s_client, registry=registry, on_change=lambda r: started.append(r.key)
+        )
+    # Then the starter saw the job once: only a write that changed the record calls it
+    assert started == [TRAIN]
+
+
+def test_the_handler_starts_gang_watches_only_when_gangs_are_deployed() -> None:
+    base = {"OSPREY_EKS_CLUSTERS": "gpu", "OSPREY_TABLE_NAME": "osprey-jobs"}
+    assert entry._gangs(entry.EksDiscoveryEnvironment.from_environ(base)) is None
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:gangs"
+    deployed = entry.EksDiscoveryEnvironment.from_environ({**base, "OSPREY_GANG_STATE_MACHINE_ARN": arn})
+    assert deployed.policy_prefix == "/osprey/policies"
+    assert callable(entry._gangs(deployed))
+
+
 def test_one_jobs_failed_write_is_reported_and_the_others_recorded(
     fake_k8s: FakeKubernetes, k8s_client: KubernetesClient, registry: JobRegistry
 ) -> None:
