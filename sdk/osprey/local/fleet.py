@@ -144,6 +144,8 @@ class SimulatedFleet:
             "kind": "Pod",
             "metadata": {"name": pod, "namespace": EKS_NAMESPACE,
                          "labels": {**labels, "batch.kubernetes.io/job-name": job.label}},
+            # Running and Ready, as the Job's status.ready says: its gang (one worker) forms at once.
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         })  # fmt: skip
         return SeededJob(
             job.label, job.backend, f"{EKS_NAMESPACE}/{job.label}", pod, job.base_gpu, job.swing, job.phase
