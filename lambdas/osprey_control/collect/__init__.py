@@ -14,6 +14,7 @@ from osprey_control.collect.collector import (
     CollectionResult,
     CollectorConfig,
     collect,
+    fetch_latest,
 )
 from osprey_control.collect.queries import (
     GPUS_PER_INSTANCE_TYPE,
@@ -34,6 +35,7 @@ __all__ = [
     "SeriesSpec",
     "build_series",
     "collect",
+    "fetch_latest",
     "gpus_for_instance_type",
     "metric_data_query",
 ]

@@ -31,7 +31,9 @@ __all__ = [
     "CollectionProblem",
     "CollectionResult",
     "CollectorConfig",
+    "Latest",
     "collect",
+    "fetch_latest",
 ]
 
 logger = logging.getLogger(__name__)
@@ -83,10 +85,10 @@ class CollectionResult:
 
 
 # (timestamp, value) of the latest datapoint of each query id.
-_Latest = dict[str, tuple[datetime, float]]
+Latest = dict[str, tuple[datetime, float]]
 
 
-def _merge_page(page: dict[str, Any], latest: _Latest) -> dict[str, str]:
+def _merge_page(page: dict[str, Any], latest: Latest) -> dict[str, str]:
     """Fold one page's datapoints into ``latest``; return this page's status per query id."""
     statuses: dict[str, str] = {}
     for result in page.get("MetricDataResults", ()):
@@ -101,15 +103,16 @@ def _merge_page(page: dict[str, Any], latest: _Latest) -> dict[str, str]:
     return statuses
 
 
-def _run_chunk(
+def fetch_latest(
     client: Any, queries: list[dict[str, Any]], start: datetime, end: datetime
-) -> tuple[_Latest, dict[str, set[str]], int]:
-    """Every page of one chunk: latest datapoints, the statuses that matter, and the number of calls.
+) -> tuple[Latest, dict[str, set[str]], int]:
+    """Every page of one GetMetricData chunk (at most :data:`MAX_QUERIES_PER_CALL` queries): the latest
+    datapoint per query id, the statuses that matter, and the number of calls.
 
     An error status on any page counts; PartialData counts only on the last page, since a NextToken page
     after it delivers the rest.
     """
-    latest: _Latest = {}
+    latest: Latest = {}
     statuses: dict[str, set[str]] = {}
     calls = 0
     token: str | None = None
@@ -161,7 +164,7 @@ def collect(
     for problem in build_problems:
         result.add_problem(CollectionProblem(problem.job, problem.kind, problem.message))
 
-    latest: _Latest = {}
+    latest: Latest = {}
     failed_jobs: set[JobKey] = set()
     ids = [f"q{index}" for index in range(len(specs))]
     size = config.max_queries_per_call
@@ -175,7 +178,7 @@ def collect(
             for query_id, spec in zip(chunk_ids, chunk_specs, strict=True)
         ]
         try:
-            chunk_latest, statuses, calls = _run_chunk(client, queries, start, end)
+            chunk_latest, statuses, calls = fetch_latest(client, queries, start, end)
         except Exception as error:  # any failure of one chunk must not cost the other chunks their data
             result.calls += 1
             transient = is_transient(error)
@@ -240,7 +243,7 @@ def _assemble(
     records: Iterable[JobRecord],
     specs: Sequence[SeriesSpec],
     ids: Sequence[str],
-    latest: _Latest,
+    latest: Latest,
     failed_jobs: set[JobKey],
     end: datetime,
 ) -> None:

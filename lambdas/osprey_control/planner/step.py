@@ -19,7 +19,6 @@ and every other job is still planned. A failed metrics call leaves its jobs on n
 from __future__ import annotations
 
 import logging
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for, is_transient
+from osprey_control.collect import MAX_QUERIES_PER_CALL, fetch_latest
 from osprey_control.collect.queries import SeriesSpec, build_series, metric_data_query
 from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure
 from osprey_control.planner.record import record_for_decision, record_item
@@ -46,7 +46,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_QUERIES_PER_CALL = 500  # GetMetricData's limit on MetricDataQueries
 MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit on keys
 MAX_REPORTED = 50  # per list in the report: the state machine's payload stays small
 _LATENCY = "InterconnectLatencyMicroseconds"
@@ -158,43 +157,25 @@ def _metrics(
 ) -> tuple[dict[str, Observed], dict[str, str]]:
     """Per job (``str(JobKey)``): the latest value of each host's series; and why a job has none (failed call)."""
     start = end - timedelta(seconds=config.window_seconds)
-    latest: dict[int, tuple[datetime, float]] = {}
+    latest: dict[str, tuple[datetime, float]] = {}
     failed: dict[str, str] = {}
     for offset in range(0, len(specs), MAX_QUERIES_PER_CALL):
         chunk = range(offset, min(offset + MAX_QUERIES_PER_CALL, len(specs)))
         queries = [metric_data_query(f"q{index}", specs[index], config.period_seconds) for index in chunk]
-        token: str | None = None
         try:
-            while True:
-                request: dict[str, Any] = {
-                    "MetricDataQueries": queries,
-                    "StartTime": start,
-                    "EndTime": end,
-                    "ScanBy": "TimestampDescending",
-                }
-                if token:
-                    request["NextToken"] = token
-                page = client.get_metric_data(**request)
-                for result in page.get("MetricDataResults", ()):
-                    index = int(result["Id"][1:])
-                    for stamp, value in zip(
-                        result.get("Timestamps", ()), result.get("Values", ()), strict=False
-                    ):
-                        if not math.isfinite(value):
-                            continue
-                        if index not in latest or stamp > latest[index][0]:
-                            latest[index] = (stamp, float(value))
-                token = page.get("NextToken")
-                if not token:
-                    break
+            # The collector's pagination; series statuses do not matter here (a missing value stays nominal).
+            chunk_latest, _, _ = fetch_latest(client, queries, start, end)
         except Exception as error:  # one failed call costs only its own jobs their data
             logger.warning("plan metrics call failed", extra={"offset": offset, "error": repr(error)})
             for index in chunk:
                 failed[str(specs[index].job)] = f"GetMetricData failed: {type(error).__name__}: {error}"
+            continue
+        latest.update(chunk_latest)
     values: dict[str, dict[str, list[float]]] = {}
     for index, spec in enumerate(specs):
-        if index in latest and str(spec.job) not in failed:
-            values.setdefault(str(spec.job), {}).setdefault(spec.metric_name, []).append(latest[index][1])
+        found = latest.get(f"q{index}")
+        if found is not None and str(spec.job) not in failed:
+            values.setdefault(str(spec.job), {}).setdefault(spec.metric_name, []).append(found[1])
     observed = {
         job: Observed(latency_us=found.get(_LATENCY, []), step_time_s=found.get(_STEP_TIME, []))
         for job, found in values.items()
