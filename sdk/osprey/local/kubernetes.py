@@ -22,16 +22,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["LocalKubernetes"]
+__all__ = ["API_PATH", "LocalKubernetes", "merge_patch", "selector_matches"]
 
-_PATH = re.compile(
+# /api/v1[/namespaces/NS]/PLURAL[/NAME] and /apis/GROUP/VERSION[/namespaces/NS]/PLURAL[/NAME]
+API_PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
     r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
 )
 KUEUE_VERSION = "v1beta1"
 
 
-def _merge(target: Any, patch: Any) -> Any:
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = dict(target) if isinstance(target, dict) else {}
@@ -39,14 +41,25 @@ def _merge(target: Any, patch: Any) -> Any:
         if value is None:
             result.pop(key, None)
         else:
-            result[key] = _merge(result.get(key), value)
+            result[key] = merge_patch(result.get(key), value)
     return result
 
 
-def _matches(selector: str, labels: dict[str, str]) -> bool:
+def selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    """An equality-based label selector (``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``, comma = and)."""
     for term in filter(None, (part.strip() for part in selector.split(","))):
-        key, _, value = term.replace("==", "=").partition("=")
-        if (value and labels.get(key) != value) or (not value and key not in labels):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
             return False
     return True
 
@@ -115,7 +128,7 @@ class LocalKubernetes:
             version = {"groupVersion": f"kueue.x-k8s.io/{KUEUE_VERSION}", "version": KUEUE_VERSION}
             return 200, {"kind": "APIGroup", "name": "kueue.x-k8s.io", "versions": [version],
                          "preferredVersion": version}  # fmt: skip
-        match = _PATH.match(parts.path)
+        match = API_PATH.match(parts.path)
         if not match:
             return 404, _status(404, parts.path)
         api_version = "v1" if match["core"] else f"{match['group']}/{match['version']}"
@@ -128,7 +141,7 @@ class LocalKubernetes:
                     copy.deepcopy(obj)
                     for (namespace, _), obj in sorted(store.items())
                     if match["ns"] in (None, namespace)
-                    and _matches(selector, obj["metadata"].get("labels") or {})
+                    and selector_matches(selector, obj["metadata"].get("labels") or {})
                 ]
                 metadata = {"resourceVersion": str(self.resource_version)}
                 return 200, {"kind": "List", "apiVersion": api_version, "metadata": metadata, "items": items}
@@ -143,7 +156,7 @@ class LocalKubernetes:
             wanted = (patch.get("metadata") or {}).get("resourceVersion")
             if wanted is not None and wanted != store[key]["metadata"]["resourceVersion"]:
                 return 409, _status(409, "the object has been modified")
-            updated = _merge(store[key], patch)
+            updated = merge_patch(store[key], patch)
             self.resource_version += 1
             updated["metadata"]["resourceVersion"] = str(self.resource_version)
             store[key] = updated

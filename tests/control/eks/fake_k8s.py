@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,41 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-_PATH = re.compile(
-    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
-    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
-)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def _selector_matches(selector: str, labels: dict[str, str]) -> bool:
-    for term in filter(None, (part.strip() for part in selector.split(","))):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key) == value:
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            if labels.get(key) != value:
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
+# The same HTTP semantics as the embedded server `osprey local` ships: one implementation of each.
+from osprey.local.kubernetes import API_PATH, merge_patch, selector_matches
 
 
 @dataclass
@@ -123,7 +89,7 @@ class FakeKubernetes:
                 ]
                 return 200, {"kind": "APIGroup", "name": "kueue.x-k8s.io", "versions": versions,
                              "preferredVersion": versions[0]}  # fmt: skip
-            match = _PATH.match(path)
+            match = API_PATH.match(path)
             if not match:
                 return 404, _status(404, "NotFound", path)
             api_version = "v1" if match["core"] else f"{match['group']}/{match['version']}"
@@ -170,7 +136,7 @@ class FakeKubernetes:
             copy.deepcopy(obj)
             for (ns, _), obj in sorted(store.items())
             if (namespace is None or ns == namespace)
-            and _selector_matches(selector, obj["metadata"].get("labels") or {})
+            and selector_matches(selector, obj["metadata"].get("labels") or {})
         ]
         limit = int(query.get("limit", "0")) or len(items) or 1
         if self.page_size_cap:
