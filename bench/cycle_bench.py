@@ -19,20 +19,15 @@ call of the pass: TransactWriteItems, PutItem, UpdateItem, UpdateSchedulingPolic
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import os
 import random
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from functools import wraps
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WRITE_OPERATIONS = frozenset(
@@ -40,30 +35,6 @@ WRITE_OPERATIONS = frozenset(
 )
 MOTO_CONFIG: Any = {"batch": {"use_docker": False}}  # Batch jobs need no container: the bench only tags them
 NOW = datetime.now(UTC).replace(microsecond=0)
-
-
-@contextmanager
-def _serialised_moto_dynamodb() -> Iterator[None]:
-    """moto's DynamoDB is not thread-safe (TransactWriteItems deep-copies the table unlocked) and the derive step
-    writes from a thread pool, so a concurrent write can fail a job with "dictionary changed size during
-    iteration". Same fix as tests/control/moto_threads.py: every backend method under one re-entrant lock."""
-    from moto.dynamodb.models import DynamoDBBackend  # noqa: PLC0415 - moto only once the bench runs
-
-    lock = threading.RLock()
-
-    def locked(function: Callable[..., Any]) -> Callable[..., Any]:
-        @wraps(function)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                return function(*args, **kwargs)
-
-        return call
-
-    with ExitStack() as stack:
-        for name, function in vars(DynamoDBBackend).items():
-            if not name.startswith("_") and inspect.isfunction(function):
-                stack.enter_context(mock.patch.object(DynamoDBBackend, name, locked(function)))
-        yield
 
 
 def _fair_share_queue(clients: dict[str, Any]) -> str:
@@ -169,13 +140,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     import boto3  # noqa: PLC0415
     from moto import mock_aws  # noqa: PLC0415
 
+    from osprey.local.serial import serialized_moto  # noqa: PLC0415
     from osprey_control.apply import BatchShareApplier  # noqa: PLC0415
     from osprey_control.apply_step import apply_cycle  # noqa: PLC0415
     from osprey_control.cycle import run_shard  # noqa: PLC0415
     from osprey_control.derive import PolicySource  # noqa: PLC0415
     from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
 
-    with mock_aws(config=MOTO_CONFIG), _serialised_moto_dynamodb():
+    # moto's DynamoDB is not thread-safe (TransactWriteItems deep-copies a table unlocked) and the derive step
+    # writes from a thread pool: serialise moto's dispatch, as the tests and `osprey local` do.
+    with mock_aws(config=MOTO_CONFIG), serialized_moto():
         names: tuple[Any, ...] = ("dynamodb", "ssm", "cloudwatch", "batch", "iam")
         clients: dict[str, Any] = {name: boto3.client(name) for name in names}
         registry = JobRegistry("osprey-bench", client=clients["dynamodb"], shards=4)

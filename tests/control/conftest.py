@@ -1,5 +1,6 @@
 """Fixtures for control-plane tests: fake credentials so no test can reach a real AWS account, and moto's
-DynamoDB serialised (it is not thread-safe; the derive step writes from threads, see ``moto_threads``)."""
+request dispatch serialised (its DynamoDB is not thread-safe and the derive step writes from threads; see
+``osprey.local.serial``, which ``osprey local`` and the end-to-end test use for the same reason)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.control.moto_threads import serialised_moto_dynamodb
+from osprey.local.serial import serialized_moto
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -30,6 +31,6 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _serialised_moto_dynamodb() -> Iterator[None]:
-    with serialised_moto_dynamodb():
+def _serialised_moto() -> Iterator[None]:
+    with serialized_moto():
         yield
