@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from osprey.local.serial import serialized_moto
+from osprey_control.eks.client import KubernetesClient
+from tests.control.eks.fake_k8s import FakeKubernetes, run_fake
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -34,3 +36,15 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 def _serialised_moto() -> Iterator[None]:
     with serialized_moto():
         yield
+
+
+@pytest.fixture
+def fake_k8s() -> Iterator[FakeKubernetes]:
+    """A fake Kubernetes API server per test (tests/control/eks/fake_k8s.py)."""
+    yield from run_fake(FakeKubernetes())
+
+
+@pytest.fixture
+def k8s_client(fake_k8s: FakeKubernetes) -> KubernetesClient:
+    """A client for ``fake_k8s`` that never sleeps between retries."""
+    return KubernetesClient(fake_k8s.url, timeout=5, max_attempts=3, backoff=0, sleep=lambda _: None)

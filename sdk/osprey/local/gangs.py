@@ -6,7 +6,7 @@ during the first half of the timeout, so its gang forms (``ready``); ``moe-eks``
 stays unschedulable), times out, and runs on with the policy's fallback, ``serial`` (training-policy's
 default): the outcome is final at the timeout. ``requeue`` would suspend the job and wait a fixed 60 s
 back-off before each retry, longer than the whole demo, and is covered by the moto-executed state machine
-tests (tests/gang/test_state_machine.py).
+tests (tests/control/gang/test_state_machine.py).
 
 The watches start through the real path: the EKS discovery reads the jobs from the cluster's Kubernetes API,
 the registry merges the observations, and the ingest step's :class:`osprey_control.gang.GangRegistrar`

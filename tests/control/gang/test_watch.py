@@ -22,7 +22,7 @@ from osprey_control.gang import (
 )
 from osprey_control.policy import GangFallback
 from osprey_control.registry.model import Backend, JobKey
-from tests.gang.conftest import TABLE
+from tests.control.gang.conftest import TABLE
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 KEY = JobKey(Backend.EKS, "ml/train")

@@ -29,7 +29,7 @@ from osprey_control.registry.model import Backend, JobKey
 from osprey_control.registry.table import create_table
 from osprey_handlers import gang_watch
 from osprey_infra.gang_watch import GangWatchStateMachine
-from tests.gang.test_watch import ScriptedBackend
+from tests.control.gang.test_watch import ScriptedBackend
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
 TABLE = "osprey-gang-sm"

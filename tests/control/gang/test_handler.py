@@ -16,7 +16,7 @@ from osprey_control.gang import GangSettings, execution_name, register_gang, sta
 from osprey_control.policy import CoScheduling, GangFallback
 from osprey_control.registry.model import Backend, JobKey, JobRecord
 from osprey_handlers import gang_watch
-from tests.gang.conftest import TABLE
+from tests.control.gang.conftest import TABLE
 
 SETTINGS = GangSettings(timeout_seconds=120, required_min_workers=100, fallback=GangFallback.FAIL)
 
