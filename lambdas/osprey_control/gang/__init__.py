@@ -12,7 +12,7 @@ from osprey_control.gang.backends import (
     SageMakerQueuedGang,
 )
 from osprey_control.gang.decision import Action, GangPhase, GangState, Readiness, Step, decide, start
-from osprey_control.gang.registration import GangRegistrar, gang_settings_for, register_gang
+from osprey_control.gang.registration import GangRegistrar, register_gang
 from osprey_control.gang.request import WatchRequest, backend_for, watch_input
 from osprey_control.gang.settings import (
     GangSettings,
@@ -45,7 +45,6 @@ __all__ = [
     "decide",
     "execution_name",
     "gang_metrics",
-    "gang_settings_for",
     "poll_interval_seconds",
     "register_gang",
     "requeue_delay_seconds",

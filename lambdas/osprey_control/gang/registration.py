@@ -11,12 +11,12 @@ import logging
 from typing import Any, Protocol
 
 from osprey_control.aws import client_for
-from osprey_control.gang.settings import GangSettings, resolve_settings
+from osprey_control.gang.settings import resolve_settings
 from osprey_control.gang.starter import start_watch
 from osprey_control.policy import CoScheduling, PriorityDerivationPolicy
 from osprey_control.registry.model import ACTIVE_STATUSES, Backend, JobRecord
 
-__all__ = ["GangRegistrar", "PolicyLookup", "gang_settings_for", "register_gang"]
+__all__ = ["GangRegistrar", "PolicyLookup", "register_gang"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +33,6 @@ class PolicyLookup(Protocol):
 _WATCHABLE = ACTIVE_STATUSES
 
 
-def gang_settings_for(record: JobRecord, policy: CoScheduling) -> GangSettings | None:
-    return resolve_settings(record.block, policy)
-
-
 def register_gang(
     record: JobRecord,
     policy: CoScheduling,
@@ -49,7 +45,7 @@ def register_gang(
 
     Returns True when a start request was made. ``kind`` is the Kubernetes kind of an EKS job.
     """
-    settings = gang_settings_for(record, policy)
+    settings = resolve_settings(record.block, policy)
     if settings is None or record.status not in _WATCHABLE:
         return False
     job: dict[str, str] = {}
