@@ -22,10 +22,19 @@ from osprey_control.derivation.engine import (
     derive,
 )
 from osprey_control.derivation.inputs import JobMetrics, NodeMetrics, mean_of_gpus
+from osprey_control.derivation.job_signals import (
+    AllocationInterval,
+    ProgressReport,
+    attained_service_gpu_hours,
+    held_seconds,
+    job_level_values,
+    remaining_time_s,
+)
 from osprey_control.derivation.metrics_file import MetricsFileError, parse_metrics_document, read_metrics_file
 
 __all__ = [
     "EVENT_VERSION",
+    "AllocationInterval",
     "CompiledPolicy",
     "CustomRuleCall",
     "CustomRuleError",
@@ -35,13 +44,18 @@ __all__ = [
     "JobMetrics",
     "MetricsFileError",
     "NodeMetrics",
+    "ProgressReport",
     "Reason",
     "RuleExplanation",
+    "attained_service_gpu_hours",
     "build_event",
     "compile_policy",
     "derive",
+    "held_seconds",
+    "job_level_values",
     "mean_of_gpus",
     "parse_answer",
     "parse_metrics_document",
     "read_metrics_file",
+    "remaining_time_s",
 ]

@@ -65,11 +65,14 @@ class Metric(StrEnum):
     NODE_INTERCONNECT_LATENCY = "node_interconnect_latency"
     SPOT_INTERRUPTION_RISK = "spot_interruption_risk"
     QUEUE_WAIT = "queue_wait"
+    ATTAINED_SERVICE = "attained_service"
+    REMAINING_TIME = "remaining_time"
+    REQUESTED_GPUS = "requested_gpus"
 
     @property
     def job_level(self) -> bool:
-        """True for metrics measured once per job rather than per node."""
-        return self is Metric.QUEUE_WAIT
+        """True for metrics measured once per job rather than per node (they exist for queued jobs too)."""
+        return self in _JOB_LEVEL_METRICS
 
 
 METRIC_DEFAULT_RANGES: dict[Metric, tuple[float, float]] = {
@@ -79,7 +82,15 @@ METRIC_DEFAULT_RANGES: dict[Metric, tuple[float, float]] = {
     Metric.NODE_INTERCONNECT_LATENCY: (0.0, 2000.0),
     Metric.SPOT_INTERRUPTION_RISK: (0.0, 1.0),
     Metric.QUEUE_WAIT: (0.0, 86400.0),
+    Metric.ATTAINED_SERVICE: (0.0, 1000.0),
+    Metric.REMAINING_TIME: (0.0, 259200.0),
+    Metric.REQUESTED_GPUS: (1.0, 4096.0),
 }
+
+
+_JOB_LEVEL_METRICS = frozenset(
+    {Metric.QUEUE_WAIT, Metric.ATTAINED_SERVICE, Metric.REMAINING_TIME, Metric.REQUESTED_GPUS}
+)
 
 
 class Scaling(StrEnum):
@@ -218,7 +229,8 @@ class CoScheduling(_Document):
 class PolicySpec(_Document):
     derivation_rules: Annotated[list[DerivationRule], Field(min_length=1, max_length=32)]
     co_scheduling: CoScheduling = CoScheduling()
-    max_priority_change: Annotated[float, Strict(), Field(ge=1, le=100, allow_inf_nan=False)] = 10.0
+    # An integer (DESIGN §3): with a fractional limit, rounding the damped value half up could overshoot it.
+    max_priority_change: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
     initial_priority: Annotated[int, Strict(), Field(ge=0, le=100)] = 50
     deadband: Annotated[float, Strict(), Field(ge=0, le=100, allow_inf_nan=False)] = 0.0
     derivation_interval_seconds: Annotated[int, Strict(), Field(ge=10, le=86400)] = 60
