@@ -10,8 +10,13 @@ metric name                         unit            reported by
 ==================================  ==============  ===================================================
 ``InterconnectLatencyMicroseconds``  Microseconds    :func:`report_interconnect_latency` (policy metric
                                                     ``node_interconnect_latency``)
-``StepTimeSeconds``                 Seconds         :func:`report_step_time`
+``StepTimeSeconds``                 Seconds         :func:`report_step_time`, :func:`report_progress`
+``TrainingStep``                    Count           :func:`report_progress` (steps done)
+``TrainingTotalSteps``              Count           :func:`report_progress` (steps the job will run)
 ==================================  ==============  ===================================================
+
+The control plane turns the latest progress report into the policy metric ``remaining_time``
+(``(total - step) x step time``, DESIGN §3).
 
 Every line has exactly one dimension set, ``[Backend, JobId, Host]``, so the control plane's collector
 queries ``GetMetricData`` MetricStat with exactly these three dimensions:
@@ -36,6 +41,7 @@ import math
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,17 +55,22 @@ __all__ = [
     "INTERCONNECT_LATENCY_METRIC",
     "RESOURCE_CONFIG_PATH",
     "STEP_TIME_METRIC",
+    "TOTAL_STEPS_METRIC",
+    "TRAINING_STEP_METRIC",
     "config",
     "emf_record",
     "job_dimensions",
     "measure_interconnect_latency",
     "report_interconnect_latency",
+    "report_progress",
     "report_step_time",
 ]
 
 DEFAULT_NAMESPACE = "/aws/osprey"
 INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
 STEP_TIME_METRIC = "StepTimeSeconds"
+TRAINING_STEP_METRIC = "TrainingStep"
+TOTAL_STEPS_METRIC = "TrainingTotalSteps"
 DIMENSIONS = ("Backend", "JobId", "Host")
 RESOURCE_CONFIG_PATH = Path("/opt/ml/input/config/resourceconfig.json")
 
@@ -160,6 +171,80 @@ def report_step_time(seconds: float, *, stream: TextIO | None = None) -> dict[st
     if seconds < 0:
         raise ValueError(f"step time must be >= 0 seconds, got {seconds!r}")
     return _emit({STEP_TIME_METRIC: (seconds, "Seconds")}, stream)
+
+
+class _ProgressClock:
+    """The previous :func:`report_progress` of this process: (step, monotonic seconds).
+
+    Kept per process because every rank prints its own lines; a lock because a user may report from a
+    callback thread. ``time.monotonic`` so a wall-clock jump (NTP) never makes a negative step time.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._previous: tuple[float, float] | None = None
+
+    def step_time(self, step: float, now: float) -> float | None:
+        """Seconds per step since the previous report, then remember this one. None: nothing to measure
+        (first call, or the step did not advance: a restart from a checkpoint begins a new measurement)."""
+        with self._lock:
+            previous, self._previous = self._previous, (step, now)
+        if previous is None or step <= previous[0]:
+            return None
+        return max(0.0, now - previous[1]) / (step - previous[0])
+
+    def reset(self) -> None:
+        with self._lock:
+            self._previous = None
+
+
+_PROGRESS_CLOCK = _ProgressClock()
+
+
+def _finite_number(name: str, value: object) -> float:
+    # bool is an int subclass: report_progress(True, 10) is a bug in the caller, not step 1.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def report_progress(
+    step: float,
+    total_steps: float,
+    step_time_s: float | None = None,
+    *,
+    stream: TextIO | None = None,
+) -> dict[str, Any]:
+    """Print one EMF line with ``TrainingStep``, ``TrainingTotalSteps`` and ``StepTimeSeconds``.
+
+    ``step``: steps done so far (>= 0; beyond ``total_steps`` is allowed and reads as nothing left, so an
+    overshooting loop never crashes on its metrics); ``total_steps``: steps the job will run
+    (> 0); ``step_time_s``: seconds per step (>= 0). Without ``step_time_s`` the time per step since this
+    process's previous call is used (wall time / steps advanced), so calling it every N steps is enough;
+    on the first call (or when ``step`` did not advance) the line carries no ``StepTimeSeconds`` and the
+    control plane uses the last one it has. Call it at least once per collection window (5 minutes by
+    default), otherwise the control plane falls back to the job's time budget. Returns the document.
+    """
+    done = _finite_number("step", step)
+    total = _finite_number("total_steps", total_steps)
+    if done < 0:
+        raise ValueError(f"step must be >= 0, got {step!r}")
+    if total <= 0:
+        raise ValueError(f"total_steps must be > 0, got {total_steps!r}")
+    given = None if step_time_s is None else _finite_number("step_time_s", step_time_s)
+    if given is not None and given < 0:
+        raise ValueError(f"step_time_s must be >= 0 seconds, got {step_time_s!r}")
+    # Always advance the clock (validation passed), so a later call without step_time_s measures from here.
+    measured = _PROGRESS_CLOCK.step_time(done, time.monotonic())
+    if given is not None:
+        measured = given
+    metrics: dict[str, tuple[float, str]] = {
+        TRAINING_STEP_METRIC: (done, "Count"),
+        TOTAL_STEPS_METRIC: (total, "Count"),
+    }
+    if measured is not None:
+        metrics[STEP_TIME_METRIC] = (measured, "Seconds")
+    return _emit(metrics, stream)
 
 
 def measure_interconnect_latency(*, iterations: int = 10, warmup: int = 2, elements: int = 1) -> float | None:

@@ -174,3 +174,91 @@ def test_given_torch_when_measuring_latency_then_all_reduce_is_timed_only_with_a
     else:
         assert latency is None
         assert reduced == []
+
+
+@pytest.fixture
+def progress_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A controllable monotonic clock and a fresh previous-report memory."""
+    now = [1000.0]
+    monkeypatch.setattr(runtime.time, "monotonic", lambda: now[0])
+    runtime._PROGRESS_CLOCK.reset()
+    return now
+
+
+def test_given_an_explicit_step_time_when_reporting_progress_then_one_line_carries_all_three(
+    monkeypatch: pytest.MonkeyPatch, progress_clock: list[float]
+) -> None:
+    # Given: a Batch job
+    monkeypatch.setenv("AWS_BATCH_JOB_ID", "job-1#0")
+    monkeypatch.setenv("AWS_BATCH_JOB_NODE_INDEX", "0")
+
+    # When
+    stream = io.StringIO()
+    runtime.report_progress(250, 1000, 1.5, stream=stream)
+
+    # Then: the same namespace and dimension set as report_step_time
+    (line,) = stream.getvalue().splitlines()
+    document = json.loads(line)
+    assert_valid_emf(document)
+    directive = document["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "/aws/osprey"
+    assert directive["Dimensions"] == [["Backend", "JobId", "Host"]]
+    assert directive["Metrics"] == [
+        {"Name": "TrainingStep", "Unit": "Count"},
+        {"Name": "TrainingTotalSteps", "Unit": "Count"},
+        {"Name": "StepTimeSeconds", "Unit": "Seconds"},
+    ]
+    assert (document["Backend"], document["JobId"], document["Host"]) == ("batch", "job-1", "0")
+    assert (document["TrainingStep"], document["TrainingTotalSteps"], document["StepTimeSeconds"]) == (
+        250.0,
+        1000.0,
+        1.5,
+    )
+
+
+def test_given_no_step_time_when_reporting_progress_twice_then_it_is_measured_between_calls(
+    progress_clock: list[float],
+) -> None:
+    # Given: a first report, which has nothing to measure against
+    first = runtime.report_progress(100, 1000, stream=io.StringIO())
+    assert "StepTimeSeconds" not in first
+    assert [m["Name"] for m in first["_aws"]["CloudWatchMetrics"][0]["Metrics"]] == [
+        "TrainingStep",
+        "TrainingTotalSteps",
+    ]
+
+    # When: 50 steps later, 100 s of wall time later
+    progress_clock[0] += 100.0
+    second = runtime.report_progress(150, 1000, stream=io.StringIO())
+
+    # Then: 2 s per step
+    assert_valid_emf(second)
+    assert second["StepTimeSeconds"] == 2.0
+
+    # And: a restart from a checkpoint (step went back) measures nothing until it advances again
+    progress_clock[0] += 30.0
+    assert "StepTimeSeconds" not in runtime.report_progress(120, 1000, stream=io.StringIO())
+    progress_clock[0] += 10.0
+    assert runtime.report_progress(130, 1000, stream=io.StringIO())["StepTimeSeconds"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((-1, 10), "step must be >= 0"),
+        ((1, 0), "total_steps must be > 0"),
+        ((float("nan"), 10), "step must be a finite number"),
+        ((1, float("inf")), "total_steps must be a finite number"),
+        ((1, 10, -0.5), "step_time_s must be >= 0"),
+        ((1, 10, float("nan")), "step_time_s must be a finite number"),
+        ((True, 10), "step must be a finite number"),
+        (("3", 10), "step must be a finite number"),
+    ],
+)
+def test_given_bad_arguments_when_reporting_progress_then_value_error_names_the_argument(
+    args: tuple[Any, ...], message: str, progress_clock: list[float]
+) -> None:
+    stream = io.StringIO()
+    with pytest.raises(ValueError, match=message):
+        runtime.report_progress(*args, stream=stream)
+    assert stream.getvalue() == ""
