@@ -318,3 +318,38 @@ def test_given_a_malformed_request_when_submitting_then_a_clear_error_names_the_
 
     # Then
     assert expected in str(raised.value)
+
+
+def test_given_an_expected_runtime_when_submitted_then_env_and_tags_carry_it(batch: Any) -> None:
+    # Given: a block with the user's runtime estimate
+    expected = {
+        **BASE,
+        "containerOverrides": {
+            "environment": [*OSPREY_ENV[:2], {"name": "OSPREY_EXPECTED_RUNTIME", "value": "5400"}]
+        },
+        "tags": {
+            "osprey:enabled": "true",
+            "osprey:policy": "training-policy",
+            "osprey:expected-runtime": "5400",
+        },
+    }
+
+    # When / Then: the request the real Batch model accepts carries both forms
+    with Stubber(batch) as stubber:
+        stubber.add_response("submit_job", RESPONSE, expected)
+        submit_job(
+            batch, osprey={"priority_derivation_profile": "training-policy", "expected_runtime": 5400}, **BASE
+        )
+        stubber.assert_no_pending_responses()
+
+
+def test_given_an_expected_runtime_contradicting_the_environment_when_submitting_then_error_before_aws() -> (
+    None
+):
+    with pytest.raises(OspreyBlockError, match="OSPREY_EXPECTED_RUNTIME"):
+        submit_job(
+            object(),
+            osprey={"priority_derivation_profile": "training-policy", "expected_runtime": 5400},
+            containerOverrides={"environment": [{"name": "OSPREY_EXPECTED_RUNTIME", "value": "60"}]},
+            **BASE,
+        )

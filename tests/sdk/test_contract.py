@@ -31,6 +31,7 @@ blocks = st.builds(
     gang_timeout=st.none() | st.integers(1, 86400),
     required_min_workers=st.none() | st.integers(1, 100),
     initial_priority=st.none() | st.integers(0, 100),
+    expected_runtime=st.none() | st.integers(1, 30 * 86400),
 )
 
 
@@ -64,6 +65,7 @@ def test_given_the_table_of_design_5_when_writing_then_the_keys_and_values_are_e
             "priority_derivation_profile": "p",
             "required_min_workers": 80,
             "initial_priority": 0,
+            "expected_runtime": 7200,
         }
     )
     assert to_environment(block) == {
@@ -73,6 +75,7 @@ def test_given_the_table_of_design_5_when_writing_then_the_keys_and_values_are_e
         "OSPREY_GANG_TIMEOUT": "60",
         "OSPREY_MIN_WORKERS": "80",
         "OSPREY_INITIAL_PRIORITY": "0",
+        "OSPREY_EXPECTED_RUNTIME": "7200",
     }
     assert to_tags(block) == {
         "osprey:enabled": "true",
@@ -81,12 +84,15 @@ def test_given_the_table_of_design_5_when_writing_then_the_keys_and_values_are_e
         "osprey:gang-timeout": "60",
         "osprey:min-workers": "80",
         "osprey:initial-priority": "0",
+        "osprey:expected-runtime": "7200",
     }
     labels, annotations = to_kubernetes(block)
     assert labels == {"osprey.aws/enabled": "true", "osprey.aws/policy": "p"}
     assert set(annotations) == {
-        "osprey.aws/co-schedule", "osprey.aws/gang-timeout", "osprey.aws/min-workers", "osprey.aws/initial-priority"
+        "osprey.aws/co-schedule", "osprey.aws/gang-timeout", "osprey.aws/min-workers", "osprey.aws/initial-priority",
+        "osprey.aws/expected-runtime",
     }  # fmt: skip
+    assert annotations["osprey.aws/expected-runtime"] == "7200"
 
 
 @pytest.mark.parametrize(
@@ -99,6 +105,13 @@ def test_given_the_table_of_design_5_when_writing_then_the_keys_and_values_are_e
         ({"OSPREY_ENABLED": "yes"}, "OSPREY_ENABLED: invalid value 'yes'"),
         ({"OSPREY_PRIORITY_POLICY": "p"}, "set OSPREY_ENABLED=1"),
         ({"OSPREY_ENABLED": "1", "OSPREY_PRIORITY_POLICY": "p", "OSPREY_INITIAL_PRIORITY": "101"}, "0..100"),
+        ({"OSPREY_ENABLED": "1", "OSPREY_PRIORITY_POLICY": "p", "OSPREY_EXPECTED_RUNTIME": "0"},
+         "OSPREY_EXPECTED_RUNTIME: Input should be greater than or equal to 1 (got '0'); allowed: an integer number "
+         "of seconds 1..2592000 (30 days)"),
+        ({"OSPREY_ENABLED": "1", "OSPREY_PRIORITY_POLICY": "p", "OSPREY_EXPECTED_RUNTIME": "2h"},
+         "OSPREY_EXPECTED_RUNTIME: invalid value '2h'; allowed: an integer number of seconds 1..2592000"),
+        ({"OSPREY_ENABLED": "1", "OSPREY_PRIORITY_POLICY": "p", "OSPREY_EXPECTED_RUNTIM": "60"},
+         "'OSPREY_EXPECTED_RUNTIME'"),
     ],
 )  # fmt: skip
 def test_given_a_bad_environment_when_read_then_the_error_names_the_variable(
@@ -144,3 +157,25 @@ def test_given_a_block_that_is_not_a_mapping_when_parsed_then_it_says_so(value: 
 def test_given_labels_and_annotations_that_disagree_when_read_then_it_is_an_error() -> None:
     with pytest.raises(OspreyBlockError, match="disagree"):
         from_kubernetes({"osprey.aws/enabled": "true", "osprey.aws/policy": "a"}, {"osprey.aws/policy": "b"})
+
+
+@pytest.mark.parametrize("value", [0, -5, 30 * 86400 + 1, 3600.0, "3600", True])
+def test_given_a_bad_expected_runtime_when_parsed_then_the_error_names_the_key_and_the_range(
+    value: Any,
+) -> None:
+    # Given: a block whose expected_runtime is out of range or of the wrong type
+    block = {"priority_derivation_profile": "p", "expected_runtime": value}
+
+    # When / Then
+    with pytest.raises(OspreyBlockError) as raised:
+        parse_block(block, path="distribution.torch_distributed.osprey")
+    assert "distribution.torch_distributed.osprey.expected_runtime:" in str(raised.value)
+    assert "1..2592000" in str(raised.value)
+
+
+def test_given_an_expected_runtime_tag_when_recognising_a_job_then_the_block_carries_it() -> None:
+    block = recognise_job(
+        tags={"osprey:enabled": "true", "osprey:policy": "p", "osprey:expected-runtime": "5400"}
+    )
+    assert block is not None
+    assert block.expected_runtime == 5400

@@ -232,3 +232,33 @@ def test_given_a_dotted_kueue_queue_name_when_annotating_then_it_is_written() ->
     manifest = yaml.safe_load((GOLDEN / "job.input.yaml").read_text())
     result = annotate(manifest, priority_derivation_profile="p", priority_class="team.high")
     assert result["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "team.high"
+
+
+def test_given_an_expected_runtime_when_annotating_by_the_cli_then_annotation_and_env_carry_it() -> None:
+    # Given: a Job and the CLI's --expected-runtime
+    source = (GOLDEN / "job.input.yaml").read_text()
+
+    # When
+    result = run(["-", "--policy", "training-policy", "--expected-runtime", "7200"], stdin=source)
+
+    # Then: an annotation on the object, the variable in every container, and the block reads it back
+    assert result.exit_code == 0, result.output
+    annotated = yaml.safe_load(result.stdout)
+    metadata = annotated["metadata"]
+    assert metadata["annotations"]["osprey.aws/expected-runtime"] == "7200"
+    container = annotated["spec"]["template"]["spec"]["containers"][0]
+    literal = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    assert literal["OSPREY_EXPECTED_RUNTIME"] == "7200"
+    block = from_kubernetes(metadata["labels"], metadata["annotations"])
+    assert block is not None
+    assert block.expected_runtime == 7200
+
+
+def test_given_an_out_of_range_expected_runtime_when_running_the_cli_then_the_key_and_range_are_named() -> (
+    None
+):
+    source = (GOLDEN / "job.input.yaml").read_text()
+    result = run(["-", "--policy", "training-policy", "--expected-runtime", "0"], stdin=source)
+    assert result.exit_code == 1
+    assert "expected_runtime" in result.stderr
+    assert "1..2592000" in result.stderr

@@ -262,3 +262,11 @@ def test_given_bad_arguments_when_reporting_progress_then_value_error_names_the_
     with pytest.raises(ValueError, match=message):
         runtime.report_progress(*args, stream=stream)
     assert stream.getvalue() == ""
+
+
+def test_given_an_expected_runtime_in_the_environment_when_reading_config_then_it_is_in_the_block() -> None:
+    block = runtime.config(
+        {"OSPREY_ENABLED": "1", "OSPREY_PRIORITY_POLICY": "p", "OSPREY_EXPECTED_RUNTIME": "7200"}
+    )
+    assert block is not None
+    assert block.expected_runtime == 7200

@@ -295,3 +295,23 @@ def test_given_enable_with_a_bad_block_when_called_then_error_before_any_aws_cal
     ):
         enable(estimator, priority_derivation_profile="training-policy", initial_priorty=5)
     assert aws_calls.calls == []
+
+
+def test_given_an_expected_runtime_in_the_block_when_fit_then_environment_and_tags_carry_it(
+    sagemaker_session: Any, aws_calls: AwsCalls, training_script: Any
+) -> None:
+    # Given: the seed's block plus the user's runtime estimate
+    distribution = copy.deepcopy(SEED_DISTRIBUTION)
+    distribution["torch_distributed"]["osprey"]["expected_runtime"] = 36000
+    estimator = seed_estimator(sagemaker_session, distribution)
+
+    # When
+    estimator.fit(wait=False)
+
+    # Then: DESIGN §5's variable and tag, and the block reads back from either
+    (request,) = aws_calls.create_training_job
+    assert request["Environment"]["OSPREY_EXPECTED_RUNTIME"] == "36000"
+    assert {"Key": "osprey:expected-runtime", "Value": "36000"} in request["Tags"]
+    assert from_tags(request["Tags"]) == estimator.osprey
+    assert from_environment(request["Environment"]) == estimator.osprey
+    assert estimator.osprey.expected_runtime == 36000

@@ -36,6 +36,7 @@ from osprey_control.contract.merge import merge_block, merge_environment, merge_
 from osprey_control.contract.model import (
     BATCH_PRIORITY_MAX,
     BLOCK_KEYS,
+    EXPECTED_RUNTIME_MAX,
     OspreyBlock,
     OspreyBlockError,
     batch_scheduling_priority,
@@ -46,6 +47,7 @@ __all__ = [
     "BATCH_PRIORITY_MAX",
     "BLOCK_KEYS",
     "ENABLED_ENV",
+    "EXPECTED_RUNTIME_MAX",
     "ENABLED_KUBERNETES",
     "ENABLED_TAG",
     "ENVIRONMENT",

@@ -11,6 +11,7 @@ environment                          AWS tag                    Kubernetes (labe
 ``OSPREY_GANG_TIMEOUT`` (seconds)    ``osprey:gang-timeout``    annotation ``osprey.aws/gang-timeout``
 ``OSPREY_MIN_WORKERS`` (percent)     ``osprey:min-workers``     annotation ``osprey.aws/min-workers``
 ``OSPREY_INITIAL_PRIORITY`` 0..100   ``osprey:initial-priority`` annotation ``osprey.aws/initial-priority``
+``OSPREY_EXPECTED_RUNTIME`` (s)      ``osprey:expected-runtime`` annotation ``osprey.aws/expected-runtime``
 ===================================  =========================  ================================
 
 - Only fields that are set are written; an absent key means "the policy decides".
@@ -103,6 +104,7 @@ _KEYS: tuple[_Key, ...] = (
     _Key("gang_timeout", "OSPREY_GANG_TIMEOUT", "gang-timeout", int),
     _Key("required_min_workers", "OSPREY_MIN_WORKERS", "min-workers", int),
     _Key("initial_priority", "OSPREY_INITIAL_PRIORITY", "initial-priority", int),
+    _Key("expected_runtime", "OSPREY_EXPECTED_RUNTIME", "expected-runtime", int),
 )
 
 

@@ -7,7 +7,9 @@ emitted as environment variables or tags, so the policy's own value applies (``c
 
 Ranges agree with the policy model (``osprey_control.policy.model``): ``gang_timeout`` 1..86400 seconds,
 ``required_min_workers`` a percent 1..100, ``initial_priority`` an integer 0..100, the policy name a
-DNS-1123 label.
+DNS-1123 label. ``expected_runtime`` (DESIGN §5: the user's estimate of the job's run time, the
+``remaining_time`` budget before the runtime reports progress) is 1..2592000 seconds: 30 days, beyond any
+training job limit SageMaker (28 days) allows, so a larger value is a unit mistake (milliseconds?).
 
 Validation is strict: ``gang_timeout="120"`` or ``co_schedule="yes"`` is an error, never converted. The
 string forms (environment, tags, Kubernetes) are converted by :mod:`osprey_control.contract.forms` before
@@ -26,6 +28,7 @@ __all__ = [
     "BATCH_PRIORITY_MAX",
     "BLOCK_KEYS",
     "DNS1123_LABEL",
+    "EXPECTED_RUNTIME_MAX",
     "FIELD_ALLOWED",
     "JOB_QUEUE_PATTERN",
     "SHARE_IDENTIFIER_PATTERN",
@@ -46,10 +49,12 @@ JOB_QUEUE_PATTERN = (
 # trailing '*' is only meaningful in a scheduling policy, never on a job, so it is rejected here.
 SHARE_IDENTIFIER_PATTERN = r"^[A-Za-z0-9_-]{1,255}$"
 BATCH_PRIORITY_MAX = 9999
+EXPECTED_RUNTIME_MAX = 30 * 86400
 
 _Seconds = Annotated[int, Field(ge=1, le=86400)]
 _Percent = Annotated[int, Field(ge=1, le=100)]
 _Priority = Annotated[int, Field(ge=0, le=100)]
+_Runtime = Annotated[int, Field(ge=1, le=EXPECTED_RUNTIME_MAX)]
 
 FIELD_ALLOWED: dict[str, str] = {
     "co_schedule": "true or false",
@@ -60,6 +65,7 @@ FIELD_ALLOWED: dict[str, str] = {
     "initial_priority": "an integer 0..100",
     "queue": "the name (letters, digits, '-', '_', at most 128) or ARN of an AWS Batch job queue",
     "share_identifier": "a fair-share identifier: letters, digits, '-' and '_', at most 255 characters",
+    "expected_runtime": f"an integer number of seconds 1..{EXPECTED_RUNTIME_MAX} (30 days)",
 }
 
 
@@ -75,6 +81,7 @@ class OspreyBlock(BaseModel):
     initial_priority: _Priority | None = None
     queue: Annotated[StrictStr, Field(pattern=JOB_QUEUE_PATTERN)] | None = None
     share_identifier: Annotated[StrictStr, Field(pattern=SHARE_IDENTIFIER_PATTERN)] | None = None
+    expected_runtime: _Runtime | None = None
 
     @property
     def policy(self) -> str:

@@ -67,6 +67,11 @@ def annotate_command(
     ),
     min_workers: int | None = typer.Option(None, "--min-workers", help="Required workers, percent 1..100."),
     initial_priority: int | None = typer.Option(None, "--initial-priority", help="Initial priority 0..100."),
+    expected_runtime: int | None = typer.Option(
+        None,
+        "--expected-runtime",
+        help="Your estimate of the job's run time in seconds, 1..2592000 (remaining_time before progress).",
+    ),
     queue: str | None = typer.Option(None, "--queue", help="Kueue LocalQueue (kueue.x-k8s.io/queue-name)."),
     priority_class: str | None = typer.Option(
         None, "--priority-class", help="Kueue WorkloadPriorityClass (kueue.x-k8s.io/priority-class)."
@@ -79,6 +84,7 @@ def annotate_command(
         "gang_timeout": gang_timeout,
         "required_min_workers": min_workers,
         "initial_priority": initial_priority,
+        "expected_runtime": expected_runtime,
         "queue": queue,
     }
     block.update({key: value for key, value in optional.items() if value is not None})
