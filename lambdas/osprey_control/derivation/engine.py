@@ -73,7 +73,7 @@ class CompiledPolicy:
     stages: tuple[_CompiledCustom, ...]
     rule_count: int
     initial_priority: int
-    max_priority_change: float
+    max_priority_change: int
     deadband: float
 
 
@@ -283,11 +283,10 @@ def _damp(policy: CompiledPolicy, previous: int, target: float) -> tuple[int, Re
         return previous, "deadband"
     limit = policy.max_priority_change
     step = _clamp(delta, -limit, limit)
-    rounded = math.floor(previous + step + 0.5)
-    # Rounding may not carry a fractional maxPriorityChange past its bound (docs/decisions.md).
-    cap = math.floor(limit)
-    applied = int(_clamp(rounded, previous - cap, previous + cap))
-    return applied, ("damped" if step != delta or applied != rounded else "derived")
+    # maxPriorityChange is an integer (DESIGN §3) and so is previous: previous ± limit is exact and rounding
+    # half up can never carry the applied value past it, so |applied - previous| <= limit needs no cap.
+    applied = math.floor(previous + step + 0.5)
+    return applied, ("damped" if step != delta else "derived")
 
 
 def derive(

@@ -1,11 +1,16 @@
 """The metrics file of ``osprey derive``: one job's metrics in raw units (DESIGN §3, §4).
 
 ```json
-{"job": {"id": "j1", "backend": "sagemaker", "queue_wait": 0},
+{"job": {"id": "j1", "backend": "sagemaker", "queue_wait": 0, "attained_service": 12.5,
+         "remaining_time": 7200, "requested_gpus": 64},
  "nodes": [{"node_id": "i-1", "gpu_utilization": [95, 91], "node_interconnect_latency": 120}]}
 ```
-A node value is a number or a list of per-GPU numbers (averaged; an empty list is no data). Unknown keys are
-ignored. A non-numeric or non-finite value is an error naming its path (``nodes[0].gpu_utilization``).
+The job-level metrics (``queue_wait``, ``attained_service``, ``remaining_time``, ``requested_gpus``: every
+``Metric`` whose ``job_level`` is true) sit in ``job``, each a single number; they are read only there, so a
+job with no nodes yet (queued) can still be derived. Node-level metrics sit in ``nodes``: a value is a number
+or a list of per-GPU numbers (averaged; an empty list is no data). Unknown keys, and a metric at the wrong
+level, are ignored. A non-numeric or non-finite value is an error naming its path
+(``nodes[0].gpu_utilization``, ``job.remaining_time``).
 """
 
 from __future__ import annotations

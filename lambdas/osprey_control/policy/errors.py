@@ -61,7 +61,7 @@ ALLOWED: dict[str, str] = {
     "gangTimeoutSeconds": "an integer 1..86400",
     "requiredMinWorkers": "an integer percent 1..100",
     "fallback": "one of " + ", ".join(f.value for f in GangFallback),
-    "maxPriorityChange": "a number 1..100",
+    "maxPriorityChange": "an integer 1..100",
     "initialPriority": "an integer 0..100",
     "deadband": "a number 0..100",
     "derivationIntervalSeconds": "an integer 10..86400",

@@ -178,3 +178,76 @@ def test_same_custom_rule_twice_is_a_usage_error(files: dict[str, Path]) -> None
     result = runner.invoke(app, [*args, "--custom", "3=10", "--custom", "3=20"])
     assert result.exit_code == 2
     assert "given twice" in result.stderr
+
+
+SIGNALS_POLICY = """\
+apiVersion: osprey.aws/v1
+kind: PriorityDerivationPolicy
+metadata: {name: signals-policy}
+spec:
+  derivationRules:
+  - {metric: gpu_utilization, weight: 1, scaling: linear, minPriority: 0, maxPriority: 100}
+  - {metric: remaining_time, weight: 2, scaling: inverse, minPriority: 0, maxPriority: 100, range: [0, 36000]}
+  - {metric: attained_service, weight: 1, scaling: inverse, minPriority: 0, maxPriority: 100}
+  - {metric: requested_gpus, weight: 1, scaling: linear, minPriority: 0, maxPriority: 100, range: [0, 64]}
+  maxPriorityChange: 20
+"""
+QUEUED_JOB = {
+    "job": {"id": "queued-1", "remaining_time": 9000, "attained_service": 250, "requested_gpus": 16},
+    "nodes": [],
+}
+
+
+@pytest.fixture
+def signals(tmp_path: Path) -> dict[str, Path]:
+    paths = {"policy": tmp_path / "signals.yaml", "metrics": tmp_path / "queued.json"}
+    paths["policy"].write_text(SIGNALS_POLICY)
+    paths["metrics"].write_text(json.dumps(QUEUED_JOB))
+    return paths
+
+
+def test_job_level_only_metrics_file_derives_a_queued_job(signals: dict[str, Path]) -> None:
+    # Given a queued job whose metrics file holds only job-level signals (no nodes yet)
+    # When derived as JSON
+    document = _json(
+        "--policy", str(signals["policy"]), "--metrics", str(signals["metrics"]), "--current", "50"
+    )
+    # Then the node rule has no data and each job-level rule is used with the job's raw value
+    rules = document["rules"]
+    assert isinstance(rules, list)
+    assert [(rule["metric"], rule["outcome"], rule["value"]) for rule in rules] == [
+        ("gpu_utilization", "no-data", None),
+        ("remaining_time", "used", 9000.0),
+        ("attained_service", "used", 250.0),
+        ("requested_gpus", "used", 16.0),
+    ]
+    assert [rule["priority"] for rule in rules[1:]] == pytest.approx([75.0, 75.0, 25.0])
+    assert document["base"] == pytest.approx((2 * 75 + 75 + 25) / 4)
+    assert (document["priority"], document["reason"]) == (63, "derived")
+
+
+def test_job_level_rules_are_shown_as_used_in_the_table(signals: dict[str, Path]) -> None:
+    # Given the same queued job, when derived as a table
+    result = runner.invoke(
+        app, ["derive", "--policy", str(signals["policy"]), "--metrics", str(signals["metrics"])]
+    )
+    # Then it exits 0 and each job-level rule's row shows its raw value, score and "used", as queue_wait's does
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[2]: line.split() for line in result.stdout.splitlines() if " builtin " in line}
+    assert rows["remaining_time"][3:5] == ["9000.00", "0.250"]
+    assert rows["remaining_time"][-1] == "used"
+    assert rows["attained_service"][3] == "250.00"
+    assert rows["attained_service"][-1] == "used"
+    assert rows["requested_gpus"][3] == "16.00"
+    assert rows["requested_gpus"][-1] == "used"
+    assert rows["gpu_utilization"][-1] == "no-data"
+    assert "queued-1" in result.stdout
+    assert "0 node(s)" in result.stdout
+
+
+def test_bad_job_level_value_exits_one_naming_its_path(signals: dict[str, Path], tmp_path: Path) -> None:
+    metrics = tmp_path / "bad.json"
+    metrics.write_text(json.dumps({"job": {"id": "j1", "remaining_time": "two hours"}}))
+    result = runner.invoke(app, ["derive", "--policy", str(signals["policy"]), "--metrics", str(metrics)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"{metrics}: job.remaining_time: must be a number")

@@ -16,9 +16,14 @@ runner = CliRunner()
 
 
 def test_valid_set_exits_zero(repo_root: Path) -> None:
-    result = runner.invoke(app, ["policy", "validate", str(repo_root / "policies")])
+    policies = repo_root / "policies"
+    result = runner.invoke(app, ["policy", "validate", str(policies)])
     assert result.exit_code == 0, result.output
-    assert "4 valid policies" in result.stdout
+    # One policy per shipped file; the seed four are among them.
+    count = len(list(policies.glob("*.yaml")))
+    assert result.stdout.startswith(f"{count} valid policies: ")
+    for name in ("aging-policy", "inference-policy", "spot-aware-policy", "training-policy"):
+        assert name in result.stdout
 
 
 def test_invalid_files_exit_one_with_one_line_per_error(tmp_path: Path) -> None:

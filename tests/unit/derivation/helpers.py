@@ -47,11 +47,20 @@ def custom(name: str, fallback: float = 50, weight: float | None = None, **extra
     return {"custom": rule}
 
 
-def job(*nodes: Mapping[str, float], queue_wait: float | None = None, job_id: str = "j1") -> JobMetrics:
+def job(
+    *nodes: Mapping[str, float],
+    queue_wait: float | None = None,
+    job_id: str = "j1",
+    signals: Mapping[str, float] | None = None,
+) -> JobMetrics:
+    """A job with these nodes; ``queue_wait`` and ``signals`` (any job-level metric) go to ``job_values``."""
+    job_values = dict(signals or {})
+    if queue_wait is not None:
+        job_values["queue_wait"] = queue_wait
     return JobMetrics(
         job_id=job_id,
         nodes=tuple(NodeMetrics(f"i-{index}", dict(values)) for index, values in enumerate(nodes)),
-        job_values={} if queue_wait is None else {"queue_wait": queue_wait},
+        job_values=job_values,
         backend="sagemaker",
         name=f"{job_id}-name",
     )

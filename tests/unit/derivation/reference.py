@@ -15,7 +15,12 @@ DEFAULT_RANGES = {
     "node_interconnect_latency": (0.0, 2000.0),
     "spot_interruption_risk": (0.0, 1.0),
     "queue_wait": (0.0, 86400.0),
+    "attained_service": (0.0, 1000.0),
+    "remaining_time": (0.0, 259200.0),
+    "requested_gpus": (1.0, 4096.0),
 }
+# Metrics measured once per job: they sit in the metrics file's ``job``, never in ``nodes`` (DESIGN §3).
+JOB_LEVEL = frozenset({"queue_wait", "attained_service", "remaining_time", "requested_gpus"})
 
 
 def _clamp(value: float, low: float, high: float) -> float:
@@ -46,8 +51,8 @@ def reference_derive(
                 stages.append(priority)
             continue
         metric = rule["metric"]
-        if metric == "queue_wait":
-            raw = metrics.get("job", {}).get("queue_wait")
+        if metric in JOB_LEVEL:
+            raw = metrics.get("job", {}).get(metric)
             values = [] if raw is None else [float(raw)]
         else:
             values = []
@@ -86,5 +91,4 @@ def reference_derive(
     limit = spec.get("maxPriorityChange", 10)
     step = _clamp(delta, -limit, limit)
     applied = math.floor(prev + step + 0.5)
-    applied = int(_clamp(applied, prev - math.floor(limit), prev + math.floor(limit)))
     return applied, target, "damped" if step != delta else "derived"

@@ -104,6 +104,84 @@ def test_queue_wait_on_a_node_is_not_read_as_job_metric() -> None:
     assert decision.reason == "no-data"
 
 
+def _signal_rule(metric: str, scaling: str = "inverse", **extra: Any) -> dict[str, Any]:
+    return {"metric": metric, "weight": 1, "scaling": scaling, "minPriority": 0, "maxPriority": 100, **extra}
+
+
+@pytest.mark.parametrize(
+    ("metric", "scaling", "value", "normalized", "priority"),
+    [
+        # shortest remaining time first: 18 h of the default 72 h range left → x 0.25, inverse → 75
+        ("remaining_time", "inverse", 64800.0, 0.25, 75),
+        # least attained service first: 250 of the default 1000 GPU-hours held → x 0.25, inverse → 75
+        ("attained_service", "inverse", 250.0, 0.25, 75),
+        # big gangs first: 1025 GPUs over the default range [1, 4096] → x 1024/4095
+        ("requested_gpus", "linear", 1025.0, 1024 / 4095, 25),
+        ("queue_wait", "linear", 21600.0, 0.25, 25),
+    ],
+)
+def test_job_level_signal_derives_a_queued_job_with_no_nodes(
+    metric: str, scaling: str, value: float, normalized: float, priority: int
+) -> None:
+    # Given a policy with one rule on a job-level signal and a queued job: no nodes, only job-level values
+    queued = job(signals={metric: value})
+    # When it is derived from 0 with no damping in the way
+    decision = derive(policy([_signal_rule(metric, scaling)], maxPriorityChange=100), queued, 0)
+    # Then the rule reads the job's value (DESIGN §4.1 with one value), and the job gets a priority
+    rule = decision.rules[0]
+    assert (rule.metric, rule.outcome, rule.used) == (metric, "used", True)
+    assert rule.value == value
+    assert rule.normalized == pytest.approx(normalized)
+    assert (decision.priority, decision.reason) == (priority, "derived")
+
+
+def test_shorter_remaining_time_ranks_a_queued_job_higher() -> None:
+    compiled = compile_policy(policy([_signal_rule("remaining_time")], maxPriorityChange=100))
+    short, long = (
+        derive(compiled, job(signals={"remaining_time": seconds}, job_id=name), 50)
+        for name, seconds in (("short", 3600.0), ("long", 172800.0))
+    )
+    assert short.priority > long.priority
+
+
+@pytest.mark.parametrize("metric", ["attained_service", "remaining_time", "requested_gpus"])
+def test_job_level_signal_on_a_node_is_not_read(metric: str) -> None:
+    # Given the signal only where node metrics sit, when derived, then the rule has no data
+    decision = derive(policy([_signal_rule(metric)]), job({metric: 10.0}), 30)
+    assert (decision.rules[0].outcome, decision.reason, decision.priority) == ("no-data", "no-data", 30)
+
+
+@pytest.mark.parametrize("metric", ["attained_service", "remaining_time", "requested_gpus"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_job_level_signal_is_a_gap(metric: str, bad: float) -> None:
+    decision = derive(policy([_signal_rule(metric)]), job(signals={metric: bad}), 30)
+    assert (decision.rules[0].outcome, decision.reason, decision.priority) == ("no-data", "no-data", 30)
+
+
+def test_node_rules_without_data_leave_the_weight_to_the_job_level_rules() -> None:
+    # Given the seed rules plus remaining_time and requested_gpus, and a queued job (no nodes yet)
+    rules = [
+        *SEED_RULES,
+        _signal_rule("remaining_time", weight=3, range=[0, 36000]),
+        _signal_rule("requested_gpus", scaling="linear", range=[0, 64]),
+    ]
+    queued = job(signals={"remaining_time": 9000.0, "requested_gpus": 16.0})
+    # When it is derived
+    decision = derive(policy(rules, maxPriorityChange=100), queued, 50)
+    # Then the node rules are skipped and the base is the renormalised mean of the two job-level rules
+    assert [rule.outcome for rule in decision.rules] == ["no-data", "no-data", "no-data", "used", "used"]
+    assert decision.base == pytest.approx((3 * 75 + 1 * 25) / 4)
+    assert decision.priority == 63  # 62.5 rounded half up
+
+
+def test_job_level_signals_reach_a_rule_with_a_custom_range_and_aggregation() -> None:
+    # A job-level metric has one value, so every aggregation gives that value
+    for aggregation in ("mean", "min", "max"):
+        rule = _signal_rule("attained_service", range=[0, 100], aggregation=aggregation)
+        decision = derive(policy([rule], maxPriorityChange=100), job(signals={"attained_service": 40.0}), 0)
+        assert (decision.rules[0].value, decision.priority) == (40.0, 60)
+
+
 @pytest.mark.parametrize(
     ("deadband", "target_gpu", "previous", "priority", "reason"),
     [
@@ -125,12 +203,34 @@ def test_rounding_is_half_up(target: float, previous: int, expected: int) -> Non
     assert decision.priority == expected
 
 
-def test_fractional_max_priority_change_never_overshoots_after_rounding() -> None:
+@pytest.mark.parametrize(
+    ("limit", "target_gpu", "previous", "priority", "reason"),
+    [
+        (1, 90.0, 50, 51, "damped"),  # +40 held to +1
+        (1, 10.0, 50, 49, "damped"),  # -40 held to -1
+        (2, 51.75, 50, 52, "derived"),  # +1.75 is inside the limit; rounds half up to 52, still <= 2
+        (2, 48.25, 50, 48, "derived"),
+        (37, 100.0, 0, 37, "damped"),
+        (100, 100.0, 0, 100, "derived"),
+    ],
+)
+def test_integer_max_priority_change_bounds_the_applied_change_exactly(
+    limit: int, target_gpu: float, previous: int, priority: int, reason: str
+) -> None:
+    # Given an integer limit (DESIGN §3) and a target far from, or just inside, the limit
     rules = [{**SEED_RULES[0], "minPriority": 0}]
-    decision = derive(policy(rules, maxPriorityChange=1.5), job({"gpu_utilization": 90.0}), 50)
-    # 50 + 1.5 would round to 52, a change of 2 > 1.5: the step is held to floor(1.5) = 1.
-    assert decision.priority == 51
-    assert decision.reason == "damped"
+    # When derived
+    decision = derive(policy(rules, maxPriorityChange=limit), job({"gpu_utilization": target_gpu}), previous)
+    # Then the change is the clamped step rounded half up, never more than the limit, and "damped" only when
+    # the clamp bit
+    assert (decision.priority, decision.reason) == (priority, reason)
+    assert abs(decision.priority - previous) <= limit
+
+
+def test_compiled_max_priority_change_is_an_integer() -> None:
+    compiled = compile_policy(policy(maxPriorityChange=7))
+    assert compiled.max_priority_change == 7
+    assert isinstance(compiled.max_priority_change, int)
 
 
 def test_weighted_custom_rule_is_one_more_component() -> None:

@@ -30,6 +30,43 @@ def test_per_gpu_lists_are_averaged_and_unknown_keys_ignored() -> None:
     assert job.nodes[1].values == {"gpu_utilization": 55.0}  # an empty per-GPU list is no data
 
 
+def test_job_level_signals_are_read_from_job() -> None:
+    # Given a queued job: every job-level signal in `job`, no nodes yet
+    job = parse_metrics_document(
+        {
+            "job": {
+                "id": "queued-1",
+                "queue_wait": 600,
+                "attained_service": 12.5,
+                "remaining_time": 7200,
+                "requested_gpus": 64,
+            },
+            "nodes": [],
+        }
+    )
+    # When it is read, Then each is a job value (a float), and there are no nodes
+    assert job.job_values == {
+        "queue_wait": 600.0,
+        "attained_service": 12.5,
+        "remaining_time": 7200.0,
+        "requested_gpus": 64.0,
+    }
+    assert all(isinstance(value, float) for value in job.job_values.values())
+    assert job.nodes == ()
+
+
+def test_job_level_signals_on_a_node_and_null_signals_are_ignored() -> None:
+    # A job-level signal belongs in `job`: on a node it is an unknown key; null in `job` is no data
+    job = parse_metrics_document(
+        {
+            "job": {"id": "j1", "remaining_time": None, "requested_gpus": 8},
+            "nodes": [{"node_id": "i-1", "gpu_utilization": 50, "attained_service": 3, "remaining_time": 9}],
+        }
+    )
+    assert job.job_values == {"requested_gpus": 8.0}
+    assert job.nodes[0].values == {"gpu_utilization": 50.0}
+
+
 @pytest.mark.parametrize(
     ("document", "path"),
     [
@@ -38,6 +75,12 @@ def test_per_gpu_lists_are_averaged_and_unknown_keys_ignored() -> None:
         ({"nodes": [{"gpu_utilization": [90, "x"]}]}, "nodes[0].gpu_utilization[1]"),
         ({"nodes": [{"gpu_utilization": float("inf")}]}, "nodes[0].gpu_utilization"),
         ({"job": {"queue_wait": "long"}}, "job.queue_wait"),
+        ({"job": {"remaining_time": "2h"}}, "job.remaining_time"),
+        ({"job": {"attained_service": [1, 2]}}, "job.attained_service"),
+        ({"job": {"requested_gpus": True}}, "job.requested_gpus"),
+        ({"job": {"remaining_time": float("nan")}}, "job.remaining_time"),
+        ({"job": {"attained_service": float("-inf")}}, "job.attained_service"),
+        ({"job": {"requested_gpus": 10**400}}, "job.requested_gpus"),
         ({"nodes": {"gpu_utilization": 1}}, "nodes"),
         ({"nodes": [5]}, "nodes[0]"),
         ({"job": []}, "job"),

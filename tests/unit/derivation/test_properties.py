@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from osprey.cli.derive import ScriptedInvoker
 from osprey_control.derivation import compile_policy, derive, parse_metrics_document
 from osprey_control.policy import PriorityDerivationPolicy
-from tests.unit.derivation.reference import DEFAULT_RANGES, reference_derive
+from tests.unit.derivation.reference import DEFAULT_RANGES, JOB_LEVEL, reference_derive
 
 METRICS = sorted(DEFAULT_RANGES)
-NODE_METRICS = [metric for metric in METRICS if metric != "queue_wait"]
+NODE_METRICS = [metric for metric in METRICS if metric not in JOB_LEVEL]
+JOB_METRICS = sorted(JOB_LEVEL)
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:osprey-rule-{}"
 
 priorities = st.floats(0, 100, allow_nan=False)
@@ -68,7 +69,8 @@ def policies(draw: st.DrawFn) -> dict[str, Any]:
     rules = draw(
         st.lists(st.one_of(builtin_rules(), builtin_rules(), custom_rules()), min_size=1, max_size=6)
     )
-    spec: dict[str, Any] = {"maxPriorityChange": draw(st.floats(1, 100, allow_nan=False))}
+    # An integer, as the model requires (DESIGN §3); small limits are where damping and rounding meet.
+    spec: dict[str, Any] = {"maxPriorityChange": draw(st.one_of(st.integers(1, 5), st.integers(1, 100)))}
     if draw(st.booleans()):
         spec["deadband"] = draw(st.floats(0, 30, allow_nan=False))
     if draw(st.booleans()):
@@ -83,8 +85,8 @@ node_value = st.one_of(raw_values, st.lists(raw_values, max_size=4))
 def fleets(draw: st.DrawFn) -> dict[str, Any]:
     nodes = draw(st.lists(st.dictionaries(st.sampled_from(NODE_METRICS), node_value), max_size=4))
     job: dict[str, Any] = {"id": "j"}
-    if draw(st.booleans()):
-        job["queue_wait"] = draw(st.floats(0, 200000, allow_nan=False))
+    for metric in draw(st.sets(st.sampled_from(JOB_METRICS))):
+        job[metric] = draw(st.floats(-1000, 400000, allow_nan=False))
     return {"job": job, "nodes": nodes}
 
 

@@ -120,7 +120,8 @@ def test_missing_optional_sections_take_defaults() -> None:
             "spec.derivationRules[0].minPriority",
             "finite",
         ),
-        (_with("spec.maxPriorityChange", 0.5), "spec.maxPriorityChange", "1..100"),
+        (_with("spec.maxPriorityChange", 0), "spec.maxPriorityChange", "an integer 1..100"),
+        (_with("spec.maxPriorityChange", 101), "spec.maxPriorityChange", "an integer 1..100"),
         (_with("spec.deadband", 101), "spec.deadband", "0..100"),
         (_with("spec.derivationIntervalSeconds", 5), "spec.derivationIntervalSeconds", "10..86400"),
         (
@@ -300,3 +301,55 @@ def test_every_error_is_reported_not_only_the_first() -> None:
     text = _with("spec.derivationRules.1.scaling", "cubic", base=text)
     errors = _errors(text)
     assert len(errors) == 2
+
+
+@pytest.mark.parametrize("value", [1.5, 1.75, 10.0, "10", True])
+def test_max_priority_change_must_be_an_integer(value: object) -> None:
+    # Given a policy whose maxPriorityChange is fractional, a float spelling of an integer, a string or a bool
+    # When it is validated
+    errors = _errors(_with("spec.maxPriorityChange", value))
+    # Then it is rejected at that field, saying an integer 1..100 is allowed (DESIGN §3: a fractional limit
+    # made rounding overshoot it)
+    assert errors == [
+        f"p.yaml: spec.maxPriorityChange: Input should be a valid integer (got {value!r}); "
+        "allowed: an integer 1..100"
+    ]
+
+
+@pytest.mark.parametrize("value", [1, 37, 100])
+def test_integer_max_priority_change_is_accepted(value: int) -> None:
+    policy = load_policy_text(_with("spec.maxPriorityChange", value), "p.yaml").policies[0].policy
+    assert policy.spec.max_priority_change == value
+    assert isinstance(policy.spec.max_priority_change, int)
+
+
+@pytest.mark.parametrize(
+    ("metric", "default_range"),
+    [
+        (Metric.ATTAINED_SERVICE, (0.0, 1000.0)),
+        (Metric.REMAINING_TIME, (0.0, 259200.0)),
+        (Metric.REQUESTED_GPUS, (1.0, 4096.0)),
+    ],
+)
+def test_job_level_signals_are_built_in_metrics_with_their_default_ranges(
+    metric: Metric, default_range: tuple[float, float]
+) -> None:
+    # Given a rule on one of the job-level signals of DESIGN §3, when it is validated
+    rule = {"metric": metric.value, "weight": 1, "scaling": "inverse", "minPriority": 0, "maxPriority": 100}
+    result = load_policy_text(_with("spec.derivationRules", [rule]), "p.yaml")
+    # Then it is accepted, job level, with the documented default range
+    assert result.errors == []
+    parsed = result.policies[0].policy.spec.derivation_rules[0]
+    assert isinstance(parsed, BuiltinRule)
+    assert parsed.metric is metric
+    assert metric.job_level
+    assert parsed.effective_range == default_range
+
+
+def test_exactly_the_four_job_signals_are_job_level() -> None:
+    assert {metric.value for metric in Metric if metric.job_level} == {
+        "queue_wait",
+        "attained_service",
+        "remaining_time",
+        "requested_gpus",
+    }

@@ -29,12 +29,11 @@ def test_shipped_policies_form_one_valid_set_without_warnings() -> None:
     result = load_policy_files([POLICY_DIR])
     assert result.errors == []
     assert result.warnings == []
-    assert sorted(result.by_name()) == [
-        "aging-policy",
-        "inference-policy",
-        "spot-aware-policy",
-        "training-policy",
-    ]
+    # Every shipped file contributes its policy, and the four the docs describe are among them.
+    assert len(result.by_name()) >= len(SHIPPED)
+    assert {"aging-policy", "inference-policy", "spot-aware-policy", "training-policy"} <= set(
+        result.by_name()
+    )
 
 
 def test_training_policy_is_the_seed() -> None:
@@ -87,3 +86,20 @@ def test_schema_describes_fields_for_editors() -> None:
     assert rule["weight"]["description"] == "a finite number in (0, 1000]"
     assert rule["weight"]["exclusiveMinimum"] == 0
     assert rule["weight"]["maximum"] == 1000
+
+
+def test_shipped_schema_offers_the_job_level_signals_and_an_integer_max_priority_change() -> None:
+    # Given the schema file editors load
+    schema = json.loads(SCHEMA_FILE.read_text())
+    # Then the job-level signals of DESIGN §3 are metrics an editor completes
+    metrics = schema["$defs"]["Metric"]["enum"]
+    assert {"attained_service", "remaining_time", "requested_gpus"} <= set(metrics)
+    assert metrics == [metric.value for metric in Metric]
+    # And maxPriorityChange is an integer 1..100, so an editor flags 1.5 as the validator does
+    limit = schema["$defs"]["PolicySpec"]["properties"]["maxPriorityChange"]
+    assert (limit["type"], limit["minimum"], limit["maximum"], limit["default"]) == ("integer", 1, 100, 10)
+    assert limit["description"] == "an integer 1..100"
+    validator = jsonschema.Draft202012Validator(schema)
+    document = yaml.safe_load(SEED_POLICY)
+    document["spec"]["maxPriorityChange"] = 1.5
+    assert [error.json_path for error in validator.iter_errors(document)] == ["$.spec.maxPriorityChange"]
