@@ -17,6 +17,7 @@ def job(
     share: str = "default",
     priority_class: int = 0,
     checkpoint: float = 0.0,
+    declared: float | None = None,
 ) -> Job:
     return Job(
         job_id,
@@ -28,6 +29,7 @@ def job(
         share=share,
         priority_class=priority_class,
         checkpoint_s=checkpoint,
+        declared_runtime_s=declared,
     )
 
 

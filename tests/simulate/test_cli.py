@@ -13,26 +13,40 @@ runner = CliRunner()
 
 
 def test_json_prints_one_object_per_scheduler() -> None:
-    result = runner.invoke(app, ["simulate", "--workload", "seed", "--schedulers", "fifo,osprey", "--json"])
+    result = runner.invoke(
+        app, ["simulate", "--workload", "seed", "--schedulers", "fifo,kueue+osprey", "--json"]
+    )
     assert result.exit_code == 0, result.output
     objects = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [o["scheduler"] for o in objects] == ["fifo", "osprey"]
+    assert [o["scheduler"] for o in objects] == ["fifo", "kueue+osprey"]
+    for key in ("workload", "mean_wait_s", "p95_wait_s", "idle_pct", "goodput"):
+        assert all(key in o for o in objects), key
     assert objects[1]["priority_changes_per_job_hour"] > 0
     assert objects[0]["priority_changes_per_job_hour"] is None
     assert objects[0]["mean_wait_s"] > objects[1]["mean_wait_s"]
 
 
-def test_the_table_shows_ratios_against_osprey() -> None:
-    result = runner.invoke(app, ["simulate", "--workload", "seed", "--schedulers", "fifo,osprey"])
+def test_the_table_shows_each_layered_scheduler_against_its_native_one() -> None:
+    result = runner.invoke(app, ["simulate", "--workload", "seed", "--schedulers", "kueue,kueue+osprey,fifo"])
     assert result.exit_code == 0, result.output
-    fifo_row = next(line for line in result.stdout.splitlines() if line.strip().startswith("fifo"))
-    assert "x)" in fifo_row
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    assert "x)" in rows["kueue+osprey"]
+    assert "x)" not in rows["fifo"]
 
 
 def test_plot_writes_the_three_pngs(tmp_path: Path) -> None:
     result = runner.invoke(
         app,
-        ["simulate", "--workload", "seed", "--schedulers", "kueue,osprey", "--json", "--plot", str(tmp_path)],
+        [
+            "simulate",
+            "--workload",
+            "seed",
+            "--schedulers",
+            "kueue,kueue+osprey",
+            "--json",
+            "--plot",
+            str(tmp_path),
+        ],
     )
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in tmp_path.iterdir())
@@ -42,7 +56,10 @@ def test_plot_writes_the_three_pngs(tmp_path: Path) -> None:
 
 def test_bad_input_exits_1_naming_the_flag_and_what_is_allowed(tmp_path: Path) -> None:
     cases = {
-        ("--schedulers", "fifo,slurm"): "--schedulers: unknown slurm; allowed: fifo, fairshare, kueue",
+        (
+            "--schedulers",
+            "fifo,slurm",
+        ): "--schedulers: unknown slurm; allowed: fifo, fairshare, fairshare+osprey, kueue",
         ("--workload", "nope"): "--workload: 'nope' is not one of alibaba, llm, seed",
         ("--gpus", "0"): "--gpus: must be a positive number",
         ("--cycle", "0"): "--cycle: must be between 1 and 86400",
@@ -69,7 +86,7 @@ def test_a_job_csv_runs_and_its_errors_name_the_flag(tmp_path: Path) -> None:
     jobs.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,8,500\nb,10,16,300\nc,20,8,100\n")
     result = runner.invoke(app, ["simulate", "--workload", str(jobs), "--gpus", "16", "--json"])
     assert result.exit_code == 0, result.output
-    assert len(result.stdout.splitlines()) == 6
+    assert len(result.stdout.splitlines()) == 9  # one per scheduler
     result = runner.invoke(app, ["simulate", "--workload", str(jobs), "--gpus", "8"])
     assert result.exit_code == 1
     assert "--gpus: job b: 16 GPUs" in result.output

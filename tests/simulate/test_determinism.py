@@ -20,4 +20,4 @@ def test_same_seed_same_result(scheduler: str) -> None:
 def test_another_seed_gives_another_workload_and_result() -> None:
     one, two = llm_workload(seed=1, jobs=30, gpus=128), llm_workload(seed=2, jobs=30, gpus=128)
     assert one.jobs != two.jobs
-    assert simulate(one, "osprey", seed=1).to_dict() != simulate(two, "osprey", seed=2).to_dict()
+    assert simulate(one, "kueue+osprey", seed=1).to_dict() != simulate(two, "kueue+osprey", seed=2).to_dict()

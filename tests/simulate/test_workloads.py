@@ -74,3 +74,27 @@ def test_alibaba_replay_starts_at_the_window_and_gives_fractional_tasks_a_whole_
     real = read_alibaba(limit=10)
     assert real.total_gpus == 6212
     assert len(real.node_gpus) == 1213
+
+
+def test_llm_jobs_declare_an_overestimated_runtime_in_whole_hours_without_changing_the_jobs() -> None:
+    # Given the generator, every job declares a limit of at least its duration, in whole hours; the jobs
+    # themselves (sizes, durations, arrivals) are what they were before limits were declared.
+    generated = llm_workload(seed=3, jobs=200, gpus=1024, load=1.0)
+    for job in generated.jobs:
+        assert job.declared_runtime_s is not None
+        assert job.declared_runtime_s >= job.duration_s
+        assert job.declared_runtime_s % 3600 == 0
+    ratios = sorted(j.declared_runtime_s / j.duration_s for j in generated.jobs if j.declared_runtime_s)
+    assert ratios[len(ratios) // 2] > 1.3  # users over-estimate
+
+
+def test_a_job_csv_takes_an_optional_declared_runtime(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text(
+        "job_id,submit_time_s,num_gpus,duration_s,declared_runtime_s\na,0,8,500,3600\nb,5,8,100,\n"
+    )
+    jobs = read_job_csv(path, (8, 8)).jobs
+    assert [job.declared_runtime_s for job in jobs] == [3600.0, None]
+    path.write_text("job_id,submit_time_s,num_gpus,duration_s,declared_runtime_s\na,0,8,500,-1\n")
+    with pytest.raises(SimulationError, match="line 2: declared_runtime_s: must be > 0"):
+        read_job_csv(path, (8, 8))

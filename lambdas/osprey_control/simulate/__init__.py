@@ -1,18 +1,32 @@
-"""A discrete-event GPU-cluster simulator that runs the production derivation engine and gang watch against
-FIFO, fair-share, Kueue-style, no-gang and oracle baselines (docs/scheduling.md). Pure Python.
+"""A discrete-event GPU-cluster simulator: FIFO, fair-share, Kueue, SageMaker-queue, no-gang and oracle
+models, and Osprey layered on Kueue, Batch fair share and the SageMaker queue through the production engine,
+appliers' mappings and gang watch (docs/scheduling.md). Pure Python.
 
 >>> from osprey_control.simulate import seed_workload, simulate
->>> simulate(seed_workload(), "osprey").mean_wait_s
+>>> simulate(seed_workload(), "kueue+osprey").mean_wait_s
 """
 
 from osprey_control.simulate.baselines import FairShare, Fifo, NoGang, Oracle
 from osprey_control.simulate.cluster import Cluster
 from osprey_control.simulate.kueue import Kueue
+from osprey_control.simulate.layered import (
+    FairShareOsprey,
+    KueueOsprey,
+    Layered,
+    SageMakerQueue,
+    SageMakerQueueOsprey,
+)
 from osprey_control.simulate.ledger import Ledger, Sample
 from osprey_control.simulate.model import Job, SimulationError, StartupModel, Workload
-from osprey_control.simulate.osprey import Osprey
 from osprey_control.simulate.results import Result, percentile
-from osprey_control.simulate.runner import DEFAULT_POLICY, SCHEDULERS, make_scheduler, simulate
+from osprey_control.simulate.runner import (
+    DEFAULT_POLICY,
+    LAYERED_PAIRS,
+    SCHEDULERS,
+    load_default_policy,
+    make_scheduler,
+    simulate,
+)
 from osprey_control.simulate.sim import JobRun, Scheduler, Simulator, Status
 from osprey_control.simulate.workloads import (
     TRACE_DIR,
@@ -25,19 +39,24 @@ from osprey_control.simulate.workloads import (
 
 __all__ = [
     "DEFAULT_POLICY",
+    "LAYERED_PAIRS",
     "SCHEDULERS",
     "TRACE_DIR",
     "Cluster",
     "FairShare",
+    "FairShareOsprey",
     "Fifo",
     "Job",
     "JobRun",
     "Kueue",
+    "KueueOsprey",
+    "Layered",
     "Ledger",
     "NoGang",
     "Oracle",
-    "Osprey",
     "Result",
+    "SageMakerQueue",
+    "SageMakerQueueOsprey",
     "Sample",
     "Scheduler",
     "SimulationError",
@@ -47,6 +66,7 @@ __all__ = [
     "Workload",
     "homogeneous_nodes",
     "llm_workload",
+    "load_default_policy",
     "make_scheduler",
     "percentile",
     "read_alibaba",

@@ -7,6 +7,7 @@ the comparison never rests on a weakened baseline.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -76,31 +77,52 @@ class FairShare(Scheduler):
             self._shares[name] = ShareUsage(self.share_decay_s)
         return self._shares[name]
 
+    # -- what a queue built on fair share decides differently (the layered schedulers override these) ------
+    def share_of(self, run: JobRun) -> str:
+        """The job's share identifier."""
+        return run.job.share
+
+    def weight_of(self, share: str) -> float:
+        """The share's ``weightFactor`` (1.0 for a share the policy has no entry for)."""
+        return self.weight_factors.get(share, 1.0)
+
+    def tiebreak(self, share: str, head: JobRun) -> tuple[float, ...] | str:
+        """Order between shares of equal weighted usage (Batch documents none; here the identifier)."""
+        return share
+
+    def within_share(self, runs: list[JobRun]) -> list[JobRun]:
+        """Order of a share's queued jobs (here submission order, the order they entered the queue)."""
+        return runs
+
     def on_allocated(self, run: JobRun, now: float) -> None:
-        self._share(run.job.share).change(now, run.job.gpus)
+        self._share(self.share_of(run)).change(now, run.job.gpus)
 
     def on_finished(self, run: JobRun, now: float) -> None:
         # Completed, failed or evicted: the job's GPUs stop counting as its share's usage now.
-        self._share(run.job.share).change(now, -run.job.gpus)
+        self._share(self.share_of(run)).change(now, -run.job.gpus)
 
     def schedule(self, now: float) -> None:
         heads: dict[str, list[JobRun]] = defaultdict(list)
         for run in self.sim.queue.values():
-            heads[run.job.share].append(run)
-        blocked: set[str] = set()
+            heads[self.share_of(run)].append(run)
+        for share, runs in heads.items():
+            heads[share] = self.within_share(runs)
+        # Within one instant only the share that just started a job changes its usage, so a heap keyed on
+        # (weighted usage, tie-break) picks the same share as a scan of every share, in O(log shares).
         positions = dict.fromkeys(heads, 0)
-        while len(blocked) < len(heads) and self.sim.cluster.free_total > 0:
-            share = min(
-                (s for s in heads if s not in blocked),
-                key=lambda s: (self._share(s).usage(now) * self.weight_factors.get(s, 1.0), s),
-            )
+        ready = [self._key(share, heads[share][0], now) for share in heads]
+        heapq.heapify(ready)
+        while ready and self.sim.cluster.free_total > 0:
+            *_, share = heapq.heappop(ready)
             run = heads[share][positions[share]]
-            if self.sim.allocate(run, now):
-                positions[share] += 1
-                if positions[share] == len(heads[share]):
-                    blocked.add(share)
-            else:
-                blocked.add(share)
+            if not self.sim.allocate(run, now):
+                continue  # the share's head does not fit: that share waits, the others go on
+            positions[share] += 1
+            if positions[share] < len(heads[share]):
+                heapq.heappush(ready, self._key(share, heads[share][positions[share]], now))
+
+    def _key(self, share: str, head: JobRun, now: float) -> tuple[float, tuple[float, ...] | str, str]:
+        return (self._share(share).usage(now) * self.weight_of(share), self.tiebreak(share, head), share)
 
 
 class NoGang(Scheduler):

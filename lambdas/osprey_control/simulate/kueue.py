@@ -74,13 +74,18 @@ class Kueue(Scheduler):
         run.queue_key_s = now  # requeuingStrategy.timestamp: Eviction
         self.sim.evict(run, now, hold_until=now + delay, preempted=False)
 
+    def priority(self, run: JobRun) -> int:
+        """The Workload's ``spec.priority``: its WorkloadPriorityClass value, fixed at submission."""
+        return run.job.priority_class
+
     def _quota_left(self) -> float:
         quota = self.sim.cluster.total if self.quota_gpus is None else self.quota_gpus
         return quota - self.admitted_gpus
 
     def schedule(self, now: float) -> None:
         sim = self.sim
-        queued = sorted(sim.queue.values(), key=lambda r: (-r.job.priority_class, r.queue_key_s, r.index))
+        priority = self.priority
+        queued = sorted(sim.queue.values(), key=lambda r: (-priority(r), r.queue_key_s, r.index))
         for run in queued:
             if run.status is not Status.QUEUED:
                 continue
@@ -91,9 +96,11 @@ class Kueue(Scheduler):
 
     def _preempt_for(self, run: JobRun, now: float) -> None:
         sim = self.sim
+        priority = self.priority
+        wanted = priority(run)
         candidates = sorted(
-            (r for r in sim.running.values() if r.job.priority_class < run.job.priority_class),
-            key=lambda r: (r.job.priority_class, -(r.allocated_s or 0.0), -r.index),
+            (r for r in sim.running.values() if priority(r) < wanted),
+            key=lambda r: (priority(r), -(r.allocated_s or 0.0), -r.index),
         )
         if not candidates:
             return
@@ -101,7 +108,7 @@ class Kueue(Scheduler):
             sim.cluster,
             run.job.gpus,
             candidates,
-            importance=lambda r: r.job.priority_class,
+            importance=priority,
             quota_ok=lambda freed: run.job.gpus <= self._quota_left() + freed,
         )
         if victims is None:

@@ -24,7 +24,9 @@ class Job:
     0..1) are what the job's GPUs show while it trains: the simulated CloudWatch metrics come from them.
     ``share`` is its AWS Batch share identifier, ``priority_class`` its Kueue WorkloadPriorityClass value
     (fixed at submission). ``checkpoint_s`` is how often it checkpoints (0: never, so a preempted job
-    starts over).
+    starts over). ``declared_runtime_s`` is the runtime limit the user declared (SageMaker
+    ``StoppingCondition``, Batch ``timeout``), usually an over-estimate; None when the job declares none. The
+    simulated control plane reads it wherever production reads the declared limit, never ``duration_s``.
     """
 
     job_id: str
@@ -37,6 +39,7 @@ class Job:
     share: str = "default"
     priority_class: int = 0
     checkpoint_s: float = 0.0
+    declared_runtime_s: float | None = None
 
     def workers(self, node_size: int) -> int:
         """Workers (pods, hosts, node jobs): one per node for a multi-node gang, else one."""
@@ -118,6 +121,8 @@ class Workload:
             previous = job.submit_s
             if job.gpus < 1 or job.duration_s <= 0:
                 raise SimulationError(f"job {job.job_id}: needs gpus >= 1 and duration > 0")
+            if job.declared_runtime_s is not None and not job.declared_runtime_s > 0:
+                raise SimulationError(f"job {job.job_id}: a declared runtime must be > 0 seconds")
             if job.gpus > largest and (job.gpus % largest or job.gpus // largest > whole_nodes):
                 raise SimulationError(
                     f"job {job.job_id}: {job.gpus} GPUs is not a whole number of {largest}-GPU nodes "

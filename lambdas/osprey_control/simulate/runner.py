@@ -9,17 +9,46 @@ from pathlib import Path
 from osprey_control.policy import PriorityDerivationPolicy, load_policies
 from osprey_control.simulate.baselines import FairShare, Fifo, NoGang, Oracle
 from osprey_control.simulate.kueue import Kueue
+from osprey_control.simulate.layered import (
+    FairShareOsprey,
+    KueueOsprey,
+    Layered,
+    SageMakerQueue,
+    SageMakerQueueOsprey,
+)
 from osprey_control.simulate.model import SimulationError, Workload
-from osprey_control.simulate.osprey import Osprey
 from osprey_control.simulate.results import Result, summarize
 from osprey_control.simulate.sim import Scheduler, Simulator
 
-__all__ = ["DEFAULT_POLICY", "SCHEDULERS", "make_scheduler", "simulate"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "LAYERED_PAIRS",
+    "SCHEDULERS",
+    "load_default_policy",
+    "make_scheduler",
+    "simulate",
+]
 
 logger = logging.getLogger(__name__)
 
-SCHEDULERS = ("fifo", "fairshare", "kueue", "nogang", "osprey", "oracle")
-DEFAULT_POLICY = Path(__file__).resolve().parents[3] / "policies" / "training-policy.yaml"
+SCHEDULERS = (
+    "fifo",
+    "fairshare",
+    "fairshare+osprey",
+    "kueue",
+    "kueue+osprey",
+    "sagemaker-queue",
+    "sagemaker-queue+osprey",
+    "nogang",
+    "oracle",
+)
+# (native, layered): the pairs the scheduling goals compare (docs/scheduling.md).
+LAYERED_PAIRS = (
+    ("kueue", "kueue+osprey"),
+    ("fairshare", "fairshare+osprey"),
+    ("sagemaker-queue", "sagemaker-queue+osprey"),
+)
+DEFAULT_POLICY = Path(__file__).resolve().parents[3] / "policies" / "default-policy.yaml"
 
 
 def load_default_policy() -> PriorityDerivationPolicy:
@@ -39,13 +68,20 @@ def make_scheduler(
     if name == "fairshare":
         return FairShare()
     if name == "kueue":
-        return Kueue()
+        return Kueue(preemption=preemption)
     if name == "nogang":
         return NoGang()
     if name == "oracle":
         return Oracle()
-    if name == "osprey":
-        return Osprey(policy or load_default_policy(), cycle_s=cycle_s, seed=seed, preemption=preemption)
+    if name == "sagemaker-queue":
+        return SageMakerQueue()
+    chosen = policy or load_default_policy()
+    if name == "kueue+osprey":
+        return KueueOsprey(chosen, cycle_s=cycle_s, seed=seed, preemption=preemption)
+    if name == "fairshare+osprey":
+        return FairShareOsprey(chosen, cycle_s=cycle_s, seed=seed)
+    if name == "sagemaker-queue+osprey":
+        return SageMakerQueueOsprey(chosen, cycle_s=cycle_s, seed=seed)
     raise SimulationError(f"unknown scheduler {name!r}; allowed: {', '.join(SCHEDULERS)}")
 
 
@@ -67,7 +103,7 @@ def simulate(
     )
     sim = Simulator(workload, instance, seed=seed)
     sim.run(on_progress)
-    result = summarize(sim, derives_priorities=isinstance(instance, Osprey))
+    result = summarize(sim, derives_priorities=isinstance(instance, Layered))
     logger.info(
         "simulated",
         extra={"scheduler": result.scheduler, "workload": result.workload, "mean_wait_s": result.mean_wait_s},

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import ClassVar
 
+from osprey_control.derivation.job_signals import AllocationInterval
 from osprey_control.simulate.cluster import Allocation, Cluster
 from osprey_control.simulate.ledger import Ledger
 from osprey_control.simulate.model import Job, SimulationError, Workload
@@ -67,6 +68,8 @@ class JobRun:
     end_s: float | None = None
     version: int = 0
     priority: int | None = None  # Osprey's applied priority
+    # Every full allocation (start, end, GPUs): what the registry records for attained_service.
+    intervals: list[AllocationInterval] = field(default_factory=list)
     priority_changes: int = 0
     preemptions: int = 0
     requeues: int = 0
@@ -191,7 +194,7 @@ class Simulator:
         elif kind == _Kind.COMPLETE:
             run.work_done_s = run.job.duration_s
             self._stop_training(run, now)
-            self._release(run)
+            self._release(run, now)
             self._end(run, now, Status.DONE)
         elif kind == _Kind.RESUME:
             del self.held[run.index]
@@ -243,7 +246,7 @@ class Simulator:
             run.work_done_s += kept
             self.ledger.waste(run.job.gpus, elapsed - kept, run.job.utilization)
             self._stop_training(run, now)
-        self._release(run)
+        self._release(run, now)
         del self.running[run.index]
         run.version += 1
         run.allocated_s = None
@@ -268,7 +271,7 @@ class Simulator:
         """Stop a running job for good (gang fallback ``fail``)."""
         if run.status is Status.TRAINING:
             self._stop_training(run, now)
-        self._release(run)
+        self._release(run, now)
         self._end(run, now, Status.FAILED)
 
     # -- internals --------------------------------------------------------------------------------------
@@ -296,6 +299,7 @@ class Simulator:
             run.queued_since_s = None
         run.status = Status.STARTING
         run.allocated_s = now
+        run.intervals.append(AllocationInterval(now, None, run.job.gpus))
         run.attempt += 1
         self.running[run.index] = run
         delays = self.workload.startup.delays(self.seed, run.job.job_id, run.attempt, run.workers)
@@ -317,7 +321,10 @@ class Simulator:
         self.ledger.training_util -= run.job.gpus * run.job.utilization
         run.train_started_s = None
 
-    def _release(self, run: JobRun) -> None:
+    def _release(self, run: JobRun, now: float) -> None:
+        if run.intervals and run.intervals[-1].end_s is None:
+            last = run.intervals[-1]
+            run.intervals[-1] = AllocationInterval(last.start_s, now, last.gpus)
         gpus = sum(g for _, g in run.allocation)
         self.cluster.release(run.allocation)
         self.ledger.allocated -= gpus

@@ -1,9 +1,21 @@
-"""Simulated CloudWatch: what the derivation engine would read for a job at a cycle.
+"""Simulated CloudWatch and registry: what the derivation engine would read for a job at a cycle.
 
-A training job publishes, per node, ``gpu_utilization`` and ``memory_bandwidth_utilization`` (percent: its
-profile ± Gaussian noise, clamped to 0..100) and ``node_interconnect_latency`` (µs, ± noise); a job that is
-queued, backing off or still starting publishes no node metrics yet (the agent starts with the job), only
-the job-level ``queue_wait`` (seconds spent queued so far). Missing data stays missing, never zero.
+Node metrics: a training job publishes, per node, ``gpu_utilization`` and ``memory_bandwidth_utilization``
+(percent: its profile ± Gaussian noise, clamped to 0..100) and ``node_interconnect_latency`` (µs, ± noise);
+a job that is queued, backing off or still starting publishes none yet (the agent starts with the job).
+Missing data stays missing, never zero.
+
+Job-level metrics come from :mod:`osprey_control.derivation.job_signals`, the definitions the production
+collector uses, fed with what production would know:
+
+- ``queue_wait``: seconds since submission (DESIGN §3; the collector's definition, so it keeps growing
+  while the job runs);
+- ``attained_service``: the job's allocation intervals x GPUs (the registry's intervals);
+- ``remaining_time``: while the job trains, the runtime's progress report (``report_progress``: work done of
+  the total, which a training script knows as steps); otherwise its declared runtime limit minus the time it
+  has held GPUs. A job without a declared limit has no data until it reports. The true duration is never
+  read before the job reports progress;
+- ``requested_gpus``: the job's GPUs.
 """
 
 from __future__ import annotations
@@ -11,6 +23,13 @@ from __future__ import annotations
 import random
 
 from osprey_control.derivation import JobMetrics, NodeMetrics
+from osprey_control.derivation.job_signals import (
+    ProgressReport,
+    attained_service_gpu_hours,
+    held_seconds,
+    job_level_values,
+    remaining_time_s,
+)
 from osprey_control.simulate.sim import JobRun, Status
 
 __all__ = ["job_metrics"]
@@ -20,10 +39,18 @@ def _clamp(value: float, low: float, high: float) -> float:
     return low if value < low else high if value > high else value
 
 
+def _progress(run: JobRun, now: float) -> ProgressReport | None:
+    if run.status is not Status.TRAINING or run.train_started_s is None:
+        return None
+    # One "step" per second of work: the report's arithmetic is the runtime's (steps x seconds per step).
+    done = run.work_done_s + (now - run.train_started_s)
+    return ProgressReport(step=done, total_steps=run.job.duration_s, step_time_s=1.0, at_s=now)
+
+
 def job_metrics(run: JobRun, now: float, rng: random.Random, noise: float = 3.0) -> JobMetrics:
-    waited = run.queued_s + (now - run.queued_since_s if run.queued_since_s is not None else 0.0)
     job = run.job
     nodes: tuple[NodeMetrics, ...] = ()
+    running = run.status in (Status.STARTING, Status.TRAINING)
     if run.status is Status.TRAINING:
         gauss = rng.gauss
         util = 100.0 * job.utilization
@@ -40,4 +67,17 @@ def job_metrics(run: JobRun, now: float, rng: random.Random, noise: float = 3.0)
             )
             for node, _ in run.allocation
         )
-    return JobMetrics(job.job_id, nodes, {"queue_wait": waited}, backend="simulated", name=job.job_id)
+    remaining = remaining_time_s(
+        now_s=now,
+        progress=_progress(run, now),
+        running=running,
+        held_s=held_seconds(run.intervals, now),
+        declared_limit_s=job.declared_runtime_s,
+    )
+    values = job_level_values(
+        queue_wait_s=now - job.submit_s,
+        attained_gpu_hours=attained_service_gpu_hours(run.intervals, now),
+        remaining_s=remaining,
+        requested_gpus=job.gpus,
+    )
+    return JobMetrics(job.job_id, nodes, values, backend="simulated", name=job.job_id)

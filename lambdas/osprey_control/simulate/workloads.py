@@ -127,7 +127,7 @@ def _column(row: dict[str, str], name: str, kind: type[float] | type[int], defau
 def read_job_csv(path: Path, node_gpus: Sequence[int], *, name: str | None = None) -> Workload:
     """A CSV with ``job_id, submit_time_s, num_gpus, duration_s`` and optionally ``utilization``,
     ``memory_bandwidth`` (fractions 0..1), ``share``, ``priority_class``, ``checkpoint_s``,
-    ``interconnect_latency_us``. Workers start like the LLM workload's (:data:`LLM_STARTUP`). Raises
+    ``interconnect_latency_us``, ``declared_runtime_s`` (the runtime limit the user declared; empty: none). Workers start like the LLM workload's (:data:`LLM_STARTUP`). Raises
     :class:`SimulationError` naming the line and the column."""
     jobs: list[Job] = []
     with path.open(newline="") as handle:
@@ -141,6 +141,9 @@ def read_job_csv(path: Path, node_gpus: Sequence[int], *, name: str | None = Non
                 bandwidth = _column(row, "memory_bandwidth", float, 0.5)
                 if not (0 <= utilization <= 1 and 0 <= bandwidth <= 1):
                     raise ValueError("utilization and memory_bandwidth are fractions between 0 and 1")
+                declared = _column(row, "declared_runtime_s", float, math.nan)
+                if not math.isnan(declared) and declared <= 0:
+                    raise ValueError("declared_runtime_s: must be > 0 seconds (or empty for none)")
                 jobs.append(
                     Job(
                         job_id=row["job_id"] or f"line-{line}",
@@ -153,6 +156,7 @@ def read_job_csv(path: Path, node_gpus: Sequence[int], *, name: str | None = Non
                         share=row.get("share") or "default",
                         priority_class=int(_column(row, "priority_class", int, 0)),
                         checkpoint_s=_column(row, "checkpoint_s", float, 0.0),
+                        declared_runtime_s=None if math.isnan(declared) else declared,
                     )
                 )
             except ValueError as error:
@@ -171,6 +175,18 @@ _PROFILES = (
 _TEAMS = (("team-a", 0.4), ("team-b", 0.3), ("team-c", 0.2), ("team-d", 0.1))
 
 
+# Users declare a limit with a margin: 1.1x to 4x the time the job needs (log-uniform), rounded up to
+# whole hours, as people set "8 hours" rather than 7.3 h.
+DECLARED_OVERESTIMATE = (1.1, 4.0)
+
+
+def declared_runtime(duration_s: float, rng: random.Random) -> float:
+    """A declared runtime limit for a job that needs ``duration_s``: an over-estimate in whole hours."""
+    low, high = DECLARED_OVERESTIMATE
+    factor = math.exp(rng.uniform(math.log(low), math.log(high)))
+    return 3600.0 * math.ceil(duration_s * factor / 3600.0)
+
+
 def llm_workload(*, seed: int = 0, jobs: int = 200, gpus: int = 1024, load: float = 0.9) -> Workload:
     """Seeded LLM-style training gangs on ``gpus`` GPUs of 8-GPU nodes.
 
@@ -181,10 +197,13 @@ def llm_workload(*, seed: int = 0, jobs: int = 200, gpus: int = 1024, load: floa
     - Team (fair-share identifier) a/b/c/d with 40/30/20/10 %; 15 % are Kueue priority class 1000
       ("production"), the rest 100. Checkpoints every 30 min.
     - Arrivals: Poisson, at the rate that offers ``load`` x the cluster's GPU-time over the arrival span.
+    - Declared runtime limit (:func:`declared_runtime`): what a user sets as the job's maximum runtime, an
+      over-estimate, drawn from its own random stream so the jobs themselves do not depend on it.
     """
     if jobs < 1 or not 0 < load <= 10 or gpus < GANG_NODE_GPUS:
         raise SimulationError("llm workload needs jobs >= 1, 0 < load <= 10 and at least 8 GPUs")
     rng = _rng(seed, "llm")
+    declared_rng = _rng(seed, "llm-declared")
     sizes = [s for s in _SIZES if s <= gpus]
     weights = [s**-0.9 for s in sizes]
     drafts = []
@@ -211,6 +230,7 @@ def llm_workload(*, seed: int = 0, jobs: int = 200, gpus: int = 1024, load: floa
                 share=team,
                 priority_class=1000 if production else 100,
                 checkpoint_s=1800.0,
+                declared_runtime_s=declared_runtime(duration, declared_rng),
             )
         )
         clock += rng.expovariate(1.0 / mean_gap)
@@ -220,7 +240,8 @@ def llm_workload(*, seed: int = 0, jobs: int = 200, gpus: int = 1024, load: floa
 
 def seed_workload(gpus: int = 64) -> Workload:
     """The seed's case: 64 GPUs (8 nodes of 8), 5 jobs submitted a minute apart and all wanting to run at
-    once (552 GPU-hours, 8.6 h of the whole cluster), one of them as large as the cluster."""
+    once (552 GPU-hours, 8.6 h of the whole cluster), one of them as large as the cluster. Each declares a
+    runtime limit drawn as in the LLM workload (:func:`declared_runtime`, seeded per job)."""
     hour = 3600.0
     spec = (
         ("seed-a", 32, 4 * hour, 0.92, 0.70, 200.0, "team-a", 100),
@@ -230,7 +251,19 @@ def seed_workload(gpus: int = 64) -> Workload:
         ("seed-e", 24, 5 * hour, 0.40, 0.25, 300.0, "team-b", 100),
     )
     jobs = tuple(
-        Job(name, 60.0 * i, size, duration, util, bandwidth, latency, team, klass, 1800.0)
+        Job(
+            name,
+            60.0 * i,
+            size,
+            duration,
+            util,
+            bandwidth,
+            latency,
+            team,
+            klass,
+            1800.0,
+            declared_runtime(duration, _rng(0, f"declared/{name}")),
+        )
         for i, (name, size, duration, util, bandwidth, latency, team, klass) in enumerate(spec)
     )
     return Workload("seed", jobs, homogeneous_nodes(gpus), LLM_STARTUP, ("the seed's 64 GPUs, 5 jobs",))

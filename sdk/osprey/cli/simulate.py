@@ -1,7 +1,8 @@
 """``osprey simulate``: replay a workload on a simulated cluster under several schedulers and compare them.
 
-The ``osprey`` scheduler runs the production derivation engine and gang watch (docs/scheduling.md). Output: a
-table with each metric's ratio to ``osprey``; ``--json`` prints one JSON object per scheduler, one per line;
+The ``<backend>+osprey`` schedulers are the backend models with Osprey layered on them: the production
+derivation engine, appliers' mappings and gang watch (docs/scheduling.md). Output: a table in which each
+layered scheduler shows its ratio to its native one; ``--json`` prints one JSON object per scheduler, one per line;
 ``--plot DIR`` writes PNGs (queue length and utilization over time, CDF of queueing delay). Exit 1 on
 invalid input, naming the flag and what it allows.
 """
@@ -21,6 +22,7 @@ from rich.table import Table
 
 from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 from osprey_control.simulate import (
+    LAYERED_PAIRS,
     SCHEDULERS,
     TRACE_DIR,
     Result,
@@ -114,10 +116,11 @@ def _ratio(value: float, reference: float) -> str:
 
 
 def _table(results: list[Result], console: Console) -> None:
-    osprey = next((r for r in results if r.scheduler == "osprey"), None)
+    by_name = {r.scheduler: r for r in results}
+    natives = {layered: by_name.get(native) for native, layered in LAYERED_PAIRS}
     table = Table(
         title=f"{results[0].workload} on {results[0].gpus} GPUs ({results[0].jobs} jobs)"
-        + ("; ratios against osprey" if osprey else ""),
+        + ("; ratios: <backend>+osprey against <backend>" if any(natives.values()) else ""),
         box=box.SIMPLE_HEAVY,
     )
     for column in (
@@ -138,7 +141,7 @@ def _table(results: list[Result], console: Console) -> None:
         return text if reference is None else f"{text} ({_ratio(value, reference)})"
 
     for r in results:
-        ref = osprey if osprey is not None and r is not osprey else None
+        ref = natives.get(r.scheduler)
         table.add_row(
             r.scheduler,
             cell(r.mean_wait_s / 60, ref.mean_wait_s / 60 if ref else None, ".1f"),
@@ -163,7 +166,9 @@ def simulate_command(
     ] = None,
     policy_file: Annotated[
         Path | None,
-        typer.Option("--policy", help="Policy for osprey (default policies/training-policy.yaml)."),
+        typer.Option(
+            "--policy", help="Policy of the +osprey schedulers (default policies/default-policy.yaml)."
+        ),
     ] = None,
     schedulers: Annotated[
         str, typer.Option("--schedulers", help=f"Comma-separated: {','.join(SCHEDULERS)}.")
@@ -181,9 +186,6 @@ def simulate_command(
     limit: Annotated[
         int | None, typer.Option("--limit", help="alibaba: replay only the first N tasks.")
     ] = None,
-    preemption: Annotated[
-        bool, typer.Option("--preemption/--no-preemption", help="Let osprey preempt lower-priority jobs.")
-    ] = True,
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per scheduler, one per line.")
     ] = False,
@@ -191,7 +193,7 @@ def simulate_command(
         Path | None, typer.Option("--plot", help="Write PNG plots into this directory.")
     ] = None,
 ) -> None:
-    """Simulate a workload under several schedulers (the osprey one runs the real engine) and compare."""
+    """Simulate a workload under several schedulers (the +osprey ones run the real engine) and compare."""
     names = parse_schedulers(schedulers)
     if cycle is not None and not 1 <= cycle <= 86400:
         _fail(f"--cycle: must be between 1 and 86400 seconds, got {cycle}")
@@ -228,7 +230,6 @@ def simulate_command(
                         policy=policy,
                         cycle_s=cycle,
                         seed=seed,
-                        preemption=preemption,
                         on_progress=advance,
                     )
                 )

@@ -1,0 +1,44 @@
+"""The simulator's job-level signals come from the production definitions (derivation.job_signals), fed with
+what production would know: the declared limit before a job reports progress, never its true duration."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from osprey_control.simulate import JobRun, Status
+from osprey_control.simulate.telemetry import job_metrics
+from tests.simulate.helpers import job, run, workload
+
+
+def _queued(declared: float | None) -> JobRun:
+    """An 8-GPU job submitted at t=100 and still queued."""
+    return JobRun(0, job("small", 100, 8, 3000, declared=declared), 1, 8, Status.QUEUED, queued_since_s=100)
+
+
+def test_a_queued_job_reports_its_declared_limit_and_requested_gpus_but_no_node_metrics() -> None:
+    # Given an 8-GPU job queued since t=100 declaring 7200 s, when it is observed at t=500, then remaining_time
+    # is the declared limit (it has held nothing yet) and it has no node metrics.
+    metrics = job_metrics(_queued(7200), 500, random.Random(0))
+    assert metrics.nodes == ()
+    assert metrics.job_values == {
+        "queue_wait": 400.0,
+        "attained_service": 0.0,
+        "remaining_time": 7200.0,
+        "requested_gpus": 8.0,
+    }
+
+
+def test_a_job_without_a_declared_limit_has_no_remaining_time_until_it_reports() -> None:
+    assert "remaining_time" not in job_metrics(_queued(None), 500, random.Random(0)).job_values
+
+
+def test_a_finished_job_attained_its_gpu_hours_and_remaining_time_came_from_progress() -> None:
+    # Given an 8-GPU job of 1800 s that declared 7200 s, after it ran its attained service is 8 x 0.5 h.
+    sim = run(workload(job("a", 0, 8, 1800, declared=7200)), "fifo")
+    (a,) = sim.runs
+    values = dict(job_metrics(a, a.end_s or 0.0, random.Random(0)).job_values)
+    assert values["attained_service"] == pytest.approx(4.0)
+    # Finished: no longer running, so the budget minus the time held (the limit, never the true duration).
+    assert values["remaining_time"] == pytest.approx(7200 - 1800)
