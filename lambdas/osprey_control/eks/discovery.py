@@ -30,6 +30,7 @@ from typing import Any
 from osprey_control.contract import OspreyBlockError, from_kubernetes
 from osprey_control.eks.client import KubernetesClient, NotFoundError
 from osprey_control.eks.observation import DiscoveryProblem, DiscoveryResult, EksObservation, WorkloadRef
+from osprey_control.eks.requests import job_declared_runtime, job_requested_gpus, pod_gpus
 from osprey_control.eks.resources import (
     DERIVED_PRIORITY_ANNOTATION,
     ENABLED_SELECTOR,
@@ -192,6 +193,7 @@ def _pods_by_job(client: KubernetesClient) -> dict[tuple[str, str, str], list[No
             node_id=str(metadata.get("name")),
             instance_id=instance_id,
             instance_type=instance_type,
+            gpus=pod_gpus(pod),
         )
         for kind, label in _POD_JOB_LABEL.items():
             job_name = labels.get(label) or (labels.get(_LEGACY_JOB_LABEL) if kind == "Job" else None)
@@ -269,6 +271,10 @@ def discover(
             workload = _workload_ref(workload_obj) if workload_obj is not None else None
             status, changed = job_status({**obj, "kind": resource.kind}, workload)
             created = _time(metadata.get("creationTimestamp"))
+            nodes = tuple(pods.get((namespace, resource.kind, name), ()))
+            # The templates first (they exist before any pod, so a queued job has its GPUs); else its pods'.
+            pod_total = sum(node.gpus or 0 for node in nodes)
+            requested = job_requested_gpus(resource.kind, obj) or pod_total or None
             result.observations.append(
                 EksObservation(
                     cluster=cluster,
@@ -282,11 +288,13 @@ def discover(
                     status_time=changed or created or now(),
                     submitted_at=created,
                     workload=workload,
-                    nodes=tuple(pods.get((namespace, resource.kind, name), ())),
+                    nodes=nodes,
                     derived_priority=_derived(annotations),
                     kueue_version=result.kueue_version,
                     labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
                     modified_at=_modified(metadata),
+                    requested_gpus=requested,
+                    declared_runtime_s=job_declared_runtime(resource.kind, obj),
                 )
             )
     return result

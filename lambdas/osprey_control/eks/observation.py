@@ -55,6 +55,8 @@ class EksObservation:
     kueue_version: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)  # the job object's labels (its "tags")
     modified_at: datetime | None = None  # the object's last change (newest ``metadata.managedFields`` time)
+    requested_gpus: int | None = None  # from the pod templates, else the pods (eks.requests)
+    declared_runtime_s: int | None = None  # activeDeadlineSeconds
 
     @property
     def native_id(self) -> str:
@@ -80,6 +82,8 @@ class EksObservation:
             cluster=self.cluster,
             kind=self.kind,
             tags=dict(self.labels),
+            requested_gpus=self.requested_gpus,
+            declared_runtime_s=self.declared_runtime_s,
         )
 
     def to_record(self) -> JobRecord:
@@ -96,6 +100,8 @@ class EksObservation:
             cluster=self.cluster,
             kind=self.kind,
             tags=dict(self.labels),
+            requested_gpus=self.requested_gpus,
+            declared_runtime_s=self.declared_runtime_s,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,6 +123,8 @@ class EksObservation:
             "derived_priority": self.derived_priority,
             "kueue_version": self.kueue_version,
             "labels": dict(self.labels),
+            "requested_gpus": self.requested_gpus,
+            "declared_runtime_s": self.declared_runtime_s,
         }
 
 

@@ -22,6 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.contract import tags_as_dict
+from osprey_control.ingest.declared import (
+    batch_declared_runtime,
+    batch_requested_gpus,
+    sagemaker_declared_runtime,
+    sagemaker_requested_gpus,
+)
 from osprey_control.ingest.status import UnknownStatusError, batch_status, sagemaker_status
 from osprey_control.registry.model import Backend, JobStatus, NodeKind, NodeRef
 
@@ -82,6 +88,9 @@ class JobEvent:
     container_instance_arn: str | None = None  # Batch on EC2: resolves to the job's EC2 instance
     training_job: str | None = None  # a service job's SageMaker training job, once Batch has started it
     node_index: int | None = None  # a Batch multi-node job's node (nodeDetails.nodeIndex)
+    # What the job declares (osprey_control.ingest.declared); a service job's come partly from its payload.
+    declared_runtime_s: int | None = None
+    requested_gpus: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -237,6 +246,8 @@ def _sagemaker(event_id: str, when: datetime, detail: Mapping[str, Any]) -> JobE
         ),
         submitted_at=parse_timestamp(detail.get("CreationTime")),
         nodes=sagemaker_hosts(name, detail.get("ResourceConfig")),
+        declared_runtime_s=sagemaker_declared_runtime(detail),
+        requested_gpus=sagemaker_requested_gpus(detail.get("ResourceConfig")),
         detail=detail,
     )
 
@@ -273,6 +284,9 @@ def _batch(event_id: str, when: datetime, detail: Mapping[str, Any], *, service:
         ),
         training_job=training_job,
         node_index=_node_index(detail),
+        declared_runtime_s=batch_declared_runtime(detail),
+        # A service job's detail has no resources: its GPUs are in the payload (read at recognition).
+        requested_gpus=None if service else batch_requested_gpus(detail),
         detail=detail,
     )
 

@@ -13,6 +13,8 @@ batch               ``detail.tags``, ``detail.container.environment``  ``Describ
 sagemaker-queued    nothing (tags are not in service job events)       ``DescribeServiceJob`` → ``tags``, else the
                                                                        payload's ``Environment``; its
                                                                        ``ResourceConfig`` gives the hosts
+                                                                       and GPUs, ``StoppingCondition`` the
+                                                                       runtime limit
 ==================  =================================================  ===========================================
 
 A job that opts in with an invalid contract value is not managed: it is logged with the reason and ignored.
@@ -29,6 +31,7 @@ from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.contract import OspreyBlock, OspreyBlockError, recognise_job, tags_as_dict
+from osprey_control.ingest.declared import sagemaker_declared_runtime, sagemaker_requested_gpus
 from osprey_control.ingest.events import JobEvent, batch_environment, sagemaker_hosts
 from osprey_control.registry.model import Backend, JobKey, NodeRef
 
@@ -44,11 +47,18 @@ class Recognition:
     # A service job's CreateTrainingJob ResourceConfig (from DescribeServiceJob): its hosts, once it runs.
     resource_config: Mapping[str, Any] | None = None
     tags: Mapping[str, str] | None = None  # the job's tags as read for recognition (stored on the record)
+    # A service job's payload StoppingCondition.MaxRuntimeInSeconds (its event carries only Batch's timeout).
+    payload_runtime_s: int | None = None
 
     def hosts(self, event: JobEvent) -> tuple[NodeRef, ...]:
         if event.training_job is None or self.resource_config is None:
             return ()
         return sagemaker_hosts(event.training_job, self.resource_config)
+
+    @property
+    def payload_gpus(self) -> int | None:
+        """GPUs of a service job's training request (None for other jobs: their events say)."""
+        return sagemaker_requested_gpus(self.resource_config)
 
 
 _NOT_MANAGED = Recognition(None, "none")
@@ -103,6 +113,7 @@ class Recogniser:
         tags: Mapping[str, str] | None,
         environment: Mapping[str, str] | None,
         resource_config: Mapping[str, Any] | None = None,
+        payload_runtime_s: int | None = None,
     ) -> Recognition:
         try:
             block = recognise_job(tags=tags, environment=environment if self.by_environment else None)
@@ -115,7 +126,7 @@ class Recogniser:
         if block is None:
             return _NOT_MANAGED
         how = "tags" if "osprey:enabled" in (tags or {}) else "environment"
-        return Recognition(block, how, resource_config, dict(tags) if tags else None)
+        return Recognition(block, how, resource_config, dict(tags) if tags else None, payload_runtime_s)
 
     @staticmethod
     def _tagged(tags: Mapping[str, str] | None) -> bool:
@@ -166,4 +177,5 @@ class Recogniser:
             tags,
             {str(k): str(v) for k, v in environment.items()} if isinstance(environment, Mapping) else {},
             resource_config if isinstance(resource_config, Mapping) else None,
+            sagemaker_declared_runtime(payload),
         )

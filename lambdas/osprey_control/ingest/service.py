@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from osprey_control.aws import client_for, is_transient
+from osprey_control.ingest.declared import smallest
 from osprey_control.ingest.events import IgnoredEvent, JobEvent, MalformedEventError, SpotEvent, parse_event
 from osprey_control.ingest.recognise import Recogniser
 from osprey_control.registry.dynamodb import JobRegistry
@@ -132,6 +133,12 @@ class Ingestor:
             job_queue=event.job_queue,
             share_identifier=event.share_identifier,
             tags=dict(recognition.tags or {}),
+            # A node job's own timeout and GPUs are one node's, not the job's: the parent's events carry those.
+            declared_runtime_s=None
+            if node_job
+            else smallest(event.declared_runtime_s, recognition.payload_runtime_s),
+            requested_gpus=None if node_job else event.requested_gpus or recognition.payload_gpus,
+            marks_allocation=not node_job,
         )
         result = self.registry.apply_observation(observation)
         if result.changed and self._on_change is not None:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.contract import OspreyBlock
+from osprey_control.registry.allocation import AllocationMark, Allocations
 from osprey_control.registry.model import (
     ApplyFailure,
     Backend,
@@ -155,11 +156,55 @@ def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any
             else None
         ),
         "last_changed_at": format_time(record.last_changed_at) if record.last_changed_at else None,
+        "declared_runtime_s": record.declared_runtime_s,
+        "requested_gpus": record.requested_gpus,
+        "allocations": _allocation_values(record.allocations),
         "version": record.version,
     }
     if record.active:
         values["active_shard"] = shard_of(record.key, shards)
     return {name: to_attribute(value) for name, value in values.items() if value is not None}
+
+
+def _mark_text(mark: AllocationMark) -> str:
+    # One short string per mark ("<time> R8" running on 8 GPUs, "<time> R" GPUs unknown, "<time> S" not
+    # running): the job item is rewritten on every event and decision, and its size is what each write costs.
+    state = f"R{mark.gpus or ''}" if mark.running else "S"
+    return f"{format_time(mark.at)} {state}"
+
+
+def _mark(text: str) -> AllocationMark:
+    when, _, state = text.partition(" ")
+    running = state.startswith("R")
+    return AllocationMark(at=parse_time(when), running=running, gpus=int(state[1:]) if state[1:] else None)
+
+
+def _allocation_values(allocations: Allocations) -> dict[str, Any] | None:
+    if allocations.empty:
+        return None
+    values: dict[str, Any] = {"marks": [_mark_text(mark) for mark in allocations.marks]}
+    if allocations.folded_until is not None:
+        values.update(
+            folded_until=format_time(allocations.folded_until),
+            folded_seconds=float(allocations.folded_seconds),
+            folded_gpu_seconds=float(allocations.folded_gpu_seconds),
+            folded_gpus_unknown=allocations.folded_gpus_unknown,
+        )
+    return values
+
+
+def _allocations(values: Any) -> Allocations:
+    # Items written before allocations were tracked have none: an empty history, not an error.
+    if not isinstance(values, dict):
+        return Allocations()
+    until = values.get("folded_until")
+    return Allocations(
+        marks=tuple(_mark(text) for text in values.get("marks", [])),
+        folded_until=parse_time(until) if isinstance(until, str) else None,
+        folded_seconds=float(values.get("folded_seconds", 0.0)),
+        folded_gpu_seconds=float(values.get("folded_gpu_seconds", 0.0)),
+        folded_gpus_unknown=bool(values.get("folded_gpus_unknown", False)),
+    )
 
 
 def _failure_values(failure: ApplyFailure | None) -> dict[str, Any] | None:
@@ -219,5 +264,8 @@ def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
         apply_failure=_failure(values.get("apply_failure")),
         last_decision=json.loads(decision) if isinstance(decision, str) else None,
         last_changed_at=time("last_changed_at"),
+        declared_runtime_s=values.get("declared_runtime_s"),
+        requested_gpus=values.get("requested_gpus"),
+        allocations=_allocations(values.get("allocations")),
         version=int(values.get("version", 0)),
     )

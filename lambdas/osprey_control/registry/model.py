@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.contract import OspreyBlock
+from osprey_control.registry.allocation import Allocations
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -145,6 +146,12 @@ class JobRecord(BaseModel):
     # Event time of the newest event whose descriptive fields (name, arn, block, queue) were applied; the
     # registry keeps the newest description so replays and out-of-order deliveries converge.
     observed_at: datetime | None = None
+    # What the job declares (DESIGN §3 remaining_time budget and requested_gpus), the greatest value seen:
+    # SageMaker StoppingCondition / Batch timeout seconds, and GPUs over all nodes.
+    declared_runtime_s: int | None = Field(default=None, ge=1)
+    requested_gpus: int | None = Field(default=None, ge=1)
+    # When the job held its GPUs, over all attempts (registry.allocation; the attained_service signal).
+    allocations: Allocations = Field(default_factory=Allocations)
     version: int = 0  # optimistic concurrency: every write is conditional on the version read
 
     @property

@@ -13,6 +13,11 @@ any number of times, yields the same record (apart from ``version``, which count
 - **nodes**: the union by ``node_id``; a node's ``instance_id`` / ``gpus`` / ``instance_type`` /
   ``node_index`` are the known value (the greater one if two events disagree).
 - **spot_risk**: per instance, the greatest risk seen (an instance never becomes safer).
+- **declared_runtime_s**, **requested_gpus**: the greatest value seen (they describe one immutable request; an
+  event that does not carry them says nothing, so a max of the known values is the join).
+- **allocations**: the observation's status becomes one mark (running with its GPUs, or not running) at
+  ``status_time`` in the set of marks (``registry.allocation``); unlike ``status`` it does move backwards,
+  which is how a retried or requeued job's second attempt is counted.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from osprey_control.contract import OspreyBlock
+from osprey_control.registry.allocation import AllocationMark, Allocations
 from osprey_control.registry.model import (
     STATUS_ORDER,
     Backend,
@@ -59,6 +65,11 @@ class JobObservation(BaseModel):
     status_since: datetime | None = None
     kind: str | None = None  # Kubernetes kind of an EKS job
     tags: dict[str, str] = Field(default_factory=dict)  # tags (AWS) or labels (Kubernetes) of the job
+    declared_runtime_s: int | None = Field(default=None, ge=1)  # the job's own runtime limit, seconds
+    requested_gpus: int | None = Field(default=None, ge=1)  # GPUs over all its nodes
+    # False for observations that say nothing about the job's own state (a Batch multi-node job's node
+    # events, dated at the epoch): they add no allocation mark.
+    marks_allocation: bool = True
 
     @field_validator("event_time", "submitted_at", "status_since")
     @classmethod
@@ -75,6 +86,15 @@ class JobObservation(BaseModel):
     @property
     def status_time(self) -> datetime:
         return self.status_since or self.event_time
+
+    @property
+    def allocation_mark(self) -> AllocationMark | None:
+        if not self.marks_allocation:
+            return None
+        running = self.status is JobStatus.RUNNING
+        return AllocationMark(
+            at=self.status_time, running=running, gpus=self.requested_gpus if running else None
+        )
 
     @property
     def instance_ids(self) -> frozenset[str]:
@@ -166,6 +186,7 @@ def merge_observation(
     """
     risk = merge_spot_risk(record.spot_risk if record else {}, known_risk or {})
     nodes = merge_nodes(record.nodes if record else (), observation.nodes)
+    mark = observation.allocation_mark
     if record is None:
         return JobRecord(
             backend=observation.backend,
@@ -184,11 +205,17 @@ def merge_observation(
             tags=dict(sorted(observation.tags.items())),
             spot_risk=risk,
             observed_at=observation.event_time,
+            declared_runtime_s=observation.declared_runtime_s,
+            requested_gpus=observation.requested_gpus,
+            allocations=Allocations().with_mark(mark) if mark else Allocations(),
         )
     update: dict[str, object] = {
         "nodes": nodes,
         "spot_risk": risk,
         "submitted_at": _earliest(record.submitted_at, observation.submitted_at),
+        "declared_runtime_s": _greater(record.declared_runtime_s, observation.declared_runtime_s),
+        "requested_gpus": _greater(record.requested_gpus, observation.requested_gpus),
+        "allocations": record.allocations.with_mark(mark) if mark else record.allocations,
     }
     if status_wins(observation.status, observation.status_time, record.status, record.status_time):
         update.update(status=observation.status, status_time=observation.status_time)
