@@ -307,13 +307,24 @@ def derive(
 
     explanations: list[RuleExplanation] = [_evaluate_builtin(rule, job) for rule in compiled.builtins]
     builtin_base = _weighted_mean(explanations)
-    for custom in compiled.weighted_customs:
-        explanations.append(
-            _evaluate_custom(
-                custom, policy=compiled, job=job, previous=prev, base_priority=builtin_base, invoker=invoker
+    if compiled.weighted_customs:
+        for custom in compiled.weighted_customs:
+            explanations.append(
+                _evaluate_custom(
+                    custom,
+                    policy=compiled,
+                    job=job,
+                    previous=prev,
+                    base_priority=builtin_base,
+                    invoker=invoker,
+                )
             )
-        )
-    base = _weighted_mean(explanations)
+        # Sum the components in policy order: floating-point sums depend on their order, and a last-bit
+        # difference in the target decides whether a step exactly at maxPriorityChange reads "damped".
+        explanations.sort(key=lambda explanation: explanation.index)
+        base = _weighted_mean(explanations)
+    else:
+        base = builtin_base
 
     running = prev if base is None else base
     for stage in compiled.stages:
