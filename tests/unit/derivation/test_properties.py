@@ -113,7 +113,8 @@ def _near_tie(previous: int, target: float, spec: dict[str, Any]) -> bool:
 
 def _at_limit(previous: int, target: float, spec: dict[str, Any]) -> bool:
     """The change is maxPriorityChange to within float noise: whether the clamp bit is a last-bit matter."""
-    return abs(abs(target - previous) - spec.get("maxPriorityChange", 10)) < 1e-7
+    limit: int = spec.get("maxPriorityChange", 10)
+    return abs(abs(target - previous) - limit) < 1e-7
 
 
 @given(
@@ -234,7 +235,7 @@ def test_no_data_holds_the_priority(rules: list[dict[str, Any]], previous: int, 
 def test_components_are_summed_in_policy_order_like_the_reference() -> None:
     # Given equal components, a weighted custom rule between two built-in rules, and a target exactly
     # maxPriorityChange away (summed in another order, 0.1 + 0.6 + 0.1 is 0.7999999999999999, not 0.8)
-    rules = [
+    rules: list[dict[str, Any]] = [
         {
             "metric": "gpu_utilization",
             "weight": 0.1,
