@@ -5,6 +5,10 @@ most 500, follows ``NextToken``, keeps the latest datapoint of each series insid
 results into :class:`JobMetrics` in DESIGN §3 raw units. A series without a datapoint, with an error status, or in
 a chunk whose call failed is absent from ``values`` (the rule is skipped), never zero. A failed chunk is isolated:
 its jobs get no data and a recorded problem, every other chunk still counts.
+
+The job-level values (``queue_wait``, ``attained_service``, ``remaining_time``, ``requested_gpus``) come from the
+registry record plus, for a running job, the runtime's progress series, which ride in the same chunks
+(:mod:`osprey_control.collect.job_level`).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for, is_transient
+from osprey_control.collect.job_level import ProgressPoints, job_values, progress_report
 from osprey_control.collect.queries import (
     OSPREY_NAMESPACE,
     SeriesSpec,
+    build_progress_series,
     build_series,
     metric_data_query,
 )
@@ -160,6 +166,11 @@ def collect(
     specs, build_problems = build_series(
         records, instance_type=instance_type, osprey_namespace=config.osprey_namespace
     )
+    # In the same chunks (S counts them, the calls stay ceil(S/500)), right after their job's node series: a
+    # stable sort by job keeps each job's series contiguous, so a failed chunk still costs only its own jobs.
+    order = {record.key: index for index, record in enumerate(records)}
+    progress = build_progress_series(records, osprey_namespace=config.osprey_namespace)
+    specs = sorted([*specs, *progress], key=lambda spec: order[spec.job])
     result = CollectionResult(metrics={}, series=len(specs))
     for problem in build_problems:
         result.add_problem(CollectionProblem(problem.job, problem.kind, problem.message))
@@ -208,7 +219,16 @@ def collect(
         latest.update(chunk_latest)
         _record_status_problems(result, chunk_specs, chunk_ids, statuses)
 
-    _assemble(result, records=records, specs=specs, ids=ids, latest=latest, failed_jobs=failed_jobs, end=end)
+    _assemble(
+        result,
+        records=records,
+        specs=specs,
+        ids=ids,
+        latest=latest,
+        failed_jobs=failed_jobs,
+        end=end,
+        period_seconds=config.period_seconds,
+    )
     return result
 
 
@@ -246,15 +266,19 @@ def _assemble(
     latest: Latest,
     failed_jobs: set[JobKey],
     end: datetime,
+    period_seconds: int,
 ) -> None:
     per_node: dict[tuple[JobKey, str], dict[str, float]] = {}
     memory_parts: dict[tuple[JobKey, str], dict[str, tuple[datetime, float]]] = {}
+    progress: dict[JobKey, ProgressPoints] = {}
     for query_id, spec in zip(ids, specs, strict=True):
         point = latest.get(query_id)
         if point is None or spec.job in failed_jobs:
             continue
         slot = (spec.job, spec.node_id)
-        if spec.part:
+        if spec.job_level:
+            progress.setdefault(spec.job, {})[spec.metric] = point
+        elif spec.part:
             memory_parts.setdefault(slot, {})[spec.part] = point
         else:
             per_node.setdefault(slot, {})[spec.metric] = point[1] / spec.divisor
@@ -272,16 +296,11 @@ def _assemble(
             risk = record.spot_risk.get(node.instance_id or "", record.spot_risk.get(node.node_id, 0.0))
             values["spot_interruption_risk"] = float(risk)
             nodes.append(NodeMetrics(node.node_id, values))
-        job_values: dict[str, float] = {}
-        if record.submitted_at is not None:
-            submitted = record.submitted_at
-            if submitted.tzinfo is None:
-                submitted = submitted.replace(tzinfo=UTC)
-            job_values["queue_wait"] = max(0.0, (end - submitted).total_seconds())
+        report = progress_report(progress.get(key, {}), period_seconds=period_seconds, end=end)
         result.metrics[key] = JobMetrics(
             job_id=str(key),
             nodes=tuple(nodes),
-            job_values=job_values,
+            job_values=job_values(record, end=end, progress=report),
             backend=record.backend.value,
             name=record.name,
         )

@@ -16,6 +16,11 @@ Sources, by node kind:
   ``ClusterName``, ``Namespace``, ``PodName``.
 - every node: the runtime's ``InterconnectLatencyMicroseconds`` in ``/aws/osprey`` with exactly
   ``[Backend, JobId, Host]`` (``osprey.runtime``).
+- every RUNNING job, once (:func:`build_progress_series`): the runtime's ``report_progress`` series
+  ``TrainingStep``, ``TrainingTotalSteps`` (Maximum) and ``StepTimeSeconds`` (Average) of its *lead host*, the
+  first node in the registry's order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first):
+  where rank 0 runs. Once per job rather than per node, since every rank reports the same progress and each
+  series costs one GetMetricData metric per cycle.
 """
 
 from __future__ import annotations
@@ -25,17 +30,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.registry.model import Backend, JobKey, JobRecord, NodeKind, NodeRef
+from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 
 __all__ = [
     "CONTAINER_INSIGHTS_NAMESPACE",
     "CWAGENT_NAMESPACE",
     "GPUS_PER_INSTANCE_TYPE",
     "OSPREY_NAMESPACE",
+    "PROGRESS_SOURCES",
     "QUERY_ID_PATTERN",
     "SAGEMAKER_NAMESPACE",
     "BuildProblem",
     "SeriesSpec",
+    "build_progress_series",
     "build_series",
     "gpus_for_instance_type",
     "metric_data_query",
@@ -100,6 +107,8 @@ class SeriesSpec:
     part: str = ""
     divisor: float = 1.0
     stat: str = "Average"
+    # A job-level series (the runtime's progress): its value describes the job, not the node it names.
+    job_level: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +245,44 @@ def build_series(
                 )
             )
     return specs, problems
+
+
+# (signal, runtime metric name, statistic): Maximum for the counters, so the period's furthest step is read.
+PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (
+    ("training_step", "TrainingStep", "Maximum"),
+    ("training_total_steps", "TrainingTotalSteps", "Maximum"),
+    ("step_time", "StepTimeSeconds", "Average"),
+)
+
+
+def build_progress_series(
+    records: Iterable[JobRecord], *, osprey_namespace: str = OSPREY_NAMESPACE
+) -> list[SeriesSpec]:
+    """The progress series of every RUNNING job's lead host (module docstring); queued jobs have none."""
+    specs: list[SeriesSpec] = []
+    for record in records:
+        host = _lead_host(record)
+        if record.status is not JobStatus.RUNNING or host is None:
+            continue
+        dims = (
+            ("Backend", runtime_backend(record.backend)),
+            ("JobId", _runtime_job_id(record)),
+            ("Host", host),
+        )
+        specs.extend(
+            SeriesSpec(record.key, host, signal, osprey_namespace, name, dims, stat=stat, job_level=True)
+            for signal, name, stat in PROGRESS_SOURCES
+        )
+    return specs
+
+
+def _lead_host(record: JobRecord) -> str | None:
+    """The runtime's ``Host`` where rank 0 usually runs; None when it cannot be known (an EKS job without pods)."""
+    if record.backend is Backend.BATCH:
+        return "0"  # AWS_BATCH_JOB_NODE_INDEX of a single-node job and of a multi-node job's main node
+    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) and not record.nodes:
+        return "algo-1"
+    return _runtime_host(record, 0, record.nodes[0]) if record.nodes else None
 
 
 def metric_data_query(query_id: str, spec: SeriesSpec, period: int) -> dict[str, Any]:

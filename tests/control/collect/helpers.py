@@ -17,7 +17,7 @@ def record(backend: Backend, native_id: str, nodes: list[NodeRef], **fields: Any
         backend=backend,
         native_id=native_id,
         name=fields.pop("name", native_id),
-        block=BLOCK,
+        block=fields.pop("block", BLOCK),
         status=fields.pop("status", JobStatus.RUNNING),
         status_time=NOW,
         nodes=tuple(nodes),

@@ -16,6 +16,7 @@ from osprey_control.registry.model import Backend, JobRecord
 from tests.control.collect.helpers import NOW, host, instance, record
 
 SERIES_PER_INSTANCE = 5  # 4 CloudWatch agent metrics + the runtime's interconnect latency
+SERIES_PER_RUNNING_JOB = 3  # the runtime's progress on the lead host: step, total steps, step time
 
 
 @pytest.fixture
@@ -56,9 +57,9 @@ def point(query_id: str, value: float, status: str = "Complete") -> dict[str, An
 
 def test_s_series_take_exactly_ceil_s_over_500_calls_with_valid_unique_ids(stubbed: Any) -> None:
     client, stubber, sent = stubbed
-    # Given 1100 series (220 instances, 5 series each)
+    # Given 1166 series (220 instances, 5 series each, and 22 running jobs' progress)
     records = fleet(jobs=22, instances_per_job=10)
-    series = 22 * 10 * SERIES_PER_INSTANCE
+    series = 22 * 10 * SERIES_PER_INSTANCE + 22 * SERIES_PER_RUNNING_JOB
     for _ in range(math.ceil(series / 500)):
         expect(stubber, [])
 
@@ -66,9 +67,9 @@ def test_s_series_take_exactly_ceil_s_over_500_calls_with_valid_unique_ids(stubb
     result = collect(records, client=client, now=NOW)
 
     # Then three calls were made, none with more than 500 queries, every id valid and unique per call
-    assert result.series == 1100
+    assert result.series == 1166
     assert result.calls == len(sent) == 3
-    assert [len(call["MetricDataQueries"]) for call in sent] == [500, 500, 100]
+    assert [len(call["MetricDataQueries"]) for call in sent] == [500, 500, 166]
     for call in sent:
         ids = [query["Id"] for query in call["MetricDataQueries"]]
         assert len(set(ids)) == len(ids)
@@ -121,10 +122,11 @@ def test_partial_data_on_the_last_page_keeps_values_and_records_a_problem(stubbe
 
 def test_a_throttled_chunk_costs_only_its_own_jobs_their_data(stubbed: Any) -> None:
     client, stubber, _ = stubbed
-    # Given 2 jobs of 100 instances (500 series each): job-0 fills chunk one, job-1 chunk two
+    # Given 2 jobs of 100 instances (503 series each): job-0 fills chunk one and starts chunk two
     records = fleet(jobs=2, instances_per_job=100)
     stubber.add_client_error("get_metric_data", "Throttling", "Rate exceeded", 400)
-    expect(stubber, [point("q500", 64.0)])
+    expect(stubber, [point("q503", 64.0)])
+    expect(stubber, [])
 
     # When the first chunk is throttled (after botocore's retries)
     result = collect(records, client=client, now=NOW)

@@ -1,0 +1,114 @@
+"""The job-level metrics of one job (DESIGN §3): ``queue_wait``, ``attained_service``, ``remaining_time``,
+``requested_gpus``, from its registry record and the runtime's latest progress report.
+
+The arithmetic is :mod:`osprey_control.derivation.job_signals` (the simulator uses the same functions); this
+module only turns a :class:`JobRecord` into its inputs. Unknown stays absent (no key), never 0:
+
+- ``attained_service`` is known when the record has an allocation history, or the job never ran (PENDING or
+  STARTING with no history: 0 GPU-hours). A RUNNING or finished job without history (a record written before
+  histories were kept) and an interval whose GPU count is unknown make it absent.
+- ``remaining_time``: a usable progress report (steps, total, step time) of a RUNNING job; else its budget
+  (``expected_runtime``, else the declared runtime limit) minus the time it has held its GPUs, when that time
+  is known.
+- ``requested_gpus``: the record's, when known.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from osprey_control.derivation.job_signals import (
+    AllocationInterval,
+    ProgressReport,
+    attained_service_gpu_hours,
+    held_seconds,
+    job_level_values,
+    remaining_time_s,
+)
+from osprey_control.registry.model import JobRecord, JobStatus
+
+__all__ = ["ProgressPoints", "job_values", "progress_report"]
+
+_NEVER_RAN = frozenset({JobStatus.PENDING, JobStatus.STARTING})
+
+# The latest (timestamp, value) of each progress signal of one job: training_step, training_total_steps,
+# step_time (collect.queries.PROGRESS_SOURCES).
+ProgressPoints = dict[str, tuple[datetime, float]]
+
+
+def progress_report(points: ProgressPoints, *, period_seconds: int, end: datetime) -> ProgressReport | None:
+    """The job's latest progress from its lead host's series, None without both step and total.
+
+    The step is the Maximum of its period, reached at the latest at the end of that period (CloudWatch stamps a
+    datapoint with the period's start), so that end, capped at ``end``, dates the report: the remaining time
+    is then never understated by up to a period.
+    """
+    step, total = points.get("training_step"), points.get("training_total_steps")
+    if step is None or total is None:
+        return None
+    step_time = points.get("step_time")
+    reported = min(step[0].timestamp() + period_seconds, end.timestamp())
+    return ProgressReport(
+        step=step[1],
+        total_steps=total[1],
+        step_time_s=step_time[1] if step_time is not None else None,
+        at_s=reported,
+    )
+
+
+def _intervals(record: JobRecord) -> tuple[list[AllocationInterval], bool]:
+    """The record's intervals (GPUs 0 where unknown) and whether every GPU count is known."""
+    intervals: list[AllocationInterval] = []
+    gpus_known = not record.allocations.folded_gpus_unknown
+    for span in record.allocations.spans():
+        gpus = span.gpus or record.requested_gpus
+        gpus_known = gpus_known and gpus is not None
+        intervals.append(
+            AllocationInterval(
+                start_s=span.start.timestamp(),
+                end_s=span.end.timestamp() if span.end is not None else None,
+                gpus=gpus or 0,
+            )
+        )
+    return intervals, gpus_known
+
+
+def job_values(
+    record: JobRecord, *, end: datetime, progress: ProgressReport | None = None
+) -> dict[str, float]:
+    """``JobMetrics.job_values`` of ``record`` at ``end`` (module docstring)."""
+    now_s = end.timestamp()
+    queue_wait: float | None = None
+    if record.submitted_at is not None:
+        submitted = record.submitted_at
+        if submitted.tzinfo is None:
+            submitted = submitted.replace(tzinfo=UTC)
+        queue_wait = (end - submitted).total_seconds()
+
+    allocations = record.allocations
+    history_known = not allocations.empty or record.status in _NEVER_RAN
+    intervals, gpus_known = _intervals(record)
+    held = held_seconds(intervals, now_s) + allocations.folded_seconds if history_known else None
+    attained: float | None = None
+    if history_known and gpus_known:
+        attained = attained_service_gpu_hours(intervals, now_s) + allocations.folded_gpu_seconds / 3600.0
+
+    running = record.status is JobStatus.RUNNING
+    remaining: float | None = None
+    if progress is not None and progress.usable:
+        remaining = remaining_time_s(now_s=now_s, progress=progress, running=running, held_s=held or 0.0)
+    elif held is not None:
+        remaining = remaining_time_s(
+            now_s=now_s,
+            progress=None,
+            running=running,
+            held_s=held,
+            expected_runtime_s=record.block.expected_runtime,
+            declared_limit_s=record.declared_runtime_s,
+        )
+    return job_level_values(
+        queue_wait_s=queue_wait,
+        attained_gpu_hours=attained,
+        remaining_s=remaining,
+        requested_gpus=record.requested_gpus,
+    )
