@@ -3,9 +3,9 @@
 Each cycle (the policy's ``derivationIntervalSeconds`` unless overridden) every active job's simulated
 metrics (:mod:`~osprey_control.simulate.telemetry`) go through :func:`osprey_control.derivation.engine.derive`
 with its applied priority, so damping, deadband and rounding are the engine's own. What is written to the
-backend follows the production apply rule (:func:`osprey_control.apply.base.prefilter`): a priority is
-written when it differs from the one the backend holds, and a new job's first priority is written on its
-first cycle. The layered schedulers (:mod:`~osprey_control.simulate.layered`) turn the written priority into
+backend is decided by the production apply rule itself, :func:`osprey_control.apply.base.prefilter` over the
+job's record: a priority is written when it differs from the one the backend holds (``applied_priority``),
+so a new job's first priority is written on its first cycle. The layered schedulers (:mod:`~osprey_control.simulate.layered`) turn the written priority into
 their backend's own value with the production mapping.
 
 Osprey itself never admits, places or preempts anything: the backend does, from the values written.
@@ -14,13 +14,19 @@ Osprey itself never admits, places or preempts anything: the backend does, from 
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
+from osprey_control.apply.base import PriorityChange, prefilter
+from osprey_control.contract import OspreyBlock
 from osprey_control.derivation import engine as derivation_engine
 from osprey_control.policy import PriorityDerivationPolicy
+from osprey_control.registry.model import Backend, JobRecord, JobStatus
 from osprey_control.simulate.sim import JobRun, Simulator
 from osprey_control.simulate.telemetry import job_metrics
 
 __all__ = ["OspreyControl"]
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class OspreyControl:
@@ -30,6 +36,7 @@ class OspreyControl:
         self,
         policy: PriorityDerivationPolicy,
         *,
+        backend: Backend,
         cycle_s: float | None = None,
         noise: float = 3.0,
         seed: int = 0,
@@ -39,7 +46,11 @@ class OspreyControl:
         self.interval_s = float(cycle_s if cycle_s is not None else policy.spec.derivation_interval_seconds)
         self.noise = noise
         self._rng = random.Random(f"osprey-telemetry/{seed}")
-        self._written: set[int] = set()
+        self.backend = backend
+        self._backends = frozenset({backend})
+        self._records: dict[
+            int, JobRecord
+        ] = {}  # the registry's record of each job, as the apply step reads it
         self.derivations = 0
         self.writes = 0
 
@@ -47,10 +58,19 @@ class OspreyControl:
         """A job was submitted: its ``prev`` is the policy's ``initialPriority`` (DESIGN §4)."""
         if run.priority is None:
             run.priority = self.compiled.initial_priority
+        self._records[run.index] = JobRecord(
+            backend=self.backend,
+            native_id=run.job.job_id,
+            name=run.job.job_id,
+            block=OspreyBlock(priority_derivation_profile=self.policy.name),
+            status=JobStatus.PENDING,
+            status_time=_EPOCH,
+        )
 
     def cycle(self, sim: Simulator, now: float) -> list[JobRun]:
         """Derive every active job; return the jobs whose applied priority must be written now."""
-        to_write: list[JobRun] = []
+        changes: list[PriorityChange] = []
+        by_key: dict[str, JobRun] = {}
         for run in sim.active():
             metrics = job_metrics(run, now, self._rng, self.noise)
             decision = derivation_engine.derive(self.compiled, metrics, run.priority)
@@ -58,10 +78,15 @@ class OspreyControl:
             if decision.priority != run.priority:
                 run.priority = decision.priority
                 run.priority_changes += 1
-                to_write.append(run)
-            elif run.index not in self._written:
-                to_write.append(run)  # the first cycle writes the initial priority
-        for run in to_write:
-            self._written.add(run.index)
+            changes.append(PriorityChange(self._records[run.index], decision.priority))
+            by_key[run.job.job_id] = run
+        todo, _unchanged = prefilter(changes, self._backends)
+        to_write = []
+        for change in todo:
+            # The backend accepted the write: the registry now records it as applied.
+            record = change.record.model_copy(update={"applied_priority": change.priority})
+            run = by_key[record.native_id]
+            self._records[run.index] = record
+            to_write.append(run)
         self.writes += len(to_write)
         return to_write

@@ -31,6 +31,7 @@ from osprey_control.apply.batch import weight_factor
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.eks.applier import DEFAULT_PRIORITY_RANGE, PriorityRange
 from osprey_control.policy import PriorityDerivationPolicy
+from osprey_control.registry.model import Backend
 from osprey_control.simulate.baselines import FairShare
 from osprey_control.simulate.control import OspreyControl
 from osprey_control.simulate.gangwatch import GangWatch
@@ -56,11 +57,12 @@ class Layered(Scheduler):
     gangs: GangWatch
 
     def _layer(
-        self, policy: PriorityDerivationPolicy, cycle_s: float | None, seed: int, supports_requeue: bool
+        self, policy: PriorityDerivationPolicy, cycle_s: float | None, seed: int, backend: Backend
     ) -> None:
-        self.control = OspreyControl(policy, cycle_s=cycle_s, seed=seed)
+        self.control = OspreyControl(policy, backend=backend, cycle_s=cycle_s, seed=seed)
         self.cycle_s = self.control.interval_s
-        self.gangs = GangWatch(policy, supports_requeue=supports_requeue)
+        # Only EKS can suspend a started job (osprey_control.gang.backends).
+        self.gangs = GangWatch(policy, supports_requeue=backend is Backend.EKS)
 
     def write(self, run: JobRun) -> None:
         """Write ``run.priority`` to the backend in its own terms (the production mapping)."""
@@ -87,7 +89,7 @@ class KueueOsprey(Kueue, Layered):
         preemption: bool = True,
     ) -> None:
         super().__init__(preemption=preemption)
-        self._layer(policy, cycle_s, seed, supports_requeue=True)
+        self._layer(policy, cycle_s, seed, Backend.EKS)
         self.priority_range = priority_range
         self._workload_priority: dict[int, int] = {}
 
@@ -137,7 +139,7 @@ class FairShareOsprey(_FairShareLayered):
         share_decay_s: float = 3600.0,
     ) -> None:
         super().__init__(share_decay_s=share_decay_s)
-        self._layer(policy, cycle_s, seed, supports_requeue=False)
+        self._layer(policy, cycle_s, seed, Backend.BATCH)
 
     def share_of(self, run: JobRun) -> str:
         return f"osprey-{run.job.job_id}"
@@ -176,7 +178,7 @@ class SageMakerQueueOsprey(SageMakerQueue, _FairShareLayered):
         share_decay_s: float = 3600.0,
     ) -> None:
         super().__init__(share_decay_s=share_decay_s)
-        self._layer(policy, cycle_s, seed, supports_requeue=False)
+        self._layer(policy, cycle_s, seed, Backend.SAGEMAKER_QUEUED)
         self._service_priority: dict[int, int] = {}
 
     def scheduling_priority(self, run: JobRun) -> int:
