@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,7 @@ def test_given_torch_when_measuring_latency_then_all_reduce_is_timed_only_with_a
 def progress_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """A controllable monotonic clock and a fresh previous-report memory."""
     now = [1000.0]
-    monkeypatch.setattr(runtime.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
     runtime._PROGRESS_CLOCK.reset()
     return now
 

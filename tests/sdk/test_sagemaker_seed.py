@@ -314,4 +314,5 @@ def test_given_an_expected_runtime_in_the_block_when_fit_then_environment_and_ta
     assert {"Key": "osprey:expected-runtime", "Value": "36000"} in request["Tags"]
     assert from_tags(request["Tags"]) == estimator.osprey
     assert from_environment(request["Environment"]) == estimator.osprey
+    assert estimator.osprey is not None
     assert estimator.osprey.expected_runtime == 36000
