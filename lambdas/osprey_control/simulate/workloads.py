@@ -1,6 +1,7 @@
 """Workloads: the Alibaba 2023 GPU trace, a job CSV, the seeded LLM gang generator and the seed's case.
 
-Alibaba ``cluster-trace-gpu-v2023`` (Weng et al., USENIX ATC '23), as prepared in ``shared/data/traces``:
+Alibaba ``cluster-trace-gpu-v2023`` (Weng et al., USENIX ATC '23), shipped in this package's ``data/`` (its
+README gives provenance and terms):
 
 - **Window**: replay starts at the first task end (t = 9,964,972 s), the start of the 34-day window in which
   every task ends; times are shifted so the window starts at 0.
@@ -37,7 +38,7 @@ __all__ = [
     "seed_workload",
 ]
 
-TRACE_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces"
+TRACE_DIR = Path(__file__).resolve().parent / "data"
 TRACE_FILE = "alibaba_openb2023_gpu_replay.csv"
 NODES_FILE = "alibaba_openb2023_gpu_nodes.csv"
 WINDOW_START_S = 9_964_972
