@@ -36,9 +36,13 @@ def test_shipped_policies_form_one_valid_set_without_warnings() -> None:
     )
 
 
-def test_training_policy_is_the_seed() -> None:
+def test_training_policy_is_the_seed_with_a_deadband() -> None:
+    # The shipped training policy is the DESIGN §3 seed plus deadband 3 (its comment says why: metric noise
+    # churned priorities); everything else is the seed's.
     shipped = load_policy_files([POLICY_DIR / "training-policy.yaml"]).policies[0].policy
-    assert shipped == load_policy_text(SEED_POLICY, "seed").policies[0].policy
+    seed = load_policy_text(SEED_POLICY, "seed").policies[0].policy
+    assert shipped.spec.deadband == 3
+    assert shipped.model_copy(update={"spec": shipped.spec.model_copy(update={"deadband": 0.0})}) == seed
 
 
 def test_shipped_policies_cover_latency_spot_custom_and_aging() -> None:
