@@ -26,6 +26,7 @@ def _target(
         queue_wait_s=waited_s, attained_gpu_hours=held_gpu_h, remaining_s=remaining_s, requested_gpus=gpus
     )
     decision = derive(COMPILED, JobMetrics("j", nodes, values), COMPILED.initial_priority)
+    assert decision.target is not None  # every job has job-level data
     return decision.target
 
 
