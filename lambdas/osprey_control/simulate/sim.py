@@ -68,7 +68,8 @@ class JobRun:
     end_s: float | None = None
     version: int = 0
     priority: int | None = None  # Osprey's applied priority
-    # Every full allocation (start, end, GPUs): what the registry records for attained_service.
+    # Every allocation from its first worker up to its release (start, end, GPUs): what the registry
+    # records for attained_service.
     intervals: list[AllocationInterval] = field(default_factory=list)
     priority_changes: int = 0
     preemptions: int = 0
@@ -299,11 +300,13 @@ class Simulator:
             run.queued_since_s = None
         run.status = Status.STARTING
         run.allocated_s = now
-        run.intervals.append(AllocationInterval(now, None, run.job.gpus))
         run.attempt += 1
         self.running[run.index] = run
         delays = self.workload.startup.delays(self.seed, run.job.job_id, run.attempt, run.workers)
         run.ready_at = [placed + delay for placed, delay in zip(run.placed_at, delays, strict=True)]
+        # The registry counts a job as holding GPUs from RUNNING on (its first worker up: a Ready pod, a
+        # running container), not from placement: the interval starts there (seconds() is 0 before it).
+        run.intervals.append(AllocationInterval(min(run.ready_at), None, run.job.gpus))
         self._push(max(*run.ready_at, now), _Kind.TRAIN, run)
         self.scheduler.on_allocated(run, now)
 
