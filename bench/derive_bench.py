@@ -56,7 +56,7 @@ def make_fleet(jobs: int, nodes: int, seed: int = 7) -> tuple[list[JobMetrics], 
 
 
 def baseline_cycle(fleet: Sequence[JobMetrics], previous: Sequence[int]) -> list[int]:
-    """The formula alone, hard-wired to training-policy's three rules (weights 0.6/0.3/0.1)."""
+    """The formula alone, hard-wired to training-policy's three rules (weights 0.6/0.3/0.1) and deadband 3."""
     log10 = math.log10
     floor = math.floor
     out = []
@@ -75,7 +75,11 @@ def baseline_cycle(fleet: Sequence[JobMetrics], previous: Sequence[int]) -> list
         p_mem = 5 + 95 * log10(1 + 9 * x_mem)
         p_lat = 1 + 49 * (1 - x_lat)
         target = (0.6 * p_gpu + 0.3 * p_mem + 0.1 * p_lat) / 1.0
-        step = min(10.0, max(-10.0, target - prev))
+        delta = target - prev
+        if abs(delta) < 3.0:  # the deadband holds the priority
+            out.append(prev)
+            continue
+        step = min(10.0, max(-10.0, delta))
         out.append(floor(prev + step + 0.5))
     return out
 

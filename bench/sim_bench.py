@@ -100,9 +100,14 @@ def goals(label: str, measured: dict[str, dict[str, float]]) -> Iterable[tuple[s
             # The seed's case: beat the native mean wait with idle at most 12 % (Kueue only).
             if native_name == "kueue":
                 met = layered["mean_wait_s"] < native["mean_wait_s"] and layered["idle_pct"] <= 12.0
-                yield pair, "seed-wait-and-idle", met, (
-                    f"wait {layered['mean_wait_s']:.1f} vs {native['mean_wait_s']:.1f} s, "
-                    f"idle {layered['idle_pct']:.2f} % (<= 12)"
+                yield (
+                    pair,
+                    "seed-wait-and-idle",
+                    met,
+                    (
+                        f"wait {layered['mean_wait_s']:.1f} vs {native['mean_wait_s']:.1f} s, "
+                        f"idle {layered['idle_pct']:.2f} % (<= 12)"
+                    ),
                 )
             continue
         if oracle is not None:
@@ -110,14 +115,23 @@ def goals(label: str, measured: dict[str, dict[str, float]]) -> Iterable[tuple[s
             closed = native["mean_wait_s"] - layered["mean_wait_s"]
             share = closed / gap if gap > 0 else 1.0
             yield pair, "closes-60pct-of-gap", closed >= 0.6 * gap, f"closes {100 * share:.0f} % of the gap"
-        yield pair, "idle", layered["idle_pct"] <= native["idle_pct"] + 0.5, (
-            f"{layered['idle_pct']:.2f} vs {native['idle_pct']:.2f} + 0.5"
+        yield (
+            pair,
+            "idle",
+            layered["idle_pct"] <= native["idle_pct"] + 0.5,
+            (f"{layered['idle_pct']:.2f} vs {native['idle_pct']:.2f} + 0.5"),
         )
-        yield pair, "goodput", layered["goodput"] >= 0.99 * native["goodput"], (
-            f"{layered['goodput']:.4f} vs 0.99 x {native['goodput']:.4f}"
+        yield (
+            pair,
+            "goodput",
+            layered["goodput"] >= 0.99 * native["goodput"],
+            (f"{layered['goodput']:.4f} vs 0.99 x {native['goodput']:.4f}"),
         )
-        yield pair, "p95", layered["p95_wait_s"] <= 1.2 * native["p95_wait_s"], (
-            f"{layered['p95_wait_s']:.1f} vs 1.2 x {native['p95_wait_s']:.1f}"
+        yield (
+            pair,
+            "p95",
+            layered["p95_wait_s"] <= 1.2 * native["p95_wait_s"],
+            (f"{layered['p95_wait_s']:.1f} vs 1.2 x {native['p95_wait_s']:.1f}"),
         )
         changes = layered["priority_changes_per_job_hour"]
         yield pair, "changes", changes <= 10.0, f"{changes:.2f} per job-hour (<= 10)"

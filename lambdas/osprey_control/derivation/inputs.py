@@ -35,7 +35,8 @@ class NodeMetrics:
 
 @dataclass(frozen=True, slots=True)
 class JobMetrics:
-    """One job: job-level values (``queue_wait``) and its nodes."""
+    """One job: its job-level values (``queue_wait``, ``attained_service``, ``remaining_time``,
+    ``requested_gpus``: :mod:`osprey_control.derivation.job_signals`) and its nodes."""
 
     job_id: str
     nodes: Sequence[NodeMetrics] = ()
