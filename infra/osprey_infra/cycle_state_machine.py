@@ -58,6 +58,9 @@ class CycleStateMachine(Construct):
                     "startedAt.$": "$$.Execution.StartTime",
                     "outcome.$": "$.finish.outcome",
                     "error.$": "$.finish.error",
+                    # The whole state, for FailedShards / FailedJobs: "$.shards" alone would be a runtime error
+                    # on the paths that fail before the Map (a missing path is not null in JSONPath).
+                    "cycle.$": "$",
                 }
             ),
             result_path="$.finished",

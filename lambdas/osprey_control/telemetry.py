@@ -1,4 +1,4 @@
-"""What a derive step publishes (DESIGN §8), as plain data points; handlers emit them as EMF.
+"""What a derive step and a finished cycle publish (DESIGN §8), as plain data points; handlers emit them as EMF.
 
 Pure: building the points needs no AWS and no Powertools, so the simulator and tests use the same code.
 Per-job dimensions multiply CloudWatch cost by the fleet size, so they are off unless asked for.
@@ -7,15 +7,16 @@ Per-job dimensions multiply CloudWatch cost by the fleet size, so they are off u
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Only for the annotation: importing the derive package at run time would pull Powertools Parameters and
     # boto3 into every handler that publishes a metric point (apply, finish), ~0.2 s of cold start.
     from osprey_control.derive.shard import ShardResult
 
-__all__ = ["MetricPoint", "shard_metrics"]
+__all__ = ["CycleSummary", "MetricPoint", "cycle_metrics", "shard_metrics", "summarise_cycle"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,73 @@ def shard_metrics(result: ShardResult, *, per_job: bool = False) -> list[MetricP
     for kind, count in sorted(errors.items()):
         points.append(MetricPoint("DerivationErrors", "Count", (float(count),), {"Kind": kind}))
     return points
+
+
+@dataclass(frozen=True)
+class CycleSummary:
+    """How one cycle ended. ``outcome`` is the state machine's path ("succeeded": derive and apply ran);
+    ``failed_shards`` are the shards whose derive step failed (their jobs kept their priorities this cycle),
+    ``failed_jobs`` the jobs whose derivation or apply failed in the shards that did report."""
+
+    outcome: str
+    failed_shards: tuple[int | None, ...] = ()
+    failed_jobs: tuple[str, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        """A success with every shard derived. A failed shard is not a clean cycle even though the execution
+        succeeds (the other shards' changes are applied): counting it as one hid a shard that never runs."""
+        return self.outcome == "succeeded" and not self.failed_shards
+
+
+def summarise_cycle(outcome: str, state: Mapping[str, Any] | None) -> CycleSummary:
+    """Summarise the cycle state machine's state as Finish sees it: ``plan`` (PlanShards), ``shards`` (the
+    Map's reports; a failed shard is ``{"shard", "failed": true, "error"}``), ``apply`` (ApplyPriorities).
+
+    Any of them is absent when the cycle failed before that step. When the Map itself failed (``plan`` but no
+    ``shards``) none of the planned shards reached apply, so all of them count as failed.
+    """
+    state = state or {}
+    plan = _mapping(state.get("plan"))
+    reports = state.get("shards")
+    failed_shards: list[int | None] = []
+    failed_jobs: dict[str, None] = {}  # insertion-ordered set: a job failing in derive and apply counts once
+    if isinstance(reports, list):
+        for report in map(_mapping, reports):
+            if report.get("failed"):
+                failed_shards.append(_shard(report.get("shard")))
+            for failure in _list(report.get("failures")):
+                failed_jobs.setdefault(str(_mapping(failure).get("key", "")), None)
+    elif outcome == "failed" and isinstance(plan.get("shards"), list):
+        failed_shards.extend(_shard(shard) for shard in plan["shards"])
+    for failure in _list(_mapping(state.get("apply")).get("failed")):
+        failed_jobs.setdefault(str(_mapping(failure).get("key", "")), None)
+    return CycleSummary(outcome, tuple(failed_shards), tuple(failed_jobs))
+
+
+def cycle_metrics(summary: CycleSummary, duration_ms: float) -> list[MetricPoint]:
+    """CycleDurationMs, CyclesSucceeded (clean cycles only) or CyclesFailed, FailedShards and FailedJobs.
+
+    FailedShards and FailedJobs are published as 0 too, so a graph shows a healthy cycle rather than a gap, and
+    an alarm's missing data means "no cycle finished" (the staleness alarm's case), never "nothing failed".
+    """
+    clean = summary.clean
+    return [
+        MetricPoint("CycleDurationMs", "Milliseconds", (round(duration_ms, 1),)),
+        MetricPoint("CyclesSucceeded" if clean else "CyclesFailed", "Count", (1.0,)),
+        MetricPoint("FailedShards", "Count", (float(len(summary.failed_shards)),)),
+        MetricPoint("FailedJobs", "Count", (float(len(summary.failed_jobs)),)),
+    ]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _shard(value: Any) -> int | None:
+    # Shard numbers are ints; anything else (None: the whole registry in one shard) is kept as None.
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,5 +1,7 @@
-"""Finish Lambda: the cycle's last step on every path. Publishes CycleDurationMs and the outcome, releases
-the lease. Input ``{"owner", "startedAt" (ISO 8601), "outcome": "succeeded"|"failed"|"skipped", "error"?}``."""
+"""Finish Lambda: the cycle's last step on every path. Publishes CycleDurationMs, the outcome, FailedShards and
+FailedJobs (``osprey_control.telemetry.cycle_metrics``), releases the lease. Input ``{"owner", "startedAt"
+(ISO 8601), "outcome": "succeeded"|"failed", "error"?, "cycle"?}``, ``cycle`` being the state machine's state
+(its ``plan``, ``shards`` and ``apply`` results, whichever ran)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.coordination import CycleLease
-from osprey_control.telemetry import MetricPoint
+from osprey_control.telemetry import cycle_metrics, summarise_cycle
 from osprey_handlers._telemetry import publish
 
 __all__ = ["FinishEvent", "FinishSettings", "handler"]
 
 logger = Logger(service="osprey-finish")
+_LOGGED_JOBS = 50
 
 
 class FinishSettings(BaseModel):
@@ -35,6 +38,7 @@ class FinishEvent(BaseModel):
     started_at: datetime = Field(alias="startedAt")
     outcome: Literal["succeeded", "failed"]
     error: Any = None
+    cycle: dict[str, Any] | None = None
 
 
 @cache
@@ -50,14 +54,35 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     started = finish.started_at if finish.started_at.tzinfo else finish.started_at.replace(tzinfo=UTC)
     duration_ms = max(0.0, (datetime.now(UTC) - started).total_seconds() * 1000)
     released = lease.release(finish.owner)
-    failed = finish.outcome == "failed"
-    if failed:
+    summary = summarise_cycle(finish.outcome, finish.cycle)
+    if finish.outcome == "failed":
         logger.error("cycle failed", extra={"owner": finish.owner, "error": finish.error})
-    publish(
-        [
-            MetricPoint("CycleDurationMs", "Milliseconds", (round(duration_ms, 1),)),
-            MetricPoint("CyclesFailed" if failed else "CyclesSucceeded", "Count", (1.0,)),
-        ],
-        settings.metrics_namespace,
-    )
-    return {"outcome": finish.outcome, "durationMs": round(duration_ms, 1), "released": released}
+    if summary.failed_shards:
+        # The shards' errors are in the state (one line here), so the runbook needs no execution history.
+        errors = [
+            {"shard": shard.get("shard"), "error": shard.get("error")}
+            for shard in (finish.cycle or {}).get("shards") or []
+            if isinstance(shard, dict) and shard.get("failed")
+        ]
+        logger.error(
+            "cycle had failed shards",
+            extra={"owner": finish.owner, "failedShards": list(summary.failed_shards), "errors": errors},
+        )
+    if summary.failed_jobs:
+        logger.warning(
+            "cycle had failed jobs",
+            # A bounded sample: the line stays small with a fleet-wide failure; `osprey jobs` lists them all.
+            extra={
+                "owner": finish.owner,
+                "count": len(summary.failed_jobs),
+                "failedJobs": list(summary.failed_jobs[:_LOGGED_JOBS]),
+            },
+        )
+    publish(cycle_metrics(summary, duration_ms), settings.metrics_namespace)
+    return {
+        "outcome": finish.outcome,
+        "durationMs": round(duration_ms, 1),
+        "released": released,
+        "failedShards": len(summary.failed_shards),
+        "failedJobs": len(summary.failed_jobs),
+    }
