@@ -1,0 +1,159 @@
+"""A synthetic fleet of N nodes x G GPUs running J jobs, and what it costs to watch: the series the collector
+queries (built by :mod:`osprey_control.collect.queries` itself, then counted), the shards the jobs fall in
+(:func:`osprey_control.registry.items.shard_of`), the runtime's EMF series and the agent's custom metrics
+(from the CloudWatch agent configuration). Pure: the agent configuration is passed in as a dict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from osprey.runtime import (
+    INTERCONNECT_LATENCY_METRIC,
+    STEP_TIME_METRIC,
+    TOTAL_STEPS_METRIC,
+    TRAINING_STEP_METRIC,
+)
+from osprey_control.collect.collector import MAX_QUERIES_PER_CALL
+from osprey_control.collect.queries import build_progress_series, build_series
+from osprey_control.contract import OspreyBlock
+from osprey_control.registry.items import shard_of
+from osprey_control.registry.model import Backend, JobRecord, JobStatus, NodeKind, NodeRef
+
+__all__ = [
+    "RUNTIME_METRICS",
+    "AgentMetrics",
+    "FleetShape",
+    "MetricLoad",
+    "agent_metrics",
+    "metric_load",
+    "synthetic_fleet",
+]
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+# What every host of a job publishes through osprey.runtime when the job reports latency and progress: each
+# rank prints its own lines, so each host is its own series (dimension Host) of each metric.
+RUNTIME_METRICS = (INTERCONNECT_LATENCY_METRIC, TRAINING_STEP_METRIC, TOTAL_STEPS_METRIC, STEP_TIME_METRIC)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetShape:
+    nodes: int
+    gpus_per_node: int
+    jobs: int
+
+
+def synthetic_fleet(shape: FleetShape) -> list[JobRecord]:
+    """J Batch jobs on N EC2 GPU instances (CloudWatch agent metrics: the most series per node), the nodes
+    dealt out as evenly as possible. With more jobs than nodes the jobs left over are queued (no nodes)."""
+    records: list[JobRecord] = []
+    base, extra = divmod(shape.nodes, shape.jobs)
+    next_node = 0
+    for index in range(shape.jobs):
+        count = base + (1 if index < extra else 0)
+        nodes = tuple(
+            NodeRef(
+                node_id=f"i-{next_node + offset:017x}",
+                kind=NodeKind.INSTANCE,
+                gpus=shape.gpus_per_node,
+                node_index=offset,
+            )
+            for offset in range(count)
+        )
+        next_node += count
+        records.append(
+            JobRecord(
+                backend=Backend.BATCH,
+                native_id=f"{index:08d}-0000-4000-8000-000000000000",
+                name=f"job-{index}",
+                block=OspreyBlock(priority_derivation_profile="training-policy"),
+                status=JobStatus.RUNNING if nodes else JobStatus.PENDING,
+                status_time=_EPOCH,
+                nodes=nodes,
+            )
+        )
+    return records
+
+
+@dataclass(frozen=True, slots=True)
+class MetricLoad:
+    """Per cycle: series the collector requests (node series, progress series), GetMetricData calls (per
+    shard, ``ceil(series / 500)``), jobs per non-empty shard, and runtime EMF series (metric-months)."""
+
+    node_series: int
+    progress_series: int
+    calls: int
+    jobs_per_shard: dict[int, int]
+    runtime_series: int
+    running_hosts: int
+
+    @property
+    def series(self) -> int:
+        return self.node_series + self.progress_series
+
+    @property
+    def busy_shards(self) -> int:
+        return len(self.jobs_per_shard)
+
+
+def metric_load(records: list[JobRecord], shards: int) -> MetricLoad:
+    """Build the collector's queries for ``records`` shard by shard (as the derive step does) and count them."""
+    by_shard: dict[int, list[JobRecord]] = {}
+    for record in records:
+        by_shard.setdefault(shard_of(record.key, shards), []).append(record)
+    node_series = progress_series = calls = 0
+    for shard_records in by_shard.values():
+        specs, _problems = build_series(shard_records)
+        progress = build_progress_series(shard_records)
+        node_series += len(specs)
+        progress_series += len(progress)
+        calls += math.ceil((len(specs) + len(progress)) / MAX_QUERIES_PER_CALL)
+    hosts = sum(len(record.nodes) for record in records if record.status is JobStatus.RUNNING)
+    return MetricLoad(
+        node_series=node_series,
+        progress_series=progress_series,
+        calls=calls,
+        jobs_per_shard=dict(Counter(shard_of(record.key, shards) for record in records)),
+        runtime_series=hosts * len(RUNTIME_METRICS),
+        running_hosts=hosts,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMetrics:
+    """What the CloudWatch agent publishes per node: custom metrics, and PutMetricData requests per month."""
+
+    per_node: int
+    measurements: tuple[str, ...]
+    flush_seconds: int
+
+
+def agent_metrics(config: Mapping[str, Any], *, gpus_per_node: int, efa_devices: int = 4) -> AgentMetrics:
+    """Custom metrics one node publishes under the agent ``config``: one ``InstanceId`` rollup per measurement
+    when ``aggregation_dimensions`` has ``["InstanceId"]``, plus the originals (one per GPU for
+    ``nvidia_gpu``, one per device for ``efa``) unless ``drop_original_metrics`` lists them."""
+    metrics = config.get("metrics") or {}
+    rollup = ["InstanceId"] in (metrics.get("aggregation_dimensions") or [])
+    originals_per_section = {"nvidia_gpu": gpus_per_node, "efa": efa_devices}
+    per_node = 0
+    names: list[str] = []
+    for section, body in (metrics.get("metrics_collected") or {}).items():
+        dropped = set(body.get("drop_original_metrics") or ())
+        for measurement in body.get("measurement") or ():
+            name = measurement if isinstance(measurement, str) else str(measurement.get("name"))
+            names.append(f"{section}.{name}")
+            per_node += 1 if rollup else 0
+            if name not in dropped:
+                per_node += originals_per_section.get(section, 1)
+    flush = int(
+        metrics.get("force_flush_interval")
+        or (config.get("agent") or {}).get("metrics_collection_interval")
+        or 60
+    )
+    return AgentMetrics(per_node, tuple(names), flush)

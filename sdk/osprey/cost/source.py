@@ -1,0 +1,40 @@
+"""Where the cost model's artifacts come from (the only I/O of :mod:`osprey.cost`): a synthesized template file,
+or the CDK app synthesized in-process (needs this repository's ``infra/`` and Node.js, about 20 s), and the
+CloudWatch agent configuration."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_AGENT_CONFIG", "DEFAULT_TEMPLATE", "REPO_ROOT", "load_json", "synthesize"]
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_TEMPLATE = REPO_ROOT / "cdk.out" / "Osprey.template.json"  # what `npx cdk synth` writes
+DEFAULT_AGENT_CONFIG = REPO_ROOT / "infra" / "agent" / "cloudwatch-agent-gpu.json"
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; OSError or ValueError with the reason otherwise."""
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
+def synthesize(context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``Osprey`` stack's template from ``infra/app.py`` (cdk-nag off: it changes nothing in the template)."""
+    infra = REPO_ROOT / "infra"
+    if not (infra / "app.py").is_file():
+        raise FileNotFoundError(f"{infra / 'app.py'} not found: pass a synthesized template instead")
+    if str(infra) not in sys.path:
+        sys.path.insert(0, str(infra))
+    import aws_cdk as cdk  # noqa: PLC0415 - only when synthesizing
+
+    from app import build_app  # noqa: PLC0415 - infra/app.py
+
+    app = build_app(cdk.App(context=context) if context else None, nag=False)
+    template: dict[str, Any] = app.synth().get_stack_by_name("Osprey").template
+    return template
