@@ -1,5 +1,6 @@
 """Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N}``; output the
-shard's changed jobs for the apply step."""
+shard's changed jobs for the apply step and ``deferred``, the jobs left for the next cycle because the
+function's remaining time ran short (docs/control-plane.md, Liveness)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from osprey_control.cycle import run_shard
+from osprey_control.coordination.deadline import Deadline
 from osprey_control.derive import DEFAULT_ALLOWED_PREFIX, LambdaRuleInvoker, PolicySource, RuleAllowList
+from osprey_control.derive.run import derive_within
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_handlers._telemetry import publish
 
@@ -55,14 +57,20 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     account = context.invoked_function_arn.split(":")[4]
     registry, policies, invoker = _components(account)
     shard = event.get("shard")
-    report = run_shard(
+    run = derive_within(
         registry,
         policies,
         invoker,
+        Deadline.for_invocation(context.get_remaining_time_in_millis),
         shard=int(shard) if shard is not None else None,
         per_job_metrics=settings.per_job_metrics,
     )
-    publish(report.metrics, settings.metrics_namespace)
-    for failure in report.failures:
+    publish(run.report.metrics, settings.metrics_namespace)
+    for failure in run.report.failures:
         logger.warning("job not derived", extra=failure)
-    return report.to_dict()
+    if run.deferred:
+        logger.warning(
+            "deadline reached: jobs left for the next cycle",
+            extra={"shard": shard, "deferred": len(run.deferred), "evaluated": run.report.evaluated},
+        )
+    return run.to_dict()

@@ -2,22 +2,32 @@
 
 One job's failure (unknown policy, a write conflict, a broken store) is recorded in its :class:`JobOutcome`
 and never stops the rest of the shard. Custom rule failures never fail a job at all: the engine falls back.
+
+Liveness: jobs run in per-rule bulkheads (:mod:`osprey_control.derive.bulkhead`), so a hung custom rule delays
+only its own jobs, and a job starts only if its worst case (the sum of its policy's custom rule timeouts) ends
+before the deadline's margin. Each decision is written as soon as it is made; the jobs not started are
+``deferred``: untouched in the registry, derived by the next cycle.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 
+from osprey_control.coordination.deadline import Deadline
 from osprey_control.derivation import CompiledPolicy, CustomRuleInvoker, Decision, JobMetrics, derive
+from osprey_control.derive.bulkhead import run_in_lanes
 from osprey_control.registry import JobKey, JobRecord
 
-__all__ = ["DecisionStore", "JobOutcome", "PolicyLookup", "ShardResult", "derive_shard"]
+__all__ = ["DEFAULT_RULE_SLOTS", "DecisionStore", "JobOutcome", "PolicyLookup", "ShardResult", "derive_shard"]
+
+# Concurrent calls per custom rule function (per shard): enough to overlap a fast rule's latency, few enough
+# that a hung rule holds only these.
+DEFAULT_RULE_SLOTS = 4
 
 
 class DecisionStore(Protocol):
@@ -70,6 +80,8 @@ class JobOutcome:
 class ShardResult:
     outcomes: list[JobOutcome] = field(default_factory=list)
     custom_rule_failures: Counter[str] = field(default_factory=Counter)  # reason -> count
+    # Jobs not started before the deadline: nothing was written for them; the next cycle derives them.
+    deferred: list[JobRecord] = field(default_factory=list)
 
     @property
     def changes(self) -> list[JobOutcome]:
@@ -131,6 +143,24 @@ def _derive_one(
     return JobOutcome(record, decision, recorded=written if isinstance(written, JobRecord) else None)
 
 
+def _rules(record: JobRecord, policies: PolicyLookup) -> tuple[frozenset[str], float]:
+    """The custom rule functions the job's policy calls, and their worst case (ms): the engine calls them
+    one after the other, each bounded by its ``timeoutMs``. An unknown policy calls none."""
+    try:
+        policy = policies.get(record.policy)
+    except LookupError:
+        return frozenset(), 0.0
+    customs = (*policy.weighted_customs, *policy.stages)
+    return frozenset(rule.arn for rule in customs), float(sum(rule.timeout_ms for rule in customs))
+
+
+def _rotated(records: Sequence[JobRecord], now: datetime) -> list[JobRecord]:
+    """The shard's jobs starting at an offset that moves every minute, so the jobs a deadline defers are not
+    always the same ones at the end of the registry's order."""
+    offset = int(now.timestamp() // 60) % len(records)
+    return [*records[offset:], *records[:offset]]
+
+
 def derive_shard(
     records: Sequence[JobRecord],
     metrics: Mapping[JobKey, JobMetrics],
@@ -140,21 +170,30 @@ def derive_shard(
     *,
     now: datetime,
     max_workers: int = 8,
+    rule_slots: int = DEFAULT_RULE_SLOTS,
+    deadline: Deadline | None = None,
 ) -> ShardResult:
-    """Derive and record every job of the shard. Jobs run concurrently so their custom rules overlap."""
+    """Derive and record the jobs of the shard until ``deadline`` (none: all of them).
+
+    Jobs without custom rules share ``max_workers`` slots; each custom rule function has ``rule_slots``.
+    """
     result = ShardResult()
     if not records:
         return result
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(records)))) as pool:
-        outcomes = list(
-            pool.map(
-                partial(
-                    _derive_one, metrics=metrics, policies=policies, store=store, invoker=invoker, now=now
-                ),
-                records,
-            )
-        )
-    for outcome in outcomes:
+    deadline = deadline or Deadline.never()
+    ordered = _rotated(records, now)
+    rules = {record.key: _rules(record, policies) for record in ordered}
+    done, deferred = run_in_lanes(
+        ordered,
+        lambda record: rules[record.key][0],
+        partial(_derive_one, metrics=metrics, policies=policies, store=store, invoker=invoker, now=now),
+        slots_per_lane=rule_slots,
+        shared_slots=max_workers,
+        may_start=lambda record: deadline.allows(rules[record.key][1]),
+    )
+    result.deferred = [ordered[index] for index in deferred]
+    position = {record.key: index for index, record in enumerate(records)}
+    for outcome in sorted(done.values(), key=lambda outcome: position[outcome.record.key]):
         result.outcomes.append(outcome)
         if outcome.decision is not None:
             for rule in outcome.decision.rules:

@@ -20,6 +20,9 @@ class Context:
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-derive"
     aws_request_id: str = "req-1"
 
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000  # a fresh invocation of the 300 s function
+
 
 def test_handler_runs_one_shard(
     aws: dict[str, Any],

@@ -1,0 +1,64 @@
+"""A shard's derive step within the Lambda's time: :func:`osprey_control.cycle.run_shard` plus a deadline.
+
+Kept apart from ``cycle.run_shard`` (which derives every job) until that function takes the deadline itself;
+the report is the same, plus ``deferred``: the jobs not started before the deadline's margin, left as they were
+in the registry for the next cycle.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from osprey_control.collect import collect
+from osprey_control.coordination.deadline import Deadline
+from osprey_control.cycle import ActiveJobs, ShardReport, _report
+from osprey_control.derivation import CustomRuleInvoker
+from osprey_control.derive.policies import PolicySource
+from osprey_control.derive.shard import derive_shard
+from osprey_control.registry import JobRecord
+from osprey_control.telemetry import MetricPoint, shard_metrics
+
+__all__ = ["DeriveRun", "derive_within"]
+
+
+@dataclass
+class DeriveRun:
+    report: ShardReport
+    deferred: list[JobRecord] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state machine's view: the shard report and how many jobs wait for the next cycle."""
+        return {**self.report.to_dict(), "deferred": len(self.deferred)}
+
+
+def derive_within(
+    registry: ActiveJobs,
+    policies: PolicySource,
+    invoker: CustomRuleInvoker | None,
+    deadline: Deadline,
+    *,
+    shard: int | None = None,
+    cloudwatch: Any = None,
+    now: datetime | None = None,
+    per_job_metrics: bool = False,
+) -> DeriveRun:
+    """Collect → derive → record for the active jobs of ``shard``, starting no job that would end after
+    ``deadline``'s margin."""
+    now = now or datetime.now(UTC)
+    records = registry.list_active(shard)
+    started = time.perf_counter()
+    collected = collect(records, client=cloudwatch, now=now)
+    collection_ms = (time.perf_counter() - started) * 1000
+    derived = derive_shard(
+        records, collected.metrics, policies, registry, invoker, now=now, deadline=deadline
+    )
+    report = _report(shard, collected, derived)
+    report.metrics = [
+        *shard_metrics(derived, per_job=per_job_metrics),
+        MetricPoint("CollectionLatencyMs", "Milliseconds", (collection_ms,)),
+        MetricPoint("JobsDeferred", "Count", (float(len(derived.deferred)),), {"Step": "derive"}),
+    ]
+    return DeriveRun(report, derived.deferred)
