@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from osprey import __version__
+from osprey.cli.cost import cost_command
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
 from osprey.cli.jobs import explain_command, jobs_command
@@ -36,6 +37,7 @@ app.command("explain")(explain_command)
 app.command("plan")(plan_command)
 app.command("simulate")(simulate_command)
 app.add_typer(local_app, name="local")
+app.command("cost")(cost_command)
 
 
 def _version(value: bool) -> None:

@@ -50,4 +50,4 @@ def q(value: float | int | Decimal, label: str = "") -> Amount:
 
 
 def money(usd: Decimal) -> Amount:
-    return Amount(float(usd), f"${format_number(usd)}")
+    return Amount(float(usd), f"${usd}")  # as the price table writes it: $0.30, $0.025
