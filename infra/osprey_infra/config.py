@@ -34,6 +34,8 @@ CONTEXT_KEYS: dict[str, str] = {
     "history_retention_days": "osprey:historyRetentionDays",
     "retain_registry": "osprey:retainRegistry",
     "alarm_email": "osprey:alarmEmail",
+    "stale_cycle_minutes": "osprey:staleCycleMinutes",
+    "failure_alarm_periods": "osprey:failureAlarmPeriods",
     "sagemaker_queue": "osprey:sagemakerQueue",
     "sagemaker_queue_name": "osprey:sagemakerQueueName",
     "sagemaker_queue_max_instances": "osprey:sagemakerQueueMaxInstances",
@@ -61,6 +63,12 @@ class ControlPlaneConfig(BaseModel):
     history_retention_days: int = Field(default=14, ge=1, le=3650)
     retain_registry: bool = True
     alarm_email: str | None = None
+    # The staleness alarm fires after this many minutes without a clean cycle. None: 10, or twice the interval
+    # when that is longer (an hourly cycle is not late after 10 minutes). See ``stale_after_minutes``.
+    stale_cycle_minutes: int | None = Field(default=None, ge=2, le=1440)
+    # FailedShards / FailedJobs alarm after this many consecutive cycle periods with a failure: one failed
+    # cycle is often a throttle the next cycle retries; three in a row is a shard or job that keeps failing.
+    failure_alarm_periods: int = Field(default=3, ge=1, le=1440)
     # An AWS Batch service environment + SAGEMAKER_TRAINING job queue for the SDK's `queue` (off: bring your own).
     sagemaker_queue: bool = False
     sagemaker_queue_name: str = Field(default="osprey-sagemaker-training", min_length=1, max_length=120)
@@ -118,6 +126,23 @@ class ControlPlaneConfig(BaseModel):
             raise ValueError("eks_clusters is set but 'eks' is not among backends")
         if self.sagemaker_queue and "sagemaker" not in self.backends:
             raise ValueError("sagemaker_queue is set but 'sagemaker' is not among backends")
+        # Cycles finish once per interval: a shorter window would see a healthy schedule as stale.
+        if (
+            self.stale_cycle_minutes is not None
+            and self.stale_cycle_minutes * 60 < 2 * self.cycle_interval_seconds
+        ):
+            raise ValueError(
+                f"stale_cycle_minutes must be at least twice the cycle interval: "
+                f">= {-(-2 * self.cycle_interval_seconds // 60)} with cycle_interval_seconds "
+                f"{self.cycle_interval_seconds}"
+            )
+        # CloudWatch: evaluation periods x period at most one day for periods under an hour, 7 days otherwise.
+        limit = 86400 if self.metric_period_seconds < 3600 else 604800
+        if self.failure_alarm_periods * self.metric_period_seconds > limit:
+            raise ValueError(
+                f"failure_alarm_periods x the cycle period ({self.metric_period_seconds} s) exceeds CloudWatch's "
+                f"{limit // 86400}-day alarm window: at most {limit // self.metric_period_seconds}"
+            )
         return self
 
     @property
@@ -128,6 +153,18 @@ class ControlPlaneConfig(BaseModel):
     @property
     def schedule_minutes(self) -> int:
         return max(1, self.cycle_interval_seconds // 60)
+
+    @property
+    def metric_period_seconds(self) -> int:
+        """The period of the per-cycle metrics' graphs and alarms: a cycle publishes at most once in it."""
+        return max(60, self.cycle_interval_seconds)
+
+    @property
+    def stale_after_minutes(self) -> int:
+        """``stale_cycle_minutes``, or its default: 10, or twice the interval when that is longer."""
+        if self.stale_cycle_minutes is not None:
+            return self.stale_cycle_minutes
+        return max(10, -(-2 * self.cycle_interval_seconds // 60))
 
     @classmethod
     def build(cls, values: Mapping[str, Any]) -> ControlPlaneConfig:
@@ -175,6 +212,8 @@ def _parse(field: str, raw: Any) -> Any:
         "powertools_layer_version",
         "history_retention_days",
         "sagemaker_queue_max_instances",
+        "stale_cycle_minutes",
+        "failure_alarm_periods",
     }:
         return int(text) if text.lstrip("-").isdigit() else text
     return text

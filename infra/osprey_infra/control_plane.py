@@ -182,6 +182,8 @@ class OspreyControlPlane(Construct):
             dead_letter_queue=self.events.dead_letter_queue,
             functions={role: made.function for role, made in self.functions().items()},
             cycle_interval_seconds=config.cycle_interval_seconds,
+            stale_after_minutes=config.stale_after_minutes,
+            failure_alarm_periods=config.failure_alarm_periods,
             alarm_email=config.alarm_email,
         )
         self.config_parameter = ssm.StringParameter(

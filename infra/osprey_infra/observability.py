@@ -6,17 +6,21 @@ What the Lambdas publish (EMF, namespace ``metrics_namespace``), and so what is 
   ``PriorityChange`` by ``[Policy]`` (and by ``[Policy, JobId]`` when per-job metrics are on),
   ``JobsEvaluated`` and ``MetricsMissing`` (no dimensions), ``CustomRuleFailures`` by ``[Reason]``,
   ``DerivationErrors`` by ``[Kind]``; ``osprey_control.cycle``: ``CollectionLatencyMs``.
-- apply: ``PrioritiesApplied``, ``ApplyFailures``; finish: ``CycleDurationMs``, ``CyclesSucceeded`` /
-  ``CyclesFailed`` (no dimensions).
+- apply: ``PrioritiesApplied``, ``ApplyFailures``; finish (``osprey_control.telemetry.cycle_metrics``):
+  ``CycleDurationMs``, ``CyclesSucceeded`` (clean cycles) / ``CyclesFailed`` (failed, or with a failed shard),
+  ``FailedShards``, ``FailedJobs`` (no dimensions).
 - gang watch (``osprey_control.gang.watch.gang_metrics``): ``CoSchedulingSuccessRate`` (100 or 0 per gang,
   so its Average is the rate) and ``GangWaitSeconds``, by ``[Policy]``.
 
 Alarms cannot use SEARCH, so the custom-rule alarm sums every ``Reason`` with a Metrics Insights query, and a
-new failure reason is covered without a redeploy.
+new failure reason is covered without a redeploy. The alarms on failed shards and jobs, Lambda errors and
+throttles and stale cycles are ``osprey_infra.alarms.OperationalAlarms``, a child of this construct; every
+alarm is on the dashboard's alarm status widget and notifies the topic. Runbook: docs/operations.md.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import aws_cdk as cdk
@@ -30,6 +34,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+
+from osprey_infra.alarms import OperationalAlarms, alarm_name
 
 __all__ = ["PRIORITY_BANDS", "Observability", "search"]
 
@@ -68,6 +74,8 @@ class Observability(Construct):
         dead_letter_queue: sqs.IQueue,
         functions: Mapping[str, lambda_.IFunction],
         cycle_interval_seconds: int,
+        stale_after_minutes: int,
+        failure_alarm_periods: int,
         alarm_email: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -139,15 +147,34 @@ class Observability(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
-        self.alarms = [self.cycle_failures, self.custom_rule_failures, self.dead_letters]
+        self.operational = OperationalAlarms(
+            self,
+            "Alarms",
+            namespace=namespace,
+            functions=functions,
+            metric_period_seconds=self.period,
+            stale_after_minutes=stale_after_minutes,
+            failure_alarm_periods=failure_alarm_periods,
+        )
+        named = [
+            (self._alarm_name(alarm.node.id), alarm)
+            for alarm in (self.cycle_failures, self.custom_rule_failures, self.dead_letters)
+        ] + self.operational.named
+        self.alarms = [alarm for _, alarm in named]
         # The widget names the alarms by ARNs built from their names, not GetAtt: moto's CloudFormation
         # (osprey local) skips AWS::CloudWatch::Alarm and rejects a template that references one.
         by_arn = [
-            cw.Alarm.from_alarm_arn(self, f"{alarm.node.id}Ref", self._alarm_arn(alarm.node.id))
-            for alarm in self.alarms
+            cw.Alarm.from_alarm_arn(self, f"{alarm.node.id}Ref", self._alarm_arn(name))
+            for name, alarm in named
         ]
         self.dashboard.add_widgets(
-            cw.AlarmStatusWidget(alarms=by_arn, title="Osprey alarms", width=_WIDTH, height=3)
+            cw.AlarmStatusWidget(
+                alarms=by_arn,
+                title="Osprey alarms",
+                width=_WIDTH,
+                # The widget lays alarms out about four to a row at full width, under a title row.
+                height=1 + math.ceil(len(by_arn) / 4),
+            )
         )
 
         self.topic: sns.Topic | None = None
@@ -157,13 +184,13 @@ class Observability(Construct):
                 alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
 
     def _alarm_name(self, construct_id: str) -> str:
-        return f"{cdk.Stack.of(self).stack_name}-osprey-{construct_id}"
+        return alarm_name(self, construct_id)
 
-    def _alarm_arn(self, construct_id: str) -> str:
+    def _alarm_arn(self, name: str) -> str:
         return cdk.Stack.of(self).format_arn(
             service="cloudwatch",
             resource="alarm",
-            resource_name=self._alarm_name(construct_id),
+            resource_name=name,
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
 
@@ -232,6 +259,8 @@ class Observability(Construct):
                 self._metric("CyclesSucceeded").with_(label="succeeded"),
                 self._metric("CyclesFailed").with_(label="failed"),
                 state_machine.metric_failed(statistic="Sum").with_(label="executions failed"),
+                self._metric("FailedShards").with_(label="failed shards"),
+                self._metric("FailedJobs").with_(label="failed jobs"),
             ],
             right=[
                 self._metric("JobsEvaluated").with_(label="jobs evaluated"),
