@@ -1,0 +1,79 @@
+"""Given the real CDK app synthesized in-process, when the cost model reads it, then the cycle's transitions,
+its Lambda invocations and their memory come from that template, and the month at 64 nodes is what
+docs/deploy.md shows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from osprey.cost import (
+    FleetShape,
+    TemplateFacts,
+    agent_metrics,
+    estimate,
+    metric_load,
+    read_template,
+    synthetic_fleet,
+)
+from osprey.cost.model import count_cycle
+from osprey.cost.source import DEFAULT_AGENT_CONFIG, synthesize
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return synthesize()
+
+
+@pytest.fixture(scope="module")
+def facts(template: dict[str, Any]) -> TemplateFacts:
+    return read_template(template)
+
+
+def test_one_cycle_enters_eleven_states_plus_one_per_busy_shard(facts: TemplateFacts) -> None:
+    counts = count_cycle(facts, 12, distributed=False, cycle_seconds=60)
+    assert counts.last.transitions == 11 + 12
+    assert counts.last.states[:5] == (
+        "AcquireLease",
+        "LeaseAcquired",
+        "PlanShards",
+        "LargeFleet",
+        "DeriveShards",
+    )
+    assert counts.last.states[-6:] == (
+        "ApplyPriorities", "PlanParallelism", "MarkSucceeded", "Finish", "CycleOutcome", "CycleSucceeded",
+    )  # fmt: skip
+    handlers = [facts.functions[logical_id].handler for logical_id in counts.last.invocations]
+    assert handlers.count("osprey_handlers.derive.handler") == 12
+    assert len(handlers) == 12 + 5
+
+
+def test_the_distributed_map_is_counted_the_same_way(facts: TemplateFacts) -> None:
+    counts = count_cycle(facts, 12, distributed=True, cycle_seconds=60)
+    assert "DeriveShardsDistributed" in counts.last.states
+    assert counts.last.transitions == 11 + 12
+
+
+def test_memory_and_settings_come_from_the_template(facts: TemplateFacts) -> None:
+    assert facts.function_by_handler("derive").memory_mb == 512
+    assert facts.function_by_handler("plan").memory_mb == 1024
+    assert facts.setting("shards", "OSPREY_REGISTRY_SHARDS") == "16"
+    assert facts.cycle_log_level == "ALL"
+    assert facts.dashboards == 1
+
+
+def test_the_month_at_64_nodes_is_the_documented_one(facts: TemplateFacts) -> None:
+    shape = FleetShape(64, 8, 20)
+    report = estimate(
+        facts,
+        shape,
+        metric_load(synthetic_fleet(shape), 16),
+        60,
+        agent=agent_metrics(json.loads(DEFAULT_AGENT_CONFIG.read_text()), gpus_per_node=8),
+    )
+    lines = {line.item: line.monthly_usd for line in report.lines}
+    assert lines["CloudWatch GetMetricData (12 calls a cycle)"] == 164.16
+    assert lines["Step Functions Standard state transitions"] == 24.84
+    assert lines["Fleet: CloudWatch agent custom metrics"] == 153.60
