@@ -9,6 +9,12 @@ against its ``applied_priority`` (what the backend holds), then records the outc
   retried next cycle until ``MAX_TRANSIENT_APPLY_ATTEMPTS``;
 - failed otherwise, or skipped (not opted in, job finished, no applier) → a permanent ``apply_failure``: not
   tried again until the derived priority changes.
+
+Liveness: outcomes are recorded per applier call (all of Batch's jobs at once, since Batch gets one
+UpdateSchedulingPolicy per policy per cycle; the per-job appliers in chunks of their ``chunk_size``), and no
+call starts after the deadline's margin. Jobs not reached are ``deferred``: still pending in the registry, so
+the next cycle's shards report them again. The jobs whose derived priority changed longest ago go first, so
+the ones a deadline defers are tried early next cycle.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from osprey_control.apply import (
     prefilter,
 )
 from osprey_control.aws import is_transient
+from osprey_control.coordination.deadline import Deadline
 from osprey_control.registry import Backend, JobKey, JobRecord
 
 __all__ = [
@@ -122,6 +129,7 @@ class EksApplier:
     """
 
     backends = frozenset({Backend.EKS})
+    chunk_size = 50  # one PATCH per job; each chunk connects again (DescribeCluster + token), hence larger
 
     def __init__(self, connect: Callable[[str], Any] | None = None) -> None:
         self._connect = connect
@@ -190,17 +198,61 @@ def default_appliers(
     ]
 
 
+def _oldest_change_first(change: PriorityChange) -> tuple[bool, datetime]:
+    changed = change.record.last_changed_at
+    return changed is not None, changed or datetime.min.replace(tzinfo=UTC)
+
+
+def _work(
+    changes: Sequence[PriorityChange], appliers: Iterable[Applier]
+) -> tuple[list[PriorityChange], list[tuple[Applier, list[PriorityChange]]]]:
+    """The changes without an applier, and each applier's calls: whole-cycle appliers first (Batch must see
+    all its jobs in one call), then the per-job ones in chunks, oldest change first."""
+    by_backend: dict[Backend, Applier] = {}
+    for applier in appliers:
+        by_backend.update(dict.fromkeys(applier.backends, applier))
+    unrouted: list[PriorityChange] = []
+    routed: dict[int, tuple[Applier, list[PriorityChange]]] = {}
+    for change in sorted(changes, key=_oldest_change_first):
+        owner = by_backend.get(change.record.backend)
+        if owner is None:
+            unrouted.append(change)
+        else:
+            routed.setdefault(id(owner), (owner, []))[1].append(change)
+    calls: list[tuple[Applier, list[PriorityChange]]] = []
+    for applier, batch in sorted(routed.values(), key=lambda entry: _chunk_size(entry[0]) is not None):
+        size = _chunk_size(applier) or len(batch)
+        calls.extend((applier, batch[start : start + size]) for start in range(0, len(batch), size))
+    return unrouted, calls
+
+
+def _chunk_size(applier: Applier) -> int | None:
+    size = getattr(applier, "chunk_size", None)
+    return size if isinstance(size, int) and size > 0 else None
+
+
 def apply_cycle(
     reports: Iterable[Mapping[str, Any]],
     registry: ApplyRegistry,
     appliers: Iterable[Applier],
     *,
     now: datetime | None = None,
+    deadline: Deadline | None = None,
 ) -> ApplyReport:
-    """Apply every shard's pending jobs and record each outcome; one report for the cycle."""
+    """Apply every shard's pending jobs and record each call's outcomes as it returns, until ``deadline``
+    (none: all of them); one report for the cycle, with the jobs not reached under ``deferred``."""
     now = now or datetime.now(UTC)
+    deadline = deadline or Deadline.never()
     changes, missing = pending_from_reports(reports, registry)
-    report = apply_all(changes, appliers)
-    record_outcomes(report, registry, (change.record.key for change in changes), now)
+    unrouted, calls = _work(changes, appliers)
+    report = apply_all(unrouted, ())  # skipped: no applier for their backend
+    record_outcomes(report, registry, (change.record.key for change in unrouted), now)
+    for applier, batch in calls:
+        if deadline.expired:
+            report.deferred.extend(change.record.key for change in batch)
+            continue
+        part = applier.apply(batch)
+        record_outcomes(part, registry, (change.record.key for change in batch), now)
+        report.extend(part)
     report.results.extend(missing)
     return report

@@ -1,6 +1,7 @@
 """Apply Lambda: after the shards' Map state, write every pending derived priority to its backend and record
-the outcome in the registry. Input: ``{"shards": [<derive outputs>]}`` (the Map state's result). Output: counts
-and per-job failures.
+the outcome in the registry. Input: ``{"shards": [<derive outputs>]}`` (the Map state's result). Output: counts,
+per-job failures and, when there are any, ``deferred``: the jobs left pending for the next cycle because the function's remaining
+time ran short (docs/control-plane.md, Liveness).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.apply import Applier
 from osprey_control.apply_step import apply_cycle, default_appliers
+from osprey_control.coordination.deadline import Deadline
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.telemetry import MetricPoint
 from osprey_handlers._telemetry import publish
@@ -41,7 +43,8 @@ def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, registry, appliers = _components()
-    report = apply_cycle(event.get("shards", []), registry, appliers)
+    deadline = Deadline.for_invocation(context.get_remaining_time_in_millis)
+    report = apply_cycle(event.get("shards", []), registry, appliers, deadline=deadline)
     for result in report.failed:
         logger.warning(
             "priority not applied",
@@ -51,16 +54,24 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.warning(
             "apply outcome not recorded; the job stays pending", extra={"job": str(job), "error": error}
         )
+    if report.deferred:
+        logger.warning(
+            "deadline reached: jobs left pending for the next cycle", extra={"deferred": len(report.deferred)}
+        )
     publish(
         [
             MetricPoint("PrioritiesApplied", "Count", (float(len(report.applied)),)),
             MetricPoint("ApplyFailures", "Count", (float(len(report.failed)),)),
+            MetricPoint("JobsDeferred", "Count", (float(len(report.deferred)),), {"Step": "apply"}),
         ],
         settings.metrics_namespace,
     )
-    return {
+    answer: dict[str, Any] = {
         "applied": len(report.applied),
         "skipped": len(report.skipped),
         "failed": [{"key": str(r.job), "reason": r.reason, "transient": r.transient} for r in report.failed],
         "writes": report.writes,
     }
+    if report.deferred:  # only then: the cycle's output stays as it was for a cycle that finished its work
+        answer["deferred"] = len(report.deferred)
+    return answer

@@ -68,11 +68,14 @@ class ApplyReport:
     writes: int = 0  # write API calls made (UpdateServiceJob, AddTags, UpdateSchedulingPolicy)
     # Jobs whose outcome could not be recorded in the registry (the next cycle finds them still pending).
     unrecorded: list[tuple[JobKey, str]] = field(default_factory=list)
+    # Jobs not tried before the deadline: still pending in the registry, applied by the next cycle.
+    deferred: list[JobKey] = field(default_factory=list)
 
     def extend(self, other: ApplyReport) -> None:
         self.results.extend(other.results)
         self.writes += other.writes
         self.unrecorded.extend(other.unrecorded)
+        self.deferred.extend(other.deferred)
 
     def _with(self, outcome: Outcome) -> list[ApplyResult]:
         return [result for result in self.results if result.outcome is outcome]
@@ -94,7 +97,12 @@ class ApplyReport:
 
 
 class Applier(Protocol):
-    """One backend's adapter. ``backends`` lists the :class:`Backend` values it handles."""
+    """One backend's adapter. ``backends`` lists the :class:`Backend` values it handles.
+
+    An applier may set ``chunk_size``: how many jobs the apply step may hand it at a time, so the step can stop
+    between chunks at its deadline and record each chunk's outcomes at once. Without it (or None) the applier
+    gets all its jobs of a cycle at once (Batch: one UpdateSchedulingPolicy per policy per cycle).
+    """
 
     backends: frozenset[Backend]
 
@@ -151,6 +159,7 @@ class ClientApplier:
 
     backends: frozenset[Backend] = frozenset()
     service: str = ""
+    chunk_size: int | None = 25  # per-job calls: a chunk takes seconds, well inside the deadline's margin
 
     def __init__(self, client: Any = None) -> None:
         self._client = client

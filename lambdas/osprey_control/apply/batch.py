@@ -80,6 +80,7 @@ class BatchShareApplier(ClientApplier):
 
     backends = frozenset({Backend.BATCH})
     service = "batch"
+    chunk_size = None  # one UpdateSchedulingPolicy per policy per cycle: all of a cycle's jobs at once
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         todo, results = prefilter(changes, self.backends)

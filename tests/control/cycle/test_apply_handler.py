@@ -27,6 +27,9 @@ class Context:
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-apply"
     aws_request_id: str = "req-1"
 
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000  # a fresh invocation
+
 
 @pytest.fixture
 def handler_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
