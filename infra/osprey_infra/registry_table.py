@@ -1,4 +1,5 @@
-"""The job registry table (docs/registry.md): pk/sk, the sparse ``active-jobs`` index, TTL on ``ttl``.
+"""The job registry table (docs/registry.md): pk/sk, the sparse ``active-jobs`` and ``apply-pending`` indexes,
+TTL on ``ttl``.
 
 Mirrors ``osprey_control.registry.table`` (the definition tests and ``osprey local`` create directly); a test
 keeps the two in step.
@@ -10,7 +11,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from osprey_control.registry.items import ACTIVE_INDEX
+from osprey_control.registry.items import ACTIVE_INDEX, APPLY_PENDING_ATTRIBUTE, APPLY_PENDING_INDEX
 from osprey_control.registry.table import TTL_ATTRIBUTE
 
 __all__ = ["RegistryTable"]
@@ -41,4 +42,13 @@ class RegistryTable(Construct):
             partition_key=dynamodb.Attribute(name="active_shard", type=dynamodb.AttributeType.NUMBER),
             sort_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.ALL,
+        )
+        # The apply step's work list, one Query per shard (keys only: it re-reads each job consistently).
+        self.table.add_global_secondary_index(
+            index_name=APPLY_PENDING_INDEX,
+            partition_key=dynamodb.Attribute(
+                name=APPLY_PENDING_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
+            ),
+            sort_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )

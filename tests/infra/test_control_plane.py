@@ -59,7 +59,12 @@ def test_registry_table_has_keys_active_index_ttl_and_protection(template: Templ
                 {"AttributeName": "sk", "KeyType": "RANGE"},
             ],
             "BillingMode": "PAY_PER_REQUEST",
-            "GlobalSecondaryIndexes": [Match.object_like({"IndexName": "active-jobs"})],
+            "GlobalSecondaryIndexes": [
+                Match.object_like({"IndexName": "active-jobs"}),
+                Match.object_like(
+                    {"IndexName": "apply-pending", "Projection": {"ProjectionType": "KEYS_ONLY"}}
+                ),
+            ],
             "TimeToLiveSpecification": Match.object_like({"Enabled": True}),
             "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
             "DeletionProtectionEnabled": True,

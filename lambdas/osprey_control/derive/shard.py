@@ -1,4 +1,6 @@
-"""Derive a shard: the engine for every job, in parallel, each decision written conditionally.
+"""Derive a shard: the engine for every job, in parallel, each decision that changes something (a new priority
+or reason, :func:`osprey_control.registry.model.decision_changes`) written conditionally; the others write
+nothing.
 
 One job's failure (unknown policy, a write conflict, a broken store) is recorded in its :class:`JobOutcome`
 and never stops the rest of the shard. Custom rule failures never fail a job at all: the engine falls back.
@@ -22,6 +24,7 @@ from osprey_control.coordination.deadline import Deadline
 from osprey_control.derivation import CompiledPolicy, CustomRuleInvoker, Decision, JobMetrics, derive
 from osprey_control.derive.bulkhead import run_in_lanes
 from osprey_control.registry import JobKey, JobRecord
+from osprey_control.registry.model import decision_changes
 
 __all__ = ["DEFAULT_RULE_SLOTS", "DecisionStore", "JobOutcome", "PolicyLookup", "ShardResult", "derive_shard"]
 
@@ -133,6 +136,13 @@ def _derive_one(
         decision = derive(policy, job, _previous(record), invoker)
     except Exception as error:  # the engine does not raise on data; this guards against the unforeseen
         return JobOutcome(record, error=f"{type(error).__name__}: {error}", error_kind="engine-error")
+    if not record.apply_pending() and not decision_changes(
+        record, {"reason": decision.reason}, decision.priority
+    ):
+        # The registry already holds this priority for this reason and has nothing to apply: no write, and no
+        # read either (a steady fleet costs no DynamoDB per job). A pending job still goes to the store, which
+        # writes only if the item's apply-pending entry is missing.
+        return JobOutcome(record, decision, recorded=record)
     try:
         written = store.record_decision(
             record.key, decision.to_dict(), decision.priority, record.version, now

@@ -14,13 +14,17 @@ Items, all in one table keyed ``pk`` (S) / ``sk`` (S):
 ==============================  ================================  ================================================
 
 The sparse global index ``active-jobs`` (hash ``active_shard``, range ``pk``, projection ALL) holds exactly the
-active jobs, so :meth:`JobRegistry.list_active` is one Query per shard, never a Scan.
+active jobs, so :meth:`JobRegistry.list_active` is one Query per shard, never a Scan. The sparse index
+``apply-pending`` (hash ``apply_pending_shard``, range ``pk``, keys only) holds the active jobs whose derived
+priority is not on the backend yet (:meth:`JobRegistry.pending_keys`, the apply step's work list); every
+job-item write sets or removes its attribute from the record it writes.
 
 Every write of a job item is conditional on the ``version`` read (optimistic concurrency).
 :meth:`JobRegistry.apply_observation`, :meth:`JobRegistry.mark_spot_risk` and the apply step's
 :meth:`JobRegistry.record_applied` / :meth:`JobRegistry.record_apply_failure` re-read and retry on conflict
 (their merge is convergent, see :mod:`osprey_control.registry.observation`); :meth:`JobRegistry.record_decision`
-does not retry: it raises :class:`VersionConflictError` so the caller derives again from fresh state.
+does not retry: it raises :class:`VersionConflictError` so the caller derives again from fresh state, and it
+writes only when the decision changes something (:func:`decision_changes`).
 """
 
 from __future__ import annotations
@@ -35,12 +39,15 @@ from osprey_control.aws import client_for
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
+    APPLY_PENDING_ATTRIBUTE,
+    APPLY_PENDING_INDEX,
     DECISION_PREFIX,
     JOB_PREFIX,
     META,
     RISK,
     format_time,
     from_attribute,
+    history_item,
     instance_pk,
     item_to_record,
     job_pk,
@@ -49,7 +56,7 @@ from osprey_control.registry.items import (
     shard_of,
     to_attribute,
 )
-from osprey_control.registry.model import JobKey, JobRecord
+from osprey_control.registry.model import JobKey, JobRecord, decision_changes
 from osprey_control.registry.observation import JobObservation, merge_observation, merge_spot_risk
 from osprey_control.registry.table import TTL_ATTRIBUTE, create_table
 
@@ -62,6 +69,7 @@ __all__ = [
     "RegistryContentionError",
     "VersionConflictError",
     "create_table",
+    "decision_changes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -141,13 +149,17 @@ class JobRegistry:
     # Reads -----------------------------------------------------------------------------------------------
 
     def get(self, key: JobKey) -> JobRecord | None:
+        item = self._get_item(key)
+        return item_to_record(item) if item else None
+
+    def _get_item(self, key: JobKey) -> dict[str, Any] | None:
         response = self.client.get_item(
             TableName=self.table_name,
             Key={"pk": {"S": job_pk(key)}, "sk": {"S": META}},
             ConsistentRead=True,
         )
-        item = response.get("Item")
-        return item_to_record(item) if item else None
+        item: dict[str, Any] | None = response.get("Item")
+        return item
 
     def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         paginator = self.client.get_paginator("query")
@@ -168,6 +180,22 @@ class JobRegistry:
             )
             records.extend(item_to_record(item) for item in items)
         return records
+
+    def pending_keys(self, shard: int | None = None) -> list[JobKey]:
+        """The active jobs of one shard (or of all shards) whose derived priority still has to reach the
+        backend, from the sparse ``apply-pending`` index: keys only and eventually consistent, so the caller
+        re-reads each job (:meth:`get`) before applying it."""
+        if shard is not None and not 0 <= shard < self.shards:
+            raise ValueError(f"shard must be 0..{self.shards - 1}, got {shard}")
+        keys: list[JobKey] = []
+        for number in range(self.shards) if shard is None else (shard,):
+            items = self._query(
+                IndexName=APPLY_PENDING_INDEX,
+                KeyConditionExpression=f"{APPLY_PENDING_ATTRIBUTE} = :shard",
+                ExpressionAttributeValues={":shard": {"N": str(number)}},
+            )
+            keys.extend(key_from_pk(item["pk"]["S"]) for item in items)
+        return keys
 
     def jobs_on_instance(self, instance_id: str) -> list[JobKey]:
         items = self._query(
@@ -319,14 +347,24 @@ class JobRegistry:
         """Store a derivation's result (``derived_priority``, not yet applied), conditional on
         ``expected_version``, with its history item. Both writes happen in one transaction: on
         :class:`VersionConflictError` neither is written. The apply step records what reached the backend.
+
+        Nothing is written (and the record is returned as read) when the decision changes nothing
+        (:func:`decision_changes`) and the item's ``apply-pending`` entry is already right (items written
+        before that index existed get it here, once).
         """
         if not 0 <= derived_priority <= 100:
             raise ValueError(f"derived_priority must be an integer 0..100, got {derived_priority}")
-        current = self.get(key)
-        if current is None:
+        item = self._get_item(key)
+        if item is None:
             raise JobNotFoundError(key)
+        current = item_to_record(item)
         if current.version != expected_version:
             raise VersionConflictError(key, expected_version, current.version)
+        indexed = APPLY_PENDING_ATTRIBUTE in item
+        if not decision_changes(current, decision, derived_priority) and indexed == (
+            current.active and current.apply_pending()
+        ):
+            return current
         previous = current.derived_priority
         updated = current.model_copy(
             update={
@@ -337,18 +375,8 @@ class JobRegistry:
             }
         )
         job_item = record_to_item(updated, shards=self.shards)
-        history_item = {
-            "pk": {"S": job_pk(key)},
-            "sk": {"S": f"{DECISION_PREFIX}{format_time(now)}#{expected_version + 1:010d}"},
-            "recorded_at": {"S": format_time(now)},
-            "policy": {"S": current.policy},
-            "derived_priority": {"N": str(derived_priority)},
-            "decision": job_item["last_decision"],
-            "version": {"N": str(expected_version + 1)},
-            TTL_ATTRIBUTE: {"N": str(int((now + self.history_retention).timestamp()))},
-        }
-        if previous is not None:
-            history_item["previous_priority"] = {"N": str(previous)}
+        expires = int((now + self.history_retention).timestamp())
+        history = history_item(current, job_item, previous=previous, now=now, expires=expires)
         try:
             self.client.transact_write_items(
                 TransactItems=[
@@ -360,7 +388,7 @@ class JobRegistry:
                             "ExpressionAttributeValues": {":expected": {"N": str(expected_version)}},
                         }
                     },
-                    {"Put": {"TableName": self.table_name, "Item": history_item}},
+                    {"Put": {"TableName": self.table_name, "Item": history}},
                 ]
             )
         except Exception as error:

@@ -27,6 +27,8 @@ from osprey_control.registry.model import (
 
 __all__ = [
     "ACTIVE_INDEX",
+    "APPLY_PENDING_ATTRIBUTE",
+    "APPLY_PENDING_INDEX",
     "DECISION_PREFIX",
     "INSTANCE_PREFIX",
     "JOB_PREFIX",
@@ -34,6 +36,7 @@ __all__ = [
     "RISK",
     "format_time",
     "from_attribute",
+    "history_item",
     "instance_pk",
     "item_to_record",
     "job_pk",
@@ -50,6 +53,11 @@ DECISION_PREFIX = "DECISION#"
 META = "META"
 RISK = "RISK"
 ACTIVE_INDEX = "active-jobs"
+# Sparse: only job items of active jobs whose derived priority still has to reach the backend carry
+# ``apply_pending_shard``, so the apply step finds its work with one Query per shard (nothing passes through the
+# state machine's payload).
+APPLY_PENDING_INDEX = "apply-pending"
+APPLY_PENDING_ATTRIBUTE = "apply_pending_shard"
 
 
 def job_pk(key: JobKey) -> str:
@@ -124,7 +132,8 @@ def from_attribute(attribute: Mapping[str, Any]) -> Any:
 
 
 def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any]]:
-    """The job item (``sk = META``). ``active_shard`` is present only while the job is active (sparse index)."""
+    """The job item (``sk = META``). ``active_shard`` is present only while the job is active, and
+    ``apply_pending_shard`` only while it is active and :meth:`JobRecord.apply_pending` (sparse indexes)."""
     values: dict[str, Any] = {
         "pk": job_pk(record.key),
         "sk": META,
@@ -163,7 +172,29 @@ def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any
     }
     if record.active:
         values["active_shard"] = shard_of(record.key, shards)
+        if record.apply_pending():
+            values[APPLY_PENDING_ATTRIBUTE] = values["active_shard"]
     return {name: to_attribute(value) for name, value in values.items() if value is not None}
+
+
+def history_item(
+    current: JobRecord, job_item: Mapping[str, Any], *, previous: int | None, now: datetime, expires: int
+) -> dict[str, dict[str, Any]]:
+    """The ``DECISION#<time>#<version>`` item of a decision recorded in ``job_item`` (the written job item)."""
+    version = job_item["version"]["N"]
+    item: dict[str, dict[str, Any]] = {
+        "pk": {"S": job_pk(current.key)},
+        "sk": {"S": f"{DECISION_PREFIX}{format_time(now)}#{int(version):010d}"},
+        "recorded_at": {"S": format_time(now)},
+        "policy": {"S": current.policy},
+        "derived_priority": job_item["derived_priority"],
+        "decision": job_item["last_decision"],
+        "version": {"N": version},
+        "ttl": {"N": str(expires)},  # table.TTL_ATTRIBUTE (that module imports this one)
+    }
+    if previous is not None:
+        item["previous_priority"] = {"N": str(previous)}
+    return item
 
 
 def _mark_text(mark: AllocationMark) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "JobStatus",
     "NodeKind",
     "NodeRef",
+    "decision_changes",
 ]
 
 
@@ -179,3 +180,11 @@ class JobRecord(BaseModel):
         if failure is None or failure.priority != self.derived_priority:
             return True
         return not failure.permanent and failure.attempts < max_transient_attempts
+
+
+def decision_changes(current: JobRecord, decision: dict[str, Any], derived_priority: int) -> bool:
+    """Whether recording ``decision`` changes the job: a new derived priority or a new reason (``derived``,
+    ``damped``, ``deadband``, ``no-data``). The same priority for the same reason is the common case of a
+    steady fleet; it is not written, so ``last_decision`` is the last decision that changed something."""
+    previous = (current.last_decision or {}).get("reason")
+    return current.derived_priority != derived_priority or previous != decision.get("reason")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.registry.items import ACTIVE_INDEX
+from osprey_control.registry.items import ACTIVE_INDEX, APPLY_PENDING_ATTRIBUTE, APPLY_PENDING_INDEX
 
 __all__ = ["ATTRIBUTE_DEFINITIONS", "GLOBAL_SECONDARY_INDEXES", "KEY_SCHEMA", "TTL_ATTRIBUTE", "create_table"]
 
@@ -18,6 +18,7 @@ ATTRIBUTE_DEFINITIONS: list[dict[str, str]] = [
     {"AttributeName": "pk", "AttributeType": "S"},
     {"AttributeName": "sk", "AttributeType": "S"},
     {"AttributeName": "active_shard", "AttributeType": "N"},
+    {"AttributeName": APPLY_PENDING_ATTRIBUTE, "AttributeType": "N"},
 ]
 KEY_SCHEMA: list[dict[str, str]] = [
     {"AttributeName": "pk", "KeyType": "HASH"},
@@ -33,12 +34,23 @@ GLOBAL_SECONDARY_INDEXES: list[dict[str, Any]] = [
             {"AttributeName": "pk", "KeyType": "RANGE"},
         ],
         "Projection": {"ProjectionType": "ALL"},
-    }
+    },
+    # Sparse too: only the active jobs whose derived priority is not on the backend yet. Keys only: the apply
+    # step re-reads each job with a consistent GetItem anyway (the index lags the derive step's writes), and
+    # the item is rewritten often while pending, so an ALL projection would replicate every write's full size.
+    {
+        "IndexName": APPLY_PENDING_INDEX,
+        "KeySchema": [
+            {"AttributeName": APPLY_PENDING_ATTRIBUTE, "KeyType": "HASH"},
+            {"AttributeName": "pk", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "KEYS_ONLY"},
+    },
 ]
 
 
 def create_table(client: Any = None, name: str = "osprey-jobs") -> str:
-    """Create the registry table (on-demand, the ``active-jobs`` index, TTL on ``ttl``); returns its name.
+    """Create the registry table (on-demand, the ``active-jobs`` and ``apply-pending`` indexes, TTL on ``ttl``); returns its name.
 
     Waits until the table is ACTIVE. Raises the client's ``ResourceInUseException`` if it already exists.
     """

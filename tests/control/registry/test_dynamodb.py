@@ -114,12 +114,69 @@ def test_history_retention_is_configurable(dynamodb: Any) -> None:
     assert registry.history(KEY)[0]["ttl"] == int((T0 + timedelta(days=2)).timestamp())
 
 
-def test_unchanged_priority_keeps_last_changed_at(registry: JobRegistry) -> None:
+def test_a_decision_that_changes_nothing_writes_nothing(registry: JobRegistry, dynamodb: Any) -> None:
+    # Given a job derived to 60 (damped)
     registry.apply_observation(observation())
     registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
-    record = registry.record_decision(KEY, DECISION, 60, expected_version=2, now=T0 + timedelta(minutes=1))
-    assert record.last_changed_at == T0
+    before = _items(dynamodb)
+    writes: list[str] = []
+    dynamodb.meta.events.register("before-call.dynamodb.TransactWriteItems", lambda **_: writes.append("w"))
+    # When the next cycle derives the same priority for the same reason (other metric values)
+    later = T0 + timedelta(minutes=1)
+    record = registry.record_decision(KEY, {**DECISION, "target": 72.0}, 60, expected_version=2, now=later)
+    # Then nothing is written: the item, its version and the history are as they were
+    assert writes == []
+    assert _items(dynamodb) == before
+    assert (record.version, record.last_decision) == (2, DECISION)
+
+
+def test_a_new_reason_is_written_and_an_unchanged_priority_keeps_last_changed_at(
+    registry: JobRegistry,
+) -> None:
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    # When the same priority is derived for another reason (the target came within the deadband)
+    deadband = {**DECISION, "reason": "deadband"}
+    record = registry.record_decision(KEY, deadband, 60, expected_version=2, now=T0 + timedelta(minutes=1))
+    # Then it is written (the explanation changed) but the priority's last change is still the first one
+    assert (record.version, record.last_changed_at, record.last_decision) == (3, T0, deadband)
     assert len(registry.history(KEY)) == 2
+
+
+def test_the_apply_pending_index_holds_exactly_the_jobs_to_apply(registry: JobRegistry) -> None:
+    # Given a job derived to 60 and not applied yet
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    # Then it is in its shard's apply-pending entries ...
+    assert registry.pending_keys() == [KEY]
+    assert registry.pending_keys(registry.shard_of(KEY)) == [KEY]
+    # ... until the apply step records 60 on the backend, which removes it in the same write
+    registry.record_applied(KEY, 60, T0)
+    assert registry.pending_keys() == []
+    # ... and a permanent failure of a new priority keeps it out (it waits for the next change)
+    record = registry.record_decision(KEY, {**DECISION, "priority": 70}, 70, 3, T0)
+    assert registry.pending_keys() == [KEY]
+    registry.record_apply_failure(KEY, 70, "failed: AccessDenied", permanent=True, now=T0)
+    assert registry.pending_keys() == []
+    assert record.apply_pending()
+
+
+def test_a_pending_item_written_before_the_index_gets_its_entry_from_the_next_decision(
+    registry: JobRegistry, dynamodb: Any
+) -> None:
+    # Given a pending job whose item predates the apply-pending index (no apply_pending_shard attribute)
+    registry.apply_observation(observation())
+    registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": "JOB#batch#llama-pretrain"}, "sk": {"S": "META"}},
+        UpdateExpression="REMOVE apply_pending_shard",
+    )
+    assert registry.pending_keys() == []
+    # When the next cycle derives the same decision
+    registry.record_decision(KEY, DECISION, 60, expected_version=2, now=T0 + timedelta(minutes=1))
+    # Then that one write puts it in the index
+    assert registry.pending_keys() == [KEY]
 
 
 def test_stale_version_raises_and_writes_nothing(registry: JobRegistry, dynamodb: Any) -> None:
@@ -138,21 +195,23 @@ def test_conflict_between_read_and_write_is_caught_by_the_condition(
 ) -> None:
     registry.apply_observation(observation())
     # Given an event lands after record_decision read the job but before its transaction
-    original_get = registry.get
+    original_get = registry._get_item
 
     def get_then_race(key: JobKey) -> Any:
-        record = original_get(key)
-        registry.get = original_get  # type: ignore[method-assign]
+        item = original_get(key)
+        registry._get_item = original_get  # type: ignore[method-assign]
         registry.apply_observation(observation(instances=("i-0race",)))
-        return record
+        return item
 
-    registry.get = get_then_race  # type: ignore[method-assign]
+    registry._get_item = get_then_race  # type: ignore[method-assign]
     before_history = registry.history(KEY)
     # Then the conditional transaction refuses, and no history item is written either
     with pytest.raises(VersionConflictError):
         registry.record_decision(KEY, DECISION, 60, expected_version=1, now=T0)
     assert registry.history(KEY) == before_history == []
-    assert registry.get(KEY).applied_priority is None
+    stored = registry.get(KEY)
+    assert stored is not None
+    assert stored.applied_priority is None
 
 
 def test_record_decision_for_unknown_job_says_how_jobs_get_registered(registry: JobRegistry) -> None:
