@@ -80,14 +80,14 @@ def test_agent_file_is_valid_against_the_agent_schema(
         (("metrics", "metrics_collected", GPU_SECTION, "metrics_collection_interval"), "10s"),
         (("metrics", "aggregation_dimensions"), ["InstanceId"]),
         (("metrics", "metrics_destination"), {}),
-        (("metrics", "metrics_collected", "efa", "measurement"), None),
+        (("metrics", "metrics_collected", GPU_SECTION, "measurement"), None),
     ],
 )
 def test_schema_check_rejects_a_broken_file(
     agent: dict[str, Any], validator: Draft4Validator, path: tuple[str, ...], value: Any
 ) -> None:
-    # So the validity test above can fail: a string interval, a flat rollup list, a misspelt section, and an
-    # efa section without measurements are each refused.
+    # So the validity test above can fail: a string interval, a flat rollup list, a misspelt section, and a
+    # GPU section without measurements are each refused.
     broken = copy.deepcopy(agent)
     target = broken
     for key in path[:-1]:
@@ -116,14 +116,13 @@ def test_every_series_the_collector_queries_is_published_rolled_up_by_instance(a
 
 
 def test_only_rolled_up_series_are_kept_to_bound_the_metric_count(agent: dict[str, Any]) -> None:
-    # Each original series also carries index/name/arch (GPU) or device/port (EFA): 8-32x the metrics per
-    # node. Dropping them is safe only because every measurement is rolled up by InstanceId.
+    # Each original series also carries index/name/arch: 8x the metrics per node of an 8-GPU instance.
+    # Dropping them is safe only because every measurement is rolled up by InstanceId.
     collected = agent["metrics"]["metrics_collected"]
     assert ["InstanceId"] in agent["metrics"]["aggregation_dimensions"]
-    for section in (GPU_SECTION, "efa"):
-        assert sorted(collected[section]["drop_original_metrics"]) == sorted(
-            collected[section]["measurement"]
-        )
+    assert sorted(collected[GPU_SECTION]["drop_original_metrics"]) == sorted(
+        collected[GPU_SECTION]["measurement"]
+    )
 
 
 def test_sampling_fits_the_collector_period(agent: dict[str, Any]) -> None:
@@ -133,14 +132,13 @@ def test_sampling_fits_the_collector_period(agent: dict[str, Any]) -> None:
     assert period % gpu == 0
     assert period // gpu >= 6
     assert agent["metrics"]["force_flush_interval"] <= period
-    assert agent["metrics"]["metrics_collected"]["efa"]["metrics_collection_interval"] <= period
 
 
-def test_efa_section_collects_the_retransmit_counters_design_uses_as_a_latency_proxy(
-    agent: dict[str, Any],
-) -> None:
-    efa = set(agent["metrics"]["metrics_collected"]["efa"]["measurement"])
-    assert {"retrans_pkts", "retrans_timeout_events", "rdma_read_bytes", "rdma_write_bytes"} <= efa
+def test_nothing_is_published_that_no_query_reads(agent: dict[str, Any]) -> None:
+    # Given the collector reads only the nvidia_smi rollups (EFA retransmit counters are not used as a latency
+    # proxy: the runtime measures the latency itself), Then the agent collects no other section: 4 efa_*
+    # metrics per node would cost $1.20 a node a month for nothing.
+    assert set(agent["metrics"]["metrics_collected"]) == {GPU_SECTION}
 
 
 def test_eks_add_on_turns_on_container_insights_gpu_metrics() -> None:

@@ -8,6 +8,7 @@
 See ``docs/metrics-and-actuation.md`` for the sources, units, and the CloudWatch agent configuration assumed.
 """
 
+from osprey_control.collect.cadence import DEFAULT_EVERY_N_CYCLES, EVERY_N_CYCLES_VARIABLE
 from osprey_control.collect.collector import (
     MAX_QUERIES_PER_CALL,
     CollectionProblem,
@@ -15,7 +16,9 @@ from osprey_control.collect.collector import (
     CollectorConfig,
     collect,
     fetch_latest,
+    fetch_points,
 )
+from osprey_control.collect.needs import metrics_needed, needs_from_policies
 from osprey_control.collect.queries import (
     GPUS_PER_INSTANCE_TYPE,
     QUERY_ID_PATTERN,
@@ -26,6 +29,8 @@ from osprey_control.collect.queries import (
 )
 
 __all__ = [
+    "DEFAULT_EVERY_N_CYCLES",
+    "EVERY_N_CYCLES_VARIABLE",
     "GPUS_PER_INSTANCE_TYPE",
     "MAX_QUERIES_PER_CALL",
     "QUERY_ID_PATTERN",
@@ -36,6 +41,9 @@ __all__ = [
     "build_series",
     "collect",
     "fetch_latest",
+    "fetch_points",
     "gpus_for_instance_type",
     "metric_data_query",
+    "metrics_needed",
+    "needs_from_policies",
 ]

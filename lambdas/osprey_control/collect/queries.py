@@ -33,6 +33,7 @@ from typing import Any
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 
 __all__ = [
+    "CLOUDWATCH_NODE_METRICS",
     "CONTAINER_INSIGHTS_NAMESPACE",
     "CWAGENT_NAMESPACE",
     "GPUS_PER_INSTANCE_TYPE",
@@ -41,10 +42,13 @@ __all__ = [
     "QUERY_ID_PATTERN",
     "SAGEMAKER_NAMESPACE",
     "BuildProblem",
+    "Needs",
     "SeriesSpec",
     "build_progress_series",
     "build_series",
     "gpus_for_instance_type",
+    "lead_host",
+    "lead_series",
     "metric_data_query",
     "runtime_backend",
 ]
@@ -54,6 +58,13 @@ SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
 CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
 OSPREY_NAMESPACE = "/aws/osprey"
 QUERY_ID_PATTERN = re.compile(r"^[a-z][a-zA-Z0-9_]*$")
+
+# The node metrics that come from CloudWatch (spot_interruption_risk comes from the registry record).
+CLOUDWATCH_NODE_METRICS = frozenset(
+    {"gpu_utilization", "memory_bandwidth_utilization", "gpu_memory_utilization", "node_interconnect_latency"}
+)
+# Which policy metrics a job needs (collect.needs.needs_from_policies); None: every series, as before.
+Needs = Callable[[JobRecord], frozenset[str]] | None
 
 # GPUs per host for the instance types SageMaker and Batch GPU fleets use; "ml." is stripped first. A type not
 # listed here needs NodeRef.gpus, otherwise the SageMaker sum cannot be normalised and the value stays absent.
@@ -145,7 +156,7 @@ def _runtime_host(record: JobRecord, position: int, node: NodeRef) -> str:
     return node.node_id
 
 
-def _cwagent(job: JobKey, node: NodeRef) -> list[SeriesSpec]:
+def _cwagent(job: JobKey, node: NodeRef, wanted: frozenset[str]) -> list[SeriesSpec]:
     dims = (("InstanceId", node.instance_id or node.node_id),)
     sources = (
         ("gpu_utilization", "nvidia_smi_utilization_gpu", ""),
@@ -156,12 +167,15 @@ def _cwagent(job: JobKey, node: NodeRef) -> list[SeriesSpec]:
     return [
         SeriesSpec(job, node.node_id, metric, CWAGENT_NAMESPACE, name, dims, part)
         for metric, name, part in sources
+        if metric in wanted
     ]
 
 
 def _sagemaker(
-    record: JobRecord, node: NodeRef, instance_type: str | None
+    record: JobRecord, node: NodeRef, instance_type: str | None, wanted: frozenset[str]
 ) -> tuple[list[SeriesSpec], BuildProblem | None]:
+    if not wanted & {"gpu_utilization", "gpu_memory_utilization"}:
+        return [], None  # nothing to normalise, so an unknown GPU count is no problem either
     gpus = node.gpus or gpus_for_instance_type(instance_type)
     if not gpus:
         problem = BuildProblem(
@@ -180,11 +194,16 @@ def _sagemaker(
             ("gpu_utilization", "GPUUtilization"),
             ("gpu_memory_utilization", "GPUMemoryUtilization"),
         )
+        if metric in wanted
     ]
     return specs, None
 
 
-def _pod(record: JobRecord, node: NodeRef) -> tuple[list[SeriesSpec], BuildProblem | None]:
+def _pod(
+    record: JobRecord, node: NodeRef, wanted: frozenset[str]
+) -> tuple[list[SeriesSpec], BuildProblem | None]:
+    if not wanted & {"gpu_utilization", "gpu_memory_utilization"}:
+        return [], None
     if not record.cluster:
         problem = BuildProblem(
             record.key, "cluster-unknown", "EKS job has no cluster name; Container Insights needs ClusterName"
@@ -198,6 +217,7 @@ def _pod(record: JobRecord, node: NodeRef) -> tuple[list[SeriesSpec], BuildProbl
             ("gpu_utilization", "pod_gpu_utilization"),
             ("gpu_memory_utilization", "pod_gpu_memory_utilization"),
         )
+        if metric in wanted
     ]
     return specs, None
 
@@ -207,28 +227,34 @@ def build_series(
     *,
     instance_type: Callable[[JobRecord, NodeRef], str | None] | None = None,
     osprey_namespace: str = OSPREY_NAMESPACE,
+    needs: Needs = None,
 ) -> tuple[list[SeriesSpec], list[BuildProblem]]:
     """Every series of every node of ``records``, in job order, plus the nodes that could not be queried.
 
     ``instance_type`` tells the SageMaker normalisation a host's instance type when ``NodeRef.gpus`` is unset.
+    ``needs`` limits a job's series to the metrics its policy reads (each series is paid for on every read);
+    None builds them all.
     """
     specs: list[SeriesSpec] = []
     problems: list[BuildProblem] = []
     for record in records:
+        wanted = CLOUDWATCH_NODE_METRICS if needs is None else needs(record) & CLOUDWATCH_NODE_METRICS
         for position, node in enumerate(record.nodes):
             problem: BuildProblem | None = None
             if node.kind is NodeKind.INSTANCE:
-                specs.extend(_cwagent(record.key, node))
+                specs.extend(_cwagent(record.key, node, wanted))
             elif node.kind is NodeKind.HOST:
                 found, problem = _sagemaker(
-                    record, node, instance_type(record, node) if instance_type else None
+                    record, node, instance_type(record, node) if instance_type else None, wanted
                 )
                 specs.extend(found)
             else:
-                found, problem = _pod(record, node)
+                found, problem = _pod(record, node, wanted)
                 specs.extend(found)
             if problem is not None:
                 problems.append(problem)
+            if "node_interconnect_latency" not in wanted:
+                continue
             runtime_dims = (
                 ("Backend", runtime_backend(record.backend)),
                 ("JobId", _runtime_job_id(record)),
@@ -256,13 +282,16 @@ PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (
 
 
 def build_progress_series(
-    records: Iterable[JobRecord], *, osprey_namespace: str = OSPREY_NAMESPACE
+    records: Iterable[JobRecord], *, osprey_namespace: str = OSPREY_NAMESPACE, needs: Needs = None
 ) -> list[SeriesSpec]:
-    """The progress series of every RUNNING job's lead host (module docstring); queued jobs have none."""
+    """The progress series of every RUNNING job's lead host (module docstring); queued jobs have none, nor do
+    jobs whose policy has no ``remaining_time`` rule (``needs``)."""
     specs: list[SeriesSpec] = []
     for record in records:
-        host = _lead_host(record)
+        host = lead_host(record)
         if record.status is not JobStatus.RUNNING or host is None:
+            continue
+        if needs is not None and "remaining_time" not in needs(record):
             continue
         dims = (
             ("Backend", runtime_backend(record.backend)),
@@ -276,13 +305,41 @@ def build_progress_series(
     return specs
 
 
-def _lead_host(record: JobRecord) -> str | None:
+def lead_host(record: JobRecord) -> str | None:
     """The runtime's ``Host`` where rank 0 usually runs; None when it cannot be known (an EKS job without pods)."""
     if record.backend is Backend.BATCH:
         return "0"  # AWS_BATCH_JOB_NODE_INDEX of a single-node job and of a multi-node job's main node
     if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) and not record.nodes:
         return "algo-1"
     return _runtime_host(record, 0, record.nodes[0]) if record.nodes else None
+
+
+def lead_series(
+    records: Iterable[JobRecord],
+    signal: str,
+    metric_name: str,
+    *,
+    stat: str = "Average",
+    osprey_namespace: str = OSPREY_NAMESPACE,
+) -> list[SeriesSpec]:
+    """One runtime series per job, on its lead host: for a value every rank shares (the step time of a
+    synchronous job), which the runtime publishes from the lead process only."""
+    specs: list[SeriesSpec] = []
+    for record in records:
+        host = lead_host(record)
+        if host is None:
+            continue
+        dims = (
+            ("Backend", runtime_backend(record.backend)),
+            ("JobId", _runtime_job_id(record)),
+            ("Host", host),
+        )
+        specs.append(
+            SeriesSpec(
+                record.key, host, signal, osprey_namespace, metric_name, dims, stat=stat, job_level=True
+            )
+        )
+    return specs
 
 
 def metric_data_query(query_id: str, spec: SeriesSpec, period: int) -> dict[str, Any]:
