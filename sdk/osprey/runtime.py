@@ -30,6 +30,13 @@ queries ``GetMetricData`` MetricStat with exactly these three dimensions:
   name (``OSPREY_K8S_POD_NAME``, else ``HOSTNAME``); else ``HOSTNAME`` or ``unknown``.
 - ``OSPREY_JOB_ID`` and ``OSPREY_HOST`` override the detected values on every backend.
 
+Cost: each (metric, dimension set) is one CloudWatch custom metric, billed monthly ($0.30). Every rank of a
+synchronous job reports the same progress and step time, so :func:`report_progress` and
+:func:`report_step_time` print only on the job's *lead process* (:func:`is_lead`): one series per job instead of
+one per host, on the host the control plane reads (the lead host: Batch node ``0``, SageMaker ``algo-1``, the
+first pod). :func:`report_interconnect_latency` still prints on every host: the derivation aggregates it over
+the job's nodes (a policy may take the ``max``) and the planner takes the median over hosts.
+
 The line also carries ``PolicyName`` (from ``OSPREY_PRIORITY_POLICY``) as a plain property (not a
 dimension, so it adds no metric cost).
 """
@@ -59,6 +66,7 @@ __all__ = [
     "TRAINING_STEP_METRIC",
     "config",
     "emf_record",
+    "is_lead",
     "job_dimensions",
     "measure_interconnect_latency",
     "report_interconnect_latency",
@@ -115,6 +123,37 @@ def job_dimensions(
     }
 
 
+def _flag(text: str) -> bool | None:
+    lowered = text.strip().lower()
+    return True if lowered in ("1", "true", "yes") else False if lowered in ("0", "false", "no") else None
+
+
+def is_lead(environment: Mapping[str, str] | None = None, *, resource_config: Path | None = None) -> bool:
+    """Whether this process reports the job's one-per-job series (progress, step time).
+
+    ``OSPREY_LEAD`` (``true``/``false``) decides when set; else global rank 0 (``RANK``, set by torchrun and
+    the launchers of every backend); else, without a rank, the lead host: Batch node index 0, the first
+    SageMaker host in ``resourceconfig.json``. When none of these can be known the process reports (a
+    duplicate series costs money, a missing one loses the signal).
+    """
+    env = os.environ if environment is None else environment
+    forced = _flag(env.get("OSPREY_LEAD", ""))
+    if forced is not None:
+        return forced
+    rank = env.get("RANK", "").strip()
+    if rank:
+        return rank == "0"
+    if "AWS_BATCH_JOB_ID" in env:
+        return env.get("AWS_BATCH_JOB_NODE_INDEX", "0") == "0"
+    try:
+        resource = json.loads((resource_config or RESOURCE_CONFIG_PATH).read_text())
+        hosts = sorted(str(host) for host in resource.get("hosts") or ())
+        current = str(resource.get("current_host") or "")
+    except (OSError, ValueError, AttributeError):
+        return True
+    return not hosts or not current or current == hosts[0]
+
+
 def emf_record(
     metrics: Mapping[str, tuple[float, str]],
     *,
@@ -150,8 +189,12 @@ def emf_record(
     return record
 
 
-def _emit(metrics: Mapping[str, tuple[float, str]], stream: TextIO | None) -> dict[str, Any]:
+def _emit(
+    metrics: Mapping[str, tuple[float, str]], stream: TextIO | None, *, lead_only: bool = False
+) -> dict[str, Any]:
     record = emf_record(metrics)
+    if lead_only and not is_lead():
+        return record  # built (and validated) the same, but another process reports it
     out = stream if stream is not None else sys.stdout
     # One JSON document per line: the CloudWatch agent / Logs EMF parser splits on newlines.
     out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -167,10 +210,10 @@ def report_interconnect_latency(microseconds: float, *, stream: TextIO | None = 
 
 
 def report_step_time(seconds: float, *, stream: TextIO | None = None) -> dict[str, Any]:
-    """Print one EMF line with ``StepTimeSeconds``; returns the document."""
+    """Print one EMF line with ``StepTimeSeconds`` on the lead process (:func:`is_lead`); returns the document."""
     if seconds < 0:
         raise ValueError(f"step time must be >= 0 seconds, got {seconds!r}")
-    return _emit({STEP_TIME_METRIC: (seconds, "Seconds")}, stream)
+    return _emit({STEP_TIME_METRIC: (seconds, "Seconds")}, stream, lead_only=True)
 
 
 class _ProgressClock:
@@ -223,7 +266,8 @@ def report_progress(
     process's previous call is used (wall time / steps advanced), so calling it every N steps is enough;
     on the first call (or when ``step`` did not advance) the line carries no ``StepTimeSeconds`` and the
     control plane uses the last one it has. Call it at least once per collection window (5 minutes by
-    default), otherwise the control plane falls back to the job's time budget. Returns the document.
+    default), otherwise the control plane falls back to the job's time budget. Every rank may call it; only
+    the lead process prints (:func:`is_lead`). Returns the document.
     """
     done = _finite_number("step", step)
     total = _finite_number("total_steps", total_steps)
@@ -244,7 +288,7 @@ def report_progress(
     }
     if measured is not None:
         metrics[STEP_TIME_METRIC] = (measured, "Seconds")
-    return _emit(metrics, stream)
+    return _emit(metrics, stream, lead_only=True)
 
 
 def measure_interconnect_latency(*, iterations: int = 10, warmup: int = 2, elements: int = 1) -> float | None:

@@ -271,3 +271,48 @@ def test_given_an_expected_runtime_in_the_environment_when_reading_config_then_i
     )
     assert block is not None
     assert block.expected_runtime == 7200
+
+
+@pytest.mark.parametrize(
+    ("environment", "lead"),
+    [
+        ({"RANK": "0", "AWS_BATCH_JOB_ID": "j", "AWS_BATCH_JOB_NODE_INDEX": "3"}, True),
+        ({"RANK": "5"}, False),
+        ({"AWS_BATCH_JOB_ID": "j#1", "AWS_BATCH_JOB_NODE_INDEX": "1"}, False),
+        ({"AWS_BATCH_JOB_ID": "j"}, True),
+        ({"RANK": "5", "OSPREY_LEAD": "true"}, True),
+        ({"OSPREY_LEAD": "0"}, False),
+        ({}, True),
+    ],
+)
+def test_given_a_process_when_asking_whether_it_leads_then_rank_zero_or_the_lead_host_does(
+    environment: dict[str, str], lead: bool
+) -> None:
+    assert runtime.is_lead(environment, resource_config=NO_FILE) is lead
+
+
+def test_given_sagemaker_hosts_when_asking_whether_it_leads_then_the_first_host_does(tmp_path: Path) -> None:
+    config = tmp_path / "resourceconfig.json"
+    config.write_text(json.dumps({"current_host": "algo-2", "hosts": ["algo-2", "algo-1"]}))
+    assert runtime.is_lead({}, resource_config=config) is False
+    config.write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-2", "algo-1"]}))
+    assert runtime.is_lead({}, resource_config=config) is True
+
+
+def test_given_a_non_lead_rank_when_reporting_then_progress_and_step_time_are_not_printed_but_latency_is(
+    monkeypatch: pytest.MonkeyPatch, progress_clock: list[float]
+) -> None:
+    # Given rank 3 of a Batch job: its progress is the lead's, its latency is its host's own
+    monkeypatch.setenv("AWS_BATCH_JOB_ID", "job-1#1")
+    monkeypatch.setenv("AWS_BATCH_JOB_NODE_INDEX", "1")
+    monkeypatch.setenv("RANK", "3")
+    stream = io.StringIO()
+    # When it reports all three
+    document = runtime.report_progress(10, 100, 1.0, stream=stream)
+    runtime.report_step_time(1.0, stream=stream)
+    runtime.report_interconnect_latency(80.0, stream=stream)
+    # Then only the latency line is printed (one custom metric per job for progress, not per host)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["Host"] for line in lines] == ["1"]
+    assert "InterconnectLatencyMicroseconds" in lines[0]
+    assert document["TrainingStep"] == 10.0  # still built and validated

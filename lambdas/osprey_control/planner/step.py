@@ -4,7 +4,8 @@ For every active job (the registry's ``active-jobs`` index, one shard or all) wi
 (``sk = PLANREQ``, :mod:`osprey_control.planner.request`, read with ``BatchGetItem``, 100 keys a call):
 
 1. measure the job's network from CloudWatch (``GetMetricData`` MetricStat, at most 500 queries a call, the
-   runtime's ``InterconnectLatencyMicroseconds`` and ``StepTimeSeconds`` per host; :mod:`.measure` turns them
+   runtime's ``InterconnectLatencyMicroseconds`` per host and ``StepTimeSeconds`` of the lead host, the only
+   one that publishes it (every rank of a synchronous job has the same step time); :mod:`.measure` turns them
    into a :class:`~osprey_control.planner.replan.Measurement`, missing data keeps nominal values);
 2. ``replan(current, measured, hysteresis, interval=<the job's OSPREY_INTERVAL>)`` at the request's step
    (the job reports its step at each ``adjust_parallelism`` decision point);
@@ -21,13 +22,13 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for, is_transient
 from osprey_control.collect import MAX_QUERIES_PER_CALL, fetch_latest
-from osprey_control.collect.queries import SeriesSpec, build_series, metric_data_query
+from osprey_control.collect.queries import SeriesSpec, build_series, lead_series, metric_data_query
 from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure
 from osprey_control.planner.record import record_for_decision, record_item
 from osprey_control.planner.replan import DEFAULT_HYSTERESIS, replan
@@ -50,6 +51,7 @@ MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit on keys
 MAX_REPORTED = 50  # per list in the report: the state machine's payload stays small
 _LATENCY = "InterconnectLatencyMicroseconds"
 _STEP_TIME = "StepTimeSeconds"
+_LATENCY_ONLY = frozenset({"node_interconnect_latency"})
 _BATCH_GET_ATTEMPTS = 5
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -146,10 +148,11 @@ def _batch_get(
 
 
 def _series(records: Iterable[JobRecord], namespace: str) -> list[SeriesSpec]:
-    """Latency and step time of every node, on the runtime's [Backend, JobId, Host] dimensions."""
-    specs, _ = build_series(records, osprey_namespace=namespace)
-    latency = [spec for spec in specs if spec.metric_name == _LATENCY]
-    return [*latency, *(replace(spec, metric="step_time", metric_name=_STEP_TIME) for spec in latency)]
+    """Latency of every node and step time of the lead host, on the runtime's [Backend, JobId, Host]
+    dimensions (a runtime older than the lead-only step time also published it on the lead host)."""
+    jobs = list(records)
+    latency, _ = build_series(jobs, osprey_namespace=namespace, needs=lambda _record: _LATENCY_ONLY)
+    return [*latency, *lead_series(jobs, "step_time", _STEP_TIME, osprey_namespace=namespace)]
 
 
 def _metrics(
