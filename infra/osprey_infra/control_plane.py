@@ -17,6 +17,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from osprey_control.collect.cadence import DEFAULT_EVERY_N_CYCLES
 from osprey_control.contract import ENABLED_TAG
 from osprey_infra.config import ControlPlaneConfig
 from osprey_infra.cycle_schedule import CycleSchedule
@@ -110,6 +111,10 @@ class OspreyControlPlane(Construct):
             OSPREY_POLICY_PREFIX=POLICY_PREFIX,
             OSPREY_ALLOWED_RULE_PREFIX=config.allowed_rule_prefix,
             OSPREY_PER_JOB_METRICS=str(config.per_job_metrics).lower(),
+            # Each job's CloudWatch series read on one cycle in N, reused from its last decision otherwise
+            # (docs/metrics-and-actuation.md, Cadence); the cycle interval numbers the cycles.
+            OSPREY_METRICS_EVERY_N_CYCLES=str(DEFAULT_EVERY_N_CYCLES),
+            OSPREY_CYCLE_SECONDS=str(config.cycle_interval_seconds),
         )
         self.apply = function(
             "Apply", "apply", "Osprey: apply changed priorities to the backends", timeout=300

@@ -16,12 +16,16 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-__all__ = ["LAMBDAS_DIR", "RUNTIME", "OspreyFunction", "powertools_layer_arn"]
+__all__ = ["ARCHITECTURE", "LAMBDAS_DIR", "RUNTIME", "OspreyFunction", "powertools_layer_arn"]
 
 LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
 # The newest runtime the AWS-managed Powertools v3 layer is published for.
 RUNTIME = lambda_.Runtime.PYTHON_3_13
-_LAYER_NAME = "AWSLambdaPowertoolsPythonV3-python313-x86_64"
+# Graviton: 20 % less per GB-second than x86_64. Every dependency is pure Python except pydantic-core, which
+# the Powertools layer ships built for the layer's architecture; the managed layer is published for arm64 under
+# the same version numbers as x86_64, so the architecture and the layer name change together, here only.
+ARCHITECTURE = lambda_.Architecture.ARM_64
+_LAYER_NAME = f"AWSLambdaPowertoolsPythonV3-python313-{ARCHITECTURE.name}"
 _POWERTOOLS_ACCOUNT = "017000801446"
 
 
@@ -68,7 +72,7 @@ class OspreyFunction(Construct):
             self,
             "Function",
             runtime=RUNTIME,
-            architecture=lambda_.Architecture.X86_64,
+            architecture=ARCHITECTURE,
             handler=f"osprey_handlers.{handler_module}.handler",
             code=code,
             layers=[layer],

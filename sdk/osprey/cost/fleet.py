@@ -19,14 +19,17 @@ from osprey.runtime import (
     TOTAL_STEPS_METRIC,
     TRAINING_STEP_METRIC,
 )
+from osprey_control.collect.cadence import turn_of
 from osprey_control.collect.collector import MAX_QUERIES_PER_CALL
-from osprey_control.collect.queries import build_progress_series, build_series
+from osprey_control.collect.queries import Needs, build_progress_series, build_series
 from osprey_control.contract import OspreyBlock
 from osprey_control.registry.items import shard_of
-from osprey_control.registry.model import Backend, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 
 __all__ = [
     "RUNTIME_METRICS",
+    "RUNTIME_PER_HOST",
+    "RUNTIME_PER_JOB",
     "AgentMetrics",
     "FleetShape",
     "MetricLoad",
@@ -37,9 +40,11 @@ __all__ = [
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
-# What every host of a job publishes through osprey.runtime when the job reports latency and progress: each
-# rank prints its own lines, so each host is its own series (dimension Host) of each metric.
-RUNTIME_METRICS = (INTERCONNECT_LATENCY_METRIC, TRAINING_STEP_METRIC, TOTAL_STEPS_METRIC, STEP_TIME_METRIC)
+# What a job publishes through osprey.runtime when it reports latency and progress: the latency on every host
+# (its own series, dimension Host), progress and step time from the lead process only (one series per job).
+RUNTIME_PER_HOST = (INTERCONNECT_LATENCY_METRIC,)
+RUNTIME_PER_JOB = (TRAINING_STEP_METRIC, TOTAL_STEPS_METRIC, STEP_TIME_METRIC)
+RUNTIME_METRICS = RUNTIME_PER_HOST + RUNTIME_PER_JOB
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +88,9 @@ def synthetic_fleet(shape: FleetShape) -> list[JobRecord]:
 
 @dataclass(frozen=True, slots=True)
 class MetricLoad:
-    """Per cycle: series the collector requests (node series, progress series), GetMetricData calls (per
-    shard, ``ceil(series / 500)``), jobs per non-empty shard, and runtime EMF series (metric-months)."""
+    """Per read of every job: series the collector requests (node series, progress series), GetMetricData
+    calls (per shard, ``ceil(series / 500)``), jobs per non-empty shard, runtime EMF series (metric-months), and
+    each job's (shard, job key, series) so a cadence can be applied (:meth:`per_cycle`)."""
 
     node_series: int
     progress_series: int
@@ -92,6 +98,23 @@ class MetricLoad:
     jobs_per_shard: dict[int, int]
     runtime_series: int
     running_hosts: int
+    running_jobs: int = 0
+    per_job: tuple[tuple[int, JobKey, int], ...] = ()
+
+    def per_cycle(self, every_n_cycles: int) -> tuple[float, float]:
+        """Series and GetMetricData calls of an average cycle when each job is read on one cycle in N (its
+        turn, :func:`osprey_control.collect.cadence.turn_of`): the calls are ``ceil(series / 500)`` per shard
+        on each of the N cycles."""
+        if every_n_cycles <= 1:
+            return float(self.series), float(self.calls)
+        calls = 0
+        for turn in range(every_n_cycles):
+            due: Counter[int] = Counter()
+            for shard, job, series in self.per_job:
+                if turn_of(job, every_n_cycles) == turn:
+                    due[shard] += series
+            calls += sum(math.ceil(series / MAX_QUERIES_PER_CALL) for series in due.values())
+        return self.series / every_n_cycles, calls / every_n_cycles
 
     @property
     def series(self) -> int:
@@ -102,26 +125,39 @@ class MetricLoad:
         return len(self.jobs_per_shard)
 
 
-def metric_load(records: list[JobRecord], shards: int) -> MetricLoad:
-    """Build the collector's queries for ``records`` shard by shard (as the derive step does) and count them."""
+def metric_load(records: list[JobRecord], shards: int, *, needs: Needs | str = "shipped") -> MetricLoad:
+    """Build the collector's queries for ``records`` shard by shard (as the derive step does) and count them.
+
+    ``needs``: which metrics each job's policy reads; ``"shipped"`` (default) the shipped ``policies/``
+    (:func:`osprey.cost.source.shipped_needs`), None every series."""
+    if isinstance(needs, str):
+        from osprey.cost.source import shipped_needs  # noqa: PLC0415 - the only I/O, kept in source
+
+        needs = shipped_needs()
     by_shard: dict[int, list[JobRecord]] = {}
     for record in records:
         by_shard.setdefault(shard_of(record.key, shards), []).append(record)
     node_series = progress_series = calls = 0
-    for shard_records in by_shard.values():
-        specs, _problems = build_series(shard_records)
-        progress = build_progress_series(shard_records)
+    per_job: list[tuple[int, JobKey, int]] = []
+    for shard, shard_records in by_shard.items():
+        specs, _problems = build_series(shard_records, needs=needs)
+        progress = build_progress_series(shard_records, needs=needs)
         node_series += len(specs)
         progress_series += len(progress)
         calls += math.ceil((len(specs) + len(progress)) / MAX_QUERIES_PER_CALL)
-    hosts = sum(len(record.nodes) for record in records if record.status is JobStatus.RUNNING)
+        counts = Counter(spec.job for spec in [*specs, *progress])
+        per_job.extend((shard, record.key, counts[record.key]) for record in shard_records)
+    running = [record for record in records if record.status is JobStatus.RUNNING]
+    hosts = sum(len(record.nodes) for record in running)
     return MetricLoad(
         node_series=node_series,
         progress_series=progress_series,
         calls=calls,
         jobs_per_shard=dict(Counter(shard_of(record.key, shards) for record in records)),
-        runtime_series=hosts * len(RUNTIME_METRICS),
+        runtime_series=hosts * len(RUNTIME_PER_HOST) + len(running) * len(RUNTIME_PER_JOB),
         running_hosts=hosts,
+        running_jobs=len(running),
+        per_job=tuple(per_job),
     )
 
 

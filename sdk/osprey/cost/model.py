@@ -7,13 +7,16 @@ A month is 30 days (2,592,000 s). What is counted, per cycle:
   one execution a minute, which loops ``60 // S`` cycles through its Wait/Pass states.
 - Lambda: one invocation per Task the walk enters, at the template's memory and architecture; durations are
   :class:`Assumptions` (not in any artifact).
-- GetMetricData: the series the collector builds for the synthetic fleet (node series plus the runtime's
-  progress series of each running job), in ``ceil(series / 500)`` calls per shard.
+- GetMetricData: the series the collector builds for the synthetic fleet with the policy's needs (node series
+  plus the runtime's progress series of each running job whose policy reads ``remaining_time``), in
+  ``ceil(series / 500)`` calls per shard, each job read on one cycle in N (the derive function's
+  ``OSPREY_METRICS_EVERY_N_CYCLES``; 1 when unset).
 - DynamoDB: the lease put and delete; per job a transactional write of the job item and its history item
   (``record_decision`` writes every job every cycle, changed or not) plus the ``active-jobs`` index copy (ALL
   projection); per applied change one update of the job item and its index copy. Reads: one COUNT query per
   shard, one index query per non-empty shard, one consistent get per job.
-- Custom metrics: the runtime's EMF series (four per running host) and the control plane's own EMF series.
+- Custom metrics: the runtime's EMF series (latency per running host; progress and step time per running job,
+  from its lead process) and the control plane's own EMF series.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from osprey.cost.arithmetic import Amount, money, q
-from osprey.cost.fleet import AgentMetrics, FleetShape, MetricLoad
+from osprey.cost.arithmetic import Amount, format_number, money, q
+from osprey.cost.fleet import RUNTIME_PER_HOST, RUNTIME_PER_JOB, AgentMetrics, FleetShape, MetricLoad
 from osprey.cost.prices import PRICES, Price, custom_metric_tiers
 from osprey.cost.template import CycleWalk, Facts, TemplateFacts, walk
 
@@ -241,9 +244,17 @@ def _cloudwatch(
     template: TemplateFacts, shape: FleetShape, load: MetricLoad, m: _Month, a: Assumptions
 ) -> list[CostLine]:
     series = q(load.node_series, "node series") + q(load.progress_series, "progress series")
-    per_host = load.runtime_series // max(load.running_hosts, 1)
-    metrics = q(load.running_hosts, "hosts") * q(per_host, "runtime series") + q(
-        len(CONTROL_PLANE_SERIES) + 2 * a.policies_in_use, "control plane series"
+    every_n = int(
+        template.function_by_handler("derive").environment.get("OSPREY_METRICS_EVERY_N_CYCLES", "1")
+    )
+    _average_series, average_calls = load.per_cycle(every_n)
+    reads = m.cycles
+    if every_n > 1:
+        reads = m.cycles / q(every_n, "cycles per read")
+    metrics = (
+        q(load.running_hosts, "hosts") * q(len(RUNTIME_PER_HOST), "latency series")
+        + q(load.running_jobs, "running jobs") * q(len(RUNTIME_PER_JOB), "lead series")
+        + q(len(CONTROL_PLANE_SERIES) + 2 * a.policies_in_use, "control plane series")
     )
     if template.setting("derive", "OSPREY_PER_JOB_METRICS") == "true":
         metrics = metrics + q(shape.jobs, "jobs") * q(2, "per job series")
@@ -261,8 +272,8 @@ def _cloudwatch(
     log_gb = log_kb * m.executions / q(1_048_576, "KB per GB")
     return [
         _line(
-            f"CloudWatch GetMetricData ({load.calls} calls a cycle)",
-            series * m.cycles * _price("cw_get_metric_data"),
+            f"CloudWatch GetMetricData ({format_number(round(average_calls, 2))} calls a cycle)",
+            series * reads * _price("cw_get_metric_data"),
         ),
         _line("CloudWatch custom metrics (runtime and control plane EMF)", _tiered(metrics)),
         _line("CloudWatch Logs ingestion (control plane)", log_gb * _price("cw_logs_ingestion")),

@@ -6,14 +6,47 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_AGENT_CONFIG", "DEFAULT_TEMPLATE", "REPO_ROOT", "load_json", "synthesize"]
+from osprey_control.registry.model import JobRecord
+
+__all__ = [
+    "DEFAULT_AGENT_CONFIG",
+    "DEFAULT_TEMPLATE",
+    "REPO_ROOT",
+    "SHIPPED_POLICIES",
+    "load_json",
+    "shipped_needs",
+    "synthesize",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_TEMPLATE = REPO_ROOT / "cdk.out" / "Osprey.template.json"  # what `npx cdk synth` writes
 DEFAULT_AGENT_CONFIG = REPO_ROOT / "infra" / "agent" / "cloudwatch-agent-gpu.json"
+SHIPPED_POLICIES = REPO_ROOT / "policies"
+
+
+class _Shipped:
+    def __init__(self, policies: dict[str, Any]) -> None:
+        self._policies = policies
+
+    def get(self, name: str) -> Any:
+        if name not in self._policies:
+            raise LookupError(name)
+        return self._policies[name]
+
+
+def shipped_needs() -> Callable[[JobRecord], frozenset[str]]:
+    """What each job's policy reads, for the policies shipped in ``policies/`` (the synthetic fleet runs
+    ``training-policy``): the collector's ``needs`` as the derive step builds it from its policies."""
+    from osprey_control.collect.needs import needs_from_policies  # noqa: PLC0415
+    from osprey_control.derivation import compile_policy  # noqa: PLC0415
+    from osprey_control.policy import load_policies  # noqa: PLC0415
+
+    compiled = {policy.name: compile_policy(policy) for policy in load_policies([SHIPPED_POLICIES])}
+    return needs_from_policies(_Shipped(compiled))
 
 
 def load_json(path: Path) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def test_include_agent_adds_the_fleet_lines_to_the_total(template: Path) -> None
     result = runner.invoke(app, ["cost", *FLEET, "--template", str(template), "--json", "--include-agent"])
     data = json.loads(result.stdout)
     fleet = [line["monthly_usd"] for line in data["lines"] if line["item"].startswith("Fleet:")]
-    assert fleet == [153.60, 27.65]
+    assert fleet == [76.80, 27.65]
     assert data["monthly_usd"] == pytest.approx(base["monthly_usd"] + sum(fleet), abs=0.01)
 
 

@@ -104,22 +104,53 @@ def test_a_template_without_the_cycle_state_machine_is_refused() -> None:
 
 
 def test_series_come_from_the_collector_queries() -> None:
-    # Given 64 EC2 nodes running 20 jobs over 16 shards
-    load = metric_load(synthetic_fleet(FleetShape(64, 8, 20)), 16)
+    # Given 64 EC2 nodes running 20 jobs over 16 shards, without the policy's needs (every series)
+    load = metric_load(synthetic_fleet(FleetShape(64, 8, 20)), 16, needs=None)
     # Then each node has 4 nvidia_smi series and the runtime's latency, each running job 3 progress series
     assert load.node_series == 64 * 5
     assert load.progress_series == 20 * 3
     assert load.calls == load.busy_shards  # each shard fits one GetMetricData call
     assert sum(load.jobs_per_shard.values()) == 20
     # And a shard beyond 500 series takes ceil(series / 500) calls
-    big = metric_load(synthetic_fleet(FleetShape(300, 8, 1)), 16)
+    big = metric_load(synthetic_fleet(FleetShape(300, 8, 1)), 16, needs=None)
     assert big.calls == math.ceil((300 * 5 + 3) / 500)
+
+
+def test_the_shipped_training_policy_needs_three_series_per_node_and_no_progress() -> None:
+    # Given the synthetic fleet's policy (gpu utilization, memory bandwidth, interconnect latency)
+    load = metric_load(synthetic_fleet(FleetShape(64, 8, 20)), 16)
+    # Then 2 nvidia_smi series and the latency per node; no remaining_time rule, so no progress series
+    assert (load.node_series, load.progress_series) == (64 * 3, 0)
+    # And the runtime publishes latency per host, progress and step time once per job
+    assert load.runtime_series == 64 + 20 * 3
+
+
+def test_reading_one_cycle_in_n_divides_the_series_and_spreads_the_calls() -> None:
+    load = metric_load(synthetic_fleet(FleetShape(256, 8, 100)), 16)
+    series, calls = load.per_cycle(5)
+    assert series == load.series / 5
+    # every job is read once in five cycles: the calls of the five cycles add up to at least one per shard
+    assert load.busy_shards / 5 <= calls <= load.calls
+    assert load.per_cycle(1) == (load.series, load.calls)
+
+
+def test_the_cadence_comes_from_the_derive_function_environment() -> None:
+    shape = FleetShape(64, 8, 20)
+    load = metric_load(synthetic_fleet(shape), 16)
+    every = tiny_template()
+    fifth = tiny_template()
+    for resource in fifth["Resources"].values():
+        if str(resource["Properties"].get("Handler", "")).startswith("osprey_handlers.derive."):
+            resource["Properties"]["Environment"]["Variables"]["OSPREY_METRICS_EVERY_N_CYCLES"] = "5"
+    full = _line(estimate(read_template(every), shape, load, 60), "CloudWatch GetMetricData")
+    part = _line(estimate(read_template(fifth), shape, load, 60), "CloudWatch GetMetricData")
+    assert part == pytest.approx(full / 5, abs=0.01)
 
 
 def test_more_jobs_than_nodes_leaves_the_rest_queued() -> None:
     records = synthetic_fleet(FleetShape(2, 8, 5))
     assert [len(record.nodes) for record in records] == [1, 1, 0, 0, 0]
-    assert metric_load(records, 16).progress_series == 2 * 3
+    assert metric_load(records, 16, needs=None).progress_series == 2 * 3
 
 
 def test_get_metric_data_grows_with_nodes_and_step_functions_with_the_cycle_rate() -> None:
@@ -149,14 +180,25 @@ def test_per_job_metrics_add_two_series_per_job() -> None:
 
 
 def test_agent_metrics_follow_the_agent_config() -> None:
-    # Given the shipped config (rollups only), Then 4 nvidia_smi + 4 efa metrics per node, flushed each minute
+    # Given the shipped config (rollups only), Then 4 nvidia_smi metrics per node, flushed each minute
     shipped = agent_metrics(AGENT, gpus_per_node=8)
-    assert (shipped.per_node, shipped.flush_seconds) == (8, 60)
-    # When the efa section is removed and the GPU originals are kept, Then 4 rollups + 4 x 8 per-GPU originals
+    assert (shipped.per_node, shipped.flush_seconds) == (4, 60)
+    # When the GPU originals are kept, Then 4 rollups + 4 x 8 per-GPU originals
     changed = json.loads(json.dumps(AGENT))
-    del changed["metrics"]["metrics_collected"]["efa"]
     changed["metrics"]["metrics_collected"]["nvidia_gpu"]["drop_original_metrics"] = []
     assert agent_metrics(changed, gpus_per_node=8).per_node == 4 + 4 * 8
+    # When an efa section is added back (rolled up only), Then 4 more per node
+    changed = json.loads(json.dumps(AGENT))
+    changed["metrics"]["metrics_collected"]["efa"] = {
+        "measurement": ["rdma_read_bytes", "rdma_write_bytes", "retrans_pkts", "retrans_timeout_events"],
+        "drop_original_metrics": [
+            "rdma_read_bytes",
+            "rdma_write_bytes",
+            "retrans_pkts",
+            "retrans_timeout_events",
+        ],
+    }
+    assert agent_metrics(changed, gpus_per_node=8).per_node == 8
 
 
 def test_custom_metric_tiers_split_the_count() -> None:
