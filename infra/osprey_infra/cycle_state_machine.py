@@ -5,6 +5,11 @@ Every Task retries Lambda's transient errors with backoff and catches everything
 a report with ``failed: true`` (the other shards still apply), a failed EKS discovery is noted and the cycle
 goes on, and any other failure still runs ``Finish`` (metrics, lease release) before the execution fails.
 Above ``distributed_threshold`` active jobs the Map runs as a Distributed Map (child executions).
+
+Payload: every state carries counts, shard numbers and bounded failure samples, never per-job records (a
+state over 256 KiB fails with ``States.DataLimitExceeded``, which no Catch handles, so Finish would not run
+and the lease would stay held). The jobs to apply are found by the apply step in the registry's
+``apply-pending`` index; sizes per state are in docs/control-plane.md (Payload).
 """
 
 from __future__ import annotations
@@ -198,7 +203,7 @@ class CycleStateMachine(Construct):
             sfn.Pass(
                 self,
                 f"{state_id}ShardFailed",
-                parameters={"shard.$": "$.shard", "failed": True, "changes": [], "error.$": "$.error"},
+                parameters={"shard.$": "$.shard", "failed": True, "error.$": "$.error"},
             ),
             errors=["States.ALL"],
             result_path="$.error",

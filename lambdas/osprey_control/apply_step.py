@@ -1,8 +1,11 @@
 """The apply step of a cycle: every job whose derived priority is not on its backend yet, applied at once.
 
 It runs after the shards' Map state so that Batch gets one UpdateSchedulingPolicy per queue per cycle. The
-shards report which jobs are pending; the apply step re-reads each one and applies its ``derived_priority``
-against its ``applied_priority`` (what the backend holds), then records the outcome with a conditional write:
+shards report only counts (the state machine's payload stays the same size whatever the fleet); the pending
+jobs are in the registry's sparse ``apply-pending`` index, which the apply step queries for every shard that
+reported. It re-reads each one and applies its ``derived_priority`` against its ``applied_priority`` (what
+the backend holds), then records the outcome with a conditional write, which also sets or removes the job's
+``apply-pending`` entry:
 
 - applied (written, or found already set) → ``applied_priority`` and ``applied_at``;
 - failed transiently (throttling, 5xx, connection) → ``apply_failure`` with a count of consecutive attempts,
@@ -13,7 +16,7 @@ against its ``applied_priority`` (what the backend holds), then records the outc
 Liveness: outcomes are recorded per applier call (all of Batch's jobs at once, since Batch gets one
 UpdateSchedulingPolicy per policy per cycle; the per-job appliers in chunks of their ``chunk_size``), and no
 call starts after the deadline's margin. Jobs not reached are ``deferred``: still pending in the registry, so
-the next cycle's shards report them again. The jobs whose derived priority changed longest ago go first, so
+the next cycle finds them again. The jobs whose derived priority changed longest ago go first, so
 the ones a deadline defers are tried early next cycle.
 """
 
@@ -42,24 +45,36 @@ from osprey_control.coordination.deadline import Deadline
 from osprey_control.registry import Backend, JobKey, JobRecord
 
 __all__ = [
+    "ERROR_CHARS",
+    "FAILURE_SAMPLE",
     "ApplyRegistry",
     "EksApplier",
     "RecordSource",
     "apply_cycle",
     "default_appliers",
-    "pending_from_reports",
+    "pending_changes",
     "record_outcomes",
+    "reported_shards",
 ]
 
 logger = logging.getLogger(__name__)
-_LEFT = "job left the registry"
+
+# What a step returns to the state machine carries at most FAILURE_SAMPLE failures (derive: per shard), each
+# error cut to ERROR_CHARS, next to their count: enough to see what failed in the execution's history, and a
+# size that does not grow with the fleet (docs/control-plane.md, Payload). Every failure is logged.
+FAILURE_SAMPLE = 5
+ERROR_CHARS = 300
 
 
 class RecordSource(Protocol):
     def get(self, key: JobKey) -> JobRecord | None: ...
 
 
-class ApplyRegistry(RecordSource, Protocol):
+class PendingSource(RecordSource, Protocol):
+    def pending_keys(self, shard: int | None = None) -> list[JobKey]: ...
+
+
+class ApplyRegistry(PendingSource, Protocol):
     """The registry as the apply step uses it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
 
     def record_applied(self, key: JobKey, priority: int, now: datetime) -> JobRecord | None: ...
@@ -69,31 +84,36 @@ class ApplyRegistry(RecordSource, Protocol):
     ) -> JobRecord | None: ...
 
 
-def _key(text: str) -> JobKey:
-    backend, _, native_id = text.partition("#")
-    return JobKey(Backend(backend), native_id)
-
-
-def pending_from_reports(
-    reports: Iterable[Mapping[str, Any]], registry: RecordSource
-) -> tuple[list[PriorityChange], list[ApplyResult]]:
-    """The jobs the shards reported, re-read: a :class:`PriorityChange` to ``derived_priority`` for each one
-    still pending (``JobRecord.apply_pending``); jobs that left the registry are skipped."""
-    changes: list[PriorityChange] = []
-    missing: list[ApplyResult] = []
-    seen: set[JobKey] = set()
+def reported_shards(reports: Iterable[Mapping[str, Any]]) -> list[int | None]:
+    """The shards whose derive step reported (a failed shard's jobs wait for a cycle in which it derives);
+    ``[None]`` (every shard) when a report covers the whole registry (``shard`` null or absent)."""
+    shards: list[int | None] = []
     for report in reports:
-        for entry in report.get("changes", []):
-            key = _key(entry["key"])
+        if report.get("failed"):
+            continue
+        shard = report.get("shard")
+        if not isinstance(shard, int) or isinstance(shard, bool):
+            return [None]
+        if shard not in shards:
+            shards.append(shard)
+    return shards
+
+
+def pending_changes(shards: Iterable[int | None], registry: PendingSource) -> list[PriorityChange]:
+    """A :class:`PriorityChange` to ``derived_priority`` for each job of ``shards`` in the ``apply-pending``
+    index, re-read with a consistent read (the index lags) and still pending (``JobRecord.apply_pending``);
+    jobs that left the registry meanwhile are skipped."""
+    changes: list[PriorityChange] = []
+    seen: set[JobKey] = set()
+    for shard in shards:
+        for key in registry.pending_keys(shard):
             if key in seen:
                 continue
             seen.add(key)
             record = registry.get(key)
-            if record is None:  # deleted between derive and apply: nothing to write
-                missing.append(ApplyResult(key, Outcome.SKIPPED, int(entry.get("priority") or 0), _LEFT))
-            elif record.apply_pending() and record.derived_priority is not None:
+            if record is not None and record.apply_pending() and record.derived_priority is not None:
                 changes.append(PriorityChange(record, record.derived_priority))
-    return changes, missing
+    return changes
 
 
 def record_outcomes(
@@ -239,11 +259,12 @@ def apply_cycle(
     now: datetime | None = None,
     deadline: Deadline | None = None,
 ) -> ApplyReport:
-    """Apply every shard's pending jobs and record each call's outcomes as it returns, until ``deadline``
-    (none: all of them); one report for the cycle, with the jobs not reached under ``deferred``."""
+    """Apply the pending jobs of every shard that reported (``reports``: the Map's output, each with its
+    ``shard``) and record each call's outcomes as it returns, until ``deadline`` (none: all of them); one
+    report for the cycle, with the jobs not reached under ``deferred``."""
     now = now or datetime.now(UTC)
     deadline = deadline or Deadline.never()
-    changes, missing = pending_from_reports(reports, registry)
+    changes = pending_changes(reported_shards(reports), registry)
     unrouted, calls = _work(changes, appliers)
     report = apply_all(unrouted, ())  # skipped: no applier for their backend
     record_outcomes(report, registry, (change.record.key for change in unrouted), now)
@@ -254,5 +275,4 @@ def apply_cycle(
         part = applier.apply(batch)
         record_outcomes(part, registry, (change.record.key for change in batch), now)
         report.extend(part)
-    report.results.extend(missing)
     return report

@@ -1,8 +1,10 @@
 """One shard of a cycle: list its active jobs, collect their metrics, derive and record their priorities.
 
-The cycle state machine runs this once per shard (a Map state); its report is small (only the jobs whose
-derived priority still has to reach the backend, under ``changes``) so it fits in a Step Functions payload, and
-the apply step takes the jobs of all shards at once (Batch needs one UpdateSchedulingPolicy per queue per cycle).
+The cycle state machine runs this once per shard (a Map state). What it returns to the state machine is the
+same size whatever the shard holds (docs/control-plane.md, Payload): counts and at most
+:data:`FAILURE_SAMPLE` failures, never per-job records. The jobs whose derived priority still has to reach
+the backend are in the registry's ``apply-pending`` index, where the apply step finds them (Batch needs one
+UpdateSchedulingPolicy per queue per cycle, so it takes every shard's jobs at once).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE
 from osprey_control.collect import CollectionResult, collect
 from osprey_control.derivation import CustomRuleInvoker
 from osprey_control.derive import DecisionStore, PolicySource, ShardResult, derive_shard
@@ -27,6 +30,9 @@ class ActiveJobs(DecisionStore, Protocol):
 
 @dataclass
 class ShardReport:
+    """A shard's result. ``changes`` (the pending jobs) and ``failures`` (all of them) are for in-process
+    callers (the CLI, benches, tests); the state machine gets :meth:`to_dict`, counts and a sample."""
+
     shard: int | None
     evaluated: int
     changes: list[dict[str, Any]] = field(default_factory=list)
@@ -36,12 +42,18 @@ class ShardReport:
     metrics: list[MetricPoint] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The state machine's view: JSON-able, without the metric points (those go to EMF)."""
+        """The state machine's view: JSON-able and bounded in size (no per-job list), without the metric
+        points (those go to EMF). ``jobs_failed`` and not ``failed``: the Map marks a failed shard with
+        ``failed: true``."""
         return {
             "shard": self.shard,
             "evaluated": self.evaluated,
-            "changes": self.changes,
-            "failures": self.failures,
+            "pending": len(self.changes),
+            "jobs_failed": len(self.failures),
+            "failures": [
+                {**failure, "error": failure.get("error", "")[:ERROR_CHARS]}
+                for failure in self.failures[:FAILURE_SAMPLE]
+            ],
             "series": self.series,
             "getmetricdata_calls": self.getmetricdata_calls,
         }
@@ -51,8 +63,9 @@ def _report(shard: int | None, collected: CollectionResult, derived: ShardResult
     report = ShardReport(
         shard, len(derived.outcomes), series=collected.series, getmetricdata_calls=collected.calls
     )
-    # The apply step's work list: every job whose derived priority is not on the backend yet, whether it was
-    # derived this cycle or is a transient failure of an earlier one being retried.
+    # Every job whose derived priority is not on the backend yet, whether it was derived this cycle or is a
+    # transient failure of an earlier one being retried (counted in the report; the apply step reads the
+    # registry's apply-pending index, which holds the same jobs).
     for outcome in derived.pending:
         current = outcome.current
         report.changes.append(

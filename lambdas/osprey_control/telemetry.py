@@ -68,11 +68,18 @@ def shard_metrics(result: ShardResult, *, per_job: bool = False) -> list[MetricP
 class CycleSummary:
     """How one cycle ended. ``outcome`` is the state machine's path ("succeeded": derive and apply ran);
     ``failed_shards`` are the shards whose derive step failed (their jobs kept their priorities this cycle),
-    ``failed_jobs`` the jobs whose derivation or apply failed in the shards that did report."""
+    ``failed_jobs`` the jobs whose derivation or apply failed in the shards that did report, as far as the
+    reports name them (each names at most a few: the state machine's payload must not grow with the fleet),
+    and ``failed_job_count`` how many there were (None: ``len(failed_jobs)``)."""
 
     outcome: str
     failed_shards: tuple[int | None, ...] = ()
     failed_jobs: tuple[str, ...] = ()
+    failed_job_count: int | None = None
+
+    @property
+    def jobs_failed(self) -> int:
+        return len(self.failed_jobs) if self.failed_job_count is None else self.failed_job_count
 
     @property
     def clean(self) -> bool:
@@ -87,23 +94,35 @@ def summarise_cycle(outcome: str, state: Mapping[str, Any] | None) -> CycleSumma
 
     Any of them is absent when the cycle failed before that step. When the Map itself failed (``plan`` but no
     ``shards``) none of the planned shards reached apply, so all of them count as failed.
+
+    Failed jobs are counted from ``jobs_failed`` (derive, per shard) and ``failed`` (apply), each with a
+    sample under ``failures``; a job named in both samples counts once (beyond the samples a job failing in
+    derive and apply counts twice). Reports of the older shape (``failures`` lists every job, apply's
+    ``failed`` is a list) are read too.
     """
     state = state or {}
     plan = _mapping(state.get("plan"))
     reports = state.get("shards")
     failed_shards: list[int | None] = []
-    failed_jobs: dict[str, None] = {}  # insertion-ordered set: a job failing in derive and apply counts once
+    derived: dict[str, None] = {}  # insertion-ordered sets of the named jobs
+    derive_count = 0
     if isinstance(reports, list):
         for report in map(_mapping, reports):
             if report.get("failed"):
                 failed_shards.append(_shard(report.get("shard")))
-            for failure in _list(report.get("failures")):
-                failed_jobs.setdefault(str(_mapping(failure).get("key", "")), None)
+            named = _keys(report.get("failures"))
+            derived.update(dict.fromkeys(named))
+            derive_count += _count(report.get("jobs_failed"), len(named))
     elif outcome == "failed" and isinstance(plan.get("shards"), list):
         failed_shards.extend(_shard(shard) for shard in plan["shards"])
-    for failure in _list(_mapping(state.get("apply")).get("failed")):
-        failed_jobs.setdefault(str(_mapping(failure).get("key", "")), None)
-    return CycleSummary(outcome, tuple(failed_shards), tuple(failed_jobs))
+    apply = _mapping(state.get("apply"))
+    failed = apply.get("failed")
+    applied = _keys(failed if isinstance(failed, list) else apply.get("failures"))
+    apply_count = _count(failed, len(applied))
+    both = sum(1 for key in dict.fromkeys(applied) if key in derived)
+    jobs = tuple({**derived, **dict.fromkeys(applied)})
+    count = derive_count + apply_count - both
+    return CycleSummary(outcome, tuple(failed_shards), jobs, None if count == len(jobs) else count)
 
 
 def cycle_metrics(summary: CycleSummary, duration_ms: float) -> list[MetricPoint]:
@@ -117,7 +136,7 @@ def cycle_metrics(summary: CycleSummary, duration_ms: float) -> list[MetricPoint
         MetricPoint("CycleDurationMs", "Milliseconds", (round(duration_ms, 1),)),
         MetricPoint("CyclesSucceeded" if clean else "CyclesFailed", "Count", (1.0,)),
         MetricPoint("FailedShards", "Count", (float(len(summary.failed_shards)),)),
-        MetricPoint("FailedJobs", "Count", (float(len(summary.failed_jobs)),)),
+        MetricPoint("FailedJobs", "Count", (float(summary.jobs_failed),)),
     ]
 
 
@@ -127,6 +146,15 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _keys(failures: Any) -> list[str]:
+    return [str(_mapping(failure).get("key", "")) for failure in _list(failures)]
+
+
+def _count(value: Any, named: int) -> int:
+    # A count the step reported, else (older shape) the length of its list; never fewer than it named.
+    return max(value, named) if isinstance(value, int) and not isinstance(value, bool) else named
 
 
 def _shard(value: Any) -> int | None:

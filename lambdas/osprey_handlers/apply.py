@@ -1,7 +1,9 @@
 """Apply Lambda: after the shards' Map state, write every pending derived priority to its backend and record
-the outcome in the registry. Input: ``{"shards": [<derive outputs>]}`` (the Map state's result). Output: counts,
-per-job failures and, when there are any, ``deferred``: the jobs left pending for the next cycle because the function's remaining
-time ran short (docs/control-plane.md, Liveness).
+the outcome in the registry. Input: ``{"shards": [<derive outputs>]}`` (the Map state's result: which shards
+reported; the pending jobs themselves are read from the registry's ``apply-pending`` index). Output: counts,
+the first :data:`FAILURE_SAMPLE` failures (each one is logged) and, when there are any, ``deferred``: the jobs
+left pending for the next cycle because the function's remaining time ran short (docs/control-plane.md,
+Liveness). The output's size does not depend on the number of jobs (docs/control-plane.md, Payload).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.apply import Applier
-from osprey_control.apply_step import apply_cycle, default_appliers
+from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE, apply_cycle, default_appliers
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.telemetry import MetricPoint
@@ -69,7 +71,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "applied": len(report.applied),
         "skipped": len(report.skipped),
-        "failed": [{"key": str(r.job), "reason": r.reason, "transient": r.transient} for r in report.failed],
+        "failed": len(report.failed),
+        "failures": [
+            {"key": str(r.job), "reason": r.reason[:ERROR_CHARS], "transient": r.transient}
+            for r in report.failed[:FAILURE_SAMPLE]
+        ],
         "writes": report.writes,
     }
     if report.deferred:  # only then: the cycle's output stays as it was for a cycle that finished its work

@@ -1,6 +1,8 @@
-"""Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N}``; output the
-shard's changed jobs for the apply step and ``deferred``, the jobs left for the next cycle because the
-function's remaining time ran short (docs/control-plane.md, Liveness)."""
+"""Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N}``; output the shard's
+counts (``evaluated``, ``pending``, ``jobs_failed``, ``series``, ``getmetricdata_calls``), the first failures and
+``deferred``, the jobs left for the next cycle because the function's remaining time ran short
+(docs/control-plane.md, Liveness). Its size does not depend on the number of jobs (Payload): the pending jobs
+are in the registry's ``apply-pending`` index, where the apply step finds them."""
 
 from __future__ import annotations
 

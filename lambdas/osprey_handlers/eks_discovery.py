@@ -3,8 +3,9 @@
 Environment: ``OSPREY_EKS_CLUSTERS`` (comma-separated cluster names), ``OSPREY_EKS_INCLUDE_PODS``
 (``true``/``false``, default true), ``OSPREY_TABLE_NAME`` and ``OSPREY_REGISTRY_SHARDS`` (the registry every
 observation is written to through ``JobRegistry.apply_observation``, the same convergent merge as ingested
-events). Each observation is also returned as a JSON-able dict (and given to an optional sink). One cluster's
-failure, or one job's registry write, is reported, never fatal.
+events). Each observation is given as a JSON-able dict to an optional sink; the function returns counts only
+(it is a state of the cycle state machine, whose payload must not grow with the fleet: docs/control-plane.md,
+Payload). One cluster's failure, or one job's registry write, is reported and logged, never fatal.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE
 from osprey_control.eks import KubernetesApiError, KubernetesClient, connect, discover
 from osprey_control.registry.observation import JobObservation
 
@@ -94,9 +96,14 @@ def run_discovery(
     on_change: Callable[[Any], object] | None = None,
 ) -> dict[str, Any]:
     """Discover every configured cluster and record each job in ``registry``; ``sink`` receives each
-    observation dict as it is found. A job whose registry write fails is listed under ``unrecorded``.
-    ``on_change`` gets every record a write changed (the gang watch starter, as in the ingest step)."""
-    observations: list[dict[str, Any]] = []
+    observation dict as it is found. ``on_change`` gets every record a write changed (the gang watch starter,
+    as in the ingest step).
+
+    Returns a summary whose size depends on the number of clusters only: ``jobs`` (discovered), ``recorded``,
+    ``unrecorded`` (registry writes that failed, the first few under ``unrecorded_sample``) and per cluster
+    its ``jobs``, ``problems`` (jobs not manageable), ``kueue_version`` and ``kinds_missing``, or its ``error``.
+    """
+    jobs = recorded = 0
     clusters: list[dict[str, Any]] = []
     unrecorded: list[dict[str, str]] = []
     for cluster in environment.cluster_names:
@@ -109,13 +116,14 @@ def run_discovery(
                 str(error) if isinstance(error, KubernetesApiError) else f"{type(error).__name__}: {error}"
             )
             logger.exception("eks discovery failed", extra={"cluster": cluster, "error": reason})
-            clusters.append({"cluster": cluster, "error": reason})
+            clusters.append({"cluster": cluster, "error": reason[:ERROR_CHARS]})
             continue
         summary = result.to_dict()
         for observation, item in zip(result.observations, summary["observations"], strict=True):
             if registry is not None:
                 try:
                     written = registry.apply_observation(observation.to_observation())
+                    recorded += 1
                     if on_change is not None and written.changed:
                         on_change(written.record)
                 except Exception as error:  # one job's write must not lose the others (retried next pass)
@@ -127,7 +135,7 @@ def run_discovery(
                     unrecorded.append(failure)
             if sink is not None:
                 sink(item)
-            observations.append(item)
+            jobs += 1
         for problem in summary["problems"]:
             logger.warning("osprey job not manageable", extra=problem)
         logger.info(
@@ -135,8 +143,24 @@ def run_discovery(
             extra={"cluster": cluster, "jobs": len(summary["observations"]),
                    "kueue_version": result.kueue_version, "kinds_missing": result.kinds_missing},
         )  # fmt: skip
-        clusters.append({k: v for k, v in summary.items() if k != "observations"})
-    return {"observations": observations, "clusters": clusters, "unrecorded": unrecorded}
+        clusters.append(
+            {
+                "cluster": cluster,
+                "jobs": len(summary["observations"]),
+                "problems": len(summary["problems"]),
+                "kueue_version": result.kueue_version,
+                "kinds_missing": list(result.kinds_missing),
+            }
+        )
+    return {
+        "jobs": jobs,
+        "recorded": recorded,
+        "unrecorded": len(unrecorded),
+        "unrecorded_sample": [
+            {**failure, "error": failure["error"][:ERROR_CHARS]} for failure in unrecorded[:FAILURE_SAMPLE]
+        ],
+        "clusters": clusters,
+    }
 
 
 @logger.inject_lambda_context

@@ -68,13 +68,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             "cycle had failed shards",
             extra={"owner": finish.owner, "failedShards": list(summary.failed_shards), "errors": errors},
         )
-    if summary.failed_jobs:
+    if summary.jobs_failed:
         logger.warning(
             "cycle had failed jobs",
             # A bounded sample: the line stays small with a fleet-wide failure; `osprey jobs` lists them all.
             extra={
                 "owner": finish.owner,
-                "count": len(summary.failed_jobs),
+                "count": summary.jobs_failed,
                 "failedJobs": list(summary.failed_jobs[:_LOGGED_JOBS]),
             },
         )
@@ -84,5 +84,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "durationMs": round(duration_ms, 1),
         "released": released,
         "failedShards": len(summary.failed_shards),
-        "failedJobs": len(summary.failed_jobs),
+        "failedJobs": summary.jobs_failed,
     }

@@ -103,7 +103,7 @@ def test_a_cycle_applies_the_policy_priorities_to_batch_shares_sagemaker_service
     assert execution.states[:3] == ["AcquireLease", "LeaseAcquired", "PlanShards"]
     assert {"DeriveShards", "ApplyPriorities", "Finish", "CycleSucceeded"} <= set(execution.states)
     # Writes: one UpdateSchedulingPolicy for the three Batch jobs, one UpdateServiceJob, one AddTags
-    assert execution.output["apply"] == {"applied": 5, "skipped": 0, "failed": [], "writes": 3}
+    assert execution.output["apply"] == {"applied": 5, "skipped": 0, "failed": 0, "failures": [], "writes": 3}
     assert execution.output["finished"]["released"] is True
     # ... the registry records each decision, derived from the metrics by the policy formula
     for label, priority in expected.items():

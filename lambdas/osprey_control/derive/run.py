@@ -30,7 +30,7 @@ class DeriveRun:
     deferred: list[JobRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The state machine's view: the shard report and how many jobs wait for the next cycle."""
+        """The state machine's view: the shard report's counts and how many jobs wait for the next cycle."""
         return {**self.report.to_dict(), "deferred": len(self.deferred)}
 
 

@@ -48,6 +48,10 @@ class Registry:
     def pending(self) -> set[str]:
         return {key.native_id for key, record in self.records.items() if record.apply_pending()}
 
+    def pending_keys(self, shard: int | None = None) -> list[JobKey]:
+        """The apply-pending index (one shard here)."""
+        return [key for key, record in self.records.items() if record.apply_pending()]
+
 
 class Clock:
     def __init__(self, remaining_ms: float) -> None:
@@ -82,9 +86,8 @@ class FakeApplier:
 
 
 def reports(registry: Registry) -> list[dict[str, Any]]:
-    """What the next cycle's shards report: every pending job."""
-    keys = [str(key) for key, record in registry.records.items() if record.apply_pending()]
-    return [{"changes": [{"key": key, "priority": 60} for key in keys]}]
+    """What the next cycle's shard reports: its counts (the apply step reads the pending jobs itself)."""
+    return [{"shard": 0, "evaluated": len(registry.records), "pending": len(registry.pending())}]
 
 
 def test_the_deadline_stops_apply_between_calls_and_the_next_cycle_applies_the_rest() -> None:

@@ -55,7 +55,7 @@ def test_apply_handler_writes_records_and_reports(
     answer = apply_handler.handler({"shards": [shard]}, Context())  # type: ignore[arg-type]
 
     # Then the job is tagged, recorded as applied, and the answer and the metrics say so
-    assert answer == {"applied": 1, "skipped": 0, "failed": [], "writes": 1}
+    assert answer == {"applied": 1, "skipped": 0, "failed": 0, "failures": [], "writes": 1}
     tags = boto3.client("sagemaker", region_name="us-east-1").list_tags(ResourceArn=arn)["Tags"]
     assert {t["Key"]: t["Value"] for t in tags}[DERIVED_PRIORITY_TAG] == "60"
     record = aws["registry"].get(JobKey(Backend.SAGEMAKER, "llama-train"))
@@ -66,4 +66,4 @@ def test_apply_handler_writes_records_and_reports(
 
     # And replaying the same shard output (a Step Functions retry) writes nothing
     again = apply_handler.handler({"shards": [shard]}, Context())  # type: ignore[arg-type]
-    assert again == {"applied": 0, "skipped": 0, "failed": [], "writes": 0}
+    assert again == {"applied": 0, "skipped": 0, "failed": 0, "failures": [], "writes": 0}

@@ -92,7 +92,7 @@ def test_a_throttled_update_is_retried_each_cycle_up_to_the_limit(
     attempts = []
     for minute in range(MAX_TRANSIENT_APPLY_ATTEMPTS):
         shard, record = cycle(aws, client, minute)
-        assert [entry["key"] for entry in shard["changes"]] == [str(KEY)]
+        assert shard["pending"] == 1
         assert record.apply_failure is not None
         attempts.append(record.apply_failure.attempts)
     # Then each cycle retried it and counted the attempt; the derived priority was never lost
@@ -103,7 +103,7 @@ def test_a_throttled_update_is_retried_each_cycle_up_to_the_limit(
     # ... and after the limit the shard no longer hands it to the apply step (no Batch call: the Stubber
     # has no response left and would raise)
     shard, record = cycle(aws, client, MAX_TRANSIENT_APPLY_ATTEMPTS)
-    assert shard["changes"] == []
+    assert shard["pending"] == 0
     assert not record.apply_pending()
 
 
@@ -144,7 +144,7 @@ def test_a_permanent_failure_is_not_retried_until_the_derived_priority_changes(
     assert "not retried until the derived priority changes" in record.apply_failure.reason
     # When the next cycle derives the same priority, then nothing is tried (the Stubber has no response left)
     shard, record = cycle(aws, client, 1)
-    assert shard["changes"] == []
+    assert shard["pending"] == 0
     # When a later derivation moves the priority, then the new one is applied and the old failure is gone
     later = NOW + timedelta(minutes=2)
     queued.record_decision(KEY, {"priority": 57}, 57, record.version, later)
@@ -154,7 +154,8 @@ def test_a_permanent_failure_is_not_retried_until_the_derived_priority_changes(
         {"jobId": KEY.native_id, "jobName": "llama-train", "jobArn": "arn"},
         {"jobId": KEY.native_id, "schedulingPriority": batch_scheduling_priority(57)},
     )
-    apply_cycle([{"changes": [{"key": str(KEY)}]}], queued, [ServiceJobApplier(client)], now=later)
+    assert queued.pending_keys() == [KEY]  # the decision's write put it in the apply-pending index
+    apply_cycle([{"shard": 0}], queued, [ServiceJobApplier(client)], now=later)
     final = queued.get(KEY)
     assert final is not None
     assert (final.derived_priority, final.applied_priority, final.apply_failure) == (57, 57, None)

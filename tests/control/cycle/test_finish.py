@@ -16,11 +16,19 @@ from osprey_control.telemetry import CycleSummary, MetricPoint, cycle_metrics, s
 from osprey_handlers import finish as finish_handler
 from tests.control.cycle.conftest import NOW
 
-HEALTHY = {"shard": 0, "evaluated": 2, "changes": [], "failures": [], "series": 4, "getmetricdata_calls": 1}
+HEALTHY = {
+    "shard": 0,
+    "evaluated": 2,
+    "pending": 0,
+    "jobs_failed": 0,
+    "failures": [],
+    "deferred": 0,
+    "series": 4,
+    "getmetricdata_calls": 1,
+}
 FAILED = {
     "shard": 3,
     "failed": True,
-    "changes": [],
     "error": {"Error": "ConnectionError", "Cause": "shard lost its connection to DynamoDB"},
 }
 
@@ -62,6 +70,25 @@ def test_failed_jobs_of_derive_and_apply_are_counted_once_each() -> None:
     assert summary.clean
     assert _values(cycle_metrics(summary, 10.0))["FailedJobs"] == 3.0
     assert "CyclesSucceeded" in _values(cycle_metrics(summary, 10.0))
+
+
+def test_failed_jobs_are_counted_beyond_the_samples_the_reports_carry() -> None:
+    # Given two shards that failed 40 and 3 jobs (naming at most five each) and an apply step that failed 12,
+    # one of them named by a shard too
+    shards = [
+        {**HEALTHY, "jobs_failed": 40, "failures": [{"key": f"batch#s{n}"} for n in range(5)]},
+        {**HEALTHY, "shard": 1, "jobs_failed": 3, "failures": [{"key": f"batch#t{n}"} for n in range(3)]},
+    ]
+    apply = {"applied": 7, "failed": 12, "failures": [{"key": "batch#s0"}, {"key": "batch#x"}]}
+
+    # When the cycle is summarised
+    summary = summarise_cycle("succeeded", {"shards": shards, "apply": apply})
+
+    # Then FailedJobs is the reported count (the job named twice counts once) and the names are the samples'
+    assert summary.jobs_failed == 40 + 3 + 12 - 1
+    assert _values(cycle_metrics(summary, 1.0))["FailedJobs"] == 54.0
+    assert summary.failed_jobs[:1] == ("batch#s0",)
+    assert len(summary.failed_jobs) == 9
 
 
 def test_a_clean_cycle_publishes_zero_failures_and_a_success() -> None:
@@ -125,7 +152,11 @@ def test_the_finish_handler_publishes_failed_shards_as_emf_and_logs_their_errors
         "startedAt": (NOW - timedelta(seconds=3)).isoformat(),
         "outcome": "succeeded",
         "error": {},
-        "cycle": {"plan": {"shards": [0, 3]}, "shards": [HEALTHY, FAILED], "apply": {"failed": []}},
+        "cycle": {
+            "plan": {"shards": [0, 3]},
+            "shards": [HEALTHY, FAILED],
+            "apply": {"failed": 0, "failures": []},
+        },
     }
 
     # When Finish runs

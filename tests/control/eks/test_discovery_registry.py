@@ -59,7 +59,7 @@ def test_discovered_jobs_are_recorded_with_kind_labels_and_nodes(
     # When discovery runs with the registry
     result = entry.run_discovery(ENV, connector=lambda _: k8s_client, registry=registry)
     # Then the job is an active registry record, with what the cycle and the CLI need
-    assert result["unrecorded"] == []
+    assert (result["unrecorded"], result["recorded"]) == (0, 1)
     record = registry.get(TRAIN)
     assert record is not None
     assert (record.kind, record.cluster, record.status, record.policy) == (
@@ -146,12 +146,13 @@ def test_one_jobs_failed_write_is_reported_and_the_others_recorded(
     result = entry.run_discovery(
         ENV, connector=lambda _: k8s_client, registry=FlakyRegistry(registry, "ml/eval")
     )
-    assert result["unrecorded"] == [
+    assert result["unrecorded"] == 1
+    assert result["unrecorded_sample"] == [
         {"job": "eks#ml/eval", "error": "RuntimeError: ProvisionedThroughputExceededException after retries"}
     ]
     assert registry.get(TRAIN) is not None
     assert registry.get(JobKey(Backend.EKS, "ml/eval")) is None
-    assert len(result["observations"]) == 2
+    assert (result["jobs"], result["recorded"]) == (2, 1)
 
 
 def test_the_environment_names_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -48,17 +48,26 @@ def test_handler_sends_each_observation_to_the_sink_and_isolates_a_broken_cluste
     env = entry.EksDiscoveryEnvironment(cluster_names=("broken", "gpu"))
     # When discovery runs
     result = entry.run_discovery(env, seen.append, connector=connector)
-    # Then the sink got the job, the result is JSON-able, and the broken cluster is reported, not raised
+    # Then the sink got the job with its Workload, the result is JSON-able counts (no per-job record: it is
+    # the cycle state machine's state), and the broken cluster is reported, not raised
     assert [item["native_id"] for item in seen] == ["ml/train"]
-    assert json.loads(json.dumps(result))["observations"][0]["workload"]["priority"] == 300
+    assert seen[0]["workload"]["priority"] == 300
+    assert json.loads(json.dumps(result)) == result
+    assert (result["jobs"], result["recorded"], result["unrecorded"]) == (1, 0, 0)
     assert result["clusters"][0] == {
         "cluster": "broken",
         "error": "RuntimeError: EKS cluster 'broken' has no API endpoint yet",
     }
-    assert result["clusters"][1]["kueue_version"] == "v1beta1"
+    assert result["clusters"][1] == {
+        "cluster": "gpu",
+        "jobs": 1,
+        "problems": 0,
+        "kueue_version": "v1beta1",
+        "kinds_missing": result["clusters"][1]["kinds_missing"],
+    }
 
     # And the Lambda entry reads its environment and uses the same path
     monkeypatch.setenv("OSPREY_EKS_CLUSTERS", "gpu")
     monkeypatch.setattr(entry, "_cached_connect", connector)
     answer = entry.handler({}, _Context())  # type: ignore[arg-type]
-    assert [item["native_id"] for item in answer["observations"]] == ["ml/train"]
+    assert (answer["jobs"], answer["clusters"][0]["cluster"]) == (1, "gpu")
