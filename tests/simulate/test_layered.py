@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from osprey_control.apply import batch as batch_applier
+from osprey_control.collect.cadence import DEFAULT_EVERY_N_CYCLES
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.derivation import engine
 from osprey_control.eks.applier import DEFAULT_PRIORITY_RANGE
@@ -21,6 +22,7 @@ from osprey_control.simulate import (
     Status,
     seed_workload,
 )
+from osprey_control.simulate import control as control_module
 from osprey_control.simulate import gangwatch as gangwatch_module
 from osprey_control.simulate.runner import load_default_policy
 from tests.simulate.helpers import FirstTryStraggles, by_id, job, run, workload
@@ -219,3 +221,20 @@ def test_fail_fallback_stops_the_job() -> None:
     sim = run(workload(job("gang", 0, 16, 1000), startup=FirstTryStraggles()), KueueOsprey(policy))
     assert sim.runs[0].status is Status.FAILED
     assert sim.runs[0].end_s == 120
+
+
+def test_node_metrics_are_read_at_the_deployed_cadence(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given one job training for 100 cycles and the collector's cadence (one read in 5 cycles), the simulated
+    # CloudWatch is read about 20 times, not 100: production reuses a job's last values between its reads.
+    reads: list[float] = []
+    real = control_module.node_metrics
+
+    def spy(run: Any, rng: Any, noise: float = 3.0) -> Any:
+        reads.append(noise)
+        return real(run, rng, noise)
+
+    monkeypatch.setattr(control_module, "node_metrics", spy)
+    run(workload(job("long", 0, 8, 6000)), KueueOsprey(make_policy(), cycle_s=60))
+    cycles = 6000 // 60
+    assert cycles / DEFAULT_EVERY_N_CYCLES <= len(reads) <= cycles / DEFAULT_EVERY_N_CYCLES + 2
+    assert all(noise < 3.0 for noise in reads)  # a read is the mean of the periods since the last one

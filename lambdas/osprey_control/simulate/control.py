@@ -8,21 +8,30 @@ job's record: a priority is written when it differs from the one the backend hol
 so a new job's first priority is written on its first cycle. The layered schedulers (:mod:`~osprey_control.simulate.layered`) turn the written priority into
 their backend's own value with the production mapping.
 
+Node metrics are read at the deployed cadence (:mod:`osprey_control.collect.cadence`): a job's series are
+read on its turn, one cycle in ``metrics_every_n_cycles`` (the mean of the N periods since the last read, so
+the noise of a read shrinks by sqrt(N)), and on the other cycles its last read values are used again, as the
+collector reuses its last decision's values. A job that has just started training is read at once (its last
+decision used no node metric). Job-level metrics are fresh every cycle (they come from the registry).
+
 Osprey itself never admits, places or preempts anything: the backend does, from the values written.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from osprey_control.apply.base import PriorityChange, prefilter
+from osprey_control.collect.cadence import DEFAULT_EVERY_N_CYCLES, is_due
 from osprey_control.contract import OspreyBlock
+from osprey_control.derivation import JobMetrics, NodeMetrics
 from osprey_control.derivation import engine as derivation_engine
 from osprey_control.policy import PriorityDerivationPolicy
-from osprey_control.registry.model import Backend, JobRecord, JobStatus
-from osprey_control.simulate.sim import JobRun, Simulator
-from osprey_control.simulate.telemetry import job_metrics
+from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus
+from osprey_control.simulate.sim import JobRun, Simulator, Status
+from osprey_control.simulate.telemetry import job_values, node_metrics
 
 __all__ = ["OspreyControl"]
 
@@ -40,11 +49,14 @@ class OspreyControl:
         cycle_s: float | None = None,
         noise: float = 3.0,
         seed: int = 0,
+        metrics_every_n_cycles: int = DEFAULT_EVERY_N_CYCLES,
     ) -> None:
         self.policy = policy
         self.compiled = derivation_engine.compile_policy(policy)
         self.interval_s = float(cycle_s if cycle_s is not None else policy.spec.derivation_interval_seconds)
         self.noise = noise
+        self.metrics_every_n_cycles = metrics_every_n_cycles
+        self._nodes: dict[int, tuple[NodeMetrics, ...]] = {}  # each job's last read node metrics
         self._rng = random.Random(f"osprey-telemetry/{seed}")
         self.backend = backend
         self._backends = frozenset({backend})
@@ -67,12 +79,27 @@ class OspreyControl:
             status_time=_EPOCH,
         )
 
+    def _read_nodes(self, run: JobRun, now: float) -> tuple[NodeMetrics, ...]:
+        if run.status is not Status.TRAINING:
+            self._nodes.pop(run.index, None)
+            return ()
+        every = self.metrics_every_n_cycles
+        due = run.index not in self._nodes or is_due(
+            JobKey(self.backend, run.job.job_id),
+            _EPOCH + timedelta(seconds=now),
+            every_n_cycles=every,
+            cycle_seconds=max(1, round(self.interval_s)),
+        )
+        if due:
+            self._nodes[run.index] = node_metrics(run, self._rng, self.noise / math.sqrt(every))
+        return self._nodes[run.index]
+
     def cycle(self, sim: Simulator, now: float) -> list[JobRun]:
         """Derive every active job; return the jobs whose applied priority must be written now."""
         changes: list[PriorityChange] = []
         by_key: dict[str, JobRun] = {}
         for run in sim.active():
-            metrics = job_metrics(run, now, self._rng, self.noise)
+            metrics = JobMetrics(run.job.job_id, self._read_nodes(run, now), job_values(run, now))
             decision = derivation_engine.derive(self.compiled, metrics, run.priority)
             self.derivations += 1
             if decision.priority != run.priority:

@@ -32,7 +32,7 @@ from osprey_control.derivation.job_signals import (
 )
 from osprey_control.simulate.sim import JobRun, Status
 
-__all__ = ["job_metrics"]
+__all__ = ["job_metrics", "job_values", "node_metrics"]
 
 
 def _clamp(value: float, low: float, high: float) -> float:
@@ -47,37 +47,47 @@ def _progress(run: JobRun, now: float) -> ProgressReport | None:
     return ProgressReport(step=done, total_steps=run.job.duration_s, step_time_s=1.0, at_s=now)
 
 
-def job_metrics(run: JobRun, now: float, rng: random.Random, noise: float = 3.0) -> JobMetrics:
+def node_metrics(run: JobRun, rng: random.Random, noise: float = 3.0) -> tuple[NodeMetrics, ...]:
+    """What the CloudWatch agent shows for a training job's nodes (none for a job not training)."""
+    if run.status is not Status.TRAINING:
+        return ()
     job = run.job
-    nodes: tuple[NodeMetrics, ...] = ()
-    running = run.status in (Status.STARTING, Status.TRAINING)
-    if run.status is Status.TRAINING:
-        gauss = rng.gauss
-        util = 100.0 * job.utilization
-        bandwidth = 100.0 * job.memory_bandwidth
-        latency = job.interconnect_latency_us
-        nodes = tuple(
-            NodeMetrics(
-                f"{job.job_id}/node-{node}",
-                {
-                    "gpu_utilization": _clamp(gauss(util, noise), 0.0, 100.0),
-                    "memory_bandwidth_utilization": _clamp(gauss(bandwidth, noise), 0.0, 100.0),
-                    "node_interconnect_latency": max(0.0, gauss(latency, latency * noise / 100.0)),
-                },
-            )
-            for node, _ in run.allocation
+    gauss = rng.gauss
+    util = 100.0 * job.utilization
+    bandwidth = 100.0 * job.memory_bandwidth
+    latency = job.interconnect_latency_us
+    return tuple(
+        NodeMetrics(
+            f"{job.job_id}/node-{node}",
+            {
+                "gpu_utilization": _clamp(gauss(util, noise), 0.0, 100.0),
+                "memory_bandwidth_utilization": _clamp(gauss(bandwidth, noise), 0.0, 100.0),
+                "node_interconnect_latency": max(0.0, gauss(latency, latency * noise / 100.0)),
+            },
         )
+        for node, _ in run.allocation
+    )
+
+
+def job_values(run: JobRun, now: float) -> dict[str, float]:
+    """The job-level metrics, from the production definitions (module docstring)."""
+    job = run.job
     remaining = remaining_time_s(
         now_s=now,
         progress=_progress(run, now),
-        running=running,
+        running=run.status in (Status.STARTING, Status.TRAINING),
         held_s=held_seconds(run.intervals, now),
         declared_limit_s=job.declared_runtime_s,
     )
-    values = job_level_values(
+    return job_level_values(
         queue_wait_s=now - job.submit_s,
         attained_gpu_hours=attained_service_gpu_hours(run.intervals, now),
         remaining_s=remaining,
         requested_gpus=job.gpus,
     )
-    return JobMetrics(job.job_id, nodes, values, backend="simulated", name=job.job_id)
+
+
+def job_metrics(run: JobRun, now: float, rng: random.Random, noise: float = 3.0) -> JobMetrics:
+    job_id = run.job.job_id
+    nodes = node_metrics(run, rng, noise)
+    return JobMetrics(job_id, nodes, job_values(run, now), backend="simulated", name=job_id)
