@@ -24,6 +24,7 @@ from osprey_control.simulate import (
 )
 from osprey_control.simulate import control as control_module
 from osprey_control.simulate import gangwatch as gangwatch_module
+from osprey_control.simulate import telemetry as telemetry_module
 from osprey_control.simulate.runner import load_default_policy
 from tests.simulate.helpers import FirstTryStraggles, by_id, job, run, workload
 
@@ -227,7 +228,7 @@ def test_node_metrics_are_read_at_the_deployed_cadence(monkeypatch: pytest.Monke
     # Given one job training for 100 cycles and the collector's cadence (one read in 5 cycles), the simulated
     # CloudWatch is read about 20 times, not 100: production reuses a job's last values between its reads.
     reads: list[float] = []
-    real = control_module.node_metrics
+    real = telemetry_module.node_metrics
 
     def spy(run: Any, rng: Any, noise: float = 3.0) -> Any:
         reads.append(noise)
