@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+from bench.scale_bench import state_bytes
 from moto import mock_aws
 
 from osprey.local.deploy import Deployment, deploy_template, placeholder_zip
@@ -62,6 +63,8 @@ class Execution:
     output: dict[str, Any]
     states: list[str]  # the states entered, in order
     error: str | None = None
+    # The largest input or output of each state, in bytes of the history's JSON (what the 256 KiB limit counts).
+    state_bytes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,6 +109,7 @@ class CycleHarness:
             output=json.loads(described.get("output") or "{}"),
             states=states,
             error=described.get("error"),
+            state_bytes=state_bytes(events),
         )
 
     def run(self, name: str, payload: dict[str, Any] | None = None) -> Execution:
