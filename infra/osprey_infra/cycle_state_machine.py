@@ -198,12 +198,14 @@ class CycleStateMachine(Construct):
         derive_shard = invoke(
             self, f"{state_id}Shard", derive, payload=sfn.TaskInput.from_object({"shard.$": "$.shard"})
         )
-        # One shard's failure is that shard's: report it and let the other shards' changes be applied.
+        # One shard's failure is that shard's: report it and let the other shards' changes be applied. Only the
+        # error's name: its Cause (up to 32 KiB, a stack trace) times every shard failing at once would pass the
+        # payload limit; the cause stays in the execution history (TaskFailed) and the derive function's logs.
         derive_shard.add_catch(
             sfn.Pass(
                 self,
                 f"{state_id}ShardFailed",
-                parameters={"shard.$": "$.shard", "failed": True, "error.$": "$.error"},
+                parameters={"shard.$": "$.shard", "failed": True, "error": {"Error.$": "$.error.Error"}},
             ),
             errors=["States.ALL"],
             result_path="$.error",

@@ -58,7 +58,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if finish.outcome == "failed":
         logger.error("cycle failed", extra={"owner": finish.owner, "error": finish.error})
     if summary.failed_shards:
-        # The shards' errors are in the state (one line here), so the runbook needs no execution history.
+        # The shards' error names are in the state (one line here); their causes are in the derive function's
+        # logs and the execution's TaskFailed events (a cause per shard could pass the payload limit).
         errors = [
             {"shard": shard.get("shard"), "error": shard.get("error")}
             for shard in (finish.cycle or {}).get("shards") or []
