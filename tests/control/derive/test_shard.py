@@ -184,3 +184,27 @@ def test_custom_rule_failures_fall_back_and_are_counted_by_reason() -> None:
     priorities = {key.native_id: applied for key, (_, applied) in store.written.items()}
     assert priorities["a"] == 40  # answered 35, damped from 50 by at most 10
     assert priorities["b-slow"] == 40  # the spot policy's fallbackPriority is 40
+
+
+def test_a_decision_that_changes_nothing_for_an_applied_job_is_not_sent_to_the_store() -> None:
+    # Given a job without metrics, derived and applied at 50 for want of data, and a pending one the same
+    waiting: dict[str, Any] = {
+        "priority": 50,
+        "previous": 50,
+        "target": None,
+        "base": None,
+        "reason": "no-data",
+        "rules": [],
+    }
+    steady = record("steady", applied=50, derived=50).model_copy(update={"last_decision": waiting})
+    pending = record("pending", applied=40, derived=50).model_copy(update={"last_decision": waiting})
+    store = MemoryStore({steady.key: 3, pending.key: 3})
+
+    # When the shard derives them again, still without data
+    result = derive_shard([steady, pending], {}, Policies(), store, None, now=NOW)
+
+    # Then both decisions are the same as before, the applied job's is not even read or written (a steady fleet
+    # costs no DynamoDB per job), and the pending one goes to the store (which writes only what changed)
+    assert [outcome.decision.reason for outcome in result.outcomes if outcome.decision] == ["no-data"] * 2
+    assert list(store.written) == [pending.key]
+    assert result.failures == []
