@@ -1,17 +1,8 @@
 """The job registry on one DynamoDB table (layout in docs/registry.md).
 
-Items, all in one table keyed ``pk`` (S) / ``sk`` (S):
-
-==============================  ================================  ================================================
-``pk``                          ``sk``                            what
-==============================  ================================  ================================================
-``JOB#<backend>#<native id>``   ``META``                          the job (:class:`JobRecord`); ``version``;
-                                                                  ``active_shard`` (N) only while it is active
-``JOB#<backend>#<native id>``   ``DECISION#<time>#<version>``     one recorded decision; ``ttl`` (epoch seconds)
-``INSTANCE#<instance id>``      ``JOB#<backend>#<native id>``     the instance runs the job (spot events)
-``INSTANCE#<instance id>``      ``RISK``                          the instance's spot risk, kept even when the
-                                                                  warning arrives before the job's nodes are known
-==============================  ================================  ================================================
+Items, all in one table keyed ``pk`` / ``sk`` (table in docs/registry.md): the job (``JOB#<backend>#<native
+id>`` / ``META``, a :class:`JobRecord` with its ``version``), its decisions (``DECISION#<time>#<version>``, with a
+``ttl``), the jobs an instance runs (``INSTANCE#<id>`` / ``JOB#...``) and the instance's spot risk (``RISK``).
 
 The sparse global index ``active-jobs`` (hash ``active_shard``, range ``pk``, projection ALL) holds exactly the
 active jobs, so :meth:`JobRegistry.list_active` is one Query per shard, never a Scan. The sparse index
