@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE
-from osprey_control.collect import CollectionResult, collect
+from osprey_control.collect import CollectionResult, collect, needs_from_policies
 from osprey_control.derivation import CustomRuleInvoker
 from osprey_control.derive import DecisionStore, PolicySource, ShardResult, derive_shard
 from osprey_control.registry import JobRecord
@@ -99,7 +99,8 @@ def run_shard(
     now = now or datetime.now(UTC)
     records = registry.list_active(shard)
     started = time.perf_counter()
-    collected = collect(records, client=cloudwatch, now=now)
+    # Only the series the jobs' policies read (GetMetricData bills each one requested).
+    collected = collect(records, client=cloudwatch, now=now, needs=needs_from_policies(policies))
     collection_ms = (time.perf_counter() - started) * 1000
     derived = derive_shard(records, collected.metrics, policies, registry, invoker, now=now)
     report = _report(shard, collected, derived)

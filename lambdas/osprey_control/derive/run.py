@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.collect import collect
+from osprey_control.collect import collect, needs_from_policies
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.cycle import ActiveJobs, ShardReport, _report
 from osprey_control.derivation import CustomRuleInvoker
@@ -50,7 +50,8 @@ def derive_within(
     now = now or datetime.now(UTC)
     records = registry.list_active(shard)
     started = time.perf_counter()
-    collected = collect(records, client=cloudwatch, now=now)
+    # Only the series the jobs' policies read (GetMetricData bills each one requested).
+    collected = collect(records, client=cloudwatch, now=now, needs=needs_from_policies(policies))
     collection_ms = (time.perf_counter() - started) * 1000
     derived = derive_shard(
         records, collected.metrics, policies, registry, invoker, now=now, deadline=deadline
