@@ -75,8 +75,21 @@ class Layered(Scheduler):
         if written:
             self.sim.mark_changed()
 
+    # Layered comes first in each subclass's bases, so these run the backend model's hook, then Osprey's.
+    def on_arrival(self, run: JobRun, now: float) -> None:
+        super().on_arrival(run, now)
+        self.control.admit(run)
 
-class KueueOsprey(Kueue, Layered):
+    def on_allocated(self, run: JobRun, now: float) -> None:
+        super().on_allocated(run, now)
+        self.gangs.on_allocated(self.sim, run, now)
+
+    def on_timer(self, run: JobRun, tag: str, now: float) -> None:
+        super().on_timer(run, tag, now)
+        self.gangs.on_timer(self.sim, run, tag, now)
+
+
+class KueueOsprey(Layered, Kueue):
     name: ClassVar[str] = "kueue+osprey"
 
     def __init__(
@@ -100,35 +113,9 @@ class KueueOsprey(Kueue, Layered):
         assert run.priority is not None
         self._workload_priority[run.index] = self.priority_range.map(run.priority)
 
-    def on_arrival(self, run: JobRun, now: float) -> None:
-        super().on_arrival(run, now)
-        self.control.admit(run)
 
-    def on_allocated(self, run: JobRun, now: float) -> None:
-        super().on_allocated(run, now)
-        self.gangs.on_allocated(self.sim, run, now)
-
-    def on_timer(self, run: JobRun, tag: str, now: float) -> None:
-        super().on_timer(run, tag, now)
-        self.gangs.on_timer(self.sim, run, tag, now)
-
-
-class _FairShareLayered(FairShare, Layered):
-    def on_arrival(self, run: JobRun, now: float) -> None:
-        super().on_arrival(run, now)
-        self.control.admit(run)
-
-    def on_allocated(self, run: JobRun, now: float) -> None:
-        super().on_allocated(run, now)
-        self.gangs.on_allocated(self.sim, run, now)
-
-    def on_timer(self, run: JobRun, tag: str, now: float) -> None:
-        super().on_timer(run, tag, now)
-        self.gangs.on_timer(self.sim, run, tag, now)
-
-
-class FairShareOsprey(_FairShareLayered):
-    name: ClassVar[str] = "fairshare+osprey"
+class _FairShareLayered(Layered, FairShare):
+    backend: ClassVar[Backend]
 
     def __init__(
         self,
@@ -139,7 +126,12 @@ class FairShareOsprey(_FairShareLayered):
         share_decay_s: float = 3600.0,
     ) -> None:
         super().__init__(share_decay_s=share_decay_s)
-        self._layer(policy, cycle_s, seed, Backend.BATCH)
+        self._layer(policy, cycle_s, seed, self.backend)
+
+
+class FairShareOsprey(_FairShareLayered):
+    name: ClassVar[str] = "fairshare+osprey"
+    backend: ClassVar[Backend] = Backend.BATCH
 
     def share_of(self, run: JobRun) -> str:
         return f"osprey-{run.job.job_id}"
@@ -168,6 +160,7 @@ class SageMakerQueue(FairShare):
 
 class SageMakerQueueOsprey(SageMakerQueue, _FairShareLayered):
     name: ClassVar[str] = "sagemaker-queue+osprey"
+    backend: ClassVar[Backend] = Backend.SAGEMAKER_QUEUED
 
     def __init__(
         self,
@@ -177,8 +170,7 @@ class SageMakerQueueOsprey(SageMakerQueue, _FairShareLayered):
         seed: int = 0,
         share_decay_s: float = 3600.0,
     ) -> None:
-        super().__init__(share_decay_s=share_decay_s)
-        self._layer(policy, cycle_s, seed, Backend.SAGEMAKER_QUEUED)
+        super().__init__(policy, cycle_s=cycle_s, seed=seed, share_decay_s=share_decay_s)
         self._service_priority: dict[int, int] = {}
 
     def scheduling_priority(self, run: JobRun) -> int:
