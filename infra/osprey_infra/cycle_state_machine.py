@@ -10,6 +10,9 @@ Payload: every state carries counts, shard numbers and bounded failure samples, 
 state over 256 KiB fails with ``States.DataLimitExceeded``, which no Catch handles, so Finish would not run
 and the lease would stay held). The jobs to apply are found by the apply step in the registry's
 ``apply-pending`` index; sizes per state are in docs/control-plane.md (Payload).
+
+Fencing: AcquireLease's ``token`` (one number) goes to every derive shard and to apply, whose writes are
+conditional on it (docs/control-plane.md, Fencing).
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ class CycleStateMachine(Construct):
                 self,
                 "ApplyPriorities",
                 apply,
-                payload=sfn.TaskInput.from_object({"shards.$": "$.shards"}),
+                payload=sfn.TaskInput.from_object({"shards.$": "$.shards", "token.$": "$.lease.token"}),
                 result_path="$.apply",
             )
         )
@@ -190,13 +193,17 @@ class CycleStateMachine(Construct):
             self,
             state_id,
             items_path="$.plan.shards",
-            item_selector={"shard.$": "$$.Map.Item.Value"},
+            # In the item selector "$" is the Map state's input, so each shard gets the lease's token.
+            item_selector={"shard.$": "$$.Map.Item.Value", "token.$": "$.lease.token"},
             max_concurrency=MAX_SHARD_CONCURRENCY,
             result_path="$.shards",
         )
         # An object payload: TaskInput.from_json_path_at("$") renders `"Parameters": "$"`, which ASL rejects.
         derive_shard = invoke(
-            self, f"{state_id}Shard", derive, payload=sfn.TaskInput.from_object({"shard.$": "$.shard"})
+            self,
+            f"{state_id}Shard",
+            derive,
+            payload=sfn.TaskInput.from_object({"shard.$": "$.shard", "token.$": "$.token"}),
         )
         # One shard's failure is that shard's: report it and let the other shards' changes be applied. Only the
         # error's name: its Cause (up to 32 KiB, a stack trace) times every shard failing at once would pass the

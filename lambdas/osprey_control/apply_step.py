@@ -18,6 +18,13 @@ UpdateSchedulingPolicy per policy per cycle; the per-job appliers in chunks of t
 call starts after the deadline's margin. Jobs not reached are ``deferred``: still pending in the registry, so
 the next cycle finds them again. The jobs whose derived priority changed longest ago go first, so
 the ones a deadline defers are tried early next cycle.
+
+Fencing: with a ``fence`` (the execution's lease token), every registry write is a transaction that checks the
+token, each applier call is preceded by a consistent read of it, and Batch's applier checks it again right
+before each UpdateSchedulingPolicy (:class:`~osprey_control.apply.GuardedApplier`). Once it fails
+(``ApplyReport.fence_lost``) the step writes nothing more: the calls not made are ``deferred`` and the outcomes
+not recorded are ``unrecorded``; those jobs stay pending for the execution that now holds the lease, and no
+apply failure is recorded against them.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from osprey_control.apply import (
     ApplyReport,
     ApplyResult,
     BatchShareApplier,
+    GuardedApplier,
     Outcome,
     PriorityChange,
     ServiceJobApplier,
@@ -42,6 +50,7 @@ from osprey_control.apply import (
 )
 from osprey_control.aws import is_transient
 from osprey_control.coordination.deadline import Deadline
+from osprey_control.coordination.fence import Fence, FenceLostError
 from osprey_control.registry import Backend, JobKey, JobRecord
 
 __all__ = [
@@ -77,10 +86,19 @@ class PendingSource(RecordSource, Protocol):
 class ApplyRegistry(PendingSource, Protocol):
     """The registry as the apply step uses it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
 
-    def record_applied(self, key: JobKey, priority: int, now: datetime) -> JobRecord | None: ...
+    def record_applied(
+        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None
+    ) -> JobRecord | None: ...
 
     def record_apply_failure(
-        self, key: JobKey, priority: int, reason: str, *, permanent: bool, now: datetime
+        self,
+        key: JobKey,
+        priority: int,
+        reason: str,
+        *,
+        permanent: bool,
+        now: datetime,
+        fence: Fence | None = None,
     ) -> JobRecord | None: ...
 
 
@@ -117,24 +135,36 @@ def pending_changes(shards: Iterable[int | None], registry: PendingSource) -> li
 
 
 def record_outcomes(
-    report: ApplyReport, registry: ApplyRegistry, keys: Iterable[JobKey], now: datetime
+    report: ApplyReport,
+    registry: ApplyRegistry,
+    keys: Iterable[JobKey],
+    now: datetime,
+    fence: Fence | None = None,
 ) -> None:
     """Write each job's apply result (of ``keys``) to the registry; a job whose write fails is listed in
-    ``report.unrecorded`` and stays pending, so the next cycle applies it again (appliers are idempotent)."""
+    ``report.unrecorded`` and stays pending, so the next cycle applies it again (appliers are idempotent).
+    Once the fence fails (here or before: ``report.fence_lost``), nothing more is written."""
     wanted = set(keys)
     for result in report.results:
         if result.job not in wanted:
             continue
+        if report.fence_lost:
+            report.unrecorded.append((result.job, "FenceLostError: another execution holds the cycle lease"))
+            continue
         try:
             if result.outcome is Outcome.APPLIED:
-                registry.record_applied(result.job, result.priority, now)
+                registry.record_applied(result.job, result.priority, now, fence=fence)
             else:
                 # A skip (not opted in, finished, no applier) is as final as a non-transient failure.
                 permanent = result.outcome is Outcome.SKIPPED or not result.transient
                 reason = f"{result.outcome.value}: {result.reason}"
                 registry.record_apply_failure(
-                    result.job, result.priority, reason, permanent=permanent, now=now
+                    result.job, result.priority, reason, permanent=permanent, now=now, fence=fence
                 )
+        except FenceLostError as error:  # permanent, and not the job's failure: stop writing, record nothing
+            logger.warning("fence lost: apply outcomes no longer recorded", extra={"token": error.token})
+            report.fence_lost = True
+            report.unrecorded.append((result.job, f"FenceLostError: {error}"))
         except Exception as error:  # one job's registry write must not lose the others'
             message = f"{type(error).__name__}: {error}"
             logger.warning("apply outcome not recorded", extra={"job": str(result.job), "error": message})
@@ -258,21 +288,31 @@ def apply_cycle(
     *,
     now: datetime | None = None,
     deadline: Deadline | None = None,
+    fence: Fence | None = None,
 ) -> ApplyReport:
     """Apply the pending jobs of every shard that reported (``reports``: the Map's output, each with its
-    ``shard``) and record each call's outcomes as it returns, until ``deadline`` (none: all of them); one
-    report for the cycle, with the jobs not reached under ``deferred``."""
+    ``shard``) and record each call's outcomes as it returns, until ``deadline`` (none: all of them) or until
+    ``fence`` fails; one report for the cycle, with the jobs not reached under ``deferred``."""
     now = now or datetime.now(UTC)
     deadline = deadline or Deadline.never()
     changes = pending_changes(reported_shards(reports), registry)
     unrouted, calls = _work(changes, appliers)
     report = apply_all(unrouted, ())  # skipped: no applier for their backend
-    record_outcomes(report, registry, (change.record.key for change in unrouted), now)
+    record_outcomes(report, registry, (change.record.key for change in unrouted), now, fence)
     for applier, batch in calls:
-        if deadline.expired:
-            report.deferred.extend(change.record.key for change in batch)
+        keys = [change.record.key for change in batch]
+        if deadline.expired or report.fence_lost:
+            report.deferred.extend(keys)
             continue
-        part = applier.apply(batch)
-        record_outcomes(part, registry, (change.record.key for change in batch), now)
+        if fence is not None and not fence.holds():  # one read per call: no backend write after a takeover
+            logger.warning("fence lost: no further applier calls", extra={"token": fence.token})
+            report.fence_lost = True
+            report.deferred.extend(keys)
+            continue
+        if fence is not None and isinstance(applier, GuardedApplier):
+            part = applier.apply_guarded(batch, fence.holds)
+        else:
+            part = applier.apply(batch)
+        record_outcomes(part, registry, keys, now, fence)
         report.extend(part)
     return report

@@ -1,9 +1,11 @@
 """Apply Lambda: after the shards' Map state, write every pending derived priority to its backend and record
-the outcome in the registry. Input: ``{"shards": [<derive outputs>]}`` (the Map state's result: which shards
-reported; the pending jobs themselves are read from the registry's ``apply-pending`` index). Output: counts,
+the outcome in the registry. Input: ``{"shards": [<derive outputs>], "token": T}`` (the Map state's result:
+which shards reported; the pending jobs themselves are read from the registry's ``apply-pending`` index;
+``token``: the execution's lease token, which every write is fenced by; absent: unfenced). Output: counts,
 the first :data:`FAILURE_SAMPLE` failures (each one is logged) and, when there are any, ``deferred``: the jobs
 left pending for the next cycle because the function's remaining time ran short (docs/control-plane.md,
-Liveness). The output's size does not depend on the number of jobs (docs/control-plane.md, Payload).
+Liveness), and ``fenceLost: true`` when another execution took the lease meanwhile (Fencing). The output's
+size does not depend on the number of jobs (docs/control-plane.md, Payload).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from osprey_control.apply import Applier
 from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE, apply_cycle, default_appliers
 from osprey_control.coordination.deadline import Deadline
+from osprey_control.coordination.fence import Fence
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.telemetry import MetricPoint
 from osprey_handlers._telemetry import publish
@@ -46,7 +49,11 @@ def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, registry, appliers = _components()
     deadline = Deadline.for_invocation(context.get_remaining_time_in_millis)
-    report = apply_cycle(event.get("shards", []), registry, appliers, deadline=deadline)
+    token = event.get("token")
+    fence = Fence(settings.table_name, int(token), registry.client) if token is not None else None
+    report = apply_cycle(event.get("shards", []), registry, appliers, deadline=deadline, fence=fence)
+    if report.fence_lost:
+        logger.warning("fence lost: another execution holds the lease; apply stopped writing")
     for result in report.failed:
         logger.warning(
             "priority not applied",
@@ -80,4 +87,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     }
     if report.deferred:  # only then: the cycle's output stays as it was for a cycle that finished its work
         answer["deferred"] = len(report.deferred)
+    if report.fence_lost:
+        answer["fenceLost"] = True
     return answer

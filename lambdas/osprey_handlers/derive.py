@@ -1,8 +1,10 @@
-"""Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N}``; output the shard's
+"""Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N, "token": T}`` (``token``:
+the execution's lease token, which every registry write is conditional on; absent: unfenced); output the shard's
 counts (``evaluated``, ``pending``, ``jobs_failed``, ``series``, ``getmetricdata_calls``), the first failures and
 ``deferred``, the jobs left for the next cycle because the function's remaining time ran short
 (docs/control-plane.md, Liveness). Its size does not depend on the number of jobs (Payload): the pending jobs
-are in the registry's ``apply-pending`` index, where the apply step finds them."""
+are in the registry's ``apply-pending`` index, where the apply step finds them. ``fenceLost: true`` when another
+execution took the lease meanwhile and this one stopped writing (docs/control-plane.md, Fencing)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.coordination.deadline import Deadline
+from osprey_control.coordination.fence import Fence
 from osprey_control.derive import DEFAULT_ALLOWED_PREFIX, LambdaRuleInvoker, PolicySource, RuleAllowList
 from osprey_control.derive.run import derive_within
 from osprey_control.registry.dynamodb import JobRegistry
@@ -59,6 +62,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     account = context.invoked_function_arn.split(":")[4]
     registry, policies, invoker = _components(account)
     shard = event.get("shard")
+    token = event.get("token")
+    fence = Fence(settings.table_name, int(token), registry.client) if token is not None else None
     run = derive_within(
         registry,
         policies,
@@ -66,10 +71,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         Deadline.for_invocation(context.get_remaining_time_in_millis),
         shard=int(shard) if shard is not None else None,
         per_job_metrics=settings.per_job_metrics,
+        fence=fence,
     )
     publish(run.report.metrics, settings.metrics_namespace)
     for failure in run.report.failures:
         logger.warning("job not derived", extra=failure)
+    if run.fence_lost:
+        logger.warning(
+            "fence lost: another execution holds the lease; shard stopped writing", extra={"shard": shard}
+        )
     if run.deferred:
         logger.warning(
             "deadline reached: jobs left for the next cycle",

@@ -1,5 +1,6 @@
 """Lease Lambda: the cycle state machine's first step. Input ``{"owner": <execution name>}``; output
-``{"acquired", "owner", "heldBy", "expiresAt"}`` — the state machine skips the cycle when not acquired."""
+``{"acquired", "owner", "heldBy", "expiresAt", "token"}`` — the state machine skips the cycle when not acquired,
+and passes ``token`` (the fencing token, docs/control-plane.md, Fencing) to the derive and apply steps."""
 
 from __future__ import annotations
 

@@ -323,3 +323,36 @@ def test_an_eks_job_is_discovered_by_the_cycle_and_its_kueue_workload_gets_the_p
             ("ml", workload["metadata"]["name"])
         ]
         assert patched["spec"]["priority"] == 600  # Kueue's default band 0..1000
+
+
+def test_each_cycle_passes_its_lease_token_to_the_derive_shards_and_to_apply(
+    cycle: CycleHarness, fleet: Fleet
+) -> None:
+    # Given a job, and the real derive and apply handlers wrapped to record the events they get
+    fleet.batch_job("busy", gpu=90, memory_bandwidth=60)
+    from osprey_handlers.apply import handler as apply  # noqa: PLC0415 - the real handlers, observed
+    from osprey_handlers.derive import handler as derive  # noqa: PLC0415
+
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def observed(step: str, handler: Any) -> Any:
+        def call(event: dict[str, Any], context: Any) -> Any:
+            events.append((step, event))
+            return handler(event, context)
+
+        return call
+
+    cycle.runtime.overrides[cycle.function("derive")] = observed("derive", derive)
+    cycle.runtime.overrides[cycle.function("apply")] = observed("apply", apply)
+
+    # When one execution runs two cycles
+    execution = cycle.run("cycles-2", {"cycles": 2, "intervalSeconds": 0})
+
+    # Then each cycle's steps got that cycle's token, one higher than the cycle before's, and wrote with it
+    assert execution.status == "SUCCEEDED", execution
+    tokens = [event["token"] for _, event in events]
+    assert [step for step, _ in events] == ["derive", "apply", "derive", "apply"]
+    assert tokens[0] == tokens[1]
+    assert tokens[2] == tokens[3] == tokens[0] + 1
+    assert "fenceLost" not in execution.output["apply"]
+    assert fleet.share_weights()["ospreybusy"] == weight_factor(70)

@@ -12,10 +12,10 @@ Every applier follows the same rules, enforced here where they do not depend on 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from osprey_control.aws import client_for, is_transient
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
@@ -27,6 +27,7 @@ __all__ = [
     "ApplyReport",
     "ApplyResult",
     "ClientApplier",
+    "GuardedApplier",
     "Outcome",
     "PriorityChange",
     "apply_all",
@@ -70,12 +71,15 @@ class ApplyReport:
     unrecorded: list[tuple[JobKey, str]] = field(default_factory=list)
     # Jobs not tried before the deadline: still pending in the registry, applied by the next cycle.
     deferred: list[JobKey] = field(default_factory=list)
+    # Another execution took the cycle lease: this one stopped writing (its jobs stay pending for that one).
+    fence_lost: bool = False
 
     def extend(self, other: ApplyReport) -> None:
         self.results.extend(other.results)
         self.writes += other.writes
         self.unrecorded.extend(other.unrecorded)
         self.deferred.extend(other.deferred)
+        self.fence_lost = self.fence_lost or other.fence_lost
 
     def _with(self, outcome: Outcome) -> list[ApplyResult]:
         return [result for result in self.results if result.outcome is outcome]
@@ -107,6 +111,18 @@ class Applier(Protocol):
     backends: frozenset[Backend]
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport: ...
+
+
+@runtime_checkable
+class GuardedApplier(Applier, Protocol):
+    """An applier whose one call makes several backend writes long after the call starts (Batch: one
+    UpdateSchedulingPolicy per policy, after the Describe calls). ``may_write`` is asked right before each
+    write (the apply step passes its fence check); once it says no, the applier writes nothing more, puts
+    the jobs it did not write in ``deferred`` and sets ``fence_lost``."""
+
+    def apply_guarded(
+        self, changes: Sequence[PriorityChange], may_write: Callable[[], bool]
+    ) -> ApplyReport: ...
 
 
 def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> bool:

@@ -10,12 +10,16 @@ one ``UpdateSchedulingPolicy``, which merges Osprey's weights into the policy's 
 entries of other share identifiers (and ``shareDecaySeconds``, ``computeReservation``) are kept as they are.
 A job whose identifier is covered by another entry's wildcard (``team*``) fails on its own, since Batch rejects
 overlapping identifiers. If the update fails, only the jobs of that policy fail.
+
+The update is a read-modify-write of the whole policy, so two executions updating it at once could lose each
+other's weights. :meth:`BatchShareApplier.apply_guarded` asks the apply step's fence right before each
+``UpdateSchedulingPolicy`` and stops once another execution holds the lease (docs/control-plane.md, Fencing).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,12 +87,21 @@ class BatchShareApplier(ClientApplier):
     chunk_size = None  # one UpdateSchedulingPolicy per policy per cycle: all of a cycle's jobs at once
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
+        return self.apply_guarded(changes, lambda: True)
+
+    def apply_guarded(self, changes: Sequence[PriorityChange], may_write: Callable[[], bool]) -> ApplyReport:
+        """:meth:`apply`, asking ``may_write`` right before each UpdateSchedulingPolicy; once it says no, the
+        jobs of that policy and of the policies after it are ``deferred`` (nothing written) and
+        ``fence_lost`` is set."""
         todo, results = prefilter(changes, self.backends)
         report = ApplyReport(results)
         pending = self._resolve_jobs(todo, report)
         by_policy = self._resolve_policies(pending, report)
         for policy_arn, jobs in by_policy.items():
-            self._update_policy(policy_arn, jobs, report)
+            if report.fence_lost:
+                report.deferred.extend(item.change.record.key for item in jobs)
+                continue
+            self._update_policy(policy_arn, jobs, report, may_write)
         return report
 
     def _resolve_jobs(self, changes: list[PriorityChange], report: ApplyReport) -> list[_Pending]:
@@ -160,7 +173,9 @@ class BatchShareApplier(ClientApplier):
             grouped.setdefault(policy, []).append(item)
         return grouped
 
-    def _update_policy(self, policy_arn: str, jobs: list[_Pending], report: ApplyReport) -> None:
+    def _update_policy(
+        self, policy_arn: str, jobs: list[_Pending], report: ApplyReport, may_write: Callable[[], bool]
+    ) -> None:
         try:
             [policy] = self.client.describe_scheduling_policies(arns=[policy_arn])["schedulingPolicies"]
         except Exception as error:  # only the jobs of this policy fail
@@ -185,6 +200,12 @@ class BatchShareApplier(ClientApplier):
         if not accepted:
             return
         if changed:
+            # As late as possible: between this check and the update only milliseconds pass.
+            if not may_write():
+                logger.warning("fence lost: scheduling policy not updated", extra={"policy": policy_arn})
+                report.fence_lost = True
+                report.deferred.extend(item.change.record.key for item in accepted)
+                return
             fairshare["shareDistribution"] = distribution
             try:
                 self.client.update_scheduling_policy(arn=policy_arn, fairsharePolicy=fairshare)

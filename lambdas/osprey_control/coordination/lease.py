@@ -1,11 +1,14 @@
-"""A cycle lease in the registry table: one conditional PutItem to take it, one conditional DeleteItem to give
-it back.
+"""A cycle lease in the registry table: one conditional UpdateItem to take it, one to give it back.
 
 Two cycles must never overlap (a slow cycle and the next scheduled one would both apply priorities, and the
 damping would count one step twice). The scheduler cannot guarantee that, so each execution takes the lease
 first and skips the cycle if another holds it. The lease expires on its own after ``ttl_seconds`` (the state
 machine's timeout), so an execution that dies without releasing it blocks at most one timeout's worth of
 cycles. The owner is the execution name: a retried acquire by the same execution succeeds.
+
+Every successful acquire increments the item's fencing ``token`` (:mod:`osprey_control.coordination.fence`),
+which the execution passes to its derive and apply steps. The item is never deleted (a release only clears the
+owner and the expiry), so the token never goes back.
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.coordination.fence import LEASE_KEY, TOKEN_ATTRIBUTE
 
 __all__ = ["LEASE_PK", "CycleLease", "LeaseState"]
 
-LEASE_PK = "LEASE#cycle"
-_LEASE_SK = "LEASE"
-# DynamoDB deletes expired items lazily (hours to days); ``expires_at`` is what the condition checks, the TTL
-# attribute only tidies up leases of executions that never released.
-_TTL_SLACK_SECONDS = 86_400
+LEASE_PK = LEASE_KEY["pk"]["S"]
+# Leases written before fencing carried a TTL; the acquire removes it, since a deleted item would restart the
+# token at 1.
+_TTL_ATTRIBUTE = "ttl"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class LeaseState:
     owner: str
     held_by: str | None
     expires_at: int | None
+    token: int | None = None  # the fencing token this acquire got (None: not acquired)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,6 +42,7 @@ class LeaseState:
             "owner": self.owner,
             "heldBy": self.held_by,
             "expiresAt": self.expires_at,
+            "token": self.token,
         }
 
 
@@ -58,7 +63,7 @@ class CycleLease:
         return self._client
 
     def _key(self) -> dict[str, dict[str, str]]:
-        return {"pk": {"S": LEASE_PK}, "sk": {"S": _LEASE_SK}}
+        return {name: dict(value) for name, value in LEASE_KEY.items()}
 
     def acquire(self, owner: str, ttl_seconds: int, now: datetime | None = None) -> LeaseState:
         """Take the lease for ``owner`` unless another owner holds an unexpired one."""
@@ -69,17 +74,23 @@ class CycleLease:
         current = _now_epoch(now)
         expires_at = current + ttl_seconds
         try:
-            self.client.put_item(
+            response = self.client.update_item(
                 TableName=self.table_name,
-                Item={
-                    **self._key(),
-                    "owner": {"S": owner},
-                    "expires_at": {"N": str(expires_at)},
-                    "ttl": {"N": str(expires_at + _TTL_SLACK_SECONDS)},
-                },
+                Key=self._key(),
+                UpdateExpression="SET #owner = :owner, expires_at = :expires ADD #token :one REMOVE #ttl",
                 ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR #owner = :owner",
-                ExpressionAttributeNames={"#owner": "owner"},
-                ExpressionAttributeValues={":now": {"N": str(current)}, ":owner": {"S": owner}},
+                ExpressionAttributeNames={
+                    "#owner": "owner",
+                    "#token": TOKEN_ATTRIBUTE,
+                    "#ttl": _TTL_ATTRIBUTE,
+                },
+                ExpressionAttributeValues={
+                    ":now": {"N": str(current)},
+                    ":owner": {"S": owner},
+                    ":expires": {"N": str(expires_at)},
+                    ":one": {"N": "1"},
+                },
+                ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self.client.exceptions.ConditionalCheckFailedException as error:
@@ -87,17 +98,21 @@ class CycleLease:
             held_by = held.get("owner", {}).get("S")
             held_until = held.get("expires_at", {}).get("N")
             return LeaseState(False, owner, held_by, int(held_until) if held_until else None)
-        return LeaseState(True, owner, owner, expires_at)
+        # A retried acquire by the same owner increments the token too: the execution uses the last answer.
+        token = int(response["Attributes"][TOKEN_ATTRIBUTE]["N"])
+        return LeaseState(True, owner, owner, expires_at, token)
 
     def release(self, owner: str) -> bool:
         """Give the lease back if ``owner`` still holds it; False if it expired and someone else took it."""
         try:
-            self.client.delete_item(
+            # Not a DeleteItem: the item keeps the token, so the next acquire still increments it.
+            self.client.update_item(
                 TableName=self.table_name,
                 Key=self._key(),
+                UpdateExpression="SET expires_at = :free REMOVE #owner",
                 ConditionExpression="#owner = :owner",
                 ExpressionAttributeNames={"#owner": "owner"},
-                ExpressionAttributeValues={":owner": {"S": owner}},
+                ExpressionAttributeValues={":owner": {"S": owner}, ":free": {"N": "0"}},
             )
         except self.client.exceptions.ConditionalCheckFailedException:
             return False

@@ -2,7 +2,8 @@
 
 Kept apart from ``cycle.run_shard`` (which derives every job) until that function takes the deadline itself;
 the report is the same, plus ``deferred``: the jobs not started before the deadline's margin, left as they were
-in the registry for the next cycle.
+in the registry for the next cycle, and ``fence_lost``: another execution took the lease, so this one stopped
+writing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from osprey_control.collect import collect, needs_from_policies
 from osprey_control.coordination.deadline import Deadline
+from osprey_control.coordination.fence import Fence
 from osprey_control.cycle import ActiveJobs, ShardReport, _report
 from osprey_control.derivation import CustomRuleInvoker
 from osprey_control.derive.policies import PolicySource
@@ -28,10 +30,15 @@ __all__ = ["DeriveRun", "derive_within"]
 class DeriveRun:
     report: ShardReport
     deferred: list[JobRecord] = field(default_factory=list)
+    fence_lost: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The state machine's view: the shard report's counts and how many jobs wait for the next cycle."""
-        return {**self.report.to_dict(), "deferred": len(self.deferred)}
+        """The state machine's view: the shard report's counts and how many jobs wait for the next cycle;
+        ``fenceLost`` only when true, so a normal shard's output is as it was."""
+        answer = {**self.report.to_dict(), "deferred": len(self.deferred)}
+        if self.fence_lost:
+            answer["fenceLost"] = True
+        return answer
 
 
 def derive_within(
@@ -44,9 +51,10 @@ def derive_within(
     cloudwatch: Any = None,
     now: datetime | None = None,
     per_job_metrics: bool = False,
+    fence: Fence | None = None,
 ) -> DeriveRun:
     """Collect → derive → record for the active jobs of ``shard``, starting no job that would end after
-    ``deadline``'s margin."""
+    ``deadline``'s margin; with a ``fence``, every write is conditional on this execution's lease token."""
     now = now or datetime.now(UTC)
     records = registry.list_active(shard)
     started = time.perf_counter()
@@ -54,7 +62,7 @@ def derive_within(
     collected = collect(records, client=cloudwatch, now=now, needs=needs_from_policies(policies))
     collection_ms = (time.perf_counter() - started) * 1000
     derived = derive_shard(
-        records, collected.metrics, policies, registry, invoker, now=now, deadline=deadline
+        records, collected.metrics, policies, registry, invoker, now=now, deadline=deadline, fence=fence
     )
     report = _report(shard, collected, derived)
     report.metrics = [
@@ -62,4 +70,4 @@ def derive_within(
         MetricPoint("CollectionLatencyMs", "Milliseconds", (collection_ms,)),
         MetricPoint("JobsDeferred", "Count", (float(len(derived.deferred)),), {"Step": "derive"}),
     ]
-    return DeriveRun(report, derived.deferred)
+    return DeriveRun(report, derived.deferred, derived.fence_lost)

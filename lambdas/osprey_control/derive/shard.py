@@ -9,10 +9,15 @@ Liveness: jobs run in per-rule bulkheads (:mod:`osprey_control.derive.bulkhead`)
 only its own jobs, and a job starts only if its worst case (the sum of its policy's custom rule timeouts) ends
 before the deadline's margin. Each decision is written as soon as it is made; the jobs not started are
 ``deferred``: untouched in the registry, derived by the next cycle.
+
+Fencing: with a ``fence`` (the execution's lease token), each decision's transaction also checks the token.
+The first :class:`FenceLostError` stops the shard's writes: no job starts after it and the jobs in flight write
+nothing (``ShardResult.fence_lost``), since another execution now holds the lease and derives these jobs.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +26,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from osprey_control.coordination.deadline import Deadline
+from osprey_control.coordination.fence import Fence, FenceLostError
 from osprey_control.derivation import CompiledPolicy, CustomRuleInvoker, Decision, JobMetrics, derive
 from osprey_control.derive.bulkhead import run_in_lanes
 from osprey_control.registry import JobKey, JobRecord
@@ -34,8 +40,9 @@ DEFAULT_RULE_SLOTS = 4
 
 
 class DecisionStore(Protocol):
-    """Where decisions go: the registry. ``record_decision`` must be conditional on ``expected_version`` and
-    returns the record as written (the registry) or None (a store that does not say)."""
+    """Where decisions go: the registry. ``record_decision`` must be conditional on ``expected_version`` (and
+    on ``fence``, when given: :class:`FenceLostError` if it no longer holds) and returns the record as written (the
+    registry) or None (a store that does not say)."""
 
     def record_decision(
         self,
@@ -44,6 +51,8 @@ class DecisionStore(Protocol):
         derived_priority: int,
         expected_version: int,
         now: datetime,
+        *,
+        fence: Fence | None = None,
     ) -> Any: ...
 
 
@@ -56,7 +65,7 @@ class JobOutcome:
     record: JobRecord  # as read at the start of the cycle
     decision: Decision | None = None
     error: str | None = None  # why this job has no decision written
-    error_kind: str | None = None  # unknown-policy | conflict | store-error | engine-error
+    error_kind: str | None = None  # unknown-policy | conflict | store-error | engine-error | fence-lost
     recorded: JobRecord | None = None  # the record as the decision left it, when it was written
 
     @property
@@ -85,6 +94,8 @@ class ShardResult:
     custom_rule_failures: Counter[str] = field(default_factory=Counter)  # reason -> count
     # Jobs not started before the deadline: nothing was written for them; the next cycle derives them.
     deferred: list[JobRecord] = field(default_factory=list)
+    # Another execution took the lease during this shard: its decisions since then were not written.
+    fence_lost: bool = False
 
     @property
     def changes(self) -> list[JobOutcome]:
@@ -124,6 +135,8 @@ def _derive_one(
     store: DecisionStore,
     invoker: CustomRuleInvoker | None,
     now: datetime,
+    fence: Fence | None = None,
+    lost: threading.Event | None = None,
 ) -> JobOutcome:
     try:
         policy = policies.get(record.policy)
@@ -143,10 +156,16 @@ def _derive_one(
         # read either (a steady fleet costs no DynamoDB per job). A pending job still goes to the store, which
         # writes only if the item's apply-pending entry is missing.
         return JobOutcome(record, decision, recorded=record)
+    if fence is not None and lost is not None and lost.is_set():  # in flight when the fence failed: no write
+        return JobOutcome(record, decision, error=str(FenceLostError(fence.token)), error_kind="fence-lost")
     try:
         written = store.record_decision(
-            record.key, decision.to_dict(), decision.priority, record.version, now
+            record.key, decision.to_dict(), decision.priority, record.version, now, fence=fence
         )
+    except FenceLostError as error:
+        if lost is not None:
+            lost.set()
+        return JobOutcome(record, decision, error=str(error), error_kind="fence-lost")
     except Exception as error:
         kind = "conflict" if "Conflict" in type(error).__name__ else "store-error"
         return JobOutcome(record, decision, error=f"{type(error).__name__}: {error}", error_kind=kind)
@@ -182,8 +201,10 @@ def derive_shard(
     max_workers: int = 8,
     rule_slots: int = DEFAULT_RULE_SLOTS,
     deadline: Deadline | None = None,
+    fence: Fence | None = None,
 ) -> ShardResult:
-    """Derive and record the jobs of the shard until ``deadline`` (none: all of them).
+    """Derive and record the jobs of the shard until ``deadline`` (none: all of them), or until ``fence``
+    fails (the jobs not started then are ``deferred``).
 
     Jobs without custom rules share ``max_workers`` slots; each custom rule function has ``rule_slots``.
     """
@@ -193,15 +214,26 @@ def derive_shard(
     deadline = deadline or Deadline.never()
     ordered = _rotated(records, now)
     rules = {record.key: _rules(record, policies) for record in ordered}
+    lost = threading.Event()  # set by the first FenceLostError: the shard's remaining jobs write nothing
     done, deferred = run_in_lanes(
         ordered,
         lambda record: rules[record.key][0],
-        partial(_derive_one, metrics=metrics, policies=policies, store=store, invoker=invoker, now=now),
+        partial(
+            _derive_one,
+            metrics=metrics,
+            policies=policies,
+            store=store,
+            invoker=invoker,
+            now=now,
+            fence=fence,
+            lost=lost,
+        ),
         slots_per_lane=rule_slots,
         shared_slots=max_workers,
-        may_start=lambda record: deadline.allows(rules[record.key][1]),
+        may_start=lambda record: not lost.is_set() and deadline.allows(rules[record.key][1]),
     )
     result.deferred = [ordered[index] for index in deferred]
+    result.fence_lost = lost.is_set()
     position = {record.key: index for index, record in enumerate(records)}
     for outcome in sorted(done.values(), key=lambda outcome: position[outcome.record.key]):
         result.outcomes.append(outcome)

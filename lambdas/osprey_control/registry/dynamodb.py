@@ -16,6 +16,11 @@ Every write of a job item is conditional on the ``version`` read (optimistic con
 (their merge is convergent, see :mod:`osprey_control.registry.observation`); :meth:`JobRegistry.record_decision`
 does not retry: it raises :class:`VersionConflictError` so the caller derives again from fresh state, and it
 writes only when the decision changes something (:func:`decision_changes`).
+
+Those three take an optional ``fence`` (:class:`osprey_control.coordination.fence.Fence`): the write is then a
+transaction with a ``ConditionCheck`` on the cycle lease's token, and raises
+:class:`~osprey_control.coordination.fence.FenceLostError`, having written nothing, once another execution holds
+the lease.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.coordination.fence import Fence, FenceLostError
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
@@ -103,6 +109,32 @@ class ApplyResult:
 def _error_code(error: BaseException) -> str:
     response = getattr(error, "response", None)
     return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def _failed_checks(error: BaseException) -> list[bool] | None:
+    """For a cancelled transaction, which of its items failed their condition (in request order); None for
+    any other error."""
+    if _error_code(error) != "TransactionCanceledException":
+        return None
+    reasons = getattr(error, "response", {}).get("CancellationReasons", [])
+    return [reason.get("Code") == "ConditionalCheckFailed" for reason in reasons]
+
+
+def _transact(client: Any, items: list[dict[str, Any]], fence: Fence) -> list[bool] | None:
+    """TransactWriteItems of ``items`` plus ``fence``'s ConditionCheck (last). Raises :class:`FenceLostError` if
+    the fence failed; returns the items' failed conditions if only they did, None if it was written."""
+    try:
+        client.transact_write_items(TransactItems=[*items, fence.condition_check()])
+    except Exception as error:
+        failed = _failed_checks(error)
+        if failed is None:
+            raise
+        if len(failed) > len(items) and failed[len(items)]:
+            raise FenceLostError(fence.token) from None
+        if any(failed):
+            return failed[: len(items)]
+        raise  # cancelled for another reason (a concurrent transaction on the same items): transient
+    return None
 
 
 class JobRegistry:
@@ -222,8 +254,9 @@ class JobRegistry:
 
     # Writes ----------------------------------------------------------------------------------------------
 
-    def _put_job(self, record: JobRecord, expected: int | None) -> bool:
-        """Write ``record`` at ``expected + 1``; False when the stored version is not ``expected``."""
+    def _put_job(self, record: JobRecord, expected: int | None, fence: Fence | None = None) -> bool:
+        """Write ``record`` at ``expected + 1``; False when the stored version is not ``expected``. With a
+        ``fence``, a transaction that also checks the lease token (:class:`FenceLostError` when it moved)."""
         item = record_to_item(record.model_copy(update={"version": (expected or 0) + 1}), shards=self.shards)
         if expected is None:
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
@@ -232,6 +265,9 @@ class JobRegistry:
                 "ConditionExpression": "version = :expected",
                 "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
             }
+        if fence is not None:
+            put = {"Put": {"TableName": self.table_name, "Item": item, **condition}}
+            return _transact(self.client, [put], fence) is None
         try:
             self.client.put_item(TableName=self.table_name, Item=item, **condition)
         except Exception as error:
@@ -240,7 +276,9 @@ class JobRegistry:
             raise
         return True
 
-    def _converge(self, key: JobKey, change: Any, *, read: Any = _UNREAD) -> ApplyResult | None:
+    def _converge(
+        self, key: JobKey, change: Any, *, read: Any = _UNREAD, fence: Fence | None = None
+    ) -> ApplyResult | None:
         """Read-modify-write until the conditional put wins. ``change(record)`` → new record, or None to skip.
 
         ``read``: the record the caller has just read, used for the first attempt instead of reading again.
@@ -252,7 +290,7 @@ class JobRegistry:
                 return None
             if current is not None and updated == current:
                 return ApplyResult(current, changed=False)
-            if self._put_job(updated, current.version if current else None):
+            if self._put_job(updated, current.version if current else None, fence):
                 version = (current.version if current else 0) + 1
                 return ApplyResult(updated.model_copy(update={"version": version}), changed=True)
             logger.info("registry write lost a race, retrying", extra={"job": str(key)})
@@ -334,6 +372,8 @@ class JobRegistry:
         derived_priority: int,
         expected_version: int,
         now: datetime,
+        *,
+        fence: Fence | None = None,
     ) -> JobRecord:
         """Store a derivation's result (``derived_priority``, not yet applied), conditional on
         ``expected_version``, with its history item. Both writes happen in one transaction: on
@@ -341,7 +381,8 @@ class JobRegistry:
 
         Nothing is written (and the record is returned as read) when the decision changes nothing
         (:func:`decision_changes`) and the item's ``apply-pending`` entry is already right (items written
-        before that index existed get it here, once).
+        before that index existed get it here, once). With a ``fence``, the transaction also checks the lease
+        token: :class:`FenceLostError` when another execution holds the lease.
         """
         if not 0 <= derived_priority <= 100:
             raise ValueError(f"derived_priority must be an integer 0..100, got {derived_priority}")
@@ -368,47 +409,59 @@ class JobRegistry:
         job_item = record_to_item(updated, shards=self.shards)
         expires = int((now + self.history_retention).timestamp())
         history = history_item(current, job_item, previous=previous, now=now, expires=expires)
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": job_item,
-                            "ConditionExpression": "version = :expected",
-                            "ExpressionAttributeValues": {":expected": {"N": str(expected_version)}},
-                        }
-                    },
-                    {"Put": {"TableName": self.table_name, "Item": history}},
-                ]
-            )
-        except Exception as error:
-            code = _error_code(error)
-            reasons = getattr(error, "response", {}).get("CancellationReasons", [])
-            if code == "TransactionCanceledException" and any(
-                reason.get("Code") == "ConditionalCheckFailed" for reason in reasons
-            ):
-                latest = self.get(key)
-                raise VersionConflictError(
-                    key, expected_version, latest.version if latest else None
-                ) from None
-            raise
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": job_item,
+                    "ConditionExpression": "version = :expected",
+                    "ExpressionAttributeValues": {":expected": {"N": str(expected_version)}},
+                }
+            },
+            {"Put": {"TableName": self.table_name, "Item": history}},
+        ]
+        if fence is not None:
+            conflict = _transact(self.client, items, fence) is not None
+        else:
+            try:
+                self.client.transact_write_items(TransactItems=items)
+                conflict = False
+            except Exception as error:
+                if not any(_failed_checks(error) or ()):
+                    raise
+                conflict = True
+        if conflict:
+            latest = self.get(key)
+            raise VersionConflictError(key, expected_version, latest.version if latest else None)
         return updated
 
-    def record_applied(self, key: JobKey, priority: int, now: datetime) -> JobRecord | None:
+    def record_applied(
+        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None
+    ) -> JobRecord | None:
         """The apply step confirmed ``priority`` on the backend (None: the job left the registry).
 
         Conditional on the version read and retried on conflict (the merge only sets the applied fields, so
-        re-reading and merging again is safe); never touches the derived priority or the decision.
+        re-reading and merging again is safe); never touches the derived priority or the decision. With a
+        ``fence``: :class:`FenceLostError` (nothing written) when another execution holds the lease.
         """
-        result = self._converge(key, lambda record: merge_applied(record, priority, now))
+        result = self._converge(key, lambda record: merge_applied(record, priority, now), fence=fence)
         return result.record if result else None
 
     def record_apply_failure(
-        self, key: JobKey, priority: int, reason: str, *, permanent: bool, now: datetime
+        self,
+        key: JobKey,
+        priority: int,
+        reason: str,
+        *,
+        permanent: bool,
+        now: datetime,
+        fence: Fence | None = None,
     ) -> JobRecord | None:
-        """The apply step could not put ``priority`` on the backend; see :func:`merge_apply_failure`."""
+        """The apply step could not put ``priority`` on the backend; see :func:`merge_apply_failure`. With a
+        ``fence``: :class:`FenceLostError` (nothing written) when another execution holds the lease."""
         result = self._converge(
-            key, lambda record: merge_apply_failure(record, priority, reason, permanent=permanent, now=now)
+            key,
+            lambda record: merge_apply_failure(record, priority, reason, permanent=permanent, now=now),
+            fence=fence,
         )
         return result.record if result else None

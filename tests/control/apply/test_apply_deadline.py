@@ -13,6 +13,7 @@ from osprey_control.apply import ApplyReport, ApplyResult, Outcome, PriorityChan
 from osprey_control.apply_step import apply_cycle
 from osprey_control.contract import parse_block
 from osprey_control.coordination import Deadline
+from osprey_control.coordination.fence import Fence
 from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -38,7 +39,9 @@ class Registry:
     def get(self, key: JobKey) -> JobRecord | None:
         return self.records.get(key)
 
-    def record_applied(self, key: JobKey, priority: int, now: datetime) -> JobRecord:
+    def record_applied(
+        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None
+    ) -> JobRecord:
         self.records[key] = self.records[key].model_copy(update={"applied_priority": priority})
         return self.records[key]
 

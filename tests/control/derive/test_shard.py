@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.contract import parse_block
+from osprey_control.coordination.fence import Fence
 from osprey_control.derivation import (
     CustomRuleCall,
     CustomRuleError,
@@ -53,6 +54,8 @@ class MemoryStore:
         derived_priority: int,
         expected_version: int,
         now: datetime,
+        *,
+        fence: Fence | None = None,
     ) -> None:
         with self._lock:
             if key in self.broken:

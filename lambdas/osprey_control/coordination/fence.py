@@ -1,0 +1,75 @@
+"""Fencing: the cycle lease's token, which makes an execution that lost the lease write nothing.
+
+The lease expires after the state machine's timeout, but a Lambda of the timed-out execution can still be
+running when the next execution takes the lease. Every acquire increments the lease item's ``token``; each
+execution passes the token it got to its derive and apply steps, whose registry writes carry a
+``ConditionCheck`` on the lease item (``token = :mine``) in the same transaction, so once another execution
+has acquired, the old one's writes fail as a whole. Backend writes cannot join a DynamoDB transaction: they are
+preceded by :meth:`Fence.holds`, a consistent read (docs/control-plane.md, Fencing, for the window that leaves).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from osprey_control.aws import client_for
+
+__all__ = ["LEASE_KEY", "TOKEN_ATTRIBUTE", "Fence", "FenceLostError"]
+
+LEASE_KEY: dict[str, dict[str, str]] = {"pk": {"S": "LEASE#cycle"}, "sk": {"S": "LEASE"}}
+TOKEN_ATTRIBUTE = "token"
+
+
+class FenceLostError(Exception):
+    """Another execution acquired the lease after this one: nothing of this write happened, and no further
+    write of this execution will. Permanent: retrying cannot succeed, and it says nothing about the job."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+        super().__init__(
+            f"the cycle lease is no longer at token {token}: a later execution holds it, so this one stops writing"
+        )
+
+
+class Fence:
+    """This execution's lease token on ``table_name``. ``client`` (DynamoDB, created on first use if None)
+    is used only by :meth:`holds`; :meth:`condition_check` goes into the caller's own transaction."""
+
+    def __init__(self, table_name: str, token: int, client: Any = None) -> None:
+        self.table_name = table_name
+        self.token = token
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        self._client = client_for("dynamodb", self._client)
+        return self._client
+
+    def condition_check(self) -> dict[str, Any]:
+        """A TransactWriteItems entry that cancels the transaction unless the lease is still at our token."""
+        return {
+            "ConditionCheck": {
+                "TableName": self.table_name,
+                "Key": LEASE_KEY,
+                "ConditionExpression": "#token = :mine",
+                "ExpressionAttributeNames": {"#token": TOKEN_ATTRIBUTE},
+                "ExpressionAttributeValues": {":mine": {"N": str(self.token)}},
+            }
+        }
+
+    def holds(self) -> bool:
+        """The lease is still at our token (a consistent read: an eventually consistent one could miss a
+        just-completed acquire)."""
+        item = self.client.get_item(
+            TableName=self.table_name,
+            Key=LEASE_KEY,
+            ConsistentRead=True,
+            ProjectionExpression="#token",
+            ExpressionAttributeNames={"#token": TOKEN_ATTRIBUTE},
+        ).get("Item")
+        return bool(item) and item.get(TOKEN_ATTRIBUTE, {}).get("N") == str(self.token)
+
+    def ensure(self) -> None:
+        """Raise :class:`FenceLostError` unless :meth:`holds`."""
+        if not self.holds():
+            raise FenceLostError(self.token)
