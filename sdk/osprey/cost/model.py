@@ -11,7 +11,8 @@ A month is 30 days (2,592,000 s). What is counted, per cycle:
   plus the runtime's progress series of each running job whose policy reads ``remaining_time``), in
   ``ceil(series / 500)`` calls per shard, each job read on one cycle in N (the derive function's
   ``OSPREY_METRICS_EVERY_N_CYCLES``; 1 when unset).
-- DynamoDB: the lease put and delete; per changed job (``record_decision`` writes only when the derived
+- DynamoDB: the lease acquire and release (two updates); per changed job, fenced by the lease token (a
+  transaction with a ``ConditionCheck`` on the lease item, itself billed as a transactional write), (``record_decision`` writes only when the derived
   priority or the decision's reason changes) a transactional write of the job item and its history item plus
   the ``active-jobs`` index copy (ALL projection) and the ``apply-pending`` entry (keys only), then the apply
   step's update of the job item, its index copy and the removal of that entry. Reads: one COUNT query per
@@ -225,10 +226,12 @@ def _lambda_compute(template: TemplateFacts, m: _Month, a: Assumptions) -> list[
 def _dynamodb(shape: FleetShape, load: MetricLoad, shards: int, m: _Month, a: Assumptions) -> list[CostLine]:
     job_wru = q(math.ceil(a.job_item_kb), "WRU job")
     index_wru = q(math.ceil(a.job_item_kb), "WRU index")
-    decision = q(2, "transactional") * (job_wru + q(math.ceil(a.history_item_kb), "WRU history")) + index_wru
+    fence = q(1, "WRU lease check")
+    transactional = q(2, "transactional")
+    decision = transactional * (job_wru + q(math.ceil(a.history_item_kb), "WRU history") + fence) + index_wru
     changed = q(round(shape.jobs * a.changed_fraction, 2), "changed jobs")
     pending_entry = q(1, "WRU pending entry")
-    applied = job_wru + index_wru + pending_entry
+    applied = transactional * (job_wru + fence) + index_wru + pending_entry
     writes = q(2, "WRU lease") + changed * (decision + pending_entry + applied)
     busiest = max(load.jobs_per_shard.values(), default=0)
     query_rru = q(0.5 * max(1, math.ceil(a.job_item_kb * busiest / 4)), "RRU")
@@ -237,6 +240,8 @@ def _dynamodb(shape: FleetShape, load: MetricLoad, shards: int, m: _Month, a: As
         + q(load.busy_shards, "shard queries") * query_rru
         + q(shards, "pending queries") * q(0.5, "RRU")
         + changed * q(2, "gets") * q(math.ceil(a.job_item_kb / 4), "RRU consistent get")
+        # The apply step reads the lease token before each applier call (Batch, and SageMaker/EKS chunks).
+        + q(2, "fence reads") * q(1, "RRU")
     )
     return [
         _line("DynamoDB on-demand writes", writes * m.cycles * _price("dynamodb_write")),
