@@ -110,7 +110,7 @@ def test_kueue_workload_priority_is_what_the_production_eks_applier_writes() -> 
     assert scheduler.priority(a) == DEFAULT_PRIORITY_RANGE.map(a.priority)
     fresh = KueueOsprey(make_policy())
     untouched = run(workload(job("b", 0, 8, 600, priority_class=7)), fresh).runs[0]
-    fresh._workload_priority.clear()
+    fresh.written.clear()
     assert fresh.priority(untouched) == 7
 
 

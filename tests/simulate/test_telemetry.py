@@ -8,7 +8,7 @@ import random
 import pytest
 
 from osprey_control.simulate import JobRun, Status
-from osprey_control.simulate.telemetry import job_metrics
+from osprey_control.simulate.telemetry import job_values, node_metrics
 from tests.simulate.helpers import job, run, workload
 
 
@@ -20,9 +20,9 @@ def _queued(declared: float | None) -> JobRun:
 def test_a_queued_job_reports_its_declared_limit_and_requested_gpus_but_no_node_metrics() -> None:
     # Given an 8-GPU job queued since t=100 declaring 7200 s, when it is observed at t=500, then remaining_time
     # is the declared limit (it has held nothing yet) and it has no node metrics.
-    metrics = job_metrics(_queued(7200), 500, random.Random(0))
-    assert metrics.nodes == ()
-    assert metrics.job_values == {
+    queued = _queued(7200)
+    assert node_metrics(queued, random.Random(0)) == ()
+    assert job_values(queued, 500) == {
         "queue_wait": 400.0,
         "attained_service": 0.0,
         "remaining_time": 7200.0,
@@ -31,14 +31,14 @@ def test_a_queued_job_reports_its_declared_limit_and_requested_gpus_but_no_node_
 
 
 def test_a_job_without_a_declared_limit_has_no_remaining_time_until_it_reports() -> None:
-    assert "remaining_time" not in job_metrics(_queued(None), 500, random.Random(0)).job_values
+    assert "remaining_time" not in job_values(_queued(None), 500)
 
 
 def test_a_finished_job_attained_its_gpu_hours_and_remaining_time_came_from_progress() -> None:
     # Given an 8-GPU job of 1800 s that declared 7200 s, after it ran its attained service is 8 x 0.5 h.
     sim = run(workload(job("a", 0, 8, 1800, declared=7200)), "fifo")
     (a,) = sim.runs
-    values = dict(job_metrics(a, a.end_s or 0.0, random.Random(0)).job_values)
+    values = job_values(a, a.end_s or 0.0)
     assert values["attained_service"] == pytest.approx(4.0)
     # Finished: no longer running, so the budget minus the time held (the limit, never the true duration).
     assert values["remaining_time"] == pytest.approx(7200 - 1800)

@@ -60,6 +60,8 @@ class Layered(Scheduler):
         self, policy: PriorityDerivationPolicy, cycle_s: float | None, seed: int, backend: Backend
     ) -> None:
         self.control = OspreyControl(policy, backend=backend, cycle_s=cycle_s, seed=seed)
+        # The backend's own value written for each job (Workload priority, schedulingPriority), by run index.
+        self.written: dict[int, int] = {}
         self.cycle_s = self.control.interval_s
         # Only EKS can suspend a started job (osprey_control.gang.backends).
         self.gangs = GangWatch(policy, supports_requeue=backend is Backend.EKS)
@@ -104,14 +106,13 @@ class KueueOsprey(Layered, Kueue):
         super().__init__(preemption=preemption)
         self._layer(policy, cycle_s, seed, Backend.EKS)
         self.priority_range = priority_range
-        self._workload_priority: dict[int, int] = {}
 
     def priority(self, run: JobRun) -> int:
-        return self._workload_priority.get(run.index, run.job.priority_class)
+        return self.written.get(run.index, run.job.priority_class)
 
     def write(self, run: JobRun) -> None:
         assert run.priority is not None
-        self._workload_priority[run.index] = self.priority_range.map(run.priority)
+        self.written[run.index] = self.priority_range.map(run.priority)
 
 
 class _FairShareLayered(Layered, FairShare):
@@ -162,21 +163,10 @@ class SageMakerQueueOsprey(SageMakerQueue, _FairShareLayered):
     name: ClassVar[str] = "sagemaker-queue+osprey"
     backend: ClassVar[Backend] = Backend.SAGEMAKER_QUEUED
 
-    def __init__(
-        self,
-        policy: PriorityDerivationPolicy,
-        *,
-        cycle_s: float | None = None,
-        seed: int = 0,
-        share_decay_s: float = 3600.0,
-    ) -> None:
-        super().__init__(policy, cycle_s=cycle_s, seed=seed, share_decay_s=share_decay_s)
-        self._service_priority: dict[int, int] = {}
-
     def scheduling_priority(self, run: JobRun) -> int:
-        written = self._service_priority.get(run.index)
+        written = self.written.get(run.index)
         return written if written is not None else super().scheduling_priority(run)
 
     def write(self, run: JobRun) -> None:
         assert run.priority is not None
-        self._service_priority[run.index] = batch_scheduling_priority(run.priority)
+        self.written[run.index] = batch_scheduling_priority(run.priority)

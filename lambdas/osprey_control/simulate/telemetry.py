@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 
-from osprey_control.derivation import JobMetrics, NodeMetrics
+from osprey_control.derivation import NodeMetrics
 from osprey_control.derivation.job_signals import (
     ProgressReport,
     attained_service_gpu_hours,
@@ -32,7 +32,7 @@ from osprey_control.derivation.job_signals import (
 )
 from osprey_control.simulate.sim import JobRun, Status
 
-__all__ = ["job_metrics", "job_values", "node_metrics"]
+__all__ = ["job_values", "node_metrics"]
 
 
 def _clamp(value: float, low: float, high: float) -> float:
@@ -85,9 +85,3 @@ def job_values(run: JobRun, now: float) -> dict[str, float]:
         remaining_s=remaining,
         requested_gpus=job.gpus,
     )
-
-
-def job_metrics(run: JobRun, now: float, rng: random.Random, noise: float = 3.0) -> JobMetrics:
-    job_id = run.job.job_id
-    nodes = node_metrics(run, rng, noise)
-    return JobMetrics(job_id, nodes, job_values(run, now), backend="simulated", name=job_id)
