@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from osprey_control.coordination import CycleLease, plan_shards
 from osprey_control.registry import JobStatus
 from osprey_control.registry.dynamodb import JobRegistry
+from tests.control.coordination.conftest import T0, TABLE
 from tests.control.registry.conftest import observation
-
-TABLE = "osprey-coordination-test"
-T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def registry() -> Iterator[JobRegistry]:
-    with mock_aws():
-        registry = JobRegistry(TABLE, boto3.client("dynamodb", region_name="us-east-1"), shards=4)
-        registry.create_table()
-        yield registry
-
-
-@pytest.fixture
-def lease(registry: JobRegistry) -> CycleLease:
-    return CycleLease(TABLE, registry.client)
 
 
 def test_given_a_free_lease_when_a_cycle_acquires_it_then_a_second_cycle_is_refused(

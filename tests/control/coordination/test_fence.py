@@ -3,13 +3,10 @@ writes nothing in derive and apply (moto DynamoDB) and makes no UpdateScheduling
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from osprey_control.apply import BatchShareApplier
 from osprey_control.apply_step import apply_cycle
@@ -22,9 +19,8 @@ from osprey_control.registry import Backend, JobKey, JobStatus
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 from tests.conftest import REPO_ROOT
+from tests.control.coordination.conftest import T0, TABLE
 
-TABLE = "osprey-fence-test"
-T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 POLICY_ARN = "arn:aws:batch:us-east-1:123456789012:scheduling-policy/osprey"
 POLICIES = {p.name: compile_policy(p) for p in load_policies([REPO_ROOT / "policies"])}
 
@@ -65,19 +61,6 @@ class FakeBatch:
     def update_scheduling_policy(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append("UpdateSchedulingPolicy")
         return {}
-
-
-@pytest.fixture
-def registry() -> Iterator[JobRegistry]:
-    with mock_aws():
-        registry = JobRegistry(TABLE, boto3.client("dynamodb", region_name="us-east-1"), shards=4)
-        registry.create_table()
-        yield registry
-
-
-@pytest.fixture
-def lease(registry: JobRegistry) -> CycleLease:
-    return CycleLease(TABLE, registry.client)
 
 
 def add_job(registry: JobRegistry, name: str) -> JobKey:
