@@ -24,7 +24,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,14 +37,17 @@ MOTO_CONFIG: Any = {"batch": {"use_docker": False}}  # Batch jobs need no contai
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
-def _fair_share_queue(clients: dict[str, Any]) -> str:
-    """An unmanaged compute environment, a fair-share scheduling policy and its queue, a job definition."""
+def fair_share_queue(clients: Mapping[str, Any]) -> str:
+    """An unmanaged compute environment, a fair-share scheduling policy and its queue, a job definition
+    (also what ``bench/scale_bench.py`` seeds)."""
     role = clients["iam"].create_role(RoleName="batch-service", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     environment = clients["batch"].create_compute_environment(
         computeEnvironmentName="gpu", type="UNMANAGED", state="ENABLED", serviceRole=role
     )["computeEnvironmentArn"]
     policy = clients["batch"].create_scheduling_policy(
-        name="osprey-fair-share", fairsharePolicy={"shareDecaySeconds": 3600, "shareDistribution": []}
+        name="osprey-fair-share",
+        fairsharePolicy={"shareDecaySeconds": 3600, "shareDistribution": []},
+        tags={"osprey:enabled": "true"},
     )["arn"]
     queue: str = clients["batch"].create_job_queue(
         jobQueueName="osprey-gpu",
@@ -76,7 +79,7 @@ def _seed(clients: dict[str, Any], jobs: int, nodes: int, registry: Any) -> list
     instances = [f"i-{index:017x}" for index in range(nodes)]
     per_job = [instances[i::jobs] for i in range(jobs)]
     block = parse_block({"priority_derivation_profile": "training-policy"})
-    queue = _fair_share_queue(clients)
+    queue = fair_share_queue(clients)
     for index, assigned in enumerate(per_job):
         name, share = f"job-{index:04d}", f"osprey{index:04d}"
         job_id = clients["batch"].submit_job(

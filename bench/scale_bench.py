@@ -105,40 +105,16 @@ def state_bytes(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return sizes
 
 
-def _fair_share_queue(clients: Mapping[str, Any]) -> str:
-    role = clients["iam"].create_role(RoleName="batch-service", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    environment = clients["batch"].create_compute_environment(
-        computeEnvironmentName="gpu", type="UNMANAGED", state="ENABLED", serviceRole=role
-    )["computeEnvironmentArn"]
-    policy = clients["batch"].create_scheduling_policy(
-        name="osprey-fair-share",
-        fairsharePolicy={"shareDecaySeconds": 3600, "shareDistribution": []},
-        tags={"osprey:enabled": "true"},
-    )["arn"]
-    queue: str = clients["batch"].create_job_queue(
-        jobQueueName="osprey-gpu",
-        state="ENABLED",
-        priority=1,
-        schedulingPolicyArn=policy,
-        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": environment}],
-    )["jobQueueArn"]
-    clients["batch"].register_job_definition(
-        jobDefinitionName="train",
-        type="container",
-        containerProperties={"image": "t:1", "vcpus": 1, "memory": 512},
-    )
-    return queue
-
-
 def _seed(
     clients: Mapping[str, Any], table: str, shards: int, *, jobs: int, nodes: int, now: datetime
 ) -> None:
     """The steady-state registry (direct PutItems: see the module docstring), Batch jobs and GPU series."""
+    from bench.cycle_bench import fair_share_queue  # noqa: PLC0415 - after main() put the repository on sys.path
     from osprey_control.contract import parse_block  # noqa: PLC0415 - imported inside moto's context
     from osprey_control.registry import Backend, JobRecord, JobStatus, NodeKind, NodeRef  # noqa: PLC0415
     from osprey_control.registry.items import record_to_item  # noqa: PLC0415
 
-    queue = _fair_share_queue(clients)
+    queue = fair_share_queue(clients)
     block = parse_block({"priority_derivation_profile": "training-policy"})
     waiting: dict[str, Any] = {
         "priority": 50,
@@ -287,9 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }.items():
         os.environ.setdefault(name, value)
-    for path in ("infra", "lambdas"):
-        if str(REPO_ROOT / path) not in sys.path:
-            sys.path.insert(0, str(REPO_ROOT / path))
+    for path in ("infra", "lambdas", "."):  # "." for bench.cycle_bench when run as a script
+        if str((REPO_ROOT / path).resolve()) not in sys.path:
+            sys.path.insert(0, str((REPO_ROOT / path).resolve()))
 
     from botocore.handlers import BUILTIN_HANDLERS  # noqa: PLC0415
     from moto import mock_aws  # noqa: PLC0415
