@@ -97,7 +97,9 @@ class OspreyControl:
     def cycle(self, sim: Simulator, now: float) -> list[JobRun]:
         """Derive every active job; return the jobs whose applied priority must be written now."""
         changes: list[PriorityChange] = []
-        by_key: dict[str, JobRun] = {}
+        # prefilter returns the changes it was given: map each back to its run by identity (job ids of a
+        # user's CSV need not be unique).
+        owner: dict[int, JobRun] = {}
         for run in sim.active():
             metrics = JobMetrics(run.job.job_id, self._read_nodes(run, now), job_values(run, now))
             decision = derivation_engine.derive(self.compiled, metrics, run.priority)
@@ -105,15 +107,15 @@ class OspreyControl:
             if decision.priority != run.priority:
                 run.priority = decision.priority
                 run.priority_changes += 1
-            changes.append(PriorityChange(self._records[run.index], decision.priority))
-            by_key[run.job.job_id] = run
+            change = PriorityChange(self._records[run.index], decision.priority)
+            changes.append(change)
+            owner[id(change)] = run
         todo, _unchanged = prefilter(changes, self._backends)
         to_write = []
         for change in todo:
             # The backend accepted the write: the registry now records it as applied.
-            record = change.record.model_copy(update={"applied_priority": change.priority})
-            run = by_key[record.native_id]
-            self._records[run.index] = record
+            run = owner[id(change)]
+            self._records[run.index] = change.record.model_copy(update={"applied_priority": change.priority})
             to_write.append(run)
         self.writes += len(to_write)
         return to_write
