@@ -244,5 +244,5 @@ def test_node_metrics_are_read_at_the_deployed_cadence(monkeypatch: pytest.Monke
 def test_jobs_that_share_an_id_each_get_their_own_write() -> None:
     # Given two jobs of a user's CSV with the same job_id, when Osprey writes, both Workloads get a priority.
     scheduler = KueueOsprey(make_policy(), cycle_s=60)
-    sim = run(workload(job("dup", 0, 8, 600), job("dup", 10, 8, 600)), scheduler)
+    sim = run(workload(job("dup", 0, 8, 600), job("dup", 0, 8, 600)), scheduler)
     assert sorted(scheduler.written) == [r.index for r in sim.runs]
