@@ -6,7 +6,8 @@ What runs: the synthesized app (``infra/app.py``) deployed into moto (:func:`osp
 and its cycle state machine executed by moto's Step Functions interpreter with every Lambda's real handler
 in-process (:class:`osprey.local.lambdas.InProcessLambdas`), as in ``tests/infra/test_cycle_e2e.py``. Nothing of
 the data path is re-composed: the sizes are those of the execution history's state inputs and outputs (compact
-JSON, as Step Functions counts them).
+JSON, as Step Functions counts them). The cycle is an Express workflow, whose history AWS keeps only in its log
+group; moto answers DescribeExecution and GetExecutionHistory for it, which is what the bench reads.
 
 The fleet: ``--gpus`` / 8 EC2 instances of 8 GPUs, each running one AWS Batch job (fair-share queue, its own
 share) and publishing the CloudWatch agent's GPU series; the other jobs are queued (PENDING, no nodes, no
@@ -23,8 +24,8 @@ with direct PutItems in the steady state (a first cycle writes every job).
 
 Last line: ``jobs=<J> gpus=<G> max_state_bytes=<B> getmetricdata_calls=<C> series=<S> dynamodb_writes=<W>
 state_transitions=<T> lambda_invocations=<L>`` (``dynamodb_writes``: items written, a TransactWriteItems
-counting its items; ``state_transitions``: states entered, what Standard workflows bill). The line before it
-gives the largest input/output per state.
+counting its items; ``state_transitions``: states entered, what a Standard workflow would bill; the Express
+cycle bills requests and duration instead). The line before it gives the largest input/output per state.
 """
 
 from __future__ import annotations
@@ -221,20 +222,18 @@ def _report(
     """The measured execution: what it applied, its GetMetricData calls, each state's bytes, the result line."""
     sizes = state_bytes(events)
     reports = [report for report in output.get("shards", []) if isinstance(report, dict)]
-    series = sum(int(report.get("series", 0)) for report in reports)
-    reported_calls = sum(int(report.get("getmetricdata_calls", 0)) for report in reports)
+    collected = output.get("collect") or {}
+    # The collect step reads for every shard; a shard reads only what it lacked (none in a steady cycle).
+    series = int(collected.get("series", 0)) + sum(int(report.get("series", 0)) for report in reports)
+    reported_calls = int(collected.get("getmetricdata_calls", 0)) + sum(
+        int(report.get("getmetricdata_calls", 0)) for report in reports
+    )
     transitions = sum(1 for event in events if event["type"].endswith("StateEntered"))
-    if "DeriveShardsDistributed" in sizes:
-        # A Distributed Map's iterations are child executions, absent from this history: their one Task state
-        # (and the Pass of a failed shard) are billed transitions too, and each one's output is its report.
-        transitions += len(reports) + sum(1 for report in reports if report.get("failed"))
-        compact = (len(json.dumps(report, separators=(",", ":")).encode()) for report in reports)
-        sizes["DeriveShardsDistributedShard"] = max(compact, default=0)
+    print(f"collect: {json.dumps(collected)}")
     print(f"apply: {json.dumps(output.get('apply'))}")
     print(f"requests: {dict(sorted(calls.operations.items()))}")
     print(
         f"getmetricdata: {calls.operations['GetMetricData']} calls (reported {reported_calls}); "
-        f"sum over shards of ceil(series/500) = {sum(math.ceil(int(r.get('series', 0)) / 500) for r in reports)}; "
         f"ceil(series/500) = {math.ceil(series / 500)}"
     )
     print("state bytes: " + " ".join(f"{name}={size}" for name, size in sorted(sizes.items())))

@@ -28,7 +28,6 @@ CONTEXT_KEYS: dict[str, str] = {
     "metrics_namespace": "osprey:metricsNamespace",
     "per_job_metrics": "osprey:perJobMetrics",
     "registry_shards": "osprey:registryShards",
-    "distributed_map_threshold": "osprey:distributedMapThreshold",
     "eks_clusters": "osprey:eksClusters",
     "powertools_layer_version": "osprey:powertoolsLayerVersion",
     "history_retention_days": "osprey:historyRetentionDays",
@@ -57,7 +56,6 @@ class ControlPlaneConfig(BaseModel):
     metrics_namespace: str = Field(default="/aws/osprey", min_length=1, max_length=255)
     per_job_metrics: bool = False
     registry_shards: int = Field(default=16, ge=1, le=1000)
-    distributed_map_threshold: int = Field(default=2000, ge=1)
     eks_clusters: tuple[str, ...] = ()
     powertools_layer_version: int = Field(default=POWERTOOLS_LAYER_VERSION, ge=1)
     history_retention_days: int = Field(default=14, ge=1, le=3650)
@@ -208,7 +206,6 @@ def _parse(field: str, raw: Any) -> Any:
     if field in {
         "cycle_interval_seconds",
         "registry_shards",
-        "distributed_map_threshold",
         "powertools_layer_version",
         "history_retention_days",
         "sagemaker_queue_max_instances",

@@ -31,12 +31,15 @@ from osprey_infra.planning import Planning
 from osprey_infra.policy_store import PolicyStore
 from osprey_infra.registry_table import RegistryTable
 from osprey_infra.sagemaker_queue import SageMakerTrainingQueue
+from osprey_infra.state_machines import EXPRESS_MAX_SECONDS
 
 __all__ = ["CONFIG_PARAMETER", "OspreyControlPlane"]
 
 CONFIG_PARAMETER = "/osprey/config"
 POLICY_PREFIX = "/osprey/policies"
-CYCLE_TIMEOUT_SECONDS = 600
+# The cycle is an Express workflow: five minutes at most. The lease lasts as long, so a cycle the timeout cut
+# short (Finish never ran) holds it no longer than it could have run.
+CYCLE_TIMEOUT_SECONDS = EXPRESS_MAX_SECONDS
 _TAGGED = {"StringEquals": {f"aws:ResourceTag/{ENABLED_TAG}": "true"}}
 
 
@@ -101,13 +104,23 @@ class OspreyControlPlane(Construct):
             "shards",
             "Osprey: plan the cycle's shards",
             timeout=60,
-            OSPREY_DISTRIBUTED_MAP_THRESHOLD=str(config.distributed_map_threshold),
         )
+        self.collect = function(
+            "Collect",
+            "collect",
+            "Osprey: read the cycle's metrics once for every shard",
+            timeout=60,
+            OSPREY_POLICY_PREFIX=POLICY_PREFIX,
+            OSPREY_METRICS_EVERY_N_CYCLES=str(DEFAULT_EVERY_N_CYCLES),
+            OSPREY_CYCLE_SECONDS=str(config.cycle_interval_seconds),
+        )
+        # Derive and apply watch their remaining time and stop before it (docs/control-plane.md, Liveness);
+        # two minutes each keeps a whole cycle inside the Express workflow's five.
         self.derive = function(
             "Derive",
             "derive",
-            "Osprey: collect metrics and derive priorities for one shard",
-            timeout=300,
+            "Osprey: derive priorities for one shard (metrics from the collect step)",
+            timeout=120,
             OSPREY_POLICY_PREFIX=POLICY_PREFIX,
             OSPREY_ALLOWED_RULE_PREFIX=config.allowed_rule_prefix,
             OSPREY_PER_JOB_METRICS=str(config.per_job_metrics).lower(),
@@ -117,7 +130,7 @@ class OspreyControlPlane(Construct):
             OSPREY_CYCLE_SECONDS=str(config.cycle_interval_seconds),
         )
         self.apply = function(
-            "Apply", "apply", "Osprey: apply changed priorities to the backends", timeout=300
+            "Apply", "apply", "Osprey: apply changed priorities to the backends", timeout=120
         )
         self.finish = function("Finish", "finish", "Osprey: cycle metrics and lease release", timeout=30)
         self.eks_discovery: OspreyFunction | None = None
@@ -153,13 +166,13 @@ class OspreyControlPlane(Construct):
             "Cycle",
             lease=self.lease.function,
             shards=self.shards.function,
+            collect=self.collect.function,
             derive=self.derive.function,
             apply=self.apply.function,
             finish=self.finish.function,
             plan_parallelism=self.planning.plan.function,
             eks_discovery=self.eks_discovery.function if self.eks_discovery else None,
             timeout=cdk.Duration.seconds(CYCLE_TIMEOUT_SECONDS),
-            distributed_threshold=config.distributed_map_threshold,
         )
         self.events = EventIngestion(self, "Events", ingest=self.ingest.function, ingest_timeout_seconds=60)
         self.schedule = CycleSchedule(
@@ -205,6 +218,7 @@ class OspreyControlPlane(Construct):
             "ingest": self.ingest,
             "lease": self.lease,
             "shards": self.shards,
+            "collect": self.collect,
             "derive": self.derive,
             "apply": self.apply,
             "finish": self.finish,
@@ -242,6 +256,7 @@ class OspreyControlPlane(Construct):
         table.grant_read_write_data(self.lease.role)
         table.grant_read_write_data(self.finish.role)
         table.grant_read_data(self.shards.role)
+        table.grant_read_write_data(self.collect.role)
         table.grant_read_write_data(self.derive.role)
         table.grant_read_write_data(self.apply.role)
 
@@ -259,9 +274,10 @@ class OspreyControlPlane(Construct):
             )
         )
         # Derive: metrics (GetMetricData has no resource-level permissions), policies, allowed custom rules.
-        self.derive.role.add_to_policy(
-            iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
-        )
+        for reader in (self.collect, self.derive):
+            reader.role.add_to_policy(
+                iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
+            )
         read_policies = iam.PolicyStatement(
             actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
             resources=[
@@ -274,6 +290,7 @@ class OspreyControlPlane(Construct):
             ],
         )
         self.derive.role.add_to_policy(read_policies)
+        self.collect.role.add_to_policy(read_policies)
         self.ingest.role.add_to_policy(read_policies)
         if self.eks_discovery is not None:
             self.eks_discovery.role.add_to_policy(read_policies)

@@ -1,10 +1,24 @@
-"""The cycle state machine (Standard, JSONPath): lease → [EKS discovery] → shard plan → Map over shards
-(derive) → apply → plan parallelism → finish, then optionally again after a wait for sub-minute cycles.
+"""The cycle state machine (Express, JSONPath): lease → [EKS discovery] → shard plan → metric collection →
+Map over shards (derive) → apply → plan parallelism → finish, then optionally again after a wait for
+sub-minute cycles.
+
+Express, not Standard: a Standard workflow bills each state transition ($25 per million, about $25 a month
+for a 60 s cycle at 64 nodes), an Express one bills its requests and duration (well under $1 a month for the
+same cycle). What Express gives up does not apply here (docs/decisions.md, Express cycle): the cycle runs for
+seconds, not the five-minute Express limit; it uses no ``.sync`` or task-token integration; at-least-once
+execution is made safe by the lease and its fencing token. The shards run in an inline Map: its items are
+shard numbers (bytes, not the 256 KiB input limit), an Express execution has no 25,000-event history limit,
+and :data:`MAX_SHARD_CONCURRENCY` is under the inline Map's 40, so none of the reasons to use a Distributed Map
+holds, and it would need a Standard parent.
 
 Every Task retries Lambda's transient errors with backoff and catches everything else: a failed shard becomes
-a report with ``failed: true`` (the other shards still apply), a failed EKS discovery is noted and the cycle
-goes on, and any other failure still runs ``Finish`` (metrics, lease release) before the execution fails.
-Above ``distributed_threshold`` active jobs the Map runs as a Distributed Map (child executions).
+a report with ``failed: true`` (the other shards still apply), a failed EKS discovery or metric collection is
+noted and the cycle goes on (each shard then reads its own metrics), and any other failure still runs
+``Finish`` (metrics, lease release) before the execution fails.
+
+Metrics are read once per cycle, by ``CollectMetrics``, for every shard: ``ceil(series / 500)`` GetMetricData
+calls in all instead of that many per shard. Each shard's values are stored in the registry under the lease
+token, where its derive finds them (docs/control-plane.md, Collection).
 
 Payload: every state carries counts, shard numbers and bounded failure samples, never per-job records (a
 state over 256 KiB fails with ``States.DataLimitExceeded``, which no Catch handles, so Finish would not run
@@ -22,7 +36,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from osprey_infra.state_machines import invoke, standard_state_machine
+from osprey_infra.state_machines import invoke, state_machine
 
 __all__ = ["CycleStateMachine"]
 
@@ -37,13 +51,13 @@ class CycleStateMachine(Construct):
         *,
         lease: lambda_.IFunction,
         shards: lambda_.IFunction,
+        collect: lambda_.IFunction,
         derive: lambda_.IFunction,
         apply: lambda_.IFunction,
         finish: lambda_.IFunction,
         plan_parallelism: lambda_.IFunction,
         eks_discovery: lambda_.IFunction | None,
         timeout: cdk.Duration,
-        distributed_threshold: int,
     ) -> None:
         super().__init__(scope, construct_id)
         failed = sfn.Pass(
@@ -117,17 +131,20 @@ class CycleStateMachine(Construct):
         apply_task.next(plan_task)
         plan_task.next(succeeded)
 
-        inline = self._shard_map(sfn.Map, "DeriveShards", derive)
-        distributed = self._shard_map(sfn.DistributedMap, "DeriveShardsDistributed", derive)
-        for map_state in (inline, distributed):
-            map_state.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-            map_state.next(apply_task)
-        choose_map = (
-            sfn.Choice(self, "LargeFleet")
-            .when(sfn.Condition.boolean_equals("$.plan.distributed", True), distributed)
-            .otherwise(inline)
+        derive_map = self._shard_map(derive)
+        derive_map.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        derive_map.next(apply_task)
+        collect_task = invoke(
+            self,
+            "CollectMetrics",
+            collect,
+            payload=sfn.TaskInput.from_object({"shards.$": "$.plan.shards", "token.$": "$.lease.token"}),
+            result_path="$.collect",
         )
-        plan.next(choose_map)
+        # Without a stored collection each shard reads its own metrics: more GetMetricData calls, same values.
+        collect_task.add_catch(derive_map, errors=["States.ALL"], result_path="$.collectError")
+        collect_task.next(derive_map)
+        plan.next(collect_task)
 
         after_lease: sfn.IChainable = plan
         if eks_discovery is not None:
@@ -182,14 +199,13 @@ class CycleStateMachine(Construct):
             .otherwise(done)
         )
 
-        self.log_group, self.state_machine = standard_state_machine(
-            self, acquire, timeout=timeout, comment="Osprey priority cycle"
+        self.log_group, self.state_machine = state_machine(
+            self, acquire, timeout=timeout, comment="Osprey priority cycle", kind=sfn.StateMachineType.EXPRESS
         )
 
-    def _shard_map(
-        self, kind: type[sfn.Map] | type[sfn.DistributedMap], state_id: str, derive: lambda_.IFunction
-    ) -> sfn.Map | sfn.DistributedMap:
-        map_state = kind(
+    def _shard_map(self, derive: lambda_.IFunction) -> sfn.Map:
+        state_id = "DeriveShards"
+        map_state = sfn.Map(
             self,
             state_id,
             items_path="$.plan.shards",

@@ -16,7 +16,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from osprey_infra.state_machines import invoke, standard_state_machine
+from osprey_infra.state_machines import invoke, state_machine
 
 __all__ = ["GANG_WATCH_TIMEOUT", "GangWatchStateMachine"]
 
@@ -56,7 +56,7 @@ class GangWatchStateMachine(Construct):
             .when(sfn.Condition.boolean_equals("$.step.done", True), sfn.Succeed(self, "GangDecided"))
             .otherwise(wait)
         )
-        self.log_group, self.state_machine = standard_state_machine(
+        self.log_group, self.state_machine = state_machine(
             self,
             step,
             timeout=GANG_WATCH_TIMEOUT,

@@ -46,6 +46,7 @@ def acknowledge_findings(plane: OspreyControlPlane) -> None:
     describes = "Describe/List actions (DescribeTrainingJob, DescribeJobs, ListTags, ...) have no resource-level permissions."
     _iam5(plane.ingest.role, "*", describes)
     _iam5(plane.apply.role, "*", describes)
+    _iam5(plane.collect.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
     _iam5(plane.derive.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
     _iam5(plane.planning.plan.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
     _iam5(plane.gangs.watch.role, "*", describes)
@@ -71,7 +72,7 @@ def acknowledge_findings(plane: OspreyControlPlane) -> None:
         _ARN.format(service="lambda", resource=f"function:{plane.config.allowed_rule_prefix}*"),
         "Custom rules: only functions of this account whose name has the deployment's allowed prefix.",
     )
-    readers = [plane.derive.role, plane.ingest.role]
+    readers = [plane.collect.role, plane.derive.role, plane.ingest.role]
     if plane.eks_discovery is not None:
         readers.append(plane.eks_discovery.role)
     for reader in readers:

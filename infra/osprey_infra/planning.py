@@ -39,7 +39,8 @@ class Planning(Construct):
         environment: Mapping[str, str],
         layer: lambda_.ILayerVersion,
         code: lambda_.Code,
-        timeout_seconds: int = 300,
+        # A step of the Express cycle (five minutes in all); the plan step stops early when time runs short.
+        timeout_seconds: int = 90,
     ) -> None:
         super().__init__(scope, construct_id)
         self.plan = OspreyFunction(

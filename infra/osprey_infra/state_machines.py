@@ -1,6 +1,7 @@
-"""What Osprey's state machines share: Lambda tasks that retry Lambda's transient errors, and a Standard
-state machine with X-Ray tracing and its own log group (execution data left out of the logs: it holds job
-names and metrics)."""
+"""What Osprey's state machines share: Lambda tasks that retry Lambda's transient errors, and a state machine
+(Standard or Express) with X-Ray tracing and its own log group (execution data left out of the logs: it holds
+job names and metrics). An Express workflow has no execution history to query, so its log group, at level ALL,
+is where its states' events are."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-__all__ = ["LAMBDA_TRANSIENT_ERRORS", "invoke", "standard_state_machine"]
+__all__ = ["EXPRESS_MAX_SECONDS", "LAMBDA_TRANSIENT_ERRORS", "invoke", "state_machine"]
+
+# An Express execution runs for at most five minutes (Step Functions quotas).
+EXPRESS_MAX_SECONDS = 300
 
 LAMBDA_TRANSIENT_ERRORS = [
     "Lambda.ServiceException",
@@ -40,10 +44,19 @@ def invoke(
     return task
 
 
-def standard_state_machine(
-    scope: Construct, start: sfn.IChainable, *, timeout: cdk.Duration, comment: str
+def state_machine(
+    scope: Construct,
+    start: sfn.IChainable,
+    *,
+    timeout: cdk.Duration,
+    comment: str,
+    kind: sfn.StateMachineType = sfn.StateMachineType.STANDARD,
 ) -> tuple[logs.LogGroup, sfn.StateMachine]:
-    """``scope``'s ``Logs`` log group and ``StateMachine`` (Standard, JSONPath) starting at ``start``."""
+    """``scope``'s ``Logs`` log group and ``StateMachine`` (``kind``, JSONPath) starting at ``start``."""
+    if kind is sfn.StateMachineType.EXPRESS and timeout.to_seconds() > EXPRESS_MAX_SECONDS:
+        raise ValueError(
+            f"an Express workflow runs at most {EXPRESS_MAX_SECONDS} s, got a {timeout.to_seconds()} s timeout"
+        )
     log_group = logs.LogGroup(
         scope, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
     )
@@ -51,7 +64,7 @@ def standard_state_machine(
         scope,
         "StateMachine",
         definition_body=sfn.DefinitionBody.from_chainable(start),
-        state_machine_type=sfn.StateMachineType.STANDARD,
+        state_machine_type=kind,
         timeout=timeout,
         tracing_enabled=True,
         logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),

@@ -1,5 +1,7 @@
 """Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N, "token": T}`` (``token``:
-the execution's lease token, which every registry write is conditional on; absent: unfenced); output the shard's
+the execution's lease token, which every registry write is conditional on; absent: unfenced). The metrics are
+the shard's part of the cycle's collection, stored under the token by the collect step; CloudWatch is read here
+only for jobs that part lacks, or for all of them when there is none. Output the shard's
 counts (``evaluated``, ``pending``, ``jobs_failed``, ``series``, ``getmetricdata_calls``), the first failures and
 ``deferred``, the jobs left for the next cycle because the function's remaining time ran short
 (docs/control-plane.md, Liveness). Its size does not depend on the number of jobs (Payload): the pending jobs
@@ -16,10 +18,13 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from osprey_control.collect import CollectionResult
+from osprey_control.collect.snapshot import SnapshotError, decode
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.coordination.fence import Fence
 from osprey_control.derive import DEFAULT_ALLOWED_PREFIX, LambdaRuleInvoker, PolicySource, RuleAllowList
 from osprey_control.derive.run import derive_within
+from osprey_control.registry.collections import CollectionStore
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_handlers._telemetry import publish
 
@@ -64,6 +69,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     shard = event.get("shard")
     token = event.get("token")
     fence = Fence(settings.table_name, int(token), registry.client) if token is not None else None
+    prior = _stored_collection(settings.table_name, registry.client, shard, token)
     run = derive_within(
         registry,
         policies,
@@ -72,6 +78,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         shard=int(shard) if shard is not None else None,
         per_job_metrics=settings.per_job_metrics,
         fence=fence,
+        prior=prior,
     )
     publish(run.report.metrics, settings.metrics_namespace)
     for failure in run.report.failures:
@@ -86,3 +93,20 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             extra={"shard": shard, "deferred": len(run.deferred), "evaluated": run.report.evaluated},
         )
     return run.to_dict()
+
+
+def _stored_collection(
+    table_name: str, client: object, shard: object, token: object
+) -> CollectionResult | None:
+    """This execution's collection for the shard (the collect step's), or None to read CloudWatch here."""
+    if shard is None or token is None:
+        return None
+    body = CollectionStore(table_name, client).get(int(str(shard)), int(str(token)))
+    if body is None:
+        logger.info("no stored collection for this shard; reading CloudWatch", extra={"shard": shard})
+        return None
+    try:
+        return decode(body)
+    except SnapshotError as error:
+        logger.warning("stored collection unreadable; reading CloudWatch", extra={"error": str(error)})
+        return None

@@ -1,5 +1,5 @@
-"""Shards Lambda: which registry shards the cycle's Map runs over, and whether it is distributed.
-Input ignored; output ``{"shards": [..], "jobs": N, "distributed": bool, "jobsPerShard": {..}}``."""
+"""Shards Lambda: which registry shards the cycle's Map runs over.
+Input ignored; output ``{"shards": [..], "jobs": N, "jobsPerShard": {..}}``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ class ShardsSettings(BaseModel):
 
     table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
     shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
-    distributed_threshold: int = Field(default=2000, alias="OSPREY_DISTRIBUTED_MAP_THRESHOLD", ge=1)
 
 
 @cache
@@ -34,9 +33,9 @@ def _settings() -> ShardsSettings:
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = _settings()
-    plan = plan_shards(settings.table_name, settings.shards, settings.distributed_threshold)
+    plan = plan_shards(settings.table_name, settings.shards)
     logger.info(
         "cycle planned",
-        extra={"jobs": plan.jobs, "shards": len(plan.shards), "distributed": plan.distributed},
+        extra={"jobs": plan.jobs, "shards": len(plan.shards)},
     )
     return plan.to_dict()

@@ -173,6 +173,43 @@ def test_cycle_state_machine_takes_the_lease_maps_shards_and_plans_after_applyin
     assert states["PlanParallelism"]["Catch"][0]["Next"] == states["PlanParallelism"]["Next"]
 
 
+def test_the_cycle_is_an_express_workflow_that_fits_its_five_minutes_and_the_gang_watch_stays_standard(
+    template: Template,
+) -> None:
+    # Given the synthesized control plane
+    machines = template.find_resources("AWS::StepFunctions::StateMachine").values()
+    kinds = {
+        ("cycle" if "Osprey priority cycle" in json.dumps(machine) else "gang"): machine["Properties"].get(
+            "StateMachineType"
+        )
+        for machine in machines
+    }
+    # Then the per-minute cycle is Express (billed per request and duration, not per transition) and the
+    # long-running gang watch is Standard
+    assert kinds == {"cycle": "EXPRESS", "gang": "STANDARD"}
+    cycle = _definitions(template)["Osprey priority cycle"]
+    assert cycle["TimeoutSeconds"] <= 300
+    states = _all_states(cycle)
+    # An inline Map only (a Distributed Map needs a Standard parent), after one collection for every shard
+    modes = {
+        state.get("ItemProcessor", {}).get("ProcessorConfig", {}).get("Mode", "INLINE")
+        for state in states.values()
+    }
+    assert modes == {"INLINE"}
+    assert states["PlanShards"]["Next"] == "CollectMetrics"
+    assert states["CollectMetrics"]["Next"] == "DeriveShards"
+    # A failed collection only costs calls: the shards then read their own metrics
+    assert states["CollectMetrics"]["Catch"][0]["Next"] == "DeriveShards"
+    # And no step's Lambda can outlive the workflow: derive and apply stop on their own before 120 s
+    timeouts = {
+        function["Properties"]["Handler"].split(".")[1]: function["Properties"]["Timeout"]
+        for function in template.find_resources("AWS::Lambda::Function").values()
+        if function["Properties"].get("Handler", "").startswith("osprey_handlers.")
+    }
+    for step in ("lease", "shards", "collect", "derive", "apply", "plan", "finish"):
+        assert timeouts[step] <= 120, (step, timeouts[step])
+
+
 def test_gang_watch_loops_on_the_step_and_waits_the_seconds_it_returns(template: Template) -> None:
     definition = _definitions(template)["Osprey gang watch: one execution per co-scheduled job"]
     states = definition["States"]

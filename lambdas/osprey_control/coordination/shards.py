@@ -1,10 +1,7 @@
-"""Which shards a cycle maps over, and whether the Map runs inline or distributed.
+"""Which shards a cycle maps over.
 
 One COUNT Query per shard on the sparse active-jobs index (no items read) tells which shards have jobs; empty
-shards are left out so the Map starts no idle derive invocations. Above ``distributed_threshold`` active jobs
-the state machine uses a Distributed Map (child executions, each with its own history and payload quota)
-instead of the inline Map, whose single execution history (25,000 events) and 256 KiB payload would
-otherwise bound the fleet size.
+shards are left out so the Map starts no idle derive invocations (and the collect step reads no empty shard).
 """
 
 from __future__ import annotations
@@ -22,14 +19,12 @@ __all__ = ["ShardPlan", "plan_shards"]
 class ShardPlan:
     shards: list[int]
     jobs: int
-    distributed: bool
     jobs_per_shard: dict[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "shards": self.shards,
             "jobs": self.jobs,
-            "distributed": self.distributed,
             "jobsPerShard": {str(shard): count for shard, count in self.jobs_per_shard.items()},
         }
 
@@ -51,14 +46,12 @@ def _count(client: Any, table_name: str, shard: int) -> int:
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def plan_shards(table_name: str, shards: int, distributed_threshold: int, client: Any = None) -> ShardPlan:
+def plan_shards(table_name: str, shards: int, client: Any = None) -> ShardPlan:
     """Count the active jobs of every shard; the plan lists the shards that have any."""
     if shards < 1:
         raise ValueError(f"shards must be at least 1, got {shards}")
-    if distributed_threshold < 1:
-        raise ValueError(f"distributed_threshold must be at least 1, got {distributed_threshold}")
     dynamodb = client_for("dynamodb", client)
     counts = {shard: _count(dynamodb, table_name, shard) for shard in range(shards)}
     busy = {shard: count for shard, count in counts.items() if count}
     jobs = sum(busy.values())
-    return ShardPlan(sorted(busy), jobs, jobs > distributed_threshold, busy)
+    return ShardPlan(sorted(busy), jobs, busy)

@@ -29,6 +29,7 @@ __all__ = [
     "ACTIVE_INDEX",
     "APPLY_PENDING_ATTRIBUTE",
     "APPLY_PENDING_INDEX",
+    "COLLECTION_PREFIX",
     "DECISION_PREFIX",
     "INSTANCE_PREFIX",
     "JOB_PREFIX",
@@ -52,6 +53,8 @@ INSTANCE_PREFIX = "INSTANCE#"
 DECISION_PREFIX = "DECISION#"
 META = "META"
 RISK = "RISK"
+# One item per shard: the cycle's metric collection for that shard (registry.collections).
+COLLECTION_PREFIX = "COLLECTION#"
 ACTIVE_INDEX = "active-jobs"
 # Sparse: only job items of active jobs whose derived priority still has to reach the backend carry
 # ``apply_pending_shard``, so the apply step finds its work with one Query per shard (nothing passes through the

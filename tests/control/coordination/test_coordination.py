@@ -61,15 +61,13 @@ def test_given_active_and_finished_jobs_when_planning_then_only_shards_with_acti
     registry.apply_observation(observation("done", JobStatus.SUCCEEDED))
     expected = sorted({registry.shard_of(registry.list_active()[i].key) for i in range(5)})
     # When the cycle is planned with a threshold above the fleet size
-    plan = plan_shards(TABLE, shards=4, distributed_threshold=10, client=registry.client)
+    plan = plan_shards(TABLE, shards=4, client=registry.client)
     # Then it counts only the active jobs, lists only busy shards, and stays inline
     assert plan.jobs == 5
     assert plan.shards == expected
     assert sum(plan.jobs_per_shard.values()) == 5
-    assert not plan.distributed
-    assert plan_shards(TABLE, shards=4, distributed_threshold=4, client=registry.client).distributed
 
 
 def test_given_an_empty_registry_when_planning_then_there_is_nothing_to_map(registry: JobRegistry) -> None:
-    plan = plan_shards(TABLE, shards=4, distributed_threshold=10, client=registry.client)
-    assert plan.to_dict() == {"shards": [], "jobs": 0, "distributed": False, "jobsPerShard": {}}
+    plan = plan_shards(TABLE, shards=4, client=registry.client)
+    assert plan.to_dict() == {"shards": [], "jobs": 0, "jobsPerShard": {}}

@@ -1,0 +1,69 @@
+"""The cycle's metric collection, one registry item per shard: written by the collect step, read by each
+shard's derive step in the same execution.
+
+Item: ``pk = COLLECTION#<shard>``, ``sk = META``, ``token`` (the lease token of the execution that wrote it),
+``body`` (:mod:`osprey_control.collect.snapshot` bytes) and a ``ttl`` an hour on (DynamoDB removes items the
+control plane stopped writing). A reader asks for its own token: an item from another execution is not its
+cycle's collection, so no fencing is needed on the write, and a stale writer cannot mislead a reader.
+
+A body over :data:`MAX_BODY_BYTES` is not stored (DynamoDB items hold 400 KB): that shard's derive then reads
+CloudWatch itself, which costs calls, not correctness.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from osprey_control.aws import client_for
+from osprey_control.registry.items import COLLECTION_PREFIX, META
+from osprey_control.registry.table import TTL_ATTRIBUTE
+
+__all__ = ["MAX_BODY_BYTES", "CollectionStore"]
+
+MAX_BODY_BYTES = 350_000
+_TTL_SECONDS = 3600
+
+
+class CollectionStore:
+    """Per-shard collection bodies under a lease token. ``client``: a DynamoDB client (created when None)."""
+
+    def __init__(self, table_name: str, client: Any = None) -> None:
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = client_for("dynamodb")
+        return self._client
+
+    @staticmethod
+    def _key(shard: int) -> dict[str, dict[str, str]]:
+        return {"pk": {"S": f"{COLLECTION_PREFIX}{shard}"}, "sk": {"S": META}}
+
+    def put(self, shard: int, token: int, body: bytes, *, now: float | None = None) -> bool:
+        """Store ``body`` for ``shard`` under ``token``; False (nothing written) when it is too large."""
+        if len(body) > MAX_BODY_BYTES:
+            return False
+        expires = int((time.time() if now is None else now) + _TTL_SECONDS)
+        self.client.put_item(
+            TableName=self.table_name,
+            Item={
+                **self._key(shard),
+                "token": {"N": str(token)},
+                "body": {"B": body},
+                TTL_ATTRIBUTE: {"N": str(expires)},
+            },
+        )
+        return True
+
+    def get(self, shard: int, token: int) -> bytes | None:
+        """The body stored for ``shard`` by the execution holding ``token``, or None (none, or another's)."""
+        item = self.client.get_item(TableName=self.table_name, Key=self._key(shard), ConsistentRead=True).get(
+            "Item"
+        )
+        if not item or item.get("token", {}).get("N") != str(token):
+            return None
+        body = item.get("body", {}).get("B")
+        return bytes(body) if body is not None else None

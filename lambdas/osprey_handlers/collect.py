@@ -1,0 +1,82 @@
+"""Collect Lambda: the cycle's one metric collection, for every shard, stored for the shards' derive steps.
+Input ``{"shards": [..], "token": T}`` (the shard plan's shards and the execution's lease token); output counts
+only: ``jobs``, ``series``, ``getmetricdata_calls``, ``stored`` and ``tooLarge`` shards
+(:mod:`osprey_control.collect_step`)."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from osprey_control.collect_step import collect_for_cycle
+from osprey_control.derive import PolicySource
+from osprey_control.registry.collections import CollectionStore
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.telemetry import MetricPoint
+from osprey_handlers._telemetry import publish
+
+__all__ = ["CollectEvent", "CollectSettings", "handler"]
+
+logger = Logger(service="osprey-collect")
+
+
+class CollectSettings(BaseModel):
+    """The function's environment (set by the CDK construct)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
+    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
+    policy_prefix: str = Field(default="/osprey/policies", alias="OSPREY_POLICY_PREFIX", pattern=r"^/.*[^/]$")
+    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+
+
+class CollectEvent(BaseModel):
+    """What the state machine passes: the planned shards and the lease token."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    shards: list[int] = Field(max_length=1000)
+    token: int
+
+
+@cache
+def _settings() -> CollectSettings:
+    return CollectSettings.model_validate(dict(os.environ))
+
+
+@cache
+def _components() -> tuple[JobRegistry, PolicySource, CollectionStore]:
+    """One set per container: clients and the policy cache are reused."""
+    settings = _settings()
+    registry = JobRegistry(settings.table_name, shards=settings.shards)
+    return (
+        registry,
+        PolicySource(settings.policy_prefix),
+        CollectionStore(settings.table_name, registry.client),
+    )
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = _settings()
+    request = CollectEvent.model_validate(event)
+    registry, policies, store = _components()
+    report = collect_for_cycle(registry, policies, store, shards=request.shards, token=request.token)
+    # The same series the shards' derive steps publish when they collect for themselves (no new metric cost).
+    publish(
+        [MetricPoint("CollectionLatencyMs", "Milliseconds", (report.collection_ms,))],
+        settings.metrics_namespace,
+    )
+    if report.too_large:
+        logger.warning(
+            "shard collections too large to store; those shards read CloudWatch themselves",
+            extra={"shards": list(report.too_large)},
+        )
+    logger.info("cycle metrics collected", extra=report.to_dict())
+    return report.to_dict()
