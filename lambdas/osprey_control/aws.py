@@ -10,10 +10,11 @@ from typing import Any
 
 __all__ = ["RETRY_CONFIG", "client_for", "is_throttling", "is_transient"]
 
-# botocore's "standard" mode retries throttling and 5xx with exponential backoff and jitter; 5 attempts keeps
-# the worst case well inside one cycle.
+# botocore's "standard" mode retries throttling and 5xx with exponential backoff and jitter; 5 attempts in all
+# (the first call and 4 retries: botocore's "max_attempts" would count retries only) keeps the worst case well
+# inside one cycle.
 RETRY_CONFIG: dict[str, Any] = {
-    "retries": {"mode": "standard", "max_attempts": 5},
+    "retries": {"mode": "standard", "total_max_attempts": 5},
     "connect_timeout": 5,
     "read_timeout": 20,
 }
