@@ -210,6 +210,20 @@ def test_the_cycle_is_an_express_workflow_that_fits_its_five_minutes_and_the_gan
         assert timeouts[step] <= 120, (step, timeouts[step])
 
 
+def test_a_cycle_cut_short_by_its_timeout_holds_the_lease_no_longer_than_the_timeout(
+    template: Template,
+) -> None:
+    # Given the cycle's timeout (after which Finish, which releases the lease, never runs)
+    timeout = _definitions(template)["Osprey priority cycle"]["TimeoutSeconds"]
+    # Then the lease the cycle takes expires by itself at that same moment, so the next cycles resume
+    (lease,) = [
+        function
+        for function in template.find_resources("AWS::Lambda::Function").values()
+        if function["Properties"].get("Handler") == "osprey_handlers.lease.handler"
+    ]
+    assert int(lease["Properties"]["Environment"]["Variables"]["OSPREY_LEASE_SECONDS"]) == timeout
+
+
 def test_gang_watch_loops_on_the_step_and_waits_the_seconds_it_returns(template: Template) -> None:
     definition = _definitions(template)["Osprey gang watch: one execution per co-scheduled job"]
     states = definition["States"]
