@@ -6,7 +6,10 @@ Run on CPU with four processes (gloo)::
     OSPREY_INTERVAL=10 OSPREY_PLAN_FILE=plan.json OSPREY_LOG=trace.jsonl \\
         torchrun --standalone --nproc-per-node 4 examples/train.py --steps 30 --tp 1 --pp 1 --micro-batch 2
 
-Every ``OSPREY_INTERVAL`` steps rank 0 calls ``osprey.adjust_parallelism(step, current)`` and broadcasts the
+Every ``OSPREY_INTERVAL`` steps every rank reports what the plan step measures (``osprey.runtime``: the
+interconnect latency of a tiny all-reduce and the mean step time since the previous decision point) and the
+remaining time for the priority (``report_progress``); only the lead process prints them, one CloudWatch EMF
+series per metric per job. Then rank 0 calls ``osprey.adjust_parallelism(step, current)`` and broadcasts the
 answer. On a new plan every rank saves a ``torch.distributed.checkpoint`` (model and optimizer, sharded as
 they are), builds a new ``DeviceMesh`` of shape (pp, dp, tp), builds its pipeline stage of a fresh model with
 tensor parallelism and loads the checkpoint into it (DCP re-shards across tp and re-splits the layers across
@@ -46,6 +49,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 import osprey
+from osprey import runtime
 from osprey_control.planner import interval_from_env
 
 VOCAB = 64
@@ -274,6 +278,23 @@ def log_event(event: dict[str, Any]) -> None:
             handle.write(line + "\n")
 
 
+def report_metrics(step: int, total_steps: int, since: tuple[int, float]) -> None:
+    """What the plan step re-plans from and the priority's remaining time, as EMF lines on the lead process.
+
+    ``since``: the (step, ``time.perf_counter()``) the step time is measured from. Every rank calls it: the
+    latency is a collective, and each report decides for itself whether this process is the lead.
+    """
+    first, started = since
+    step_time = (time.perf_counter() - started) / (step - first) if step > first else None
+    if step_time is not None:
+        runtime.report_step_time(step_time)
+    latency = runtime.measure_interconnect_latency()
+    if latency is not None:
+        runtime.report_interconnect_latency(latency)
+    # The same step time for the remaining time (without it, the runtime measures between its own calls).
+    runtime.report_progress(step, total_steps, step_time)
+
+
 def recommended(step: int, shape: Shape) -> Shape | None:
     """Rank 0 asks Osprey; every rank gets the same answer (or None) by broadcast."""
     answer: list[Any] = [None]
@@ -317,9 +338,11 @@ def main(argv: list[str] | None = None) -> int:
         or Path(tempfile.gettempdir()) / f"osprey-train-{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}"
     )
     first = last = math.nan
+    since = (0, time.perf_counter())
     try:
         for step in range(args.steps):
             if step and step % interval == 0:
+                report_metrics(step, args.steps, since)
                 new = recommended(step, shape)
                 if new is not None and new != shape:
                     before = eval_loss(job)
@@ -339,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
                             }
                         )
                     shape = new
+                # Measured afresh from here: the re-shape and the reports are not training steps.
+                since = (step, time.perf_counter())
             last = train_step(step, job)
             first = last if step == 0 else first
         if dist.get_rank() == 0:

@@ -32,7 +32,7 @@ class PlanSettings(BaseModel):
     hysteresis: float = Field(default=0.10, alias="OSPREY_PLAN_HYSTERESIS", ge=0.0, lt=1.0)
     window_seconds: int = Field(default=600, alias="OSPREY_PLAN_WINDOW_SECONDS", ge=60, le=86400)
     # Each job at most every 5 minutes: the cycle runs every minute, a job reads its plan every OSPREY_INTERVAL
-    # steps, and every planning queries two CloudWatch series per host.
+    # steps, and every planning queries two CloudWatch series per job (its lead host's).
     every_seconds: int = Field(default=300, alias="OSPREY_PLAN_EVERY_SECONDS", ge=0, le=86400)
 
     def step_config(self) -> PlanStepConfig:

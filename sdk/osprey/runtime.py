@@ -3,20 +3,21 @@
 SageMaker, AWS Batch and EKS (Container Insights / Fluent Bit) ship a job's stdout to CloudWatch Logs,
 where each EMF line becomes a metric. Nothing here calls AWS.
 
-Metrics (namespace ``/aws/osprey``, or ``OSPREY_METRICS_NAMESPACE``):
+Metrics (namespace ``/aws/osprey``, or ``OSPREY_METRICS_NAMESPACE``), all printed by the job's *lead process*
+only (:func:`is_lead`):
 
 ==================================  ==============  ===================================================
 metric name                         unit            reported by
 ==================================  ==============  ===================================================
 ``InterconnectLatencyMicroseconds``  Microseconds    :func:`report_interconnect_latency` (policy metric
-                                                    ``node_interconnect_latency``)
-``StepTimeSeconds``                 Seconds         :func:`report_step_time`, :func:`report_progress`
-``TrainingStep``                    Count           :func:`report_progress` (steps done)
-``TrainingTotalSteps``              Count           :func:`report_progress` (steps the job will run)
+                                                    ``node_interconnect_latency``, and the planner)
+``RemainingSeconds``                Seconds         :func:`report_progress`: ``(total - step) x step time``
+                                                    (policy metric ``remaining_time``)
+``StepTimeSeconds``                 Seconds         :func:`report_step_time` only (the planner's re-plan)
 ==================================  ==============  ===================================================
 
-The control plane turns the latest progress report into the policy metric ``remaining_time``
-(``(total - step) x step time``, DESIGN §3).
+The control plane reads ``RemainingSeconds`` as the policy metric ``remaining_time``, less the time since the
+report (DESIGN §3).
 
 Every line has exactly one dimension set, ``[Backend, JobId, Host]``, so the control plane's collector
 queries ``GetMetricData`` MetricStat with exactly these three dimensions:
@@ -30,12 +31,13 @@ queries ``GetMetricData`` MetricStat with exactly these three dimensions:
   name (``OSPREY_K8S_POD_NAME``, else ``HOSTNAME``); else ``HOSTNAME`` or ``unknown``.
 - ``OSPREY_JOB_ID`` and ``OSPREY_HOST`` override the detected values on every backend.
 
-Cost: each (metric, dimension set) is one CloudWatch custom metric, billed monthly ($0.30). Every rank of a
-synchronous job reports the same progress and step time, so :func:`report_progress` and
-:func:`report_step_time` print only on the job's *lead process* (:func:`is_lead`): one series per job instead of
-one per host, on the host the control plane reads (the lead host: Batch node ``0``, SageMaker ``algo-1``, the
-first pod). :func:`report_interconnect_latency` still prints on every host: the derivation aggregates it over
-the job's nodes (a policy may take the ``max``) and the planner takes the median over hosts.
+Cost: each (metric, dimension set) is one CloudWatch custom metric, billed monthly ($0.30), and each series
+the control plane reads is one GetMetricData metric per read. Every rank of a synchronous job has the same
+progress, step time and collective latency, so every ``report_*`` prints only on the lead process: at most
+three series per job whatever its size, on the host the control plane reads (the lead host: Batch node ``0``,
+SageMaker ``algo-1``, the first pod). The collector reads ``InterconnectLatencyMicroseconds`` and
+``RemainingSeconds`` (when the job's policy uses them); only the planner reads ``StepTimeSeconds``, so a job
+that does not ask to be re-planned need not report it.
 
 The line also carries ``PolicyName`` (from ``OSPREY_PRIORITY_POLICY``) as a plain property (not a
 dimension, so it adds no metric cost).
@@ -60,10 +62,9 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DIMENSIONS",
     "INTERCONNECT_LATENCY_METRIC",
+    "REMAINING_SECONDS_METRIC",
     "RESOURCE_CONFIG_PATH",
     "STEP_TIME_METRIC",
-    "TOTAL_STEPS_METRIC",
-    "TRAINING_STEP_METRIC",
     "config",
     "emf_record",
     "is_lead",
@@ -77,8 +78,7 @@ __all__ = [
 DEFAULT_NAMESPACE = "/aws/osprey"
 INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
 STEP_TIME_METRIC = "StepTimeSeconds"
-TRAINING_STEP_METRIC = "TrainingStep"
-TOTAL_STEPS_METRIC = "TrainingTotalSteps"
+REMAINING_SECONDS_METRIC = "RemainingSeconds"
 DIMENSIONS = ("Backend", "JobId", "Host")
 RESOURCE_CONFIG_PATH = Path("/opt/ml/input/config/resourceconfig.json")
 
@@ -129,7 +129,7 @@ def _flag(text: str) -> bool | None:
 
 
 def is_lead(environment: Mapping[str, str] | None = None, *, resource_config: Path | None = None) -> bool:
-    """Whether this process reports the job's one-per-job series (progress, step time).
+    """Whether this process reports the job's series (latency, remaining time, step time): one per job.
 
     ``OSPREY_LEAD`` (``true``/``false``) decides when set; else global rank 0 (``RANK``, set by torchrun and
     the launchers of every backend); else, without a rank, the lead host: Batch node index 0, the first
@@ -189,12 +189,11 @@ def emf_record(
     return record
 
 
-def _emit(
-    metrics: Mapping[str, tuple[float, str]], stream: TextIO | None, *, lead_only: bool = False
-) -> dict[str, Any]:
+def _emit(metrics: Mapping[str, tuple[float, str]], stream: TextIO | None) -> dict[str, Any]:
+    """Build the document and print it on the lead process only (:func:`is_lead`)."""
     record = emf_record(metrics)
-    if lead_only and not is_lead():
-        return record  # built (and validated) the same, but another process reports it
+    if not is_lead():
+        return record  # built (and validated) the same, but the lead process reports the job's value
     out = stream if stream is not None else sys.stdout
     # One JSON document per line: the CloudWatch agent / Logs EMF parser splits on newlines.
     out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -203,42 +202,59 @@ def _emit(
 
 
 def report_interconnect_latency(microseconds: float, *, stream: TextIO | None = None) -> dict[str, Any]:
-    """Print one EMF line with ``InterconnectLatencyMicroseconds``; returns the document."""
+    """Print one EMF line with ``InterconnectLatencyMicroseconds`` on the lead process; returns the document.
+
+    Only the lead process (:func:`is_lead`) prints, like the other reports. The measurement
+    (:func:`measure_interconnect_latency`) is a collective: an ``all_reduce`` completes on every rank at the
+    same moment, so every rank measures the same latency and one series per job carries it, instead of one
+    custom metric per host. The control plane applies that value to the whole job (the policy metric
+    ``node_interconnect_latency`` and the planner's network latency). Every rank may call it.
+    """
     if microseconds < 0:
         raise ValueError(f"latency must be >= 0 microseconds, got {microseconds!r}")
     return _emit({INTERCONNECT_LATENCY_METRIC: (microseconds, "Microseconds")}, stream)
 
 
 def report_step_time(seconds: float, *, stream: TextIO | None = None) -> dict[str, Any]:
-    """Print one EMF line with ``StepTimeSeconds`` on the lead process (:func:`is_lead`); returns the document."""
+    """Print one EMF line with ``StepTimeSeconds`` on the lead process (:func:`is_lead`); returns it.
+
+    Only the planner reads it (it infers the network bandwidth from the step time), so a job that asks to be
+    re-planned (``osprey.request_planning``) calls it; :func:`report_progress` does not print it.
+    """
     if seconds < 0:
         raise ValueError(f"step time must be >= 0 seconds, got {seconds!r}")
-    return _emit({STEP_TIME_METRIC: (seconds, "Seconds")}, stream, lead_only=True)
+    return _emit({STEP_TIME_METRIC: (seconds, "Seconds")}, stream)
 
 
 class _ProgressClock:
-    """The previous :func:`report_progress` of this process: (step, monotonic seconds).
+    """This process's step time for :func:`report_progress`: its previous (step, monotonic seconds) and the
+    last seconds per step it knew.
 
-    Kept per process because every rank prints its own lines; a lock because a user may report from a
+    Kept per process because any rank may be the one that prints; a lock because a user may report from a
     callback thread. ``time.monotonic`` so a wall-clock jump (NTP) never makes a negative step time.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._previous: tuple[float, float] | None = None
+        self._known: float | None = None
 
-    def step_time(self, step: float, now: float) -> float | None:
-        """Seconds per step since the previous report, then remember this one. None: nothing to measure
-        (first call, or the step did not advance: a restart from a checkpoint begins a new measurement)."""
+    def step_time(self, step: float, now: float, given: float | None = None) -> float | None:
+        """Seconds per step: ``given`` when set, else measured since the previous report, else the last one
+        known (the step did not advance: a restart from a checkpoint measures afresh from here). None before
+        anything is known (the first call without ``given``). Then remember this report."""
         with self._lock:
             previous, self._previous = self._previous, (step, now)
-        if previous is None or step <= previous[0]:
-            return None
-        return max(0.0, now - previous[1]) / (step - previous[0])
+            if given is not None:
+                self._known = given
+            elif previous is not None and step > previous[0]:
+                self._known = max(0.0, now - previous[1]) / (step - previous[0])
+            return self._known
 
     def reset(self) -> None:
         with self._lock:
             self._previous = None
+            self._known = None
 
 
 _PROGRESS_CLOCK = _ProgressClock()
@@ -257,17 +273,23 @@ def report_progress(
     step_time_s: float | None = None,
     *,
     stream: TextIO | None = None,
-) -> dict[str, Any]:
-    """Print one EMF line with ``TrainingStep``, ``TrainingTotalSteps`` and ``StepTimeSeconds``.
+) -> dict[str, Any] | None:
+    """Print one EMF line with ``RemainingSeconds`` = ``(total_steps - step) x step time`` (unit Seconds).
 
     ``step``: steps done so far (>= 0; beyond ``total_steps`` is allowed and reads as nothing left, so an
-    overshooting loop never crashes on its metrics); ``total_steps``: steps the job will run
-    (> 0); ``step_time_s``: seconds per step (>= 0). Without ``step_time_s`` the time per step since this
-    process's previous call is used (wall time / steps advanced), so calling it every N steps is enough;
-    on the first call (or when ``step`` did not advance) the line carries no ``StepTimeSeconds`` and the
-    control plane uses the last one it has. Call it at least once per collection window (5 minutes by
-    default), otherwise the control plane falls back to the job's time budget. Every rank may call it; only
-    the lead process prints (:func:`is_lead`). Returns the document.
+    overshooting loop never crashes on its metrics); ``total_steps``: steps the job will run (> 0);
+    ``step_time_s``: seconds per step (>= 0). Without ``step_time_s`` the time per step since this process's
+    previous call is used (wall time / steps advanced), so calling it every N steps is enough; when the step
+    did not advance (a restart from a checkpoint) the last step time this process knew is used.
+
+    With no step time known yet (the first call without ``step_time_s``) nothing is printed and None is
+    returned: the remaining time cannot be estimated, and the control plane keeps using the job's time budget
+    (or the last ``RemainingSeconds`` it read). The step time itself is not printed; a job that asks to be
+    re-planned reports it with :func:`report_step_time`.
+
+    Call it at least once per collection window (5 minutes by default), otherwise the control plane falls
+    back to the job's time budget. Every rank may call it; only the lead process prints (:func:`is_lead`).
+    Returns the document (built on every rank).
     """
     done = _finite_number("step", step)
     total = _finite_number("total_steps", total_steps)
@@ -279,16 +301,11 @@ def report_progress(
     if given is not None and given < 0:
         raise ValueError(f"step_time_s must be >= 0 seconds, got {step_time_s!r}")
     # Always advance the clock (validation passed), so a later call without step_time_s measures from here.
-    measured = _PROGRESS_CLOCK.step_time(done, time.monotonic())
-    if given is not None:
-        measured = given
-    metrics: dict[str, tuple[float, str]] = {
-        TRAINING_STEP_METRIC: (done, "Count"),
-        TOTAL_STEPS_METRIC: (total, "Count"),
-    }
-    if measured is not None:
-        metrics[STEP_TIME_METRIC] = (measured, "Seconds")
-    return _emit(metrics, stream, lead_only=True)
+    seconds_per_step = _PROGRESS_CLOCK.step_time(done, time.monotonic(), given)
+    if seconds_per_step is None:
+        return None
+    remaining = max(0.0, total - done) * seconds_per_step
+    return _emit({REMAINING_SECONDS_METRIC: (remaining, "Seconds")}, stream)
 
 
 def measure_interconnect_latency(*, iterations: int = 10, warmup: int = 2, elements: int = 1) -> float | None:

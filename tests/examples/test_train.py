@@ -21,9 +21,10 @@ pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ROOT / "examples" / "train.py"
+METRICS = ["InterconnectLatencyMicroseconds", "RemainingSeconds", "StepTimeSeconds"]
 
 
-def _run(tmp_path: Path, plan: dict[str, Any], steps: int = 30) -> list[dict[str, Any]]:
+def _run(tmp_path: Path, plan: dict[str, Any], steps: int = 30) -> tuple[list[dict[str, Any]], str]:
     plan_file, trace = tmp_path / "plan.json", tmp_path / "trace.jsonl"
     plan_file.write_text(json.dumps({"version": "1", "job_id": "local#train", "plan_id": "p1", **plan}))
     env = {
@@ -43,13 +44,13 @@ def _run(tmp_path: Path, plan: dict[str, Any], steps: int = 30) -> list[dict[str
         command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240, check=False
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return [json.loads(line) for line in trace.read_text().splitlines()]
+    return [json.loads(line) for line in trace.read_text().splitlines()], result.stdout
 
 
 def test_train_reshapes_its_mesh_on_a_new_plan_and_keeps_training(tmp_path: Path) -> None:
     # Given a job started as tp=1 x pp=1 x dp=4 (micro-batch 2) and a recommendation of tp=2 x pp=2 x dp=1
     new = {"tp": 2, "pp": 2, "dp": 1, "micro_batch": 1, "virtual": 1}
-    trace = _run(tmp_path, new)
+    trace, stdout = _run(tmp_path, new)
     decisions = [(e["step"], e["decision"]) for e in trace if "decision" in e]
     events = [e for e in trace if "event" in e]
     # Then adjust_parallelism decided at steps 10 and 20: the new plan first, unchanged after the re-shape
@@ -66,3 +67,10 @@ def test_train_reshapes_its_mesh_on_a_new_plan_and_keeps_training(tmp_path: Path
     assert done["steps"] == 30
     assert done["plan"] == new
     assert done["last_loss"] < 0.5 * done["first_loss"]
+    # And at each decision point (steps 10 and 20) the lead process alone printed one EMF line per metric:
+    # what the plan step measures (latency, step time) and the priority's remaining time; the 3 others none
+    emf = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"_aws"')]
+    names = [name for line in emf for name in line if name in METRICS]
+    assert sorted(names) == sorted(METRICS * 2)
+    assert len({line["Host"] for line in emf}) == 1
+    assert [line["RemainingSeconds"] for line in emf if "RemainingSeconds" in line][-1] > 0

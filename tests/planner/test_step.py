@@ -21,6 +21,7 @@ import osprey
 from osprey.planning import report_progress
 from osprey_control.contract import OspreyBlock
 from osprey_control.planner import Plan, evaluate
+from osprey_control.planner import step as plan_step
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.record import PLAN_SK, record_from_item
 from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
@@ -83,34 +84,33 @@ def _step_time(network_gbits: float | None, latency_us: float | None) -> float:
     return evaluate(request.model, observed, CURRENT).step_time_s
 
 
-def _runtime_metrics(aws: Aws, job: str, *, latency_us: float, step_time_s: float) -> None:
-    """What ``osprey.runtime`` reports from each host (Batch: Host is the node index)."""
+def _put(aws: Aws, job: str, host: str, values: dict[str, tuple[float, str]]) -> None:
     when = datetime.now(UTC) - timedelta(minutes=2)
-    for host in range(len(HOSTS)):
-        dimensions = [
-            {"Name": "Backend", "Value": "batch"},
-            {"Name": "JobId", "Value": job},
-            {"Name": "Host", "Value": str(host)},
-        ]
-        aws.cloudwatch.put_metric_data(
-            Namespace=NAMESPACE,
-            MetricData=[
-                {
-                    "MetricName": "InterconnectLatencyMicroseconds",
-                    "Dimensions": dimensions,
-                    "Timestamp": when,
-                    "Value": latency_us,
-                    "Unit": "Microseconds",
-                },
-                {
-                    "MetricName": "StepTimeSeconds",
-                    "Dimensions": dimensions,
-                    "Timestamp": when,
-                    "Value": step_time_s,
-                    "Unit": "Seconds",
-                },
-            ],
-        )
+    dimensions = [
+        {"Name": "Backend", "Value": "batch"},
+        {"Name": "JobId", "Value": job},
+        {"Name": "Host", "Value": host},
+    ]
+    aws.cloudwatch.put_metric_data(
+        Namespace=NAMESPACE,
+        MetricData=[
+            {"MetricName": name, "Dimensions": dimensions, "Timestamp": when, "Value": value, "Unit": unit}
+            for name, (value, unit) in values.items()
+        ],
+    )
+
+
+def _runtime_metrics(aws: Aws, job: str, *, latency_us: float, step_time_s: float) -> None:
+    """What ``osprey.runtime`` reports: from the lead process only, on the lead host (Batch: node index 0)."""
+    _put(
+        aws,
+        job,
+        "0",
+        {
+            "InterconnectLatencyMicroseconds": (latency_us, "Microseconds"),
+            "StepTimeSeconds": (step_time_s, "Seconds"),
+        },
+    )
 
 
 def _degraded(aws: Aws, job: str, network_gbits: float = 25.0) -> None:
@@ -266,23 +266,68 @@ def test_jobs_without_a_request_are_not_planned(aws: Aws) -> None:
 
 
 def test_the_bandwidth_is_recovered_from_the_step_time() -> None:
-    # Given the step time the cost model predicts at 25 Gb/s and 45 µs
+    # Given the step time the cost model predicts at 25 Gb/s and 45 µs, and the lead's 45 µs
     request = request_from_item(
         build_request("JOB#batch#x", model=MODEL, cluster="p4de.24xlarge", current=CURRENT)
     )
-    observed = Observed(latency_us=[40.0, 45.0, 50.0], step_time_s=[_step_time(25.0, 45.0)])
+    observed = Observed(latency_us=45.0, step_time_s=_step_time(25.0, 45.0))
     # When it is turned into a measurement
     measurement, signals = measure(request, observed)
-    # Then the latency is the hosts' median and the bandwidth the one that explains the step time
+    # Then the latency is the lead's and the bandwidth the one that explains the step time
     assert measurement.network_latency_us == 45.0
+    assert signals["network_latency_us"].source == "InterconnectLatencyMicroseconds"
     assert measurement.network_gbits is not None
     assert math.isclose(measurement.network_gbits, 25.0, rel_tol=1e-3)
     assert signals["network_gbits"].source == "StepTimeSeconds"
     # And a step time the network cannot explain keeps the nominal bandwidth
-    slow = Observed(step_time_s=[_step_time(None, None) * 1000])
+    slow = Observed(step_time_s=_step_time(None, None) * 1000)
     measurement, signals = measure(request, slow)
     assert measurement.network_gbits is None
     assert "not the network" in signals["network_gbits"].note
+    assert signals["network_latency_us"].missing
+
+
+def test_the_plan_step_measures_the_lead_hosts_latency_not_the_other_hosts(
+    aws: Aws, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a degraded job whose lead reports 45 µs, and whose second host still carries a series from an
+    # older runtime that printed on every host (1500 µs)
+    _job(aws, "llm")
+    _degraded(aws, "llm")
+    _put(aws, "llm", "1", {"InterconnectLatencyMicroseconds": (1500.0, "Microseconds")})
+    # When the plan step runs
+    with caplog.at_level("INFO", logger="osprey_control.planner.step"):
+        report = _run(aws)
+    # Then the job was measured with the lead's latency (no median with the other host) and re-planned
+    (planned,) = [record for record in caplog.records if record.getMessage() == "job planned"]
+    latency = planned.__dict__["signals"]["network_latency_us"]
+    assert (latency["value"], latency["source"]) == (45.0, "InterconnectLatencyMicroseconds")
+    assert report["decisions"] == {"switch": 1}
+
+
+def test_the_plan_step_reads_two_series_per_job_on_the_lead_host(aws: Aws) -> None:
+    # Given a planned job on two instances
+    _job(aws, "llm")
+    sent: list[dict[str, Any]] = []
+
+    class Recording(_CountingCloudWatch):
+        def get_metric_data(self, **request: Any) -> dict[str, Any]:
+            sent.extend(request["MetricDataQueries"])
+            return super().get_metric_data(**request)
+
+    # When the plan step runs
+    run_plan_step(PlanStepConfig(TABLE), dynamodb=aws.dynamodb, cloudwatch=Recording())
+    # Then it asked for the lead host's latency and step time, nothing per host
+    assert sorted(
+        (
+            q["MetricStat"]["Metric"]["MetricName"],
+            tuple(d["Value"] for d in q["MetricStat"]["Metric"]["Dimensions"]),
+        )
+        for q in sent
+    ) == [
+        ("InterconnectLatencyMicroseconds", ("batch", "llm", "0")),
+        ("StepTimeSeconds", ("batch", "llm", "0")),
+    ]
 
 
 @dataclass
@@ -337,22 +382,14 @@ def test_a_failed_metrics_call_keeps_the_nominal_network_and_is_not_a_job_error(
     assert report["decisions"] == {"no-better-plan": 1}
 
 
-def test_metric_queries_are_sent_at_most_500_a_call(aws: Aws) -> None:
-    # Given one job on 600 instances (601 series: latency per host, step time of the lead host only)
-    hosts = tuple(f"i-{index:04d}" for index in range(600))
-    JobRegistry(TABLE, aws.dynamodb).apply_observation(
-        JobObservation(
-            backend=Backend.BATCH,
-            native_id="wide",
-            name="wide",
-            block=OspreyBlock(priority_derivation_profile="training-policy"),
-            status=JobStatus.RUNNING,
-            event_time=datetime.now(UTC),
-            nodes=tuple(NodeRef(node_id=i, kind=NodeKind.INSTANCE, instance_id=i) for i in hosts),
-        )
-    )
-    osprey.request_planning(MODEL, "p4de.24xlarge", CURRENT, client=aws.dynamodb, environ=_env("wide"))
+def test_metric_queries_are_sent_at_most_500_a_call(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given three planned jobs (6 series: latency and step time of each job's lead host), and the call size
+    # lowered from GetMetricData's 500 to 4 so that a few jobs fill a call
+    assert plan_step.MAX_QUERIES_PER_CALL == 500
+    monkeypatch.setattr(plan_step, "MAX_QUERIES_PER_CALL", 4)
+    for job in ("a", "b", "c"):
+        _job(aws, job)
     cloudwatch = _CountingCloudWatch()
-    # When the plan step runs, then GetMetricData is called twice, 500 + 101 queries
+    # When the plan step runs, then GetMetricData is called twice, 4 + 2 queries
     run_plan_step(PlanStepConfig(TABLE), dynamodb=aws.dynamodb, cloudwatch=cloudwatch)
-    assert cloudwatch.calls == [500, 101]
+    assert cloudwatch.calls == [4, 2]

@@ -51,12 +51,12 @@ def emitted(call: Any, *args: Any) -> dict[str, Any]:
     return document
 
 
-def test_given_a_sagemaker_host_when_reporting_latency_then_one_valid_emf_line_names_job_and_host(
+def test_given_the_lead_sagemaker_host_when_reporting_latency_then_one_valid_emf_line_names_job_and_host(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # Given: SageMaker's environment and resource config
+    # Given: SageMaker's environment and resource config, on the first host (the lead)
     config = tmp_path / "resourceconfig.json"
-    config.write_text(json.dumps({"current_host": "algo-3", "hosts": ["algo-1", "algo-2", "algo-3"]}))
+    config.write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1", "algo-2", "algo-3"]}))
     monkeypatch.setattr(runtime, "RESOURCE_CONFIG_PATH", config)
     monkeypatch.setenv("TRAINING_JOB_NAME", "pytorch-training-2024")
     monkeypatch.setenv("OSPREY_PRIORITY_POLICY", "training-policy")
@@ -72,9 +72,29 @@ def test_given_a_sagemaker_host_when_reporting_latency_then_one_valid_emf_line_n
     assert directive["Metrics"] == [{"Name": "InterconnectLatencyMicroseconds", "Unit": "Microseconds"}]
     assert document["Backend"] == "sagemaker"
     assert document["JobId"] == "pytorch-training-2024"
-    assert document["Host"] == "algo-3"
+    assert document["Host"] == "algo-1"
     assert document["InterconnectLatencyMicroseconds"] == 120.5
     assert document["PolicyName"] == "training-policy"
+
+
+def test_given_another_sagemaker_host_when_reporting_latency_then_nothing_is_printed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given: the third host of a SageMaker job, no rank known (the lead is algo-1)
+    config = tmp_path / "resourceconfig.json"
+    config.write_text(json.dumps({"current_host": "algo-3", "hosts": ["algo-1", "algo-2", "algo-3"]}))
+    monkeypatch.setattr(runtime, "RESOURCE_CONFIG_PATH", config)
+    monkeypatch.setenv("TRAINING_JOB_NAME", "pytorch-training-2024")
+    stream = io.StringIO()
+
+    # When it reports the latency it measured (the same all-reduce as the lead's)
+    document = runtime.report_interconnect_latency(120.5, stream=stream)
+
+    # Then: no line, so no custom metric for algo-3; the document is still built and validated
+    assert stream.getvalue() == ""
+    assert document["Host"] == "algo-3"
+    with pytest.raises(ValueError, match=">= 0"):
+        runtime.report_interconnect_latency(-1.0, stream=stream)
 
 
 @pytest.mark.parametrize(
@@ -186,61 +206,77 @@ def progress_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return now
 
 
-def test_given_an_explicit_step_time_when_reporting_progress_then_one_line_carries_all_three(
+def test_given_an_explicit_step_time_when_reporting_progress_then_one_line_carries_only_the_remaining_seconds(
     monkeypatch: pytest.MonkeyPatch, progress_clock: list[float]
 ) -> None:
-    # Given: a Batch job
+    # Given: a Batch job's main node
     monkeypatch.setenv("AWS_BATCH_JOB_ID", "job-1#0")
     monkeypatch.setenv("AWS_BATCH_JOB_NODE_INDEX", "0")
 
-    # When
+    # When: step 250 of 1000 at 1.5 s per step
     stream = io.StringIO()
     runtime.report_progress(250, 1000, 1.5, stream=stream)
 
-    # Then: the same namespace and dimension set as report_step_time
+    # Then: one line, one metric, 750 steps x 1.5 s, with the namespace and dimensions of report_step_time
     (line,) = stream.getvalue().splitlines()
     document = json.loads(line)
     assert_valid_emf(document)
     directive = document["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "/aws/osprey"
     assert directive["Dimensions"] == [["Backend", "JobId", "Host"]]
-    assert directive["Metrics"] == [
-        {"Name": "TrainingStep", "Unit": "Count"},
-        {"Name": "TrainingTotalSteps", "Unit": "Count"},
-        {"Name": "StepTimeSeconds", "Unit": "Seconds"},
-    ]
+    assert directive["Metrics"] == [{"Name": "RemainingSeconds", "Unit": "Seconds"}]
     assert (document["Backend"], document["JobId"], document["Host"]) == ("batch", "job-1", "0")
-    assert (document["TrainingStep"], document["TrainingTotalSteps"], document["StepTimeSeconds"]) == (
-        250.0,
-        1000.0,
-        1.5,
-    )
+    assert document["RemainingSeconds"] == 750 * 1.5
+    assert not {"TrainingStep", "TrainingTotalSteps", "StepTimeSeconds"} & set(document)
 
 
-def test_given_no_step_time_when_reporting_progress_twice_then_it_is_measured_between_calls(
+def test_given_no_step_time_when_reporting_progress_twice_then_the_second_line_is_the_measured_remaining_time(
     progress_clock: list[float],
 ) -> None:
     # Given: a first report, which has nothing to measure against
-    first = runtime.report_progress(100, 1000, stream=io.StringIO())
-    assert "StepTimeSeconds" not in first
-    assert [m["Name"] for m in first["_aws"]["CloudWatchMetrics"][0]["Metrics"]] == [
-        "TrainingStep",
-        "TrainingTotalSteps",
-    ]
+    stream = io.StringIO()
+    first = runtime.report_progress(100, 1000, stream=stream)
+
+    # Then: no step time known yet, so nothing is printed
+    assert first is None
+    assert stream.getvalue() == ""
 
     # When: 50 steps later, 100 s of wall time later
     progress_clock[0] += 100.0
-    second = runtime.report_progress(150, 1000, stream=io.StringIO())
+    second = runtime.report_progress(150, 1000, stream=stream)
 
-    # Then: 2 s per step
+    # Then: exactly one line, RemainingSeconds = 850 steps left x 2 s per step, and nothing else
+    (line,) = stream.getvalue().splitlines()
+    assert json.loads(line) == second
+    assert second is not None
     assert_valid_emf(second)
-    assert second["StepTimeSeconds"] == 2.0
+    assert [m["Name"] for m in second["_aws"]["CloudWatchMetrics"][0]["Metrics"]] == ["RemainingSeconds"]
+    assert second["RemainingSeconds"] == 850 * 2.0
 
-    # And: a restart from a checkpoint (step went back) measures nothing until it advances again
+
+def test_given_a_restart_or_overshoot_when_reporting_progress_then_the_last_step_time_serves_never_below_0(
+    progress_clock: list[float],
+) -> None:
+    # Given: a measured 2 s per step
+    runtime.report_progress(100, 1000, stream=io.StringIO())
+    progress_clock[0] += 100.0
+    runtime.report_progress(150, 1000, stream=io.StringIO())
+
+    # When: a restart from a checkpoint (the step went back), then 10 steps in 10 s
     progress_clock[0] += 30.0
-    assert "StepTimeSeconds" not in runtime.report_progress(120, 1000, stream=io.StringIO())
+    restarted = runtime.report_progress(120, 1000, stream=io.StringIO())
     progress_clock[0] += 10.0
-    assert runtime.report_progress(130, 1000, stream=io.StringIO())["StepTimeSeconds"] == 1.0
+    advanced = runtime.report_progress(130, 1000, stream=io.StringIO())
+
+    # Then: the restart still reports with the last step time known, the next call measures afresh
+    assert restarted is not None
+    assert restarted["RemainingSeconds"] == 880 * 2.0
+    assert advanced is not None
+    assert advanced["RemainingSeconds"] == 870 * 1.0
+    # And: a loop past its total reports nothing left, not a negative time
+    overshoot = runtime.report_progress(1200, 1000, 1.0, stream=io.StringIO())
+    assert overshoot is not None
+    assert overshoot["RemainingSeconds"] == 0.0
 
 
 @pytest.mark.parametrize(
@@ -299,10 +335,10 @@ def test_given_sagemaker_hosts_when_asking_whether_it_leads_then_the_first_host_
     assert runtime.is_lead({}, resource_config=config) is True
 
 
-def test_given_a_non_lead_rank_when_reporting_then_progress_and_step_time_are_not_printed_but_latency_is(
+def test_given_a_non_lead_rank_when_reporting_everything_then_nothing_is_printed(
     monkeypatch: pytest.MonkeyPatch, progress_clock: list[float]
 ) -> None:
-    # Given rank 3 of a Batch job: its progress is the lead's, its latency is its host's own
+    # Given rank 3 of a Batch job on node 1: its progress, step time and collective latency are the lead's
     monkeypatch.setenv("AWS_BATCH_JOB_ID", "job-1#1")
     monkeypatch.setenv("AWS_BATCH_JOB_NODE_INDEX", "1")
     monkeypatch.setenv("RANK", "3")
@@ -310,9 +346,44 @@ def test_given_a_non_lead_rank_when_reporting_then_progress_and_step_time_are_no
     # When it reports all three
     document = runtime.report_progress(10, 100, 1.0, stream=stream)
     runtime.report_step_time(1.0, stream=stream)
-    runtime.report_interconnect_latency(80.0, stream=stream)
-    # Then only the latency line is printed (one custom metric per job for progress, not per host)
+    latency = runtime.report_interconnect_latency(80.0, stream=stream)
+    # Then no line at all: no custom metric for this host
+    assert stream.getvalue() == ""
+    assert document is not None
+    assert document["RemainingSeconds"] == 90.0  # still built and validated
+    assert latency["Host"] == "1"
+
+
+def test_given_the_lead_rank_when_reporting_everything_then_exactly_one_series_per_metric_on_the_lead_host(
+    monkeypatch: pytest.MonkeyPatch, progress_clock: list[float]
+) -> None:
+    # Given rank 0 of a 4-node Batch job, on node 0
+    monkeypatch.setenv("AWS_BATCH_JOB_ID", "job-1#0")
+    monkeypatch.setenv("AWS_BATCH_JOB_NODE_INDEX", "0")
+    monkeypatch.setenv("RANK", "0")
+    stream = io.StringIO()
+    # When it reports latency, progress and step time twice each (two training intervals)
+    for step in (10, 20):
+        runtime.report_interconnect_latency(80.0, stream=stream)
+        runtime.report_progress(step, 100, 1.0, stream=stream)
+        runtime.report_step_time(1.0, stream=stream)
+    # Then every line is one metric on the lead host, and the job has exactly three series
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
-    assert [line["Host"] for line in lines] == ["1"]
-    assert "InterconnectLatencyMicroseconds" in lines[0]
-    assert document["TrainingStep"] == 10.0  # still built and validated
+    assert len(lines) == 6
+    series = set()
+    for line in lines:
+        assert_valid_emf(line)
+        (metric,) = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        series.add((metric["Name"], line["Backend"], line["JobId"], line["Host"]))
+    assert series == {
+        ("InterconnectLatencyMicroseconds", "batch", "job-1", "0"),
+        ("RemainingSeconds", "batch", "job-1", "0"),
+        ("StepTimeSeconds", "batch", "job-1", "0"),
+    }
+
+
+def test_the_exported_metric_names_are_the_ones_printed() -> None:
+    assert runtime.REMAINING_SECONDS_METRIC == "RemainingSeconds"
+    assert "REMAINING_SECONDS_METRIC" in runtime.__all__
+    assert not hasattr(runtime, "TRAINING_STEP_METRIC")
+    assert not hasattr(runtime, "TOTAL_STEPS_METRIC")

@@ -7,9 +7,9 @@ module only turns a :class:`JobRecord` into its inputs. Unknown stays absent (no
 - ``attained_service`` is known when the record has an allocation history, or the job never ran (PENDING or
   STARTING with no history: 0 GPU-hours). A RUNNING or finished job without history (a record written before
   histories were kept) and an interval whose GPU count is unknown make it absent.
-- ``remaining_time``: a usable progress report (steps, total, step time) of a RUNNING job; else its budget
-  (``expected_runtime``, else the declared runtime limit) minus the time it has held its GPUs, when that time
-  is known.
+- ``remaining_time``: a usable progress report (the runtime's ``RemainingSeconds``) of a RUNNING job; else
+  its budget (``expected_runtime``, else the declared runtime limit) minus the time it has held its GPUs,
+  when that time is known.
 - ``requested_gpus``: the record's, when known.
 """
 
@@ -31,29 +31,23 @@ __all__ = ["ProgressPoints", "job_values", "progress_report"]
 
 _NEVER_RAN = frozenset({JobStatus.PENDING, JobStatus.STARTING})
 
-# The latest (timestamp, value) of each progress signal of one job: training_step, training_total_steps,
-# step_time (collect.queries.PROGRESS_SOURCES).
+# The latest (timestamp, value) of each progress signal of one job: remaining_seconds
+# (collect.queries.PROGRESS_SOURCES).
 ProgressPoints = dict[str, tuple[datetime, float]]
 
 
 def progress_report(points: ProgressPoints, *, period_seconds: int, end: datetime) -> ProgressReport | None:
-    """The job's latest progress from its lead host's series, None without both step and total.
+    """The job's latest progress from its lead host's ``RemainingSeconds``, None without one.
 
-    The step is the Maximum of its period, reached at the latest at the end of that period (CloudWatch stamps a
-    datapoint with the period's start), so that end, capped at ``end``, dates the report: the remaining time
-    is then never understated by up to a period.
+    The value is the Minimum of its period, reported at the latest at the end of that period (CloudWatch
+    stamps a datapoint with the period's start), so that end, capped at ``end``, dates the report: the time
+    since the report is then never overstated, nor the remaining time understated, by up to a period.
     """
-    step, total = points.get("training_step"), points.get("training_total_steps")
-    if step is None or total is None:
+    remaining = points.get("remaining_seconds")
+    if remaining is None:
         return None
-    step_time = points.get("step_time")
-    reported = min(step[0].timestamp() + period_seconds, end.timestamp())
-    return ProgressReport(
-        step=step[1],
-        total_steps=total[1],
-        step_time_s=step_time[1] if step_time is not None else None,
-        at_s=reported,
-    )
+    reported = min(remaining[0].timestamp() + period_seconds, end.timestamp())
+    return ProgressReport(remaining_s=remaining[1], at_s=reported)
 
 
 def _intervals(record: JobRecord) -> tuple[list[AllocationInterval], bool]:

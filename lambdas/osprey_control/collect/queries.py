@@ -14,13 +14,17 @@ Sources, by node kind:
   the value is divided by the GPU count (``NodeRef.gpus``, else :data:`GPUS_PER_INSTANCE_TYPE`).
 - ``pod`` (EKS): Container Insights ``pod_gpu_utilization`` / ``pod_gpu_memory_utilization`` with
   ``ClusterName``, ``Namespace``, ``PodName``.
-- every node: the runtime's ``InterconnectLatencyMicroseconds`` in ``/aws/osprey`` with exactly
-  ``[Backend, JobId, Host]`` (``osprey.runtime``).
+- every job with nodes, once: the runtime's ``InterconnectLatencyMicroseconds`` in ``/aws/osprey`` with
+  exactly ``[Backend, JobId, Host]`` (``osprey.runtime``) of its *lead host* (below). The latency is timed
+  with a collective that completes on every rank at once, so the runtime publishes it from the lead process
+  only. The value lands on the lead node (see :func:`build_series`).
 - every RUNNING job, once (:func:`build_progress_series`): the runtime's ``report_progress`` series
-  ``TrainingStep``, ``TrainingTotalSteps`` (Maximum) and ``StepTimeSeconds`` (Average) of its *lead host*, the
-  first node in the registry's order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first):
-  where rank 0 runs. Once per job rather than per node, since every rank reports the same progress and each
-  series costs one GetMetricData metric per cycle.
+  ``RemainingSeconds`` of its lead host, statistic ``Minimum``: within a period the smallest remaining time
+  is the latest report of a job that advances (each report's remaining time is lower than the one before),
+  so a period never averages in older, larger values. The lead host is the first node in the registry's
+  order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first): where rank 0 runs. Once
+  per job rather than per node, since every rank reports the same progress and each series costs one
+  GetMetricData metric per cycle.
 """
 
 from __future__ import annotations
@@ -118,7 +122,7 @@ class SeriesSpec:
     part: str = ""
     divisor: float = 1.0
     stat: str = "Average"
-    # A job-level series (the runtime's progress): its value describes the job, not the node it names.
+    # A job-level series (the runtime's remaining time): its value describes the job, not the node it names.
     job_level: bool = False
 
 
@@ -234,12 +238,17 @@ def build_series(
     ``instance_type`` tells the SageMaker normalisation a host's instance type when ``NodeRef.gpus`` is unset.
     ``needs`` limits a job's series to the metrics its policy reads (each series is paid for on every read);
     None builds them all.
+
+    The runtime's latency is one series per job, on the lead host (module docstring), and its value goes to
+    the lead node only. That is the job's value: the engine aggregates a node rule over the nodes that have
+    data, so ``mean``, ``min`` and ``max`` all return the lead's latency, as when the same value sits on every
+    node (which is how :mod:`osprey_control.collect.reuse` replays a decision).
     """
     specs: list[SeriesSpec] = []
     problems: list[BuildProblem] = []
     for record in records:
         wanted = CLOUDWATCH_NODE_METRICS if needs is None else needs(record) & CLOUDWATCH_NODE_METRICS
-        for position, node in enumerate(record.nodes):
+        for node in record.nodes:
             problem: BuildProblem | None = None
             if node.kind is NodeKind.INSTANCE:
                 specs.extend(_cwagent(record.key, node, wanted))
@@ -253,12 +262,13 @@ def build_series(
                 specs.extend(found)
             if problem is not None:
                 problems.append(problem)
-            if "node_interconnect_latency" not in wanted:
-                continue
+        lead = _lead_node(record)
+        if lead is not None and "node_interconnect_latency" in wanted:
+            node, host = lead
             runtime_dims = (
                 ("Backend", runtime_backend(record.backend)),
                 ("JobId", _runtime_job_id(record)),
-                ("Host", _runtime_host(record, position, node)),
+                ("Host", host),
             )
             specs.append(
                 SeriesSpec(
@@ -273,12 +283,8 @@ def build_series(
     return specs, problems
 
 
-# (signal, runtime metric name, statistic): Maximum for the counters, so the period's furthest step is read.
-PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (
-    ("training_step", "TrainingStep", "Maximum"),
-    ("training_total_steps", "TrainingTotalSteps", "Maximum"),
-    ("step_time", "StepTimeSeconds", "Average"),
-)
+# (signal, runtime metric name, statistic): Minimum, the period's latest report of a job that advances.
+PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (("remaining_seconds", "RemainingSeconds", "Minimum"),)
 
 
 def build_progress_series(
@@ -314,6 +320,17 @@ def lead_host(record: JobRecord) -> str | None:
     return _runtime_host(record, 0, record.nodes[0]) if record.nodes else None
 
 
+def _lead_node(record: JobRecord) -> tuple[NodeRef, str] | None:
+    """The node the lead host's series describe, and that host; None for a job without nodes."""
+    host = lead_host(record)
+    if host is None or not record.nodes:
+        return None
+    for position, node in enumerate(record.nodes):
+        if _runtime_host(record, position, node) == host:
+            return node, host
+    return record.nodes[0], host
+
+
 def lead_series(
     records: Iterable[JobRecord],
     signal: str,
@@ -322,8 +339,8 @@ def lead_series(
     stat: str = "Average",
     osprey_namespace: str = OSPREY_NAMESPACE,
 ) -> list[SeriesSpec]:
-    """One runtime series per job, on its lead host: for a value every rank shares (the step time of a
-    synchronous job), which the runtime publishes from the lead process only."""
+    """One runtime series per job, on its lead host: for a value every rank shares (the step time or the
+    collective latency of a synchronous job), which the runtime publishes from the lead process only."""
     specs: list[SeriesSpec] = []
     for record in records:
         host = lead_host(record)

@@ -6,10 +6,11 @@ and let a policy order jobs that have not started:
 - ``queue_wait``: seconds since submission (the collector) or spent queued (the simulator);
 - ``attained_service``: GPU-hours the job has held so far over all its attempts, from its allocation
   intervals (Tiresias' least-attained-service signal);
-- ``remaining_time``: seconds the job still needs. From the runtime's latest progress report (steps done,
-  total steps, step time) when there is one; before that, the job's time budget (the block's
-  ``expected_runtime``, else the declared runtime limit: SageMaker ``StoppingCondition``, Batch ``timeout``,
-  Slurm time limit) minus the time it has held its allocation. A job with neither has no data;
+- ``remaining_time``: seconds the job still needs. From the runtime's latest progress report when there is
+  one (``RemainingSeconds``: the runtime's ``(total steps - step) x step time``); before that, the job's time
+  budget (the block's ``expected_runtime``, else the declared runtime limit: SageMaker ``StoppingCondition``,
+  Batch ``timeout``, Slurm time limit) minus the time it has held its allocation. A job with neither has no
+  data;
 - ``requested_gpus``: the GPUs the job asks for, from its description.
 
 Everything here is pure arithmetic on epoch seconds: the caller supplies the clock.
@@ -48,26 +49,18 @@ class AllocationInterval:
 
 @dataclass(frozen=True, slots=True)
 class ProgressReport:
-    """The runtime's latest ``report_progress``: ``step`` of ``total_steps`` at ``at_s``.
+    """The runtime's latest ``report_progress``: ``remaining_s`` seconds still to train, as of ``at_s``.
 
-    ``step_time_s`` is the measured seconds per step (None: unknown, so no estimate can be made from it).
+    The runtime does the arithmetic (``(total - step) x`` its measured step time) and reports only the result,
+    one series per job instead of three.
     """
 
-    step: float
-    total_steps: float
-    step_time_s: float | None
+    remaining_s: float
     at_s: float
 
     @property
     def usable(self) -> bool:
-        step_time = self.step_time_s
-        return (
-            self.total_steps > 0
-            and math.isfinite(self.step)
-            and step_time is not None
-            and math.isfinite(step_time)
-            and step_time >= 0
-        )
+        return math.isfinite(self.remaining_s) and self.remaining_s >= 0
 
 
 def held_seconds(intervals: Iterable[AllocationInterval], now_s: float) -> float:
@@ -91,13 +84,12 @@ def remaining_time_s(
 ) -> float | None:
     """Seconds the job still needs, or None when nothing says (DESIGN §3 ``remaining_time``).
 
-    A progress report wins: ``(total - step) x step time``, less the time since the report while the job is
-    running (it kept training). Otherwise the budget (``expected_runtime_s``, the user's own estimate, before
+    A progress report wins: its remaining seconds, less the time since the report while the job is running
+    (it kept training). Otherwise the budget (``expected_runtime_s``, the user's own estimate, before
     ``declared_limit_s``, a limit users set with a margin) minus ``held_s``. Never negative.
     """
     if progress is not None and progress.usable:
-        assert progress.step_time_s is not None
-        remaining = max(0.0, progress.total_steps - progress.step) * progress.step_time_s
+        remaining = progress.remaining_s
         if running:
             remaining -= max(0.0, now_s - progress.at_s)
         return max(0.0, remaining)

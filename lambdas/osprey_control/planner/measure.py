@@ -1,14 +1,16 @@
 """What the plan step measured for one job, as a :class:`~osprey_control.planner.replan.Measurement`.
 
-Signals (all from the in-job runtime, ``osprey.runtime``, per host in ``/aws/osprey``):
+Signals (all from the in-job runtime, ``osprey.runtime``, of the job's lead host in ``/aws/osprey``: the
+runtime prints them from the lead process only):
 
-- ``InterconnectLatencyMicroseconds`` (a tiny ``all_reduce``): the median over the job's hosts is used as the
-  cost model's per-message network latency (``network_latency_us``). All ranks time the same collective, so
-  the median drops one host's scheduling jitter. An approximation: the cost model's latency is one hop, a
-  tiny all-reduce is a few hops, so this errs towards a slower network (never towards zero).
-- ``StepTimeSeconds``: nothing publishes the available network bandwidth, so it is inferred from the step
-  time: the effective per-node bandwidth at which the cost model predicts the measured step time for the
-  current plan (bisection; the prediction falls as bandwidth rises). A step within ``tolerance`` (5%) of the
+- ``InterconnectLatencyMicroseconds`` (a tiny ``all_reduce``): the lead's value is the cost model's
+  per-message network latency (``network_latency_us``). The all-reduce completes on every rank at once, so
+  the lead's measurement is the job's. An approximation: the cost model's latency is one hop, a tiny
+  all-reduce is a few hops, so this errs towards a slower network (never towards zero).
+- ``StepTimeSeconds`` (``report_step_time``, which a job that asks to be re-planned calls): nothing publishes
+  the available network bandwidth, so it is inferred from the step time: the effective per-node bandwidth at
+  which the cost model predicts the measured step time for the current plan (bisection; the prediction falls
+  as bandwidth rises). A step within ``tolerance`` (5%) of the
   prediction at nominal bandwidth keeps the nominal bandwidth (the model's own error is about 3%); a step
   slower than predicted even at ``min_bandwidth_fraction`` (1%) of nominal is not the network's doing (GPU or
   input-pipeline slowdown, which re-planning cannot fix) and also keeps the nominal bandwidth.
@@ -20,8 +22,6 @@ A missing signal keeps the nominal value and says so in the job's ``signals`` (n
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +44,10 @@ _BISECTION_STEPS = 40
 
 @dataclass(frozen=True, slots=True)
 class Observed:
-    """The latest datapoint of each host (absent hosts simply missing); ``missing`` says why a list is empty."""
+    """The lead host's latest datapoint of each signal (None: no datapoint); ``missing`` says why."""
 
-    latency_us: Sequence[float] = ()
-    step_time_s: Sequence[float] = ()
+    latency_us: float | None = None
+    step_time_s: float | None = None
     missing: str = ""
 
 
@@ -64,9 +64,8 @@ class Signal:
         return {"value": self.value, "source": self.source, "note": self.note, "missing": self.missing}
 
 
-def _median(values: Sequence[float]) -> float | None:
-    finite = [float(v) for v in values if math.isfinite(v) and v >= 0]
-    return float(statistics.median(finite)) if finite else None
+def _valid(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) and value >= 0 else None
 
 
 def _step_time(request: PlanRequest, latency_us: float | None, network_gbits: float | None) -> float:
@@ -125,17 +124,16 @@ def measure(
 ) -> tuple[Measurement, dict[str, Signal]]:
     """The measurement to re-plan with at the request's step, and how each input was obtained."""
     why = f" ({observed.missing})" if observed.missing else " in the window"
-    latency_value = _median(observed.latency_us)
+    latency_value = _valid(observed.latency_us)
     if latency_value is None:
         nominal = request.cluster.network_latency_us
         note = f"no InterconnectLatencyMicroseconds datapoint{why}; nominal {nominal:g} µs kept"
         latency = Signal(None, "nominal", note, missing=True)
     else:
-        hosts = len(observed.latency_us)
-        latency = Signal(latency_value, "InterconnectLatencyMicroseconds", f"median of {hosts} host(s)")
+        latency = Signal(latency_value, "InterconnectLatencyMicroseconds", "the lead host's")
     bandwidth = _bandwidth(
         request,
-        _median(observed.step_time_s),
+        _valid(observed.step_time_s),
         latency.value,
         tolerance=tolerance,
         min_fraction=min_bandwidth_fraction,

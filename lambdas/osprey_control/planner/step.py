@@ -4,9 +4,10 @@ For every active job (the registry's ``active-jobs`` index, one shard or all) wi
 (``sk = PLANREQ``, :mod:`osprey_control.planner.request`, read with ``BatchGetItem``, 100 keys a call):
 
 1. measure the job's network from CloudWatch (``GetMetricData`` MetricStat, at most 500 queries a call, the
-   runtime's ``InterconnectLatencyMicroseconds`` per host and ``StepTimeSeconds`` of the lead host, the only
-   one that publishes it (every rank of a synchronous job has the same step time); :mod:`.measure` turns them
-   into a :class:`~osprey_control.planner.replan.Measurement`, missing data keeps nominal values);
+   runtime's ``InterconnectLatencyMicroseconds`` and ``StepTimeSeconds`` of the lead host, the only one that
+   publishes them (every rank of a synchronous job has the same step time and collective latency);
+   :mod:`.measure` turns them into a :class:`~osprey_control.planner.replan.Measurement`, missing data keeps
+   nominal values);
 2. ``replan(current, measured, hysteresis, interval=<the job's OSPREY_INTERVAL>)`` at the request's step
    (the job reports its step at each ``adjust_parallelism`` decision point);
 3. on ``switch`` only, ``PutItem`` the plan record (``sk = PLAN``, :mod:`osprey_control.planner.record`)
@@ -28,7 +29,7 @@ from typing import Any
 
 from osprey_control.aws import client_for, is_transient
 from osprey_control.collect import MAX_QUERIES_PER_CALL, fetch_latest
-from osprey_control.collect.queries import SeriesSpec, build_series, lead_series, metric_data_query
+from osprey_control.collect.queries import SeriesSpec, lead_series, metric_data_query
 from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure
 from osprey_control.planner.record import record_for_decision, record_item
 from osprey_control.planner.replan import DEFAULT_HYSTERESIS, replan
@@ -51,7 +52,6 @@ MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit on keys
 MAX_REPORTED = 50  # per list in the report: the state machine's payload stays small
 _LATENCY = "InterconnectLatencyMicroseconds"
 _STEP_TIME = "StepTimeSeconds"
-_LATENCY_ONLY = frozenset({"node_interconnect_latency"})
 _BATCH_GET_ATTEMPTS = 5
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -148,17 +148,20 @@ def _batch_get(
 
 
 def _series(records: Iterable[JobRecord], namespace: str) -> list[SeriesSpec]:
-    """Latency of every node and step time of the lead host, on the runtime's [Backend, JobId, Host]
-    dimensions (a runtime older than the lead-only step time also published it on the lead host)."""
+    """Latency and step time of each job's lead host, on the runtime's [Backend, JobId, Host] dimensions:
+    two series per job, whatever its size."""
     jobs = list(records)
-    latency, _ = build_series(jobs, osprey_namespace=namespace, needs=lambda _record: _LATENCY_ONLY)
-    return [*latency, *lead_series(jobs, "step_time", _STEP_TIME, osprey_namespace=namespace)]
+    return [
+        *lead_series(jobs, "latency", _LATENCY, osprey_namespace=namespace),
+        *lead_series(jobs, "step_time", _STEP_TIME, osprey_namespace=namespace),
+    ]
 
 
 def _metrics(
     client: Any, specs: Sequence[SeriesSpec], config: PlanStepConfig, end: datetime
 ) -> tuple[dict[str, Observed], dict[str, str]]:
-    """Per job (``str(JobKey)``): the latest value of each host's series; and why a job has none (failed call)."""
+    """Per job (``str(JobKey)``): the latest value of its lead host's series; and why a job has none (failed
+    call)."""
     start = end - timedelta(seconds=config.window_seconds)
     latest: dict[str, tuple[datetime, float]] = {}
     failed: dict[str, str] = {}
@@ -174,13 +177,13 @@ def _metrics(
                 failed[str(specs[index].job)] = f"GetMetricData failed: {type(error).__name__}: {error}"
             continue
         latest.update(chunk_latest)
-    values: dict[str, dict[str, list[float]]] = {}
+    values: dict[str, dict[str, float]] = {}
     for index, spec in enumerate(specs):
         found = latest.get(f"q{index}")
         if found is not None and str(spec.job) not in failed:
-            values.setdefault(str(spec.job), {}).setdefault(spec.metric_name, []).append(found[1])
+            values.setdefault(str(spec.job), {})[spec.metric_name] = found[1]
     observed = {
-        job: Observed(latency_us=found.get(_LATENCY, []), step_time_s=found.get(_STEP_TIME, []))
+        job: Observed(latency_us=found.get(_LATENCY), step_time_s=found.get(_STEP_TIME))
         for job, found in values.items()
     }
     return observed, failed

@@ -11,10 +11,10 @@ collector uses, fed with what production would know:
 - ``queue_wait``: seconds since submission (DESIGN §3; the collector's definition, so it keeps growing
   while the job runs);
 - ``attained_service``: the job's allocation intervals x GPUs (the registry's intervals);
-- ``remaining_time``: while the job trains, the runtime's progress report (``report_progress``: work done of
-  the total, which a training script knows as steps); otherwise its declared runtime limit minus the time it
-  has held GPUs. A job without a declared limit has no data until it reports. The true duration is never
-  read before the job reports progress;
+- ``remaining_time``: while the job trains, the runtime's progress report (``report_progress``: the
+  ``RemainingSeconds`` it computes from work done of the total, which a training script knows as steps);
+  otherwise its declared runtime limit minus the time it has held GPUs. A job without a declared limit has
+  no data until it reports. The true duration is never read before the job reports progress;
 - ``requested_gpus``: the job's GPUs.
 """
 
@@ -42,9 +42,10 @@ def _clamp(value: float, low: float, high: float) -> float:
 def _progress(run: JobRun, now: float) -> ProgressReport | None:
     if run.status is not Status.TRAINING or run.train_started_s is None:
         return None
-    # One "step" per second of work: the report's arithmetic is the runtime's (steps x seconds per step).
+    # One "step" per second of work, so the runtime's RemainingSeconds, (total - step) x step time, is the
+    # work left in seconds.
     done = run.work_done_s + (now - run.train_started_s)
-    return ProgressReport(step=done, total_steps=run.job.duration_s, step_time_s=1.0, at_s=now)
+    return ProgressReport(remaining_s=max(0.0, run.job.duration_s - done), at_s=now)
 
 
 def node_metrics(run: JobRun, rng: random.Random, noise: float = 3.0) -> tuple[NodeMetrics, ...]:

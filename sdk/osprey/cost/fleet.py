@@ -13,12 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey.runtime import (
-    INTERCONNECT_LATENCY_METRIC,
-    STEP_TIME_METRIC,
-    TOTAL_STEPS_METRIC,
-    TRAINING_STEP_METRIC,
-)
+from osprey.runtime import INTERCONNECT_LATENCY_METRIC, REMAINING_SECONDS_METRIC, STEP_TIME_METRIC
 from osprey_control.collect.cadence import turn_of
 from osprey_control.collect.collector import MAX_QUERIES_PER_CALL
 from osprey_control.collect.queries import Needs, build_progress_series, build_series
@@ -42,8 +37,8 @@ _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 # What a job publishes through osprey.runtime when it reports latency and progress: the latency on every host
 # (its own series, dimension Host), progress and step time from the lead process only (one series per job).
-RUNTIME_PER_HOST = (INTERCONNECT_LATENCY_METRIC,)
-RUNTIME_PER_JOB = (TRAINING_STEP_METRIC, TOTAL_STEPS_METRIC, STEP_TIME_METRIC)
+RUNTIME_PER_HOST: tuple[str, ...] = ()
+RUNTIME_PER_JOB = (INTERCONNECT_LATENCY_METRIC, REMAINING_SECONDS_METRIC, STEP_TIME_METRIC)
 RUNTIME_METRICS = RUNTIME_PER_HOST + RUNTIME_PER_JOB
 
 

@@ -69,23 +69,28 @@ def test_training_policy_reads_two_agent_series_per_node_and_no_progress() -> No
     # When its series are built with the policy's needs
     specs, problems = build_series([job], needs=needs)
     progress = build_progress_series([job], needs=needs)
-    # Then per node: utilization, memory utilization and the runtime latency; no memory used/total, no progress
+    # Then per node utilization and memory utilization, plus the runtime latency once, on the lead (node 0);
+    # no memory used/total, no progress
     assert problems == []
     assert sorted(spec.metric_name for spec in specs if spec.node_id == "i-1") == [
         "InterconnectLatencyMicroseconds",
         "nvidia_smi_utilization_gpu",
         "nvidia_smi_utilization_memory",
     ]
+    assert sorted(spec.metric_name for spec in specs if spec.node_id == "i-2") == [
+        "nvidia_smi_utilization_gpu",
+        "nvidia_smi_utilization_memory",
+    ]
     assert progress == []
-    # And without needs every series is built, as before
-    assert len(build_series([job])[0]) == 2 * 5
-    assert len(build_progress_series([job])) == 3
+    # And without needs every series is built: 4 agent series per node, one latency and one progress per job
+    assert len(build_series([job])[0]) == 2 * 4 + 1
+    assert [spec.metric_name for spec in build_progress_series([job])] == ["RemainingSeconds"]
 
 
 def test_remaining_time_policies_read_progress_and_custom_rules_read_every_node_metric() -> None:
     assert "remaining_time" in metrics_needed(POLICIES["default-policy"])
     job = record(Backend.BATCH, "job-1", [instance("i-1")], block=TRAINING_BLOCK("default-policy"))
-    assert len(build_progress_series([job], needs=needs_from_policies(Lookup()))) == 3
+    assert len(build_progress_series([job], needs=needs_from_policies(Lookup()))) == 1
     # spot-aware-policy has a custom rule: its Lambda receives every node metric
     assert {"gpu_memory_utilization", "memory_bandwidth_utilization"} <= metrics_needed(
         POLICIES["spot-aware-policy"]
@@ -249,8 +254,8 @@ def test_every_cycle_reads_the_jobs_whose_turn_it_is_in_ceil_series_over_500_cal
         # When each of five cycles collects them
         result = collect(jobs, client=cloudwatch, config=EVERY_5, now=moment, needs=needs)
         due = sum(is_due(job.key, moment, every_n_cycles=5, cycle_seconds=60) for job in jobs)
-        # Then the jobs whose turn it is are read (60 x 3 series each), the others reused
-        assert (result.series, result.reused) == (due * 180, 20 - due)
+        # Then the jobs whose turn it is are read (60 x 2 agent series, one latency each), the others reused
+        assert (result.series, result.reused) == (due * 121, 20 - due)
         assert result.calls == -(-result.series // 500)
         read += due
     # And over the five cycles each job was read once

@@ -11,6 +11,8 @@ import pytest
 from moto import mock_aws
 
 from osprey_control.collect import collect
+from osprey_control.derivation import compile_policy, derive
+from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry.model import Backend, JobStatus
 from tests.control.collect.helpers import NOW, host, instance, pod, record
 
@@ -134,3 +136,34 @@ def test_a_job_without_any_series_gets_no_values_rather_than_zeros(cloudwatch: A
 
     # Then only the event-derived spot risk is there; no CloudWatch metric reads as zero
     assert dict(result.metrics[job.key].nodes[0].values) == {"spot_interruption_risk": 0.0}
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "min", "max"])
+def test_a_4_node_jobs_interconnect_latency_derives_to_its_lead_hosts_value(
+    cloudwatch: Any, aggregation: str
+) -> None:
+    # Given a 4-node Batch job whose lead (node 0) reports 120 µs, and older runtimes on nodes 1-3 that still
+    # publish their own latency series
+    job = record(Backend.BATCH, "job-4", [instance(f"i-{n}") for n in range(4)])
+    for node, latency in (("0", 120.0), ("1", 900.0), ("2", 1500.0), ("3", 40.0)):
+        put(cloudwatch, "/aws/osprey", "InterconnectLatencyMicroseconds",
+            {"Backend": "batch", "JobId": "job-4", "Host": node}, latency)  # fmt: skip
+    rule = {"metric": "node_interconnect_latency", "weight": 1.0, "scaling": "inverse",
+            "minPriority": 1, "maxPriority": 50, "aggregation": aggregation}  # fmt: skip
+
+    # When collected and derived with a latency rule aggregating over the nodes
+    result = collect([job], client=cloudwatch, now=NOW)
+    policy = PriorityDerivationPolicy.model_validate({
+        "apiVersion": "osprey.aws/v1", "kind": "PriorityDerivationPolicy", "metadata": {"name": "latency"},
+        "spec": {"derivationRules": [rule]},
+    })  # fmt: skip
+    decision = derive(compile_policy(policy), result.metrics[job.key], 25)
+
+    # Then the rule reads the lead's value, whatever the aggregation; the other hosts' series are not read
+    (explanation,) = decision.rules
+    assert explanation.outcome == "used"
+    assert explanation.value == pytest.approx(120.0)
+    assert result.series == 1 + 4 * 4 + 1  # one latency, the agent's 4 per node, one RemainingSeconds
+    latencies = [node.values.get("node_interconnect_latency") for node in result.metrics[job.key].nodes]
+    assert latencies[0] == pytest.approx(120.0)
+    assert all(value is None or value == pytest.approx(120.0) for value in latencies)

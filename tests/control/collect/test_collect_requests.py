@@ -13,10 +13,10 @@ from botocore.stub import ANY, Stubber
 
 from osprey_control.collect import QUERY_ID_PATTERN, CollectorConfig, collect, gpus_for_instance_type
 from osprey_control.registry.model import Backend, JobRecord
-from tests.control.collect.helpers import NOW, host, instance, record
+from tests.control.collect.helpers import NOW, host, instance, pod, record
 
-SERIES_PER_INSTANCE = 5  # 4 CloudWatch agent metrics + the runtime's interconnect latency
-SERIES_PER_RUNNING_JOB = 3  # the runtime's progress on the lead host: step, total steps, step time
+SERIES_PER_INSTANCE = 4  # the CloudWatch agent metrics
+SERIES_PER_RUNNING_JOB = 2  # the runtime's, on the lead host: interconnect latency and RemainingSeconds
 
 
 @pytest.fixture
@@ -57,9 +57,9 @@ def point(query_id: str, value: float, status: str = "Complete") -> dict[str, An
 
 def test_s_series_take_exactly_ceil_s_over_500_calls_with_valid_unique_ids(stubbed: Any) -> None:
     client, stubber, sent = stubbed
-    # Given 1166 series (220 instances, 5 series each, and 22 running jobs' progress)
-    records = fleet(jobs=22, instances_per_job=10)
-    series = 22 * 10 * SERIES_PER_INSTANCE + 22 * SERIES_PER_RUNNING_JOB
+    # Given 1100 series (264 instances, 4 series each, and 22 running jobs' latency and remaining time)
+    records = fleet(jobs=22, instances_per_job=12)
+    series = 22 * 12 * SERIES_PER_INSTANCE + 22 * SERIES_PER_RUNNING_JOB
     for _ in range(math.ceil(series / 500)):
         expect(stubber, [])
 
@@ -67,9 +67,9 @@ def test_s_series_take_exactly_ceil_s_over_500_calls_with_valid_unique_ids(stubb
     result = collect(records, client=client, now=NOW)
 
     # Then three calls were made, none with more than 500 queries, every id valid and unique per call
-    assert result.series == 1166
+    assert result.series == series == 1100
     assert result.calls == len(sent) == 3
-    assert [len(call["MetricDataQueries"]) for call in sent] == [500, 500, 166]
+    assert [len(call["MetricDataQueries"]) for call in sent] == [500, 500, 100]
     for call in sent:
         ids = [query["Id"] for query in call["MetricDataQueries"]]
         assert len(set(ids)) == len(ids)
@@ -122,10 +122,10 @@ def test_partial_data_on_the_last_page_keeps_values_and_records_a_problem(stubbe
 
 def test_a_throttled_chunk_costs_only_its_own_jobs_their_data(stubbed: Any) -> None:
     client, stubber, _ = stubbed
-    # Given 2 jobs of 100 instances (503 series each): job-0 fills chunk one and starts chunk two
-    records = fleet(jobs=2, instances_per_job=100)
+    # Given 2 jobs of 125 instances (502 series each): job-0 fills chunk one and starts chunk two
+    records = fleet(jobs=2, instances_per_job=125)
     stubber.add_client_error("get_metric_data", "Throttling", "Rate exceeded", 400)
-    expect(stubber, [point("q503", 64.0)])
+    expect(stubber, [point("q502", 64.0)])
     expect(stubber, [])
 
     # When the first chunk is throttled (after botocore's retries)
@@ -190,3 +190,38 @@ def test_no_jobs_means_no_calls() -> None:
     result = collect([], client=object(), now=NOW)
     assert result.calls == 0
     assert result.metrics == {}
+
+
+@pytest.mark.parametrize(
+    ("backend", "native_id", "nodes", "lead"),
+    [
+        (Backend.BATCH, "job-4", [instance(f"i-{n}") for n in range(4)], "0"),
+        (Backend.SAGEMAKER, "train-4", [host(f"train-4/algo-{n}", gpus=8) for n in range(1, 5)], "algo-1"),
+        (Backend.EKS, "team-a/ddp", [pod(f"ddp-{n}") for n in range(4)], "ddp-0"),
+    ],
+)
+def test_a_4_node_job_is_read_with_one_latency_and_one_remaining_query_on_its_lead_host(
+    stubbed: Any, backend: Backend, native_id: str, nodes: list[Any], lead: str
+) -> None:
+    client, stubber, sent = stubbed
+    # Given a running 4-node job
+    job = record(backend, native_id, nodes, cluster="gpu" if backend is Backend.EKS else None)
+    expect(stubber, [])
+
+    # When collected (no needs: every series the collector knows)
+    collect([job], client=client, now=NOW)
+
+    # Then the runtime's series are one latency and one RemainingSeconds query, both on the lead host
+    runtime = [
+        query["MetricStat"] for query in sent[0]["MetricDataQueries"]
+        if query["MetricStat"]["Metric"]["Namespace"] == "/aws/osprey"
+    ]  # fmt: skip
+    assert sorted((stat["Metric"]["MetricName"], stat["Stat"]) for stat in runtime) == [
+        ("InterconnectLatencyMicroseconds", "Average"),
+        ("RemainingSeconds", "Minimum"),
+    ]
+    assert {tuple((d["Name"], d["Value"]) for d in stat["Metric"]["Dimensions"]) for stat in runtime} == {
+        (("Backend", backend.value), ("JobId", native_id), ("Host", lead))
+    }
+    names = {query["MetricStat"]["Metric"]["MetricName"] for query in sent[0]["MetricDataQueries"]}
+    assert names.isdisjoint({"TrainingStep", "TrainingTotalSteps", "StepTimeSeconds"})

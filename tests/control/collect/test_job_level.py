@@ -55,15 +55,13 @@ def history(*spans: tuple[float, float | None, int | None]) -> Allocations:
 def test_given_a_running_job_with_progress_when_collected_then_remaining_time_comes_from_it(
     cloudwatch: Any,
 ) -> None:
-    # Given: a job on 8 GPUs since 90 minutes ago, after an earlier 30-minute attempt on 8 GPUs, reporting
-    # step 400 of 1000 at 3 s per step two minutes ago
+    # Given: a job on 8 GPUs since 90 minutes ago, after an earlier 30-minute attempt on 8 GPUs, whose runtime
+    # reported step 400 of 1000 at 3 s per step two minutes ago: RemainingSeconds 600 x 3
     job = record(
         Backend.BATCH, "job-1", [instance("i-0abc")], requested_gpus=8, declared_runtime_s=86400,
         allocations=history((180, 150, 8), (90, None, 8)), submitted_at=NOW - timedelta(hours=4),
     )  # fmt: skip
-    put(cloudwatch, "TrainingStep", 400)
-    put(cloudwatch, "TrainingTotalSteps", 1000)
-    put(cloudwatch, "StepTimeSeconds", 3.0)
+    put(cloudwatch, "RemainingSeconds", 600 * 3.0)
 
     # When
     result = collect([job], client=cloudwatch, now=NOW)
@@ -74,7 +72,22 @@ def test_given_a_running_job_with_progress_when_collected_then_remaining_time_co
     assert values["remaining_time"] == pytest.approx(600 * 3.0 - 60.0)
     assert values["requested_gpus"] == 8.0
     assert values["queue_wait"] == 4 * 3600.0
-    assert "training_step" not in result.metrics[job.key].nodes[0].values
+    assert "remaining_seconds" not in result.metrics[job.key].nodes[0].values
+
+
+def test_given_two_reports_in_one_period_when_collected_then_the_latest_smaller_one_is_used(
+    cloudwatch: Any,
+) -> None:
+    # Given: a running job that reported 1900 s left, then 1800 s left 18 s later, in the same minute
+    job = record(Backend.BATCH, "job-1", [instance("i-0abc")], declared_runtime_s=86400)
+    put(cloudwatch, "RemainingSeconds", 1900.0, minutes_ago=2.5)
+    put(cloudwatch, "RemainingSeconds", 1800.0, minutes_ago=2.2)
+
+    # When
+    result = collect([job], client=cloudwatch, now=NOW)
+
+    # Then: the period's Minimum, less the two minutes since that period's end (not the 1850 s average)
+    assert result.metrics[job.key].job_values["remaining_time"] == pytest.approx(1800.0 - 120.0)
 
 
 def test_given_no_progress_when_collected_then_the_budget_minus_held_time_is_used(cloudwatch: Any) -> None:
@@ -131,7 +144,7 @@ def test_given_a_queued_job_when_collected_then_it_has_values_and_no_progress_qu
         "requested_gpus": 16.0,
     }
     names = {query["MetricStat"]["Metric"]["MetricName"] for query in sent[0]["MetricDataQueries"]}
-    assert names.isdisjoint({"TrainingStep", "TrainingTotalSteps", "StepTimeSeconds"})
+    assert names.isdisjoint({"RemainingSeconds", "TrainingStep", "TrainingTotalSteps", "StepTimeSeconds"})
 
 
 def test_given_a_running_sagemaker_job_when_collected_then_progress_is_read_from_its_lead_host() -> None:
@@ -151,22 +164,25 @@ def test_given_a_running_sagemaker_job_when_collected_then_progress_is_read_from
             "MetricDataQueries": ANY, "StartTime": ANY, "EndTime": ANY, "ScanBy": "TimestampDescending"})  # fmt: skip
         collect([job], client=client, now=NOW)
 
-    # Then: three MetricStat queries, once per job, on algo-1 with the runtime's exact dimensions
-    progress = [q["MetricStat"] for q in sent[0]["MetricDataQueries"] if q["MetricStat"]["Metric"]["MetricName"]
-                in {"TrainingStep", "TrainingTotalSteps", "StepTimeSeconds"}]  # fmt: skip
+    # Then: one MetricStat query, once per job, on algo-1 with the runtime's exact dimensions
+    progress = [q["MetricStat"] for q in sent[0]["MetricDataQueries"]
+                if q["MetricStat"]["Metric"]["MetricName"] == "RemainingSeconds"]  # fmt: skip
     assert [(stat["Metric"]["MetricName"], stat["Stat"]) for stat in progress] == [
-        ("TrainingStep", "Maximum"), ("TrainingTotalSteps", "Maximum"), ("StepTimeSeconds", "Average")]  # fmt: skip
-    assert {tuple((d["Name"], d["Value"]) for d in stat["Metric"]["Dimensions"]) for stat in progress} == {
+        ("RemainingSeconds", "Minimum")
+    ]
+    assert [tuple((d["Name"], d["Value"]) for d in stat["Metric"]["Dimensions"]) for stat in progress] == [
         (("Backend", "sagemaker"), ("JobId", "train-r"), ("Host", "algo-1"))
-    }
+    ]
 
 
 def test_given_missing_data_when_collected_then_values_are_absent_never_zero(cloudwatch: Any) -> None:
-    # Given: a running job written before histories were kept (no marks), no GPUs, no limits, and a progress
-    # report without any step time; and a job whose interval's GPU count is unknown
+    # Given: a running job written before histories were kept (no marks), no GPUs, no limits, and only the
+    # progress series of an older runtime (step, total, step time; no RemainingSeconds); and a job whose
+    # interval's GPU count is unknown
     legacy = record(Backend.BATCH, "job-1", [instance("i-0abc")])
     put(cloudwatch, "TrainingStep", 400)
     put(cloudwatch, "TrainingTotalSteps", 1000)
+    put(cloudwatch, "StepTimeSeconds", 3.0)
     unknown = record(Backend.BATCH, "job-u", [instance("i-1")], allocations=history((30, None, None)))
 
     # When

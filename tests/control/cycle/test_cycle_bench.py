@@ -19,8 +19,9 @@ def test_cycle_benchmark_runs_and_reports(capsys: pytest.CaptureFixture[str]) ->
     assert match is not None, lines[-1]
     series, calls, writes = (int(group) for group in match.groups())
     # Only what training-policy reads (collect.needs_from_policies): GPU and memory utilization from the agent
-    # and the runtime's interconnect latency per instance; no progress series, since no rule reads remaining_time.
-    assert series == 14 * 3
+    # per instance and the runtime's interconnect latency per job (its lead host); no progress series, since no
+    # rule reads remaining_time.
+    assert series == 14 * 2 + 6
     assert calls == 1
     assert writes == 6 + 6 + 1  # decisions, applied priorities, one UpdateSchedulingPolicy
     assert any(

@@ -106,23 +106,23 @@ def test_a_template_without_the_cycle_state_machine_is_refused() -> None:
 def test_series_come_from_the_collector_queries() -> None:
     # Given 64 EC2 nodes running 20 jobs over 16 shards, without the policy's needs (every series)
     load = metric_load(synthetic_fleet(FleetShape(64, 8, 20)), 16, needs=None)
-    # Then each node has 4 nvidia_smi series and the runtime's latency, each running job 3 progress series
-    assert load.node_series == 64 * 5
-    assert load.progress_series == 20 * 3
+    # Then each node has 4 nvidia_smi series, each job the runtime's latency (lead host) and 1 progress series
+    assert load.node_series == 64 * 4 + 20
+    assert load.progress_series == 20 * 1
     assert load.calls == load.busy_shards  # each shard fits one GetMetricData call
     assert sum(load.jobs_per_shard.values()) == 20
     # And a shard beyond 500 series takes ceil(series / 500) calls
     big = metric_load(synthetic_fleet(FleetShape(300, 8, 1)), 16, needs=None)
-    assert big.calls == math.ceil((300 * 5 + 3) / 500)
+    assert big.calls == math.ceil((300 * 4 + 1 + 1) / 500)
 
 
-def test_the_shipped_training_policy_needs_three_series_per_node_and_no_progress() -> None:
+def test_the_shipped_training_policy_needs_two_series_per_node_one_per_job_and_no_progress() -> None:
     # Given the synthetic fleet's policy (gpu utilization, memory bandwidth, interconnect latency)
     load = metric_load(synthetic_fleet(FleetShape(64, 8, 20)), 16)
-    # Then 2 nvidia_smi series and the latency per node; no remaining_time rule, so no progress series
-    assert (load.node_series, load.progress_series) == (64 * 3, 0)
-    # And the runtime publishes latency per host, progress and step time once per job
-    assert load.runtime_series == 64 + 20 * 3
+    # Then 2 nvidia_smi series per node and the latency per job; no remaining_time rule, so no progress series
+    assert (load.node_series, load.progress_series) == (64 * 2 + 20, 0)
+    # And the runtime publishes latency, remaining time and step time once per job, nothing per host
+    assert load.runtime_series == 20 * 3
 
 
 def test_reading_one_cycle_in_n_divides_the_series_and_spreads_the_calls() -> None:
@@ -150,7 +150,7 @@ def test_the_cadence_comes_from_the_derive_function_environment() -> None:
 def test_more_jobs_than_nodes_leaves_the_rest_queued() -> None:
     records = synthetic_fleet(FleetShape(2, 8, 5))
     assert [len(record.nodes) for record in records] == [1, 1, 0, 0, 0]
-    assert metric_load(records, 16, needs=None).progress_series == 2 * 3
+    assert metric_load(records, 16, needs=None).progress_series == 2 * 1
 
 
 def test_get_metric_data_grows_with_nodes_and_step_functions_with_the_cycle_rate() -> None:
