@@ -1,7 +1,10 @@
 """``osprey cost``: the monthly bill of today's deployment for a fleet, per line item, with its arithmetic.
 
-``osprey cost --nodes N --gpus-per-node G --jobs J --cycle S [--json] [--template PATH] [--agent-config PATH]
-[--include-agent]``. The counts come from the synthesized template (``--template``, default
+``osprey cost --nodes N --gpus-per-node G --jobs J --cycle S [--policy NAME] [--replanned-jobs K] [--json]
+[--template PATH] [--agent-config PATH] [--include-agent]``. Every job runs the shipped policy ``--policy``
+(default ``default-policy``), which decides the series read per node and job; ``--replanned-jobs`` of the
+running jobs also publish their step time for the planner. The counts come from the synthesized template
+(``--template``, default
 ``cdk.out/Osprey.template.json`` when it exists, else the app is synthesized in-process, about 20 s), from the
 collector's queries built for a synthetic fleet, and from the CloudWatch agent configuration; prices from
 :mod:`osprey.cost.prices`. ``--json`` prints ``{"monthly_usd": total, "lines": [{"item", "monthly_usd",
@@ -24,6 +27,7 @@ from rich.table import Table
 from osprey.cost import (
     PRICES_DATE,
     SOURCES,
+    Assumptions,
     CostReport,
     FleetShape,
     TemplateError,
@@ -33,7 +37,14 @@ from osprey.cost import (
     read_template,
     synthetic_fleet,
 )
-from osprey.cost.source import DEFAULT_AGENT_CONFIG, DEFAULT_TEMPLATE, load_json, synthesize
+from osprey.cost.fleet import DEFAULT_POLICY
+from osprey.cost.source import (
+    DEFAULT_AGENT_CONFIG,
+    DEFAULT_TEMPLATE,
+    load_json,
+    shipped_policy_names,
+    synthesize,
+)
 
 __all__ = ["cost_command", "parse_flags"]
 
@@ -102,7 +113,7 @@ def _render(report: CostReport, shape: FleetShape, cycle: int, agent_total: floa
     table = Table(
         box=box.SIMPLE,
         title=f"Osprey: {shape.nodes} nodes x {shape.gpus_per_node} GPUs, "
-        f"{shape.jobs} jobs, {cycle} s cycle, per month (30 days)",
+        f"{shape.jobs} jobs on {shape.policy}, {cycle} s cycle, per month (30 days)",
     )
     table.add_column("ITEM")
     table.add_column("$/MONTH", justify="right")
@@ -139,12 +150,37 @@ def cost_command(
         bool,
         typer.Option("--include-agent", help="Add the agent's metrics (billed to the fleet) to the total."),
     ] = False,
+    policy: Annotated[
+        str, typer.Option("--policy", help="The shipped policy every job runs (it decides the series read).")
+    ] = DEFAULT_POLICY,
+    replanned_jobs: Annotated[
+        str,
+        typer.Option("--replanned-jobs", help="Running jobs that re-plan (each publishes its step time)."),
+    ] = "0",
 ) -> None:
     """The monthly bill of the control plane for a fleet, per line item, with its arithmetic."""
     parsed = parse_flags(nodes, gpus_per_node, jobs, cycle)
-    if isinstance(parsed, list):
-        _fail(parsed)
+    problems = parsed if isinstance(parsed, list) else []
+    allowed = shipped_policy_names()
+    if policy not in allowed:
+        problems.append(f"--policy: unknown policy {policy!r}; allowed: {', '.join(allowed)}")
+    replanned, problem = (
+        (0, None)
+        if replanned_jobs.strip() == "0"
+        else _positive("--replanned-jobs", replanned_jobs, MAX_COUNT)
+    )
+    if problem:
+        problems.append(problem.replace("1..", "0.."))
+    if problems or isinstance(parsed, list):
+        _fail(problems)
     shape, seconds = parsed
+    shape = FleetShape(shape.nodes, shape.gpus_per_node, shape.jobs, policy)
+    if replanned and replanned > min(shape.jobs, shape.nodes):
+        _fail(
+            [
+                f"--replanned-jobs: more than the running jobs (got {replanned}); allowed: 0..{min(shape.jobs, shape.nodes)}"
+            ]
+        )
     try:
         agent_file = load_json(agent_config)
     except (OSError, ValueError) as error:
@@ -153,7 +189,8 @@ def cost_command(
         facts = read_template(_template(template))
         agent = agent_metrics(agent_file, gpus_per_node=shape.gpus_per_node)
         load = metric_load(synthetic_fleet(shape), int(facts.setting("shards", "OSPREY_REGISTRY_SHARDS")))
-        with_agent = estimate(facts, shape, load, seconds, agent=agent)
+        assumptions = Assumptions(replanned_jobs=replanned or 0)
+        with_agent = estimate(facts, shape, load, seconds, agent=agent, assumptions=assumptions)
     except (TemplateError, ValueError, KeyError) as error:
         _fail([f"--template: not an Osprey template the cost model can read: {error}"])
     if include_agent:

@@ -16,7 +16,7 @@ from typing import Any
 from osprey.runtime import INTERCONNECT_LATENCY_METRIC, REMAINING_SECONDS_METRIC, STEP_TIME_METRIC
 from osprey_control.collect.cadence import turn_of
 from osprey_control.collect.collector import MAX_QUERIES_PER_CALL
-from osprey_control.collect.queries import Needs, build_progress_series, build_series
+from osprey_control.collect.queries import OSPREY_NAMESPACE, Needs, build_progress_series, build_series
 from osprey_control.contract import OspreyBlock
 from osprey_control.registry.items import shard_of
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
@@ -35,11 +35,13 @@ __all__ = [
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
-# What a job publishes through osprey.runtime when it reports latency and progress: the latency on every host
-# (its own series, dimension Host), progress and step time from the lead process only (one series per job).
+# What a job can publish through osprey.runtime, each from its lead process only (one series per job and
+# metric): latency and remaining time, read by the collector when the job's policy has a rule on them, and the
+# step time, read by the planner for a job that re-plans. The bill counts the series the control plane reads.
 RUNTIME_PER_HOST: tuple[str, ...] = ()
 RUNTIME_PER_JOB = (INTERCONNECT_LATENCY_METRIC, REMAINING_SECONDS_METRIC, STEP_TIME_METRIC)
 RUNTIME_METRICS = RUNTIME_PER_HOST + RUNTIME_PER_JOB
+DEFAULT_POLICY = "default-policy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,7 @@ class FleetShape:
     nodes: int
     gpus_per_node: int
     jobs: int
+    policy: str = DEFAULT_POLICY  # every job's priorityDerivationProfile
 
 
 def synthetic_fleet(shape: FleetShape) -> list[JobRecord]:
@@ -72,7 +75,7 @@ def synthetic_fleet(shape: FleetShape) -> list[JobRecord]:
                 backend=Backend.BATCH,
                 native_id=f"{index:08d}-0000-4000-8000-000000000000",
                 name=f"job-{index}",
-                block=OspreyBlock(priority_derivation_profile="training-policy"),
+                block=OspreyBlock(priority_derivation_profile=shape.policy),
                 status=JobStatus.RUNNING if nodes else JobStatus.PENDING,
                 status_time=_EPOCH,
                 nodes=nodes,
@@ -83,9 +86,10 @@ def synthetic_fleet(shape: FleetShape) -> list[JobRecord]:
 
 @dataclass(frozen=True, slots=True)
 class MetricLoad:
-    """Per read of every job: series the collector requests (node series, progress series), GetMetricData
-    calls (per shard, ``ceil(series / 500)``), jobs per non-empty shard, runtime EMF series (metric-months), and
-    each job's (shard, job key, series) so a cadence can be applied (:meth:`per_cycle`)."""
+    """Per read of every job: series the collector requests (node series, the runtime's job-level series),
+    GetMetricData calls (one collection for the cycle: ``ceil(series / 500)``), jobs per non-empty shard, the
+    runtime EMF series the control plane reads (metric-months), and each job's (job key, series) so a cadence
+    can be applied (:meth:`per_cycle`)."""
 
     node_series: int
     progress_series: int
@@ -94,21 +98,18 @@ class MetricLoad:
     runtime_series: int
     running_hosts: int
     running_jobs: int = 0
-    per_job: tuple[tuple[int, JobKey, int], ...] = ()
+    per_job: tuple[tuple[JobKey, int], ...] = ()
 
     def per_cycle(self, every_n_cycles: int) -> tuple[float, float]:
         """Series and GetMetricData calls of an average cycle when each job is read on one cycle in N (its
-        turn, :func:`osprey_control.collect.cadence.turn_of`): the calls are ``ceil(series / 500)`` per shard
-        on each of the N cycles."""
+        turn, :func:`osprey_control.collect.cadence.turn_of`): ``ceil(due series / 500)`` calls on each of
+        the N cycles (the collect step reads every shard at once)."""
         if every_n_cycles <= 1:
             return float(self.series), float(self.calls)
-        calls = 0
-        for turn in range(every_n_cycles):
-            due: Counter[int] = Counter()
-            for shard, job, series in self.per_job:
-                if turn_of(job, every_n_cycles) == turn:
-                    due[shard] += series
-            calls += sum(math.ceil(series / MAX_QUERIES_PER_CALL) for series in due.values())
+        due: Counter[int] = Counter()
+        for job, series in self.per_job:
+            due[turn_of(job, every_n_cycles)] += series
+        calls = sum(math.ceil(due[turn] / MAX_QUERIES_PER_CALL) for turn in range(every_n_cycles))
         return self.series / every_n_cycles, calls / every_n_cycles
 
     @property
@@ -121,7 +122,7 @@ class MetricLoad:
 
 
 def metric_load(records: list[JobRecord], shards: int, *, needs: Needs | str = "shipped") -> MetricLoad:
-    """Build the collector's queries for ``records`` shard by shard (as the derive step does) and count them.
+    """Build the collector's queries for ``records`` (as the collect step does) and count them.
 
     ``needs``: which metrics each job's policy reads; ``"shipped"`` (default) the shipped ``policies/``
     (:func:`osprey.cost.source.shipped_needs`), None every series."""
@@ -129,30 +130,22 @@ def metric_load(records: list[JobRecord], shards: int, *, needs: Needs | str = "
         from osprey.cost.source import shipped_needs  # noqa: PLC0415 - the only I/O, kept in source
 
         needs = shipped_needs()
-    by_shard: dict[int, list[JobRecord]] = {}
-    for record in records:
-        by_shard.setdefault(shard_of(record.key, shards), []).append(record)
-    node_series = progress_series = calls = 0
-    per_job: list[tuple[int, JobKey, int]] = []
-    for shard, shard_records in by_shard.items():
-        specs, _problems = build_series(shard_records, needs=needs)
-        progress = build_progress_series(shard_records, needs=needs)
-        node_series += len(specs)
-        progress_series += len(progress)
-        calls += math.ceil((len(specs) + len(progress)) / MAX_QUERIES_PER_CALL)
-        counts = Counter(spec.job for spec in [*specs, *progress])
-        per_job.extend((shard, record.key, counts[record.key]) for record in shard_records)
+    specs, _problems = build_series(records, needs=needs)
+    progress = build_progress_series(records, needs=needs)
+    everything = [*specs, *progress]
+    counts = Counter(spec.job for spec in everything)
     running = [record for record in records if record.status is JobStatus.RUNNING]
     hosts = sum(len(record.nodes) for record in running)
     return MetricLoad(
-        node_series=node_series,
-        progress_series=progress_series,
-        calls=calls,
+        node_series=len(specs),
+        progress_series=len(progress),
+        calls=math.ceil(len(everything) / MAX_QUERIES_PER_CALL),
         jobs_per_shard=dict(Counter(shard_of(record.key, shards) for record in records)),
-        runtime_series=hosts * len(RUNTIME_PER_HOST) + len(running) * len(RUNTIME_PER_JOB),
+        # What the runtime must publish for the control plane: every series it reads in Osprey's namespace.
+        runtime_series=sum(1 for spec in everything if spec.namespace == OSPREY_NAMESPACE),
         running_hosts=hosts,
         running_jobs=len(running),
-        per_job=tuple(per_job),
+        per_job=tuple((record.key, counts[record.key]) for record in records),
     )
 
 

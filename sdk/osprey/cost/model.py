@@ -2,24 +2,26 @@
 
 A month is 30 days (2,592,000 s). What is counted, per cycle:
 
-- Step Functions: the states one cycle enters (:func:`osprey.cost.template.walk`); the shard Map runs one
-  iteration per *non-empty* shard (``PlanShards`` leaves empty shards out). Below 60 s the schedule still starts
-  one execution a minute, which loops ``60 // S`` cycles through its Wait/Pass states.
+- Step Functions: the cycle state machine's type decides. Express (the shipped cycle): one request per
+  execution and its duration at 64 MB, the duration being the Lambda durations along the walk
+  (:func:`osprey.cost.template.walk`) with the shards' derive in waves of the Map's ``MaxConcurrency``, plus
+  Step Functions' own time per state and, below 60 s, the Wait between the cycles one execution loops through.
+  Standard: the states one cycle enters. The shard Map runs one iteration per *non-empty* shard.
 - Lambda: one invocation per Task the walk enters, at the template's memory and architecture; durations are
   :class:`Assumptions` (not in any artifact).
-- GetMetricData: the series the collector builds for the synthetic fleet with the policy's needs (node series
-  plus the runtime's progress series of each running job whose policy reads ``remaining_time``), in
-  ``ceil(series / 500)`` calls per shard, each job read on one cycle in N (the derive function's
-  ``OSPREY_METRICS_EVERY_N_CYCLES``; 1 when unset).
-- DynamoDB: the lease acquire and release (two updates); per changed job, fenced by the lease token (a
-  transaction with a ``ConditionCheck`` on the lease item, itself billed as a transactional write), (``record_decision`` writes only when the derived
-  priority or the decision's reason changes) a transactional write of the job item and its history item plus
-  the ``active-jobs`` index copy (ALL projection) and the ``apply-pending`` entry (keys only), then the apply
-  step's update of the job item, its index copy and the removal of that entry. Reads: one COUNT query per
-  shard, one index query per non-empty shard, one pending-index query per shard, one consistent get per
-  changed job in derive and again in apply.
-- Custom metrics: the runtime's EMF series (latency per running host; progress and step time per running job,
-  from its lead process) and the control plane's own EMF series.
+- GetMetricData: the series the collector builds for the synthetic fleet with the policy's needs (node series,
+  and the runtime's job-level series of each running job: its lead host's latency and remaining time, when the
+  policy reads them), each job read on one cycle in N (the collect function's ``OSPREY_METRICS_EVERY_N_CYCLES``;
+  1 when unset), in ``ceil(series / 500)`` calls a cycle (one collection for all shards).
+- DynamoDB: the lease acquire and release (two updates); per changed job (``changes_per_job_hour``), fenced by
+  the lease token (a transaction with a ``ConditionCheck`` on the lease item, itself billed as a transactional
+  write), a transactional write of the job item and its history item plus the ``active-jobs`` index copy (ALL
+  projection) and the ``apply-pending`` entry (keys only), then the apply step's update of the job item, its
+  index copy and the removal of that entry; the collect step's item per busy shard. Reads: one COUNT query per
+  shard, two index queries per non-empty shard (collect and derive), one pending-index query per shard, one
+  consistent get per changed job in derive and again in apply, one get of each shard's collection.
+- Custom metrics: the runtime's EMF series the control plane reads (one per running job and metric, from its
+  lead process), the planner's step time for re-planned jobs, and the control plane's own EMF series.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from osprey.cost.arithmetic import Amount, format_number, money, q
-from osprey.cost.fleet import RUNTIME_PER_HOST, RUNTIME_PER_JOB, AgentMetrics, FleetShape, MetricLoad
+from osprey.cost.fleet import AgentMetrics, FleetShape, MetricLoad
 from osprey.cost.prices import PRICES, Price, custom_metric_tiers
 from osprey.cost.template import CycleWalk, Facts, TemplateFacts, walk
 
@@ -45,6 +47,9 @@ __all__ = [
 ]
 
 SECONDS_PER_MONTH = 30 * 86_400
+SHARD_MAP_STATE = "DeriveShards"
+# An Express execution is billed for the memory it uses, in 64 MB steps; the cycle's state is a few KB.
+EXPRESS_BILLED_MB = 64
 
 # EMF series the control plane publishes every cycle without per-job metrics (lambdas/osprey_control/telemetry.py,
 # osprey_handlers apply and finish): per policy in use DerivedPriority and PriorityChange, plus these. Series
@@ -70,6 +75,7 @@ class Assumptions:
         default_factory=lambda: {
             "lease": 0.1,
             "shards": 0.2,
+            "collect": 0.5,
             "derive": 0.5,
             "apply": 0.3,
             "plan": 1.0,
@@ -79,7 +85,15 @@ class Assumptions:
     )
     job_item_kb: int = 2  # the job item with its last decision
     history_item_kb: int = 2  # a history item also holds the decision
-    changed_fraction: float = 0.25  # share of jobs whose applied priority changes in a cycle
+    # Priority changes per job-hour: the simulator's oscillation bound (docs/scheduling.md: at most 10; the
+    # shipped policies measure 0.2 to 2.5). Each change is written once by derive and once by apply.
+    changes_per_job_hour: float = 10.0
+    # A shard's stored collection: compressed JSON of each job's node values (registry.collections).
+    collection_kb_per_job: float = 0.15
+    # Step Functions' own time per state entered, on top of the Lambda durations (Express bills duration).
+    seconds_per_state: float = 0.02
+    # Running jobs that re-plan their parallelism: each also publishes StepTimeSeconds for the planner.
+    replanned_jobs: int = 0
     policies_in_use: int = 1
     log_kb_per_invocation: float = 1.0  # Lambda START/END/REPORT and Powertools lines
     log_kb_per_emf_record: float = 0.4
@@ -125,16 +139,10 @@ class CycleCounts:
         return self.cycles - 1
 
 
-def count_cycle(
-    template: TemplateFacts, busy_shards: int, *, distributed: bool, cycle_seconds: int
-) -> CycleCounts:
+def count_cycle(template: TemplateFacts, busy_shards: int, *, cycle_seconds: int) -> CycleCounts:
     """Walk the cycle definition: lease acquired, ``busy_shards`` Map iterations, the cycle succeeds."""
-    document: dict[str, object] = {
-        "lease": {"acquired": True},
-        "plan": {"distributed": distributed},
-        "finish": {"outcome": "succeeded"},
-    }
-    iterations = {"DeriveShards": busy_shards, "DeriveShardsDistributed": busy_shards}
+    document: dict[str, object] = {"lease": {"acquired": True}, "finish": {"outcome": "succeeded"}}
+    iterations = {SHARD_MAP_STATE: busy_shards}
     per_execution = max(1, 60 // cycle_seconds) if cycle_seconds < 60 else 1
     last = walk(template.cycle_definition, Facts(document, iterations))
     loop = None
@@ -223,25 +231,35 @@ def _lambda_compute(template: TemplateFacts, m: _Month, a: Assumptions) -> list[
     return lines
 
 
-def _dynamodb(shape: FleetShape, load: MetricLoad, shards: int, m: _Month, a: Assumptions) -> list[CostLine]:
+def _dynamodb(
+    shape: FleetShape, load: MetricLoad, shards: int, m: _Month, a: Assumptions, *, cycle_seconds: int
+) -> list[CostLine]:
     job_wru = q(math.ceil(a.job_item_kb), "WRU job")
     index_wru = q(math.ceil(a.job_item_kb), "WRU index")
     fence = q(1, "WRU lease check")
     transactional = q(2, "transactional")
     decision = transactional * (job_wru + q(math.ceil(a.history_item_kb), "WRU history") + fence) + index_wru
-    changed = q(round(shape.jobs * a.changed_fraction, 2), "changed jobs")
+    changed = q(round(shape.jobs * a.changes_per_job_hour * cycle_seconds / 3600, 2), "changed jobs")
     pending_entry = q(1, "WRU pending entry")
     applied = transactional * (job_wru + fence) + index_wru + pending_entry
-    writes = q(2, "WRU lease") + changed * (decision + pending_entry + applied)
     busiest = max(load.jobs_per_shard.values(), default=0)
+    # The collect step's item per busy shard, written and read back once each cycle.
+    collection_kb = a.collection_kb_per_job * busiest
+    writes = (
+        q(2, "WRU lease")
+        + changed * (decision + pending_entry + applied)
+        + q(load.busy_shards, "shard collections") * q(math.ceil(max(collection_kb, 1)), "WRU")
+    )
     query_rru = q(0.5 * max(1, math.ceil(a.job_item_kb * busiest / 4)), "RRU")
     reads = (
         q(shards, "shard counts") * q(0.5, "RRU")
-        + q(load.busy_shards, "shard queries") * query_rru
+        + q(load.busy_shards, "shard queries") * q(2, "readers: collect and derive") * query_rru
         + q(shards, "pending queries") * q(0.5, "RRU")
         + changed * q(2, "gets") * q(math.ceil(a.job_item_kb / 4), "RRU consistent get")
         # The apply step reads the lease token before each applier call (Batch, and SageMaker/EKS chunks).
         + q(2, "fence reads") * q(1, "RRU")
+        + q(load.busy_shards, "collection gets")
+        * q(math.ceil(max(collection_kb, 1) / 4), "RRU consistent get")
     )
     return [
         _line("DynamoDB on-demand writes", writes * m.cycles * _price("dynamodb_write")),
@@ -252,17 +270,17 @@ def _dynamodb(shape: FleetShape, load: MetricLoad, shards: int, m: _Month, a: As
 def _cloudwatch(
     template: TemplateFacts, shape: FleetShape, load: MetricLoad, m: _Month, a: Assumptions
 ) -> list[CostLine]:
-    series = q(load.node_series, "node series") + q(load.progress_series, "progress series")
+    series = q(load.series - load.runtime_series, "node series") + q(load.runtime_series, "runtime series")
     every_n = int(
-        template.function_by_handler("derive").environment.get("OSPREY_METRICS_EVERY_N_CYCLES", "1")
+        template.function_by_handler("collect").environment.get("OSPREY_METRICS_EVERY_N_CYCLES", "1")
     )
     _average_series, average_calls = load.per_cycle(every_n)
     reads = m.cycles
     if every_n > 1:
         reads = m.cycles / q(every_n, "cycles per read")
     metrics = (
-        q(load.running_hosts, "hosts") * q(len(RUNTIME_PER_HOST), "latency series")
-        + q(load.running_jobs, "running jobs") * q(len(RUNTIME_PER_JOB), "lead series")
+        q(load.runtime_series, "runtime series read")
+        + q(a.replanned_jobs, "re-planned jobs") * q(1, "step time series")
         + q(len(CONTROL_PLANE_SERIES) + 2 * a.policies_in_use, "control plane series")
     )
     if template.setting("derive", "OSPREY_PER_JOB_METRICS") == "true":
@@ -281,13 +299,52 @@ def _cloudwatch(
     log_gb = log_kb * m.executions / q(1_048_576, "KB per GB")
     return [
         _line(
-            f"CloudWatch GetMetricData ({format_number(round(average_calls, 2))} calls a cycle)",
+            f"CloudWatch GetMetricData (calls per cycle: {format_number(round(average_calls, 2))})",
             series * reads * _price("cw_get_metric_data"),
         ),
         _line("CloudWatch custom metrics (runtime and control plane EMF)", _tiered(metrics)),
         _line("CloudWatch Logs ingestion (control plane)", log_gb * _price("cw_logs_ingestion")),
         _line("CloudWatch dashboards", q(template.dashboards, "dashboards") * _price("cw_dashboard")),
         _line("CloudWatch alarms", q(template.alarm_metrics, "alarm metrics") * _price("cw_alarm_metric")),
+    ]
+
+
+def _execution_seconds(template: TemplateFacts, turn: CycleWalk, busy_shards: int, a: Assumptions) -> Amount:
+    """One cycle's wall time: its Lambda durations in order, the shards' derive in waves of the Map's
+    ``MaxConcurrency``, and Step Functions' own time per state."""
+    derive = template.function_by_handler("derive").logical_id
+    seconds = 0.0
+    for logical_id in turn.invocations:
+        info = template.functions.get(logical_id)
+        if info is None or logical_id == derive:
+            continue
+        seconds += a.durations.get(info.handler.removeprefix("osprey_handlers.").split(".")[0], 0.5)
+    concurrency = template.map_concurrency(SHARD_MAP_STATE) or max(1, busy_shards)
+    waves = math.ceil(busy_shards / concurrency) if busy_shards else 0
+    seconds += waves * a.durations["derive"] + turn.transitions * a.seconds_per_state
+    return q(round(seconds, 2), "s")
+
+
+def _step_functions(
+    template: TemplateFacts, load: MetricLoad, cycle_seconds: int, m: _Month, a: Assumptions
+) -> list[CostLine]:
+    """Standard bills each state entered; Express bills each execution and its duration at 64 MB."""
+    if template.cycle_type != "EXPRESS":
+        return [
+            _line(
+                "Step Functions Standard state transitions",
+                m.transitions * m.executions * _price("sfn_standard_transition"),
+            )
+        ]
+    seconds = _execution_seconds(template, m.counts.last, load.busy_shards, a)
+    if m.counts.loop is not None:
+        # Each looped cycle runs, then waits out the rest of its interval inside the execution.
+        looped = _execution_seconds(template, m.counts.loop, load.busy_shards, a) + q(cycle_seconds, "s wait")
+        seconds = q(m.counts.looped, "looped cycles") * looped + seconds
+    gb_seconds = seconds * q(EXPRESS_BILLED_MB, "MB") / q(1024, "MB per GB")
+    return [
+        _line("Step Functions Express requests", m.executions * _price("sfn_express_request")),
+        _line("Step Functions Express duration", gb_seconds * m.executions * _price("sfn_express_gb_second")),
     ]
 
 
@@ -303,10 +360,7 @@ def estimate(
     """Every line item of the month at ``cycle_seconds``; the agent's lines only when ``agent`` is given."""
     a = assumptions or Assumptions()
     shards = int(template.setting("shards", "OSPREY_REGISTRY_SHARDS"))
-    threshold = int(template.setting("shards", "OSPREY_DISTRIBUTED_MAP_THRESHOLD"))
-    counts = count_cycle(
-        template, load.busy_shards, distributed=shape.jobs > threshold, cycle_seconds=cycle_seconds
-    )
+    counts = count_cycle(template, load.busy_shards, cycle_seconds=cycle_seconds)
     m = _month(counts, cycle_seconds)
     cloudwatch = _cloudwatch(template, shape, load, m, a)
     minutes = q(SECONDS_PER_MONTH, "s") / q(60, "s")
@@ -315,13 +369,10 @@ def estimate(
     )
     lines = [
         cloudwatch[0],
-        _line(
-            "Step Functions Standard state transitions",
-            m.transitions * m.executions * _price("sfn_standard_transition"),
-        ),
+        *_step_functions(template, load, cycle_seconds, m, a),
         _line("Lambda requests", m.invocations * m.executions * _price("lambda_request")),
         *_lambda_compute(template, m, a),
-        *_dynamodb(shape, load, shards, m, a),
+        *_dynamodb(shape, load, shards, m, a, cycle_seconds=cycle_seconds),
         *cloudwatch[1:],
         _line("EventBridge Scheduler invocations", m.executions * _price("scheduler_invocation")),
         _line("SQS requests (ingest queue polling)", receives * minutes * _price("sqs_request")),

@@ -40,14 +40,21 @@ class _Shipped:
 
 
 def shipped_needs() -> Callable[[JobRecord], frozenset[str]]:
-    """What each job's policy reads, for the policies shipped in ``policies/`` (the synthetic fleet runs
-    ``training-policy``): the collector's ``needs`` as the derive step builds it from its policies."""
+    """What each job's policy reads, for the policies shipped in ``policies/`` (the synthetic fleet runs one of
+    them, ``osprey cost --policy``): the collector's ``needs`` as the collect step builds it from its policies."""
     from osprey_control.collect.needs import needs_from_policies  # noqa: PLC0415
     from osprey_control.derivation import compile_policy  # noqa: PLC0415
     from osprey_control.policy import load_policies  # noqa: PLC0415
 
     compiled = {policy.name: compile_policy(policy) for policy in load_policies([SHIPPED_POLICIES])}
     return needs_from_policies(_Shipped(compiled))
+
+
+def shipped_policy_names() -> list[str]:
+    """The names of the policies shipped in ``policies/`` (what ``osprey cost --policy`` may name)."""
+    from osprey_control.policy import load_policies  # noqa: PLC0415
+
+    return sorted(policy.name for policy in load_policies([SHIPPED_POLICIES]))
 
 
 def load_json(path: Path) -> dict[str, Any]:

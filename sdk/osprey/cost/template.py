@@ -206,6 +206,13 @@ class TemplateFacts:
     queues: int
     sqs_event_sources: int
     cycle_log_level: str  # ALL | ERROR | FATAL | OFF: what the cycle's execution log records
+    cycle_type: str = "STANDARD"  # STANDARD (billed per transition) | EXPRESS (per request and duration)
+
+    def map_concurrency(self, state: str) -> int | None:
+        """The ``MaxConcurrency`` of the cycle's Map state ``state`` (None: unbounded or no such state)."""
+        found = _find_state(self.cycle_definition, state)
+        value = (found or {}).get("MaxConcurrency")
+        return int(value) if value else None
 
     def function_by_handler(self, module: str) -> FunctionInfo:
         for info in self.functions.values():
@@ -227,6 +234,7 @@ def read_template(template: Mapping[str, Any]) -> TemplateFacts:
     cycle: dict[str, Any] | None = None
     dashboards = alarms = alarm_metrics = queues = sqs_event_sources = 0
     log_level = "OFF"
+    cycle_type = "STANDARD"
     for logical_id, resource in resources.items():
         kind = resource.get("Type")
         properties = resource.get("Properties") or {}
@@ -244,6 +252,7 @@ def read_template(template: Mapping[str, Any]) -> TemplateFacts:
             if definition.get("StartAt") == CYCLE_STATE_MACHINE_START:
                 cycle = definition
                 log_level = str((properties.get("LoggingConfiguration") or {}).get("Level", "OFF"))
+                cycle_type = str(properties.get("StateMachineType", "STANDARD"))
         elif kind == "AWS::CloudWatch::Dashboard":
             dashboards += 1
         elif kind == "AWS::CloudWatch::Alarm":
@@ -262,5 +271,15 @@ def read_template(template: Mapping[str, Any]) -> TemplateFacts:
             f"no AWS::StepFunctions::StateMachine whose definition starts at {CYCLE_STATE_MACHINE_START}"
         )
     return TemplateFacts(
-        cycle, functions, dashboards, alarm_metrics, alarms, queues, sqs_event_sources, log_level
+        cycle, functions, dashboards, alarm_metrics, alarms, queues, sqs_event_sources, log_level, cycle_type
     )
+
+
+def _find_state(definition: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    for state_name, state in (definition.get("States") or {}).items():
+        if state_name == name:
+            return dict(state)
+        for nested in ("ItemProcessor", "Iterator"):
+            if nested in state and (found := _find_state(state[nested], name)) is not None:
+                return found
+    return None

@@ -98,3 +98,39 @@ def test_an_unreadable_agent_config_exits_1_naming_the_flag(template: Path, tmp_
     )
     assert result.exit_code == 1
     assert "error: --agent-config:" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "allowed"),
+    [
+        ("--policy", "no-such-policy", "default-policy"),
+        ("--replanned-jobs", "-2", "0..1,000,000"),
+        ("--replanned-jobs", "500", "0.."),  # more than the fleet's running jobs
+    ],
+)
+def test_a_bad_policy_or_replanned_count_exits_1_naming_it(
+    template: Path, flag: str, value: str, allowed: str
+) -> None:
+    result = runner.invoke(app, ["cost", *FLEET, flag, value, "--template", str(template)])
+    assert result.exit_code == 1
+    assert f"error: {flag}:" in result.stderr
+    assert allowed in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_the_policy_decides_the_series_and_replanned_jobs_add_their_step_time(template: Path) -> None:
+    def month(*extra: str) -> dict[str, float]:
+        result = runner.invoke(app, ["cost", *FLEET, "--template", str(template), "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return {line["item"]: line["monthly_usd"] for line in json.loads(result.stdout)["lines"]}
+
+    default, training, replanned = (
+        month(),
+        month("--policy", "training-policy"),
+        month("--replanned-jobs", "4"),
+    )
+    reads = next(item for item in default if item.startswith("CloudWatch GetMetricData"))
+    # training-policy reads two agent series per node where default-policy reads one
+    assert training[reads] > default[reads]
+    custom = "CloudWatch custom metrics (runtime and control plane EMF)"
+    assert replanned[custom] == pytest.approx(default[custom] + 4 * 0.30)

@@ -64,18 +64,38 @@ def test_every_arithmetic_string_evaluates_to_its_line(nodes: int, jobs: int, cy
 
 
 def test_state_transitions_are_counted_from_the_definition() -> None:
-    # Given the same fleet, When the state machine gains one Pass state on the cycle's path
-    before = _line(_report(tiny_template()), "Step Functions")
-    after = _line(_report(tiny_template(extra_pass=True)), "Step Functions")
+    # Given the same fleet and a Standard cycle, When the state machine gains one Pass state on the cycle's path
+    before = _line(_report(tiny_template(kind="STANDARD")), "Step Functions")
+    after = _line(_report(tiny_template(kind="STANDARD", extra_pass=True)), "Step Functions")
     # Then the bill grows by exactly one transition per cycle
     one_transition = SECONDS_PER_MONTH / 60 * PRICES["sfn_standard_transition"].unit_price
     assert after - before == pytest.approx(one_transition, abs=0.01)
 
 
+def test_an_express_cycle_bills_its_executions_and_their_duration_not_transitions() -> None:
+    # Given the same fleet, When the cycle is Express rather than Standard
+    express = _report(tiny_template(kind="EXPRESS"))
+    standard = _report(tiny_template(kind="STANDARD"))
+    items = {line.item for line in express.lines}
+    # Then it bills one request per execution and its duration at 64 MB, and no state transitions
+    assert {"Step Functions Express requests", "Step Functions Express duration"} <= items
+    assert not any("transitions" in item for item in items)
+    requests = SECONDS_PER_MONTH / 60 * PRICES["sfn_express_request"].unit_price
+    assert _line(express, "Step Functions Express requests") == pytest.approx(requests, abs=0.005)
+    # And a state more on the path adds only its own seconds, far below a transition a cycle
+    longer = _report(tiny_template(kind="EXPRESS", extra_pass=True))
+    assert _line(longer, "Step Functions Express duration") >= _line(
+        express, "Step Functions Express duration"
+    )
+    assert sum(line.monthly_usd for line in express.lines if "Step" in line.item) < 0.1 * _line(
+        standard, "Step Functions Standard"
+    )
+
+
 def test_the_walk_enters_each_busy_shard_once_and_invokes_the_template_functions() -> None:
     # Given the tiny template, When one cycle is walked with 3 busy shards
     facts = read_template(tiny_template())
-    counts = count_cycle(facts, 3, distributed=False, cycle_seconds=60)
+    counts = count_cycle(facts, 3, cycle_seconds=60)
     # Then the Map state is entered once and its iteration state once per shard
     assert counts.last.states.count("DeriveShards") == 1
     assert counts.last.states.count("DeriveShardsShard") == 3
@@ -83,14 +103,14 @@ def test_the_walk_enters_each_busy_shard_once_and_invokes_the_template_functions
         counts.last.transitions == 10 + 3
     )  # lease, choice, plan, choice, map, apply, plan, finish, choice, end
     assert [facts.functions[f].handler.split(".")[1] for f in counts.last.invocations] == [
-        "lease", "shards", "derive", "derive", "derive", "apply", "plan", "finish",
+        "lease", "shards", "collect", "derive", "derive", "derive", "apply", "plan", "finish",
     ]  # fmt: skip
     assert counts.loop is None
 
 
 def test_sub_minute_cycles_loop_through_wait_and_pass() -> None:
     # Given a 20 s interval, When the execution is walked
-    counts = count_cycle(read_template(tiny_template()), 2, distributed=False, cycle_seconds=20)
+    counts = count_cycle(read_template(tiny_template()), 2, cycle_seconds=20)
     # Then one execution a minute runs three cycles, two of them through WaitForNextCycle and NextCycle
     assert counts.cycles == 3
     assert counts.loop is not None
@@ -109,38 +129,47 @@ def test_series_come_from_the_collector_queries() -> None:
     # Then each node has 4 nvidia_smi series, each job the runtime's latency (lead host) and 1 progress series
     assert load.node_series == 64 * 4 + 20
     assert load.progress_series == 20 * 1
-    assert load.calls == load.busy_shards  # each shard fits one GetMetricData call
+    # And one collection reads them all: ceil(series / 500) calls, whatever the number of shards
+    assert load.calls == math.ceil(load.series / 500) == 1
     assert sum(load.jobs_per_shard.values()) == 20
-    # And a shard beyond 500 series takes ceil(series / 500) calls
+    # And beyond 500 series it takes ceil(series / 500) calls
     big = metric_load(synthetic_fleet(FleetShape(300, 8, 1)), 16, needs=None)
     assert big.calls == math.ceil((300 * 4 + 1 + 1) / 500)
 
 
 def test_the_shipped_training_policy_needs_two_series_per_node_one_per_job_and_no_progress() -> None:
-    # Given the synthetic fleet's policy (gpu utilization, memory bandwidth, interconnect latency)
-    load = metric_load(synthetic_fleet(FleetShape(64, 8, 20)), 16)
+    # Given training-policy (gpu utilization, memory bandwidth, interconnect latency)
+    load = metric_load(synthetic_fleet(FleetShape(64, 8, 20, "training-policy")), 16)
     # Then 2 nvidia_smi series per node and the latency per job; no remaining_time rule, so no progress series
     assert (load.node_series, load.progress_series) == (64 * 2 + 20, 0)
-    # And the runtime publishes latency, remaining time and step time once per job, nothing per host
-    assert load.runtime_series == 20 * 3
+    # And the runtime series the control plane reads (and so bills) are the lead's latency, one per job
+    assert load.runtime_series == 20
+
+
+def test_the_default_policy_needs_one_series_per_node_and_the_remaining_time_per_job() -> None:
+    # Given default-policy (gpu utilization on nodes; remaining time, requested GPUs, aging from the job)
+    load = metric_load(synthetic_fleet(FleetShape(64, 8, 20)), 16)
+    # Then one nvidia_smi series per node and one RemainingSeconds series per running job, read and billed
+    assert (load.node_series, load.progress_series, load.runtime_series) == (64, 20, 20)
 
 
 def test_reading_one_cycle_in_n_divides_the_series_and_spreads_the_calls() -> None:
-    load = metric_load(synthetic_fleet(FleetShape(256, 8, 100)), 16)
+    load = metric_load(synthetic_fleet(FleetShape(2048, 8, 100)), 16)
     series, calls = load.per_cycle(5)
     assert series == load.series / 5
-    # every job is read once in five cycles: the calls of the five cycles add up to at least one per shard
-    assert load.busy_shards / 5 <= calls <= load.calls
+    # every job is read once in five cycles: each cycle reads its fifth in ceil(its series / 500) calls
+    assert load.calls == math.ceil(load.series / 500)
+    assert 1 <= calls < load.calls
     assert load.per_cycle(1) == (load.series, load.calls)
 
 
-def test_the_cadence_comes_from_the_derive_function_environment() -> None:
+def test_the_cadence_comes_from_the_collect_function_environment() -> None:
     shape = FleetShape(64, 8, 20)
     load = metric_load(synthetic_fleet(shape), 16)
     every = tiny_template()
     fifth = tiny_template()
     for resource in fifth["Resources"].values():
-        if str(resource["Properties"].get("Handler", "")).startswith("osprey_handlers.derive."):
+        if str(resource["Properties"].get("Handler", "")).startswith("osprey_handlers.collect."):
             resource["Properties"]["Environment"]["Variables"]["OSPREY_METRICS_EVERY_N_CYCLES"] = "5"
     full = _line(estimate(read_template(every), shape, load, 60), "CloudWatch GetMetricData")
     part = _line(estimate(read_template(fifth), shape, load, 60), "CloudWatch GetMetricData")
@@ -155,7 +184,8 @@ def test_more_jobs_than_nodes_leaves_the_rest_queued() -> None:
 
 def test_get_metric_data_grows_with_nodes_and_step_functions_with_the_cycle_rate() -> None:
     small, large = _report(nodes=64), _report(nodes=256)
-    assert _line(large, "CloudWatch GetMetricData") > 3.5 * _line(small, "CloudWatch GetMetricData")
+    # one series per node (default-policy) and one per job: 4x the nodes is more than 3x the bill
+    assert _line(large, "CloudWatch GetMetricData") > 3 * _line(small, "CloudWatch GetMetricData")
     minute, two_minutes = _report(cycle=60), _report(cycle=120)
     assert _line(two_minutes, "Step Functions") == pytest.approx(
         _line(minute, "Step Functions") / 2, abs=0.01

@@ -33,13 +33,13 @@ def facts(template: dict[str, Any]) -> TemplateFacts:
 
 
 def test_one_cycle_enters_eleven_states_plus_one_per_busy_shard(facts: TemplateFacts) -> None:
-    counts = count_cycle(facts, 12, distributed=False, cycle_seconds=60)
+    counts = count_cycle(facts, 12, cycle_seconds=60)
     assert counts.last.transitions == 11 + 12
     assert counts.last.states[:5] == (
         "AcquireLease",
         "LeaseAcquired",
         "PlanShards",
-        "LargeFleet",
+        "CollectMetrics",
         "DeriveShards",
     )
     assert counts.last.states[-6:] == (
@@ -47,13 +47,13 @@ def test_one_cycle_enters_eleven_states_plus_one_per_busy_shard(facts: TemplateF
     )  # fmt: skip
     handlers = [facts.functions[logical_id].handler for logical_id in counts.last.invocations]
     assert handlers.count("osprey_handlers.derive.handler") == 12
-    assert len(handlers) == 12 + 5
+    assert handlers.count("osprey_handlers.collect.handler") == 1
+    assert len(handlers) == 12 + 6
 
 
-def test_the_distributed_map_is_counted_the_same_way(facts: TemplateFacts) -> None:
-    counts = count_cycle(facts, 12, distributed=True, cycle_seconds=60)
-    assert "DeriveShardsDistributed" in counts.last.states
-    assert counts.last.transitions == 11 + 12
+def test_the_cycle_is_read_as_express_with_its_map_concurrency(facts: TemplateFacts) -> None:
+    assert facts.cycle_type == "EXPRESS"
+    assert facts.map_concurrency("DeriveShards") == 16
 
 
 def test_memory_and_settings_come_from_the_template(facts: TemplateFacts) -> None:
@@ -74,7 +74,11 @@ def test_the_month_at_64_nodes_is_the_documented_one(facts: TemplateFacts) -> No
         agent=agent_metrics(json.loads(DEFAULT_AGENT_CONFIG.read_text()), gpus_per_node=8),
     )
     lines = {line.item: line.monthly_usd for line in report.lines}
-    # Each job read on one cycle in five (the template's OSPREY_METRICS_EVERY_N_CYCLES), 3 series per node
-    assert lines["CloudWatch GetMetricData (3.4 calls a cycle)"] == 16.59
-    assert lines["Step Functions Standard state transitions"] == 24.84
+    # default-policy: each job read on one cycle in five (the template's OSPREY_METRICS_EVERY_N_CYCLES), one
+    # series per node and the remaining time of each running job, in one call a cycle
+    assert lines["CloudWatch GetMetricData (calls per cycle: 1)"] == 7.26
+    assert lines["Step Functions Express requests"] == 0.04
+    assert lines["CloudWatch custom metrics (runtime and control plane EMF)"] == 8.70
     assert lines["Fleet: CloudWatch agent custom metrics"] == 76.80
+    # And the goal of issue 14: at most $40 a month for the control plane at 64 nodes
+    assert report.monthly_usd - sum(value for item, value in lines.items() if item.startswith("Fleet:")) <= 40

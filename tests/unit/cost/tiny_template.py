@@ -8,7 +8,15 @@ from typing import Any
 
 __all__ = ["FUNCTIONS", "evaluate_arithmetic", "tiny_template"]
 
-FUNCTIONS = {"lease": 512, "shards": 512, "derive": 512, "apply": 512, "plan": 1024, "finish": 512}
+FUNCTIONS = {
+    "lease": 512,
+    "shards": 512,
+    "collect": 512,
+    "derive": 512,
+    "apply": 512,
+    "plan": 1024,
+    "finish": 512,
+}
 
 
 def _task(name: str, function: str, next_state: str | None) -> dict[str, Any]:
@@ -18,7 +26,7 @@ def _task(name: str, function: str, next_state: str | None) -> dict[str, Any]:
 
 
 def _states(extra_pass: bool) -> dict[str, Any]:
-    after_plan = "Extra" if extra_pass else "LargeFleet"
+    after_plan = "Extra" if extra_pass else "CollectMetrics"
     states: dict[str, Any] = {
         "AcquireLease": _task("AcquireLease", "lease", "LeaseAcquired"),
         "LeaseAcquired": {
@@ -28,13 +36,10 @@ def _states(extra_pass: bool) -> dict[str, Any]:
         },
         "SkippedLeaseHeld": {"Type": "Succeed"},
         "PlanShards": _task("PlanShards", "shards", after_plan),
-        "LargeFleet": {
-            "Type": "Choice",
-            "Choices": [{"Variable": "$.plan.distributed", "BooleanEquals": True, "Next": "DeriveShards"}],
-            "Default": "DeriveShards",
-        },
+        "CollectMetrics": _task("CollectMetrics", "collect", "DeriveShards"),
         "DeriveShards": {
             "Type": "Map",
+            "MaxConcurrency": 16,
             "Next": "ApplyPriorities",
             "ItemProcessor": {
                 "StartAt": "DeriveShardsShard",
@@ -62,22 +67,26 @@ def _states(extra_pass: bool) -> dict[str, Any]:
         "CycleSucceeded": {"Type": "Succeed"},
     }
     if extra_pass:
-        states["Extra"] = {"Type": "Pass", "Next": "LargeFleet"}
+        states["Extra"] = {"Type": "Pass", "Next": "CollectMetrics"}
     return states
 
 
 def tiny_template(
-    *, extra_pass: bool = False, shards: int = 16, architecture: str = "x86_64", per_job: bool = False
+    *,
+    extra_pass: bool = False,
+    shards: int = 16,
+    architecture: str = "x86_64",
+    per_job: bool = False,
+    kind: str = "EXPRESS",
 ) -> dict[str, Any]:
-    """Six functions, the cycle state machine as an ``Fn::Join`` with ``Fn::GetAtt`` tokens, one dashboard, one
-    alarm, the ingest queue and its event source mapping."""
+    """Seven functions, the cycle state machine (``kind``) as an ``Fn::Join`` with ``Fn::GetAtt`` tokens, one
+    dashboard, one alarm, the ingest queue and its event source mapping."""
     text = json.dumps({"StartAt": "AcquireLease", "States": _states(extra_pass)})
     parts: list[Any] = []
     for index, piece in enumerate(re.split(r"@@(\w+)@@", text)):
         parts.append({"Fn::GetAtt": [f"Fn{piece}", "Arn"]} if index % 2 else piece)
     environment = {
         "OSPREY_REGISTRY_SHARDS": str(shards),
-        "OSPREY_DISTRIBUTED_MAP_THRESHOLD": "2000",
         "OSPREY_PER_JOB_METRICS": "true" if per_job else "false",
         "OSPREY_TABLE_NAME": {"Ref": "Table"},
     }
@@ -97,6 +106,7 @@ def tiny_template(
         "Type": "AWS::StepFunctions::StateMachine",
         "Properties": {
             "DefinitionString": {"Fn::Join": ["", parts]},
+            "StateMachineType": kind,
             "LoggingConfiguration": {"Level": "ALL", "IncludeExecutionData": False},
         },
     }
