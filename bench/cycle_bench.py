@@ -4,8 +4,9 @@ Run: ``.venv/bin/python bench/cycle_bench.py`` (options: ``--jobs``, ``--nodes``
 
 The fleet: ``--nodes`` EC2 instances of 8 GPUs (the CloudWatch agent's per-instance rollup) shared out over
 ``--jobs`` AWS Batch container jobs on one fair-share queue (each with its own share identifier, tagged
-``osprey:enabled``), every instance publishing GPU, memory-bandwidth, memory used/total and the runtime's
-interconnect latency. The pass is the cycle's: each shard's derive step (GetMetricData, the engine, one
+``osprey:enabled``), every instance publishing GPU, memory-bandwidth and memory used/total (no runtime series:
+the jobs' lead latency is queried and found missing, as for a job that does not report it). The pass is the
+cycle's, as run in-process without the state machine: each shard's derive step (GetMetricData, the engine, one
 conditional decision write per job), then the apply step (DescribeJobs, DescribeJobQueues, one
 UpdateSchedulingPolicy for the queue, one conditional registry write per job recording what was applied).
 Everything runs in-process against moto, so absolute times measure Osprey plus moto; the baseline measured in

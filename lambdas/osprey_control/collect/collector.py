@@ -362,7 +362,7 @@ def _assemble(
             continue
         slot = (spec.job, spec.node_id)
         if spec.job_level:
-            # Counters and the latest step time: only the newest datapoint dates the progress report.
+            # The runtime's remaining seconds: only the newest datapoint dates the progress report.
             progress.setdefault(spec.job, {})[spec.metric] = max(found.items())
             continue
         _stamp, value = _gauge(found, config.span_seconds)
