@@ -393,3 +393,18 @@ def test_metric_queries_are_sent_at_most_500_a_call(aws: Aws, monkeypatch: pytes
     # When the plan step runs, then GetMetricData is called twice, 4 + 2 queries
     run_plan_step(PlanStepConfig(TABLE), dynamodb=aws.dynamodb, cloudwatch=cloudwatch)
     assert cloudwatch.calls == [4, 2]
+
+
+def test_the_report_the_state_machine_gets_is_bounded_whatever_the_errors() -> None:
+    from osprey_control.planner.step import MAX_REPORTED, MESSAGE_CHARS, PlanStepReport  # noqa: PLC0415
+
+    # Given a plan step that met many failures with long messages (a stack trace, say)
+    report = PlanStepReport()
+    for index in range(3 * MAX_REPORTED):
+        report.error(f"job-{index}", "metrics", "x" * 10_000)
+    # When it is handed to the state machine
+    shown = report.to_dict()
+    # Then the list and each message are cut, and the full count is kept
+    assert len(shown["errors"]) == MAX_REPORTED
+    assert all(len(error["message"]) == MESSAGE_CHARS for error in shown["errors"])
+    assert shown["errorCount"] == 3 * MAX_REPORTED

@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit on keys
 MAX_REPORTED = 50  # per list in the report: the state machine's payload stays small
+MESSAGE_CHARS = (
+    300  # per reported error message (an exception's text can be any length; the log has it whole)
+)
 _LATENCY = "InterconnectLatencyMicroseconds"
 _STEP_TIME = "StepTimeSeconds"
 _BATCH_GET_ATTEMPTS = 5
@@ -116,7 +119,10 @@ class PlanStepReport:
             "decisions": dict(sorted(self.decisions.items())),
             "missingData": self.missing_data,
             "records": self.records[:MAX_REPORTED],
-            "errors": self.errors[:MAX_REPORTED],
+            "errors": [
+                {**error, "message": str(error["message"])[:MESSAGE_CHARS]}
+                for error in self.errors[:MAX_REPORTED]
+            ],
             "errorCount": len(self.errors),
         }
 
