@@ -39,6 +39,7 @@ from osprey_control.planner.request import (
     build_request,
     plan_key,
 )
+from osprey_control.registry.keys import JOB_PREFIX
 
 __all__ = ["PlanRequestError", "job_partition_key", "report_progress", "request_planning", "update_progress"]
 
@@ -63,7 +64,7 @@ def job_partition_key(job_key: str | None, env: Mapping[str, str]) -> str | None
         if dimensions["Backend"] == "unknown" or dimensions["JobId"] == "unknown":
             return None
         key = f"{dimensions['Backend']}#{dimensions['JobId']}"
-    return f"JOB#{key}"
+    return f"{JOB_PREFIX}{key}"  # build_request checks it (is_job_pk) and names the problem
 
 
 def _where(table: str | None, job_key: str | None, env: Mapping[str, str]) -> tuple[str, str]:

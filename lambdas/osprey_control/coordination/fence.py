@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.registry.keys import LEASE_KEY
 
 __all__ = ["LEASE_KEY", "TOKEN_ATTRIBUTE", "Fence", "FenceLostError"]
 
-LEASE_KEY: dict[str, dict[str, str]] = {"pk": {"S": "LEASE#cycle"}, "sk": {"S": "LEASE"}}
 TOKEN_ATTRIBUTE = "token"
 
 

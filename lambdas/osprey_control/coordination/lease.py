@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.coordination.fence import LEASE_KEY, TOKEN_ATTRIBUTE
+from osprey_control.coordination.fence import TOKEN_ATTRIBUTE
+from osprey_control.registry.keys import LEASE_KEY, LEASE_PK
 
 __all__ = ["LEASE_PK", "CycleLease", "LeaseState"]
 
-LEASE_PK = LEASE_KEY["pk"]["S"]
 # Leases written before fencing carried a TTL; the acquire removes it, since a deleted item would restart the
 # token at 1.
 _TTL_ATTRIBUTE = "ttl"

@@ -13,12 +13,12 @@ from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.gang.decision import GangPhase, GangState
-from osprey_control.registry.items import format_time, from_attribute, job_pk, parse_time, to_attribute
+from osprey_control.registry.items import format_time, from_attribute, parse_time, to_attribute
+from osprey_control.registry.keys import GANG_SK, job_pk
 from osprey_control.registry.model import JobKey
 
 __all__ = ["GANG_SK", "GangStore", "StaleGangStateError", "state_from_dict", "state_to_dict"]
 
-GANG_SK = "GANG"
 _TIMES = frozenset({"watch_started_at", "attempt_started_at", "ready_at", "resume_at"})
 
 

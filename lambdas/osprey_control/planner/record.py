@@ -26,6 +26,7 @@ from typing import Any
 
 from osprey_control.planner.plan import Evaluation, Plan
 from osprey_control.planner.replan import ReplanDecision
+from osprey_control.registry.keys import PLAN_SK, is_job_pk
 
 __all__ = [
     "PLAN_ATTRIBUTE",
@@ -42,7 +43,6 @@ __all__ = [
 
 RECORD_VERSION = "1"
 _DEGREES = ("tp", "pp", "dp", "micro_batch", "virtual")
-PLAN_SK = "PLAN"
 PLAN_ATTRIBUTE = "plan"
 
 
@@ -115,7 +115,7 @@ def plan_from_record(record: Mapping[str, Any]) -> Plan:
 
 def record_item(pk: str, record: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """The registry item (DynamoDB attribute values) holding ``record`` for the job partition ``pk``."""
-    if not pk.startswith("JOB#"):
+    if not is_job_pk(pk):
         raise PlanRecordError(f"pk: must be a job partition key JOB#<backend>#<native id>, got {pk!r}")
     plan_from_record(record)
     return {

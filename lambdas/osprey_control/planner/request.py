@@ -35,6 +35,7 @@ from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.plan import Plan, PlanError, check_plan
 from osprey_control.planner.replan import CurrentPlan
 from osprey_control.planner.search import SearchOptions
+from osprey_control.registry.keys import PLAN_REQUEST_SK, is_job_pk, key_from_pk
 
 __all__ = [
     "CLUSTER_KEYS",
@@ -49,7 +50,7 @@ __all__ = [
     "request_from_item",
 ]
 
-REQUEST_SK = "PLANREQ"
+REQUEST_SK = PLAN_REQUEST_SK
 REQUEST_VERSION = "1"
 MODEL_KEYS = (
     "layers",
@@ -238,7 +239,7 @@ def build_request(
     instance-type preset name; ``gpus`` defaults to the current plan's ``tp * pp * dp``. Raises
     :class:`PlanRequestError` listing every problem by field."""
     errors: list[RequestProblem] = []
-    if not isinstance(job_pk, str) or not job_pk.startswith("JOB#") or job_pk.count("#") < 2:
+    if not is_job_pk(job_pk):
         errors.append(RequestProblem("job", f"must be a job key <backend>#<native id>, got {job_pk!r}"))
     plan = _plan(current, errors)
     model_values = _model_values(model, errors)
@@ -345,7 +346,7 @@ def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
         raise PlanRequestError(errors)
     model, cluster, options = resolved
     return PlanRequest(
-        job_id=pk.removeprefix("JOB#"),
+        job_id=str(key_from_pk(pk)),
         model=model,
         cluster=cluster,
         options=options,

@@ -34,9 +34,10 @@ from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure
 from osprey_control.planner.record import record_for_decision, record_item
 from osprey_control.planner.replan import DEFAULT_HYSTERESIS, replan
 from osprey_control.planner.request import REQUEST_SK, PlanRequest, request_from_item
+from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET, batch_get
 from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
-from osprey_control.registry.items import job_pk
-from osprey_control.registry.model import JobRecord
+from osprey_control.registry.keys import job_pk, key_from_pk
+from osprey_control.registry.model import JobKey, JobRecord
 
 __all__ = [
     "MAX_KEYS_PER_BATCH_GET",
@@ -48,14 +49,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit on keys
-MAX_REPORTED = 50  # per list in the report: the state machine's payload stays small
-MESSAGE_CHARS = (
-    300  # per reported error message (an exception's text can be any length; the log has it whole)
-)
+MAX_REPORTED = 20  # per list in the report: the state machine's payload stays small
+# Per reported error message: an exception's text can be any length (the log has it whole).
+MESSAGE_CHARS = 600
 _LATENCY = "InterconnectLatencyMicroseconds"
 _STEP_TIME = "StepTimeSeconds"
-_BATCH_GET_ATTEMPTS = 5
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _EARLY_SLACK_S = 5.0
@@ -131,26 +129,17 @@ def _batch_get(
     client: Any, table: str, pks: Sequence[str], report: PlanStepReport
 ) -> dict[str, dict[str, Any]]:
     """The request item of each of ``pks`` that has one (BatchGetItem, retrying unprocessed keys)."""
-    found: dict[str, dict[str, Any]] = {}
-    for offset in range(0, len(pks), MAX_KEYS_PER_BATCH_GET):
-        keys = [
-            {"pk": {"S": pk}, "sk": {"S": REQUEST_SK}} for pk in pks[offset : offset + MAX_KEYS_PER_BATCH_GET]
-        ]
-        for _ in range(_BATCH_GET_ATTEMPTS):
-            response = client.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True}})
-            for item in response.get("Responses", {}).get(table, []):
-                found[item["pk"]["S"]] = item
-            keys = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-            if not keys:
-                break
-        for key in keys:
-            report.error(
-                key["pk"]["S"].removeprefix("JOB#"),
-                "request-unread",
-                "DynamoDB left the plan request unprocessed (throughput); the job is planned next cycle",
-                transient=True,
-            )
-    return found
+    read = batch_get(
+        client, table, [{"pk": {"S": pk}, "sk": {"S": REQUEST_SK}} for pk in pks], consistent=True
+    )
+    for key in read.unread:
+        report.error(
+            str(key_from_pk(key["pk"]["S"])),
+            "request-unread",
+            "DynamoDB left the plan request unprocessed (throughput); the job is planned next cycle",
+            transient=True,
+        )
+    return {pk: item for (pk, _sk), item in read.items.items()}
 
 
 def _series(records: Iterable[JobRecord], namespace: str) -> list[SeriesSpec]:
@@ -268,7 +257,7 @@ def _plan_job(
             "signals": {name: signal.to_dict() for name, signal in signals.items()},
         },
     )
-    pk = f"JOB#{request.job_id}"
+    pk = job_pk(JobKey.parse(request.job_id))
     record = record_for_decision(request.job_id, decision, created_at=now)
     if record is None:
         _mark_planned(client, config.table_name, pk, now, decision.reason)
@@ -313,7 +302,7 @@ def run_plan_step(
             requests[pk] = request_from_item(item)
         except ValueError as error:
             report.error(
-                pk.removeprefix("JOB#"),
+                str(key_from_pk(pk)),
                 "invalid-request",
                 f"{error}; the job must call request_planning again",
             )
@@ -326,7 +315,9 @@ def run_plan_step(
     )
     for request in requests.values():
         job = request.job_id
-        hostless = "" if by_pk[f"JOB#{job}"].nodes else "the registry lists no hosts for this job yet"
+        hostless = (
+            "" if by_pk[job_pk(JobKey.parse(job))].nodes else "the registry lists no hosts for this job yet"
+        )
         seen = observed.get(job, Observed(missing=failed.get(job, hostless)))
         try:
             _plan_job(dynamodb, config=config, request=request, observed=seen, report=report, now=moment)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.registry.items import COLLECTION_PREFIX, META
+from osprey_control.registry.keys import collection_key
 from osprey_control.registry.table import TTL_ATTRIBUTE
 
 __all__ = ["MAX_BODY_BYTES", "CollectionStore"]
@@ -38,10 +38,6 @@ class CollectionStore:
             self._client = client_for("dynamodb")
         return self._client
 
-    @staticmethod
-    def _key(shard: int) -> dict[str, dict[str, str]]:
-        return {"pk": {"S": f"{COLLECTION_PREFIX}{shard}"}, "sk": {"S": META}}
-
     def put(self, shard: int, token: int, body: bytes, *, now: float | None = None) -> bool:
         """Store ``body`` for ``shard`` under ``token``; False (nothing written) when it is too large."""
         if len(body) > MAX_BODY_BYTES:
@@ -50,7 +46,7 @@ class CollectionStore:
         self.client.put_item(
             TableName=self.table_name,
             Item={
-                **self._key(shard),
+                **collection_key(shard),
                 "token": {"N": str(token)},
                 "body": {"B": body},
                 TTL_ATTRIBUTE: {"N": str(expires)},
@@ -60,9 +56,9 @@ class CollectionStore:
 
     def get(self, shard: int, token: int) -> bytes | None:
         """The body stored for ``shard`` by the execution holding ``token``, or None (none, or another's)."""
-        item = self.client.get_item(TableName=self.table_name, Key=self._key(shard), ConsistentRead=True).get(
-            "Item"
-        )
+        item = self.client.get_item(
+            TableName=self.table_name, Key=collection_key(shard), ConsistentRead=True
+        ).get("Item")
         if not item or item.get("token", {}).get("N") != str(token):
             return None
         body = item.get("body", {}).get("B")

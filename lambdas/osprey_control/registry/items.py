@@ -1,4 +1,5 @@
-"""The DynamoDB item layout of the job registry (docs/registry.md): keys, attribute values, records ⇄ items.
+"""The DynamoDB item layout of the job registry (docs/registry.md): attribute values, records ⇄ items. The keys
+are :mod:`osprey_control.registry.keys`' (re-exported here for the modules that read both).
 
 Pure Python: attribute values are built here rather than with boto3's ``TypeSerializer`` so that this module
 (and whoever imports it) stays off boto3's import path, and so that floats need no ``Decimal`` round trip.
@@ -15,6 +16,20 @@ from typing import Any
 
 from osprey_control.contract import OspreyBlock
 from osprey_control.registry.allocation import AllocationMark, Allocations
+from osprey_control.registry.keys import (
+    ACTIVE_INDEX,
+    APPLY_PENDING_ATTRIBUTE,
+    APPLY_PENDING_INDEX,
+    COLLECTION_PREFIX,
+    DECISION_PREFIX,
+    INSTANCE_PREFIX,
+    JOB_PREFIX,
+    META,
+    RISK,
+    instance_pk,
+    job_pk,
+    key_from_pk,
+)
 from osprey_control.registry.model import (
     ApplyFailure,
     Backend,
@@ -47,34 +62,6 @@ __all__ = [
     "shard_of",
     "to_attribute",
 ]
-
-JOB_PREFIX = "JOB#"
-INSTANCE_PREFIX = "INSTANCE#"
-DECISION_PREFIX = "DECISION#"
-META = "META"
-RISK = "RISK"
-# One item per shard: the cycle's metric collection for that shard (registry.collections).
-COLLECTION_PREFIX = "COLLECTION#"
-ACTIVE_INDEX = "active-jobs"
-# Sparse: only job items of active jobs whose derived priority still has to reach the backend carry
-# ``apply_pending_shard``, so the apply step finds its work with one Query per shard (nothing passes through the
-# state machine's payload).
-APPLY_PENDING_INDEX = "apply-pending"
-APPLY_PENDING_ATTRIBUTE = "apply_pending_shard"
-
-
-def job_pk(key: JobKey) -> str:
-    return f"{JOB_PREFIX}{key.backend.value}#{key.native_id}"
-
-
-def instance_pk(instance_id: str) -> str:
-    return f"{INSTANCE_PREFIX}{instance_id}"
-
-
-def key_from_pk(pk: str) -> JobKey:
-    """The job key of ``JOB#<backend>#<native id>`` (native ids may contain ``#``; backends never do)."""
-    backend, _, native_id = pk.removeprefix(JOB_PREFIX).partition("#")
-    return JobKey(Backend(backend), native_id)
 
 
 def shard_of(key: JobKey, shards: int) -> int:

@@ -69,6 +69,21 @@ class JobKey(NamedTuple):
     def __str__(self) -> str:
         return f"{self.backend.value}#{self.native_id}"
 
+    @classmethod
+    def parse(cls, text: str) -> JobKey:
+        """``<backend>#<native id>`` (what ``str()`` gives) back to a key; the native id may contain ``#``.
+        ValueError names what is wrong and what is allowed."""
+        backend, separator, native_id = text.partition("#")
+        allowed = ", ".join(member.value for member in Backend)
+        if not separator or not native_id:
+            raise ValueError(
+                f"a job key is <backend>#<native id> with backend one of {allowed}, got {text!r}"
+            )
+        try:
+            return cls(Backend(backend), native_id)
+        except ValueError:
+            raise ValueError(f"unknown backend {backend!r} in job key {text!r}; allowed: {allowed}") from None
+
 
 class NodeKind(StrEnum):
     INSTANCE = "instance"  # an EC2 instance (Batch, EKS node): CWAgent metrics by InstanceId

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -25,15 +24,16 @@ from rich.table import Table
 
 from osprey.cli.render import gang_cell, gang_details, gang_line, rules_table
 from osprey_control.gang.decision import GangState
-from osprey_control.gang.store import GANG_SK, GangStore, state_from_dict
+from osprey_control.gang.store import GangStore, state_from_dict
 from osprey_control.registry import (
     ACTIVE_STATUSES,
     MAX_TRANSIENT_APPLY_ATTEMPTS,
-    Backend,
     JobKey,
     JobRecord,
 )
-from osprey_control.registry.items import from_attribute, job_pk, key_from_pk
+from osprey_control.registry.batch import batch_get
+from osprey_control.registry.items import from_attribute
+from osprey_control.registry.keys import GANG_SK, job_pk, key_from_pk
 
 __all__ = ["explain_command", "jobs_command", "read_gangs"]
 
@@ -68,11 +68,6 @@ def _table_name(table: str | None) -> str:
         raise typer.Exit(1) from None
 
 
-# BatchGetItem takes at most 100 keys a call; what DynamoDB leaves unprocessed (throttling) is asked again.
-_BATCH_GET_MAX = 100
-_UNPROCESSED_RETRIES = 5
-
-
 def _gang_state(item: dict[str, Any]) -> GangState:
     values = {
         name: from_attribute(attr) for name, attr in item.items() if name not in ("pk", "sk", "version")
@@ -84,29 +79,10 @@ def read_gangs(client: Any, table_name: str, keys: Iterable[JobKey]) -> dict[Job
     """The gang watch state of each of ``keys`` that has one, in ⌈n/100⌉ BatchGetItem calls (a jobs list can
     be long; one GetItem per job would be n round trips). The state items are not in the active-jobs index, so
     the listing's Query cannot carry them."""
-    wanted = list(dict.fromkeys(keys))
-    states: dict[JobKey, GangState] = {}
-    for start in range(0, len(wanted), _BATCH_GET_MAX):
-        request: dict[str, Any] = {
-            table_name: {
-                "Keys": [
-                    {"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}}
-                    for key in wanted[start : start + _BATCH_GET_MAX]
-                ]
-            }
-        }
-        for attempt in range(_UNPROCESSED_RETRIES + 1):
-            response = client.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(table_name, []):
-                states[key_from_pk(item["pk"]["S"])] = _gang_state(item)
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            if attempt == _UNPROCESSED_RETRIES:
-                missing = len(request[table_name]["Keys"])
-                raise RuntimeError(f"DynamoDB left {missing} gang state read(s) unprocessed; try again")
-            time.sleep(0.05 * 2**attempt)  # back off as DynamoDB asks for unprocessed keys
-    return states
+    read = batch_get(client, table_name, [{"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}} for key in keys])
+    if read.unread:
+        raise RuntimeError(f"DynamoDB left {len(read.unread)} gang state read(s) unprocessed; try again")
+    return {key_from_pk(pk): _gang_state(item) for (pk, _sk), item in read.items.items()}
 
 
 def _registry(table: str | None) -> Any:
@@ -217,10 +193,10 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
 
 
 def _parse_key(job: str) -> JobKey | None:
-    backend, separator, native_id = job.partition("#")
-    if separator and backend in {b.value for b in Backend}:
-        return JobKey(Backend(backend), native_id)
-    return None
+    try:
+        return JobKey.parse(job)
+    except ValueError:
+        return None  # a name, not a key: the caller looks it up by name
 
 
 def _find(registry: Any, job: str) -> JobRecord | None:
