@@ -44,3 +44,17 @@ def test_handler_imports_without_pyyaml(module: str) -> None:
     )
     # Then it succeeds
     assert completed.returncode == 0, completed.stderr[-2000:]
+
+
+def test_osprey_local_does_not_import_the_cli() -> None:
+    # The embedded control plane is a library the CLI drives, not the other way round (issue 15).
+    import ast  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    local = Path(__file__).resolve().parents[2] / "sdk" / "osprey" / "local"
+    for module in local.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("osprey.cli"), f"{module.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                assert not any(alias.name.startswith("osprey.cli") for alias in node.names), module.name

@@ -7,19 +7,27 @@ one job (which the execution name already prevents) could not both advance it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.gang.decision import GangPhase, GangState
+from osprey_control.registry.batch import batch_get
 from osprey_control.registry.items import format_time, from_attribute, parse_time, to_attribute
-from osprey_control.registry.keys import GANG_SK, job_pk
+from osprey_control.registry.keys import GANG_SK, job_pk, key_from_pk
 from osprey_control.registry.model import JobKey
 
 __all__ = ["GANG_SK", "GangStore", "StaleGangStateError", "state_from_dict", "state_to_dict"]
 
 _TIMES = frozenset({"watch_started_at", "attempt_started_at", "ready_at", "resume_at"})
+
+
+def _state(item: dict[str, Any]) -> GangState:
+    return state_from_dict(
+        {name: from_attribute(attr) for name, attr in item.items() if name not in ("pk", "sk", "version")}
+    )
 
 
 class StaleGangStateError(RuntimeError):
@@ -66,10 +74,17 @@ class GangStore:
         ).get("Item")
         if not item:
             return None, 0
-        values = {
-            name: from_attribute(attr) for name, attr in item.items() if name not in ("pk", "sk", "version")
-        }
-        return state_from_dict(values), int(item["version"]["N"])
+        return _state(item), int(item["version"]["N"])
+
+    def load_many(self, keys: Iterable[JobKey]) -> dict[JobKey, GangState]:
+        """The state of each of ``keys`` that has one, in ``ceil(n / 100)`` BatchGetItem calls (a jobs list can
+        be long; one GetItem per job would be n round trips). RuntimeError when DynamoDB keeps some unread."""
+        read = batch_get(
+            self.client, self.table_name, [{"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}} for key in keys]
+        )
+        if read.unread:
+            raise RuntimeError(f"DynamoDB left {len(read.unread)} gang state read(s) unprocessed; try again")
+        return {key_from_pk(pk): _state(item) for (pk, _sk), item in read.items.items()}
 
     def save(self, key: JobKey, state: GangState, version: int, *, updated_at: datetime) -> int:
         """Write ``state`` if the stored version is still ``version``; returns the new version."""

@@ -24,16 +24,13 @@ from rich.table import Table
 
 from osprey.cli.render import gang_cell, gang_details, gang_line, rules_table
 from osprey_control.gang.decision import GangState
-from osprey_control.gang.store import GangStore, state_from_dict
+from osprey_control.gang.store import GangStore
 from osprey_control.registry import (
     ACTIVE_STATUSES,
     MAX_TRANSIENT_APPLY_ATTEMPTS,
     JobKey,
     JobRecord,
 )
-from osprey_control.registry.batch import batch_get
-from osprey_control.registry.items import from_attribute
-from osprey_control.registry.keys import GANG_SK, job_pk, key_from_pk
 
 __all__ = ["explain_command", "jobs_command", "read_gangs"]
 
@@ -68,21 +65,9 @@ def _table_name(table: str | None) -> str:
         raise typer.Exit(1) from None
 
 
-def _gang_state(item: dict[str, Any]) -> GangState:
-    values = {
-        name: from_attribute(attr) for name, attr in item.items() if name not in ("pk", "sk", "version")
-    }
-    return state_from_dict(values)
-
-
 def read_gangs(client: Any, table_name: str, keys: Iterable[JobKey]) -> dict[JobKey, GangState]:
-    """The gang watch state of each of ``keys`` that has one, in ⌈n/100⌉ BatchGetItem calls (a jobs list can
-    be long; one GetItem per job would be n round trips). The state items are not in the active-jobs index, so
-    the listing's Query cannot carry them."""
-    read = batch_get(client, table_name, [{"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}} for key in keys])
-    if read.unread:
-        raise RuntimeError(f"DynamoDB left {len(read.unread)} gang state read(s) unprocessed; try again")
-    return {key_from_pk(pk): _gang_state(item) for (pk, _sk), item in read.items.items()}
+    """The gang watch state of each of ``keys`` that has one (:meth:`GangStore.load_many`)."""
+    return GangStore(table_name, client).load_many(keys)
 
 
 def _registry(table: str | None) -> Any:

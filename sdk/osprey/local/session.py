@@ -27,14 +27,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osprey.cli.jobs import read_gangs
-from osprey.cli.render import gang_details
 from osprey.local.cdk import ACCOUNT, cdk_deploy, make_executable, published_config
 from osprey.local.deploy import Deployment, deploy_template
 from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, EKS_NAMESPACE, KUEUE_API, SeededJob, SimulatedFleet
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, schedule_ready, start_watches
 from osprey.local.kubernetes import LocalKubernetes
 from osprey.local.server import LocalAws, endpoint_client
+from osprey.views import gang_details
+from osprey_control.gang.store import GangStore
 
 __all__ = [
     "CycleResult",
@@ -258,7 +258,7 @@ def read_decisions(state: LocalState) -> list[dict[str, Any]]:
     by_label = {job.label: job for job in state.jobs}
     on_backend = _backend_values(state)
     records = sorted(fleet.registry.list_active(), key=lambda r: r.name)
-    gangs = read_gangs(fleet.registry.client, state.table_name, (record.key for record in records))
+    gangs = GangStore(state.table_name, fleet.registry.client).load_many(record.key for record in records)
     decisions = []
     for record in records:
         decision = record.last_decision or {}
