@@ -1,12 +1,17 @@
 """Creating AWS clients the same way everywhere: lazily, with bounded retries and backoff.
 
 Adapters take a boto3 client as a parameter (``client=None`` → created here on first use, never at import),
-so tests pass moto- or Stubber-backed clients and the Lambdas share one per container.
+so tests pass moto- or Stubber-backed clients and the Lambdas share one per container. What the clients raise
+is classified by :mod:`osprey_control.errors` (``is_transient`` / ``is_throttling`` are re-exported here).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+# Whether an AWS failure is worth retrying is decided in one place, osprey_control.errors; these names stay
+# importable from here for the modules that used them first.
+from osprey_control.errors import is_throttling, is_transient
 
 __all__ = ["RETRY_CONFIG", "client_for", "is_throttling", "is_transient"]
 
@@ -19,19 +24,6 @@ RETRY_CONFIG: dict[str, Any] = {
     "read_timeout": 20,
 }
 
-_THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "ProvisionedThroughputExceededException",
-        "RequestThrottled",
-        "SlowDown",
-    }
-)
-
 
 def client_for(service: str, client: Any = None, **kwargs: Any) -> Any:
     """``client`` if given, else a new boto3 client with :data:`RETRY_CONFIG` (imports boto3 only then)."""
@@ -41,30 +33,3 @@ def client_for(service: str, client: Any = None, **kwargs: Any) -> Any:
     from botocore.config import Config  # noqa: PLC0415
 
     return boto3.client(service, config=Config(**RETRY_CONFIG), **kwargs)  # type: ignore[call-overload]
-
-
-def _error_code(error: BaseException) -> str:
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-def is_throttling(error: BaseException) -> bool:
-    return _error_code(error) in _THROTTLING_CODES
-
-
-def is_transient(error: BaseException) -> bool:
-    """Worth retrying later: throttling, a 5xx, or a connection problem (kopf's temporary vs permanent)."""
-    if is_throttling(error):
-        return True
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return isinstance(status, int) and status >= 500
-    return type(error).__name__ in {
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "ReadTimeoutError",
-        "ConnectionClosedError",
-    }

@@ -1,5 +1,9 @@
-"""Ingest Lambda: EventBridge → SQS → here. Partial batch failures: only records that hit an AWS error are
-retried; malformed events are logged and dropped (they are reported as processed).
+"""Ingest Lambda: EventBridge → SQS → here, with SQS partial batch responses (Powertools ``BatchProcessor``).
+
+Only a record that failed transiently (or unexpectedly) is a batch item failure, so SQS redelivers just that
+one; a permanently bad event is dropped: logged with its reason, counted as the EMF metric ``EventsDropped``
+(dimension ``Reason``, :mod:`osprey_control.ingest.drops`) and reported as processed, so it is never
+redelivered. The good records of a batch are recorded whatever the others do.
 
 No Powertools Tracer: importing the X-Ray SDK would more than double the cold start of a function that makes
 two or three DynamoDB calls per event.
@@ -8,6 +12,7 @@ two or three DynamoDB calls per event.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from functools import cache
 from typing import Any
 
@@ -18,43 +23,59 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.ingest import Ingestor, IngestSettings, Recogniser
+from osprey_control.ingest import DropReason, Ingestor, IngestSettings, Recogniser, drop_metrics
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_handlers._telemetry import publish
 
-__all__ = ["handler", "ingestor", "record_handler"]
+__all__ = ["handler", "ingestor", "record_handler", "settings"]
 
 logger = Logger(service="osprey-ingest")
 copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control"})
 processor = BatchProcessor(event_type=EventType.SQS)
+# This invocation's dropped events by reason (Lambda runs one invocation at a time per container).
+dropped: Counter[DropReason] = Counter()
+
+
+@cache
+def settings() -> IngestSettings:
+    return IngestSettings.from_environment(os.environ)
 
 
 @cache
 def ingestor() -> Ingestor:
     """One per container: clients and recognition caches are reused across invocations."""
-    settings = IngestSettings.from_environment(os.environ)
+    config = settings()
     registry = JobRegistry(
-        settings.table_name, shards=settings.shards, history_retention=settings.history_retention
+        config.table_name, shards=config.shards, history_retention=config.history_retention
     )
     gangs = None
-    if settings.gang_state_machine_arn:
+    if config.gang_state_machine_arn:
         # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
         from osprey_control.derive.policies import PolicySource  # noqa: PLC0415
         from osprey_control.gang import GangRegistrar  # noqa: PLC0415
 
-        gangs = GangRegistrar(settings.gang_state_machine_arn, PolicySource(settings.policy_prefix))
+        gangs = GangRegistrar(config.gang_state_machine_arn, PolicySource(config.policy_prefix))
     return Ingestor(
         registry,
-        recogniser=Recogniser(by_environment=settings.recognise_by_environment),
+        recogniser=Recogniser(by_environment=config.recognise_by_environment),
         on_change=gangs,
     )
 
 
 def record_handler(record: SQSRecord) -> str:
-    return ingestor().ingest_message(record.body).action
+    outcome = ingestor().ingest_message(record.body)
+    if outcome.action == "dropped":
+        dropped[DropReason(outcome.reason)] += 1
+    return outcome.action
 
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    dropped.clear()
+    try:
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    finally:
+        # Also when every record failed (Powertools then raises so that the whole batch is retried).
+        publish(drop_metrics(dropped), settings().metrics_namespace)

@@ -22,8 +22,8 @@ Batch service job    the smaller of ``timeoutConfig.              the payload's 
                      ``StoppingCondition``
 ===================  ===========================================  ============================================
 
-Anything missing, malformed or non-positive is None (unknown), never 0: a 0 would read as "no GPUs" or "no
-time left" to the policy.
+Anything missing, malformed, non-positive or beyond ``MAX_DECLARED`` is None (unknown), never 0: a 0 would
+read as "no GPUs" or "no time left" to the policy, and no real job declares a billion seconds or GPUs.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "MAX_DECLARED",
     "batch_declared_runtime",
     "batch_requested_gpus",
     "kubernetes_container_gpus",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 KUBERNETES_GPU = "nvidia.com/gpu"
+# Larger declared values are unknown: they come from corrupt input and would overflow what is stored.
+MAX_DECLARED = 10**9
 
 
 def _positive_int(value: Any) -> int | None:
@@ -49,10 +52,15 @@ def _positive_int(value: Any) -> int | None:
         return None
     if isinstance(value, str):
         text = value.strip()
-        value = int(text) if text.isdigit() else None
-    if isinstance(value, float) and value.is_integer():
+        # ASCII only: int() refuses other Unicode digits ("²"), and very long numbers are not declarations.
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+    if isinstance(value, float) and value.is_integer():  # False for NaN and infinities
         value = int(value)
-    return value if isinstance(value, int) and value > 0 else None
+    return value if isinstance(value, int) and 0 < value <= MAX_DECLARED else None
+
+
+def _known(total: int) -> int | None:
+    return total if 0 < total <= MAX_DECLARED else None
 
 
 def smallest(*limits: int | None) -> int | None:
@@ -85,7 +93,7 @@ def sagemaker_requested_gpus(resource_config: Any) -> int | None:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0 or per_instance is None:
             return None  # one group of unknown size makes the total unknown, not smaller
         total += count * per_instance
-    return total or None
+    return _known(total)
 
 
 def batch_declared_runtime(detail: Mapping[str, Any]) -> int | None:
@@ -148,6 +156,8 @@ def _range_nodes(target: Any, num_nodes: int) -> int:
     if not isinstance(target, str) or not target.strip():
         return 0
     first, sep, last = target.strip().partition(":")
+    if len(target) > 40:  # "0:999" is a range; thousands of digits are not (and int() would refuse them)
+        return 0
     try:
         low = int(first) if first else 0
         high = (int(last) if last else num_nodes - 1) if sep else low
@@ -170,5 +180,5 @@ def batch_requested_gpus(detail: Mapping[str, Any]) -> int | None:
     """GPUs a Batch job (``JobDetail``: event detail or DescribeJobs) asks for over all its nodes."""
     node_properties = detail.get("nodeProperties")
     if isinstance(node_properties, Mapping):
-        return _multinode_gpus(node_properties) or None
-    return _containers_gpus(detail) or None
+        return _known(_multinode_gpus(node_properties))
+    return _known(_containers_gpus(detail))

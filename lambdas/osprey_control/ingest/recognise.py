@@ -18,6 +18,9 @@ sagemaker-queued    nothing (tags are not in service job events)       ``Describ
 ==================  =================================================  ===========================================
 
 A job that opts in with an invalid contract value is not managed: it is logged with the reason and ignored.
+The lookups' AWS errors are classified here (:func:`osprey_control.errors.classified`): throttling and 5xx are
+a :class:`~osprey_control.errors.TransientError`, a refusal (no such job, access denied) a
+:class:`~osprey_control.errors.PermanentError`.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.contract import OspreyBlock, OspreyBlockError, recognise_job, tags_as_dict
+from osprey_control.errors import classified
 from osprey_control.ingest.declared import sagemaker_declared_runtime, sagemaker_requested_gpus
 from osprey_control.ingest.events import JobEvent, batch_environment, sagemaker_hosts
+from osprey_control.ingest.limits import event_tags
 from osprey_control.registry.model import Backend, JobKey, NodeRef
 
 __all__ = ["Recogniser", "Recognition"]
@@ -53,7 +58,7 @@ class Recognition:
     def hosts(self, event: JobEvent) -> tuple[NodeRef, ...]:
         if event.training_job is None or self.resource_config is None:
             return ()
-        return sagemaker_hosts(event.training_job, self.resource_config)
+        return sagemaker_hosts(event.training_job, self.resource_config, event.event_id)
 
     @property
     def payload_gpus(self) -> int | None:
@@ -96,12 +101,13 @@ class Recogniser:
         if cached is not None:
             self._cache.move_to_end(key)
             return cached
-        if event.backend is Backend.SAGEMAKER:
-            result = self._sagemaker_job(event)
-        elif event.backend is Backend.BATCH:
-            result = self._batch_job(event)
-        else:
-            result = self._service_job(event)
+        with classified():
+            if event.backend is Backend.SAGEMAKER:
+                result = self._sagemaker_job(event)
+            elif event.backend is Backend.BATCH:
+                result = self._batch_job(event)
+            else:
+                result = self._service_job(event)
         self._cache[key] = result
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
@@ -168,8 +174,9 @@ class Recogniser:
         if not isinstance(payload, Mapping):
             payload = {}
         if not tags:
-            # The SDK copies the training job's tags onto the service job; fall back to the payload's copy.
-            tags = tags_as_dict(payload.get("Tags"))
+            # The SDK copies the training job's tags onto the service job; fall back to the payload's copy
+            # (what the submitter wrote: read as strictly as an event's tags).
+            tags = event_tags(payload.get("Tags"), "the service job payload's Tags", event.event_id) or {}
         environment = payload.get("Environment")
         resource_config = payload.get("ResourceConfig")
         return self._decide(

@@ -1,9 +1,17 @@
 """Ingest: one EventBridge event → at most one convergent registry update.
 
-:meth:`Ingestor.ingest_message` is what the SQS-triggered Lambda calls per record. A malformed event is logged
-and reported as ``malformed`` (never retried: redelivery cannot fix it). Any AWS error propagates so that the
-record becomes a batch item failure and SQS redelivers it (after the queue's maxReceiveCount it goes to the
-dead-letter queue); transient ones are marked so in the log.
+:meth:`Ingestor.ingest_message` is what the SQS-triggered Lambda calls per record; the type of a failure
+decides what happens to the record (:mod:`osprey_control.errors`):
+
+- :class:`~osprey_control.errors.PermanentError` (a malformed, unsupported or over-limit event, or a request AWS
+  refused): the event is **dropped**: logged with its reason, reported as ``dropped`` (the handler counts it as
+  ``EventsDropped`` by reason) and never redelivered, since redelivery cannot change it;
+- :class:`~osprey_control.errors.TransientError` (throttling, 5xx, no connection, a registry race lost too
+  often): it propagates, the record becomes a batch item failure and SQS redelivers it;
+- anything else is a bug: it propagates too (kopf's default for unknown errors), so the event is redelivered
+  and, after the queue's maxReceiveCount, kept in the dead-letter queue, whose alarm asks for a look.
+
+AWS errors are classified where the calls are made (:func:`osprey_control.errors.classified`).
 """
 
 from __future__ import annotations
@@ -11,20 +19,32 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from osprey_control.aws import client_for, is_transient
+from pydantic import ValidationError
+
+from osprey_control.aws import client_for
+from osprey_control.contract import OspreyBlock
+from osprey_control.errors import PermanentError, TransientError, classified
 from osprey_control.ingest.declared import smallest
-from osprey_control.ingest.events import IgnoredEvent, JobEvent, MalformedEventError, SpotEvent, parse_event
-from osprey_control.ingest.recognise import Recogniser
-from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.ingest.drops import (
+    MalformedEventError,
+    OverLimitError,
+    UnsupportedEventError,
+    drop_reason,
+)
+from osprey_control.ingest.events import IgnoredEvent, JobEvent, SpotEvent, parse_event
+from osprey_control.ingest.limits import MAX_BODY_BYTES, check_tags
+from osprey_control.ingest.recognise import Recogniser, Recognition
+from osprey_control.registry.dynamodb import JobRegistry, RegistryContentionError
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.observation import JobObservation
 
-__all__ = ["SERVICE_TRAINING_PREFIX", "IngestOutcome", "Ingestor"]
+__all__ = ["SERVICE_TRAINING_PREFIX", "IngestOutcome", "Ingestor", "decode_body"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,15 +58,47 @@ SERVICE_TRAINING_PREFIX = "AWSBatch"
 MULTINODE_SEPARATOR = "#"
 _NODE_EVENT_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
-Action = Literal["registered", "updated", "duplicate", "ignored", "spot", "malformed"]
+Action = Literal["registered", "updated", "duplicate", "ignored", "spot", "dropped"]
 
 
 @dataclass(frozen=True, slots=True)
 class IngestOutcome:
     action: Action
     event_id: str = ""
+    # registered / updated / duplicate: how the job was recognised; ignored: why; spot: the kind; dropped: the
+    # DropReason value (the detail is logged).
     reason: str = ""
     jobs: tuple[JobKey, ...] = field(default=())
+
+
+def _not_a_number(constant: str) -> NoReturn:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def decode_body(body: str) -> Any:
+    """The SQS message body as JSON (strict: no NaN or Infinity, which no AWS event contains)."""
+    if len(body) > MAX_BODY_BYTES:
+        raise OverLimitError(
+            f"the message body has {len(body)} characters; EventBridge events are at most 256 KB"
+        )
+    try:
+        return json.loads(body, parse_constant=_not_a_number)
+    except (ValueError, RecursionError) as error:  # RecursionError: nested deeper than the parser goes
+        raise MalformedEventError(f"the message body is not JSON ({str(error)[:200]})") from None
+
+
+@contextmanager
+def _registry_call() -> Iterator[None]:
+    """The registry's AWS errors in the taxonomy; a job whose item kept changing under the write is transient."""
+    try:
+        with classified():
+            yield
+    except RegistryContentionError as error:
+        raise TransientError(str(error)) from error
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class Ingestor:
@@ -59,10 +111,12 @@ class Ingestor:
         recogniser: Recogniser | None = None,
         ecs: Any = None,
         on_change: Callable[[JobRecord], object] | None = None,
+        clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self.registry = registry
         self.recogniser = recogniser or Recogniser()
         self._ecs = ecs
+        self._clock = clock  # events dated after it (plus the clock skew) are malformed
         # Called with every record an event changed (the gang watch starter); its AWS errors propagate so the
         # event is redelivered, which is why what it does must be idempotent.
         self._on_change = on_change
@@ -70,31 +124,46 @@ class Ingestor:
         self._instances: OrderedDict[str, tuple[str, str | None] | None] = OrderedDict()
 
     def ingest_message(self, body: str) -> IngestOutcome:
-        """One SQS message body (an EventBridge event as JSON)."""
+        """One SQS message body (an EventBridge event as JSON): ``dropped`` for a permanent failure; a transient
+        or unclassified one propagates (see the module docstring)."""
+        event_id = ""
         try:
-            try:
-                event = json.loads(body)
-            except ValueError as error:
-                raise MalformedEventError(f"the message body is not JSON ({error})") from None
+            event = decode_body(body)
+            if isinstance(event, dict) and isinstance(event.get("id"), str):
+                event_id = event["id"][:100]
             return self.ingest(event)
-        except MalformedEventError as error:
-            logger.warning("malformed event skipped", extra={"event_id": error.event_id, "error": str(error)})
-            return IngestOutcome("malformed", error.event_id or "", str(error))
-        except Exception as error:
+        except PermanentError as error:
+            reason = drop_reason(error)
             logger.warning(
-                "event failed; SQS will redeliver it",
-                extra={"error": str(error), "transient": is_transient(error)},
+                "event dropped",
+                extra={"reason": reason.value, "event_id": event_id, "error": str(error)[:1000]},
+            )
+            return IngestOutcome("dropped", event_id, reason.value)
+        except TransientError as error:
+            logger.warning(
+                "event failed transiently; SQS will redeliver it",
+                extra={"event_id": event_id, "error": str(error)[:1000]},
+            )
+            raise
+        except Exception:
+            logger.exception(
+                "event failed unexpectedly; SQS will redeliver it, then keep it in the dead-letter queue",
+                extra={"event_id": event_id},
             )
             raise
 
     def ingest(self, event: Any) -> IngestOutcome:
-        parsed = parse_event(event)
+        """One decoded event; raises a :class:`PermanentError` for an event that must be dropped."""
+        parsed = parse_event(event, now=self._clock())
         if isinstance(parsed, IgnoredEvent):
-            return IngestOutcome(
-                "ignored", parsed.event_id, f"detail-type {parsed.detail_type!r} is not handled"
+            raise UnsupportedEventError(
+                f"detail-type {parsed.detail_type!r:.100} is not one ingest handles; the event rules send none "
+                "such, so check what else sends to the queue",
+                event_id=parsed.event_id,
             )
         if isinstance(parsed, SpotEvent):
-            jobs = self.registry.mark_spot_risk(parsed.instance_id, parsed.risk, parsed.event_time)
+            with _registry_call():
+                jobs = self.registry.mark_spot_risk(parsed.instance_id, parsed.risk, parsed.event_time)
             logger.info(
                 "spot risk recorded",
                 extra={
@@ -113,36 +182,27 @@ class Ingestor:
                 "ignored", event.event_id, "training job of an AWS Batch service job", (key,)
             )
         recognition = self.recogniser.recognise(event)
-        if recognition.block is None:
+        block = recognition.block
+        if block is None:
             return IngestOutcome("ignored", event.event_id, "not an Osprey job", (key,))
-        nodes = (*event.nodes, *recognition.hosts(event), *self._batch_instance(event))
+        nodes = [*event.nodes, *recognition.hosts(event), *self._batch_instance(event)]
         parent_id, _, node = event.native_id.partition(MULTINODE_SEPARATOR)
         node_job = event.backend is Backend.BATCH and bool(node)
         if node_job:
             key = JobKey(event.backend, parent_id)
-        observation = JobObservation(
-            backend=event.backend,
-            native_id=key.native_id,
-            name=event.name,
-            arn=None if node_job else event.arn,
-            block=recognition.block,
-            status=JobStatus.PENDING if node_job else event.status,
-            event_time=_NODE_EVENT_TIME if node_job else event.event_time,
-            submitted_at=event.submitted_at,
-            nodes=tuple(nodes),
-            job_queue=event.job_queue,
-            share_identifier=event.share_identifier,
-            tags=dict(recognition.tags or {}),
-            # A node job's own timeout and GPUs are one node's, not the job's: the parent's events carry those.
-            declared_runtime_s=None
-            if node_job
-            else smallest(event.declared_runtime_s, recognition.payload_runtime_s),
-            requested_gpus=None if node_job else event.requested_gpus or recognition.payload_gpus,
-            marks_allocation=not node_job,
-        )
-        result = self.registry.apply_observation(observation)
+        try:
+            observation = self._observation(event, key, block, recognition, nodes, node_job=node_job)
+        except ValidationError as error:
+            raise MalformedEventError(
+                f"the event's values are not a valid job ({str(error)[:300]})", event_id=event.event_id
+            ) from None
+        with _registry_call():
+            result = self.registry.apply_observation(observation)
         if result.changed and self._on_change is not None:
-            self._on_change(result.record)
+            # Its AWS errors are classified like the registry's: a transient one redelivers the event (starting
+            # a gang watch is idempotent), a permanent one drops it; the record above is written either way.
+            with classified():
+                self._on_change(result.record)
         action: Action = (
             "duplicate" if not result.changed else "registered" if result.record.version == 1 else "updated"
         )
@@ -158,6 +218,37 @@ class Ingestor:
             },
         )
         return IngestOutcome(action, event.event_id, recognition.how, (key,))
+
+    @staticmethod
+    def _observation(
+        event: JobEvent,
+        key: JobKey,
+        block: OspreyBlock,
+        recognition: Recognition,
+        nodes: list[NodeRef],
+        *,
+        node_job: bool,
+    ) -> JobObservation:
+        return JobObservation(
+            backend=event.backend,
+            native_id=key.native_id,
+            name=event.name,
+            arn=None if node_job else event.arn,
+            block=block,
+            status=JobStatus.PENDING if node_job else event.status,
+            event_time=_NODE_EVENT_TIME if node_job else event.event_time,
+            submitted_at=event.submitted_at,
+            nodes=tuple(nodes),
+            job_queue=event.job_queue,
+            share_identifier=event.share_identifier,
+            tags=dict(check_tags(recognition.tags or {}, event.event_id)),
+            # A node job's own timeout and GPUs are one node's, not the job's: the parent's events carry those.
+            declared_runtime_s=None
+            if node_job
+            else smallest(event.declared_runtime_s, recognition.payload_runtime_s),
+            requested_gpus=None if node_job else event.requested_gpus or recognition.payload_gpus,
+            marks_allocation=not node_job,
+        )
 
     def _batch_instance(self, event: JobEvent) -> tuple[NodeRef, ...]:
         """The EC2 instance of a Batch job on EC2 (its ECS container instance), so spot events find the job."""
@@ -187,7 +278,13 @@ class Ingestor:
         if len(parts) != 3:
             return None
         self._ecs = client_for("ecs", self._ecs)
-        found = self._ecs.describe_container_instances(cluster=parts[1], containerInstances=[arn])
+        try:
+            with classified():
+                found = self._ecs.describe_container_instances(cluster=parts[1], containerInstances=[arn])
+        except PermanentError as error:
+            # The instance only helps spot warnings find the job: without it the job event is still recorded.
+            logger.warning("container instance not described", extra={"arn": arn, "error": str(error)[:300]})
+            return None
         instances = found.get("containerInstances") or []
         instance_id = instances[0].get("ec2InstanceId") if instances else None
         if not isinstance(instance_id, str):

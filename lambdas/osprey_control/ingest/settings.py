@@ -16,6 +16,7 @@ ENVIRONMENT_VARIABLES = {
     "recognise_by_environment": "OSPREY_RECOGNISE_BY_ENVIRONMENT",
     "gang_state_machine_arn": "OSPREY_GANG_STATE_MACHINE_ARN",
     "policy_prefix": "OSPREY_POLICY_PREFIX",
+    "metrics_namespace": "OSPREY_METRICS_NAMESPACE",
 }
 
 
@@ -35,6 +36,8 @@ class IngestSettings(BaseModel):
     gang_state_machine_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:states:")
     # Where the gang settings' policies are (the policy's coScheduling block).
     policy_prefix: str = Field(default="/osprey/policies", pattern=r"^/")
+    # Where EventsDropped goes (the namespace of every Osprey metric).
+    metrics_namespace: str = Field(default="/aws/osprey", min_length=1, max_length=255)
 
     @property
     def history_retention(self) -> timedelta:

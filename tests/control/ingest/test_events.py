@@ -118,7 +118,7 @@ def _without(name: str, *path: str) -> dict[str, Any]:
 def test_malformed_events_name_the_field(event: Any, message: str) -> None:
     with pytest.raises(MalformedEventError, match=message) as raised:
         parse_event(event)
-    assert "skipped" in str(raised.value)
+    assert "dropped" in str(raised.value)
 
 
 @pytest.mark.parametrize(

@@ -61,8 +61,10 @@ def ingest_module(registry: JobRegistry, monkeypatch: pytest.MonkeyPatch) -> Ite
     from osprey_handlers import ingest  # noqa: PLC0415 - import after the environment is set
 
     ingest.ingestor.cache_clear()
+    ingest.settings.cache_clear()
     yield ingest
     ingest.ingestor.cache_clear()
+    ingest.settings.cache_clear()
 
 
 def test_malformed_record_is_skipped_and_the_rest_succeed(ingest_module: Any, registry: JobRegistry) -> None:

@@ -1,0 +1,87 @@
+"""Events ingest drops on purpose: why (a few stable reasons) and the metric that counts them.
+
+A dropped event is logged with its reason and the detail, counted as ``EventsDropped`` (dimension ``Reason``),
+and reported to SQS as processed, so it is never redelivered: redelivering cannot change the event.
+
+=============  ===========================================================================================
+Reason         the event
+=============  ===========================================================================================
+malformed      is not JSON, or a field Osprey reads is missing, mistyped, out of range or an unknown status
+unsupported    has a detail-type the ingest function does not handle (the event rules send none such)
+over-limit     is larger than Osprey stores: too many hosts, tags or characters (:mod:`.limits`)
+rejected       made AWS refuse a request permanently (validation, access denied, not found)
+=============  ===========================================================================================
+
+Each reason is one custom metric (billed per month), so the set stays this small; the log holds the detail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from osprey_control.errors import REJECTED, PermanentError
+from osprey_control.telemetry import MetricPoint
+
+__all__ = [
+    "EVENTS_DROPPED",
+    "DropReason",
+    "MalformedEventError",
+    "OverLimitError",
+    "UnsupportedEventError",
+    "drop_metrics",
+    "drop_reason",
+]
+
+EVENTS_DROPPED = "EventsDropped"
+
+
+class DropReason(StrEnum):
+    MALFORMED = "malformed"
+    UNSUPPORTED = "unsupported"
+    OVER_LIMIT = "over-limit"
+    REJECTED = REJECTED
+
+
+class MalformedEventError(PermanentError):
+    """The event cannot be understood; it is dropped (redelivering it would not help)."""
+
+    def __init__(
+        self, message: str, *, event_id: str | None = None, reason: DropReason = DropReason.MALFORMED
+    ) -> None:
+        self.event_id = event_id
+        where = f"event {event_id}: " if event_id else ""
+        super().__init__(
+            f"{where}{message}. The event is dropped; if it came from AWS, check the EventBridge rule "
+            "delivers the unmodified event (no input transformer).",
+            reason=reason.value,
+        )
+
+
+class OverLimitError(MalformedEventError):
+    """The event describes more than Osprey stores for one job (docs/registry.md, Limits)."""
+
+    def __init__(self, message: str, *, event_id: str | None = None) -> None:
+        super().__init__(message, event_id=event_id, reason=DropReason.OVER_LIMIT)
+
+
+class UnsupportedEventError(MalformedEventError):
+    def __init__(self, message: str, *, event_id: str | None = None) -> None:
+        super().__init__(message, event_id=event_id, reason=DropReason.UNSUPPORTED)
+
+
+def drop_reason(error: PermanentError) -> DropReason:
+    """The metric's reason for a permanent failure (any reason outside the set counts as ``rejected``)."""
+    try:
+        return DropReason(error.reason)
+    except ValueError:
+        return DropReason.REJECTED
+
+
+def drop_metrics(counts: Mapping[DropReason, int]) -> list[MetricPoint]:
+    """One ``EventsDropped`` point per reason that dropped something (no points when nothing was dropped)."""
+    return [
+        MetricPoint(EVENTS_DROPPED, "Count", (float(count),), {"Reason": reason.value})
+        for reason, count in sorted(counts.items())
+        if count > 0
+    ]
