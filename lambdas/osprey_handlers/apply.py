@@ -16,7 +16,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.apply import Applier
 from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE, apply_cycle, default_appliers
@@ -24,6 +23,7 @@ from osprey_control.coordination.deadline import Deadline
 from osprey_control.coordination.fence import Fence
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.telemetry import MetricPoint
+from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
 
 __all__ = ["ApplySettings", "handler"]
@@ -31,12 +31,8 @@ __all__ = ["ApplySettings", "handler"]
 logger = Logger(service="osprey-apply")
 
 
-class ApplySettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
-    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+class ApplySettings(HandlerSettings):
+    """The function's environment (set by the CDK construct): the shared settings only."""
 
 
 @cache

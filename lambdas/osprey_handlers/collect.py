@@ -18,6 +18,7 @@ from osprey_control.derive import PolicySource
 from osprey_control.registry.collections import CollectionStore
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.telemetry import MetricPoint
+from osprey_handlers._settings import PolicyReaderSettings
 from osprey_handlers._telemetry import publish
 
 __all__ = ["CollectEvent", "CollectSettings", "handler"]
@@ -25,15 +26,8 @@ __all__ = ["CollectEvent", "CollectSettings", "handler"]
 logger = Logger(service="osprey-collect")
 
 
-class CollectSettings(BaseModel):
+class CollectSettings(PolicyReaderSettings):
     """The function's environment (set by the CDK construct)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
-    policy_prefix: str = Field(default="/osprey/policies", alias="OSPREY_POLICY_PREFIX", pattern=r"^/.*[^/]$")
-    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
 
 
 class CollectEvent(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from osprey_control.collect import CollectionResult
 from osprey_control.collect.snapshot import SnapshotError, decode
@@ -26,6 +26,8 @@ from osprey_control.derive import DEFAULT_ALLOWED_PREFIX, LambdaRuleInvoker, Pol
 from osprey_control.derive.run import derive_within
 from osprey_control.registry.collections import CollectionStore
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.wiring import ALLOWED_RULE_PREFIX_VARIABLE, PER_JOB_METRICS_VARIABLE
+from osprey_handlers._settings import PolicyReaderSettings
 from osprey_handlers._telemetry import publish
 
 __all__ = ["DeriveSettings", "handler"]
@@ -33,17 +35,11 @@ __all__ = ["DeriveSettings", "handler"]
 logger = Logger(service="osprey-derive")
 
 
-class DeriveSettings(BaseModel):
+class DeriveSettings(PolicyReaderSettings):
     """The function's environment (set by the CDK construct)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
-    policy_prefix: str = Field(default="/osprey/policies", alias="OSPREY_POLICY_PREFIX", pattern=r"^/.*[^/]$")
-    allowed_rule_prefix: str = Field(default=DEFAULT_ALLOWED_PREFIX, alias="OSPREY_ALLOWED_RULE_PREFIX")
-    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
-    per_job_metrics: bool = Field(default=False, alias="OSPREY_PER_JOB_METRICS")
+    allowed_rule_prefix: str = Field(default=DEFAULT_ALLOWED_PREFIX, alias=ALLOWED_RULE_PREFIX_VARIABLE)
+    per_job_metrics: bool = Field(default=False, alias=PER_JOB_METRICS_VARIABLE)
 
 
 @cache

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.coordination import CycleLease
 from osprey_control.telemetry import cycle_metrics, summarise_cycle
+from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
 
 __all__ = ["FinishEvent", "FinishSettings", "handler"]
@@ -24,11 +25,8 @@ logger = Logger(service="osprey-finish")
 _LOGGED_JOBS = 50
 
 
-class FinishSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+class FinishSettings(HandlerSettings):
+    """The function's environment (set by the CDK construct): the shared settings only."""
 
 
 class FinishEvent(BaseModel):

@@ -15,12 +15,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.eks import KubernetesClient, connect
 from osprey_control.eks.resources import detect_kueue
 from osprey_control.gang import GangStore, watch_step
 from osprey_control.gang.request import WatchRequest, backend_for
+from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
 
 __all__ = ["GangWatchSettings", "handler"]
@@ -30,11 +30,8 @@ logger = Logger(service="osprey-gang-watch")
 copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control"})
 
 
-class GangWatchSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
+class GangWatchSettings(HandlerSettings):
+    """The function's environment (set by the CDK construct): the shared settings only."""
 
 
 @cache

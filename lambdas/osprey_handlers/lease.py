@@ -10,20 +10,19 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from osprey_control.coordination import CycleLease
+from osprey_control.wiring import LEASE_SECONDS_VARIABLE
+from osprey_handlers._settings import HandlerSettings
 
 __all__ = ["LeaseSettings", "handler"]
 
 logger = Logger(service="osprey-lease")
 
 
-class LeaseSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    ttl_seconds: int = Field(default=900, alias="OSPREY_LEASE_SECONDS", ge=60, le=86_400)
+class LeaseSettings(HandlerSettings):
+    ttl_seconds: int = Field(default=900, alias=LEASE_SECONDS_VARIABLE, ge=60, le=86_400)
 
 
 @cache

@@ -12,23 +12,19 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from osprey_control.planner.step import PlanStepConfig, run_plan_step
+from osprey_handlers._settings import HandlerSettings
 
 __all__ = ["PlanSettings", "handler"]
 
 logger = Logger(service="osprey-plan")
 
 
-class PlanSettings(BaseModel):
+class PlanSettings(HandlerSettings):
     """The function's environment (set by the CDK construct)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    metrics_namespace: str = Field(default="/aws/osprey", alias="OSPREY_METRICS_NAMESPACE", min_length=1)
-    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
     hysteresis: float = Field(default=0.10, alias="OSPREY_PLAN_HYSTERESIS", ge=0.0, lt=1.0)
     window_seconds: int = Field(default=600, alias="OSPREY_PLAN_WINDOW_SECONDS", ge=60, le=86400)
     # Each job at most every 5 minutes: the cycle runs every minute, a job reads its plan every OSPREY_INTERVAL

@@ -9,20 +9,17 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.coordination import plan_shards
+from osprey_handlers._settings import HandlerSettings
 
 __all__ = ["ShardsSettings", "handler"]
 
 logger = Logger(service="osprey-shards")
 
 
-class ShardsSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-    table_name: str = Field(alias="OSPREY_TABLE_NAME", min_length=3)
-    shards: int = Field(default=16, alias="OSPREY_REGISTRY_SHARDS", ge=1, le=1000)
+class ShardsSettings(HandlerSettings):
+    """The function's environment (set by the CDK construct): the registry table and its shards."""
 
 
 @cache
