@@ -46,26 +46,30 @@ class DropReason(StrEnum):
 class MalformedEventError(PermanentError):
     """The event cannot be understood; it is dropped (redelivering it would not help)."""
 
+    hint = (
+        "if it came from AWS, check the EventBridge rule delivers the unmodified event (no input transformer)"
+    )
+
     def __init__(
         self, message: str, *, event_id: str | None = None, reason: DropReason = DropReason.MALFORMED
     ) -> None:
         self.event_id = event_id
         where = f"event {event_id}: " if event_id else ""
-        super().__init__(
-            f"{where}{message}. The event is dropped; if it came from AWS, check the EventBridge rule "
-            "delivers the unmodified event (no input transformer).",
-            reason=reason.value,
-        )
+        super().__init__(f"{where}{message}. The event is dropped; {self.hint}.", reason=reason.value)
 
 
 class OverLimitError(MalformedEventError):
     """The event describes more than Osprey stores for one job (docs/registry.md, Limits)."""
+
+    hint = "Osprey's limits per job and why are in docs/registry.md (Limits)"
 
     def __init__(self, message: str, *, event_id: str | None = None) -> None:
         super().__init__(message, event_id=event_id, reason=DropReason.OVER_LIMIT)
 
 
 class UnsupportedEventError(MalformedEventError):
+    hint = "the queue should receive only what Osprey's event rules send (docs/registry.md, Ingest)"
+
     def __init__(self, message: str, *, event_id: str | None = None) -> None:
         super().__init__(message, event_id=event_id, reason=DropReason.UNSUPPORTED)
 

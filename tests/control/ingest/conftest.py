@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +51,48 @@ def registry(dynamodb: Any) -> JobRegistry:
 def item_count(dynamodb: Any) -> int:
     count: int = dynamodb.scan(TableName=TABLE, Select="COUNT")["Count"]
     return count
+
+
+@dataclass
+class Context:
+    """The parts of a Lambda context Powertools reads."""
+
+    function_name: str = "osprey-ingest"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-ingest"
+    aws_request_id: str = "6f6a3b7e-0000-4000-8000-000000000000"
+
+
+def sqs_batch(*bodies: str) -> dict[str, Any]:
+    """An SQS event source batch of ``bodies``, message ids ``message-<index>``."""
+    return {
+        "Records": [
+            {
+                "messageId": f"message-{index}",
+                "receiptHandle": f"handle-{index}",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:osprey-ingest",
+                "awsRegion": "us-east-1",
+            }
+            for index, body in enumerate(bodies)
+        ]
+    }
+
+
+@pytest.fixture
+def ingest_module(registry: JobRegistry, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The ingest Lambda's module on ``registry``'s table, its caches cleared around the test."""
+    monkeypatch.setenv("OSPREY_TABLE_NAME", TABLE)
+    monkeypatch.setenv("OSPREY_REGISTRY_SHARDS", "4")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    from osprey_handlers import ingest  # noqa: PLC0415 - import after the environment is set
+
+    ingest.ingestor.cache_clear()
+    ingest.settings.cache_clear()
+    yield ingest
+    ingest.ingestor.cache_clear()
+    ingest.settings.cache_clear()

@@ -5,8 +5,6 @@ reported as a batch item failure for SQS to redeliver."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -16,34 +14,7 @@ from osprey_control.ingest import SettingsError
 from osprey_control.ingest.settings import IngestSettings
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
-from tests.control.ingest.conftest import BATCH, SAGEMAKER, TABLE, load_event
-
-
-@dataclass
-class Context:
-    function_name: str = "osprey-ingest"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-ingest"
-    aws_request_id: str = "6f6a3b7e-0000-4000-8000-000000000000"
-
-
-def _sqs(*bodies: str) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": f"message-{index}",
-                "receiptHandle": f"handle-{index}",
-                "body": body,
-                "attributes": {"ApproximateReceiveCount": "1"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:osprey-ingest",
-                "awsRegion": "us-east-1",
-            }
-            for index, body in enumerate(bodies)
-        ]
-    }
+from tests.control.ingest.conftest import BATCH, SAGEMAKER, TABLE, Context, load_event, sqs_batch
 
 
 def _batch_event(job_id: str) -> str:
@@ -53,25 +24,11 @@ def _batch_event(job_id: str) -> str:
     return json.dumps(event)
 
 
-@pytest.fixture
-def ingest_module(registry: JobRegistry, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("OSPREY_TABLE_NAME", TABLE)
-    monkeypatch.setenv("OSPREY_REGISTRY_SHARDS", "4")
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    from osprey_handlers import ingest  # noqa: PLC0415 - import after the environment is set
-
-    ingest.ingestor.cache_clear()
-    ingest.settings.cache_clear()
-    yield ingest
-    ingest.ingestor.cache_clear()
-    ingest.settings.cache_clear()
-
-
 def test_malformed_record_is_skipped_and_the_rest_succeed(ingest_module: Any, registry: JobRegistry) -> None:
     # Given a batch of a good event, a non-JSON body, an event without detail, and another good event
     broken = load_event(BATCH)
     del broken["detail"]
-    event = _sqs(_batch_event("job-1"), "{not json", json.dumps(broken), _batch_event("job-2"))
+    event = sqs_batch(_batch_event("job-1"), "{not json", json.dumps(broken), _batch_event("job-2"))
     # When the Lambda runs
     response = ingest_module.handler(event, Context())
     # Then no record is reported failed, and both good jobs are registered
@@ -93,7 +50,7 @@ def test_throttled_write_fails_only_that_record(
             )
 
     client.meta.events.register("before-parameter-build.dynamodb.PutItem", throttle)
-    event = _sqs(_batch_event("job-1"), _batch_event("job-2"), json.dumps(load_event(SAGEMAKER)))
+    event = sqs_batch(_batch_event("job-1"), _batch_event("job-2"), json.dumps(load_event(SAGEMAKER)))
     # When the Lambda runs
     response = ingest_module.handler(event, Context())
     # Then only job-2's message is returned for redelivery; the others are recorded
