@@ -3,10 +3,15 @@
 Configuration comes from CDK context (``cdk.json`` or ``-c osprey:cycleIntervalSeconds=30``; keys in
 ``osprey_infra.config.CONTEXT_KEYS``) and is validated here, at synth. cdk-nag's AwsSolutions checks run on
 every synth; a finding fails it.
+
+The stack is environment-agnostic. The CDK CLI deploys such a stack to the account and region of its
+credentials, which it tells the app as ``CDK_DEFAULT_ACCOUNT`` / ``CDK_DEFAULT_REGION``; those are what the
+policies' custom rule ARNs are checked against (without credentials, only the name prefix is checked).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +36,9 @@ def build_app(app: cdk.App | None = None, *, nag: bool = True) -> cdk.App:
         "Osprey",
         policy_paths=[policy_dir],
         config=config,
+        deploy_environment=cdk.Environment(
+            account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
+        ),
         description="Osprey GPU-job priority control plane",
     )
     if nag:

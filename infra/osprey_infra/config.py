@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from osprey_control.policy import DEFAULT_ALLOWED_PREFIX
+
 __all__ = ["CONTEXT_KEYS", "ConfigError", "ControlPlaneConfig"]
 
 Backend = Literal["sagemaker", "batch", "eks"]
@@ -52,7 +54,7 @@ class ControlPlaneConfig(BaseModel):
     # 60 s or a multiple of it is the scheduler's own rate; 10/12/15/20/30 s run as an inner loop of a
     # once-a-minute execution (docs/decisions.md "Sub-minute cycles").
     cycle_interval_seconds: int = Field(default=60, ge=10, le=3600)
-    allowed_rule_prefix: str = Field(default="osprey-rule-", min_length=1, max_length=60)
+    allowed_rule_prefix: str = Field(default=DEFAULT_ALLOWED_PREFIX, min_length=1, max_length=60)
     metrics_namespace: str = Field(default="/aws/osprey", min_length=1, max_length=255)
     per_job_metrics: bool = False
     registry_shards: int = Field(default=16, ge=1, le=1000)

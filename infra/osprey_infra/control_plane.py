@@ -2,8 +2,12 @@
 
 It composes the registry, the policies, one function per step (each with its own role), the cycle state
 machine, the gang watch, event ingestion, the schedule, the dashboard and alarms, and ``/osprey/config`` (where the SDK and
-CLI find the deployment). Permissions are granted here, next to the composition, so one file shows who may do
-what; mutations of SageMaker and Batch resources are conditioned on the ``osprey:enabled=true`` tag.
+CLI find the deployment). Permissions are granted in :mod:`osprey_infra.permissions`, one file that shows who may
+do what (each function the DynamoDB calls its code makes; mutations of SageMaker and Batch resources conditioned
+on the ``osprey:enabled=true`` tag).
+
+The policies are checked at synth, custom rule ARNs included: a rule the deployment could not invoke (name
+outside ``allowed_rule_prefix``, another account or region) fails the synth naming its file and field.
 """
 
 from __future__ import annotations
@@ -12,13 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from osprey_control.collect.cadence import DEFAULT_EVERY_N_CYCLES
-from osprey_control.contract import ENABLED_TAG
 from osprey_infra.config import ControlPlaneConfig
 from osprey_infra.cycle_schedule import CycleSchedule
 from osprey_infra.cycle_state_machine import CycleStateMachine
@@ -27,8 +29,9 @@ from osprey_infra.function import LAMBDAS_DIR, OspreyFunction, powertools_layer_
 from osprey_infra.gangs import GangWatch
 from osprey_infra.nag import acknowledge_findings
 from osprey_infra.observability import Observability
+from osprey_infra.permissions import grant_control_plane
 from osprey_infra.planning import Planning
-from osprey_infra.policy_store import PolicyStore
+from osprey_infra.policy_store import PolicyStore, rule_allow_list
 from osprey_infra.registry_table import RegistryTable
 from osprey_infra.sagemaker_queue import SageMakerTrainingQueue
 from osprey_infra.state_machines import EXPRESS_MAX_SECONDS
@@ -40,7 +43,6 @@ POLICY_PREFIX = "/osprey/policies"
 # The cycle is an Express workflow: five minutes at most. The lease lasts as long, so a cycle the timeout cut
 # short (Finish never ran) holds it no longer than it could have run.
 CYCLE_TIMEOUT_SECONDS = EXPRESS_MAX_SECONDS
-_TAGGED = {"StringEquals": {f"aws:ResourceTag/{ENABLED_TAG}": "true"}}
 
 
 class OspreyControlPlane(Construct):
@@ -51,11 +53,19 @@ class OspreyControlPlane(Construct):
         *,
         policy_paths: Sequence[str | Path],
         config: ControlPlaneConfig | None = None,
+        deploy_environment: cdk.Environment | None = None,
     ) -> None:
+        """``deploy_environment``: where an environment-agnostic stack will be deployed, when known (the app
+        passes the CDK CLI's account and region); only the custom-rule check at synth uses it."""
         super().__init__(scope, construct_id)
         self.config = config = config or ControlPlaneConfig()
         self.registry = RegistryTable(self, "Registry", retain=config.retain_registry)
-        self.policies = PolicyStore(self, "Policies", policy_paths=policy_paths)
+        self.rule_allow_list = rule_allow_list(
+            cdk.Stack.of(self), config.allowed_rule_prefix, deploy_environment
+        )
+        self.policies = PolicyStore(
+            self, "Policies", policy_paths=policy_paths, allowed_rules=self.rule_allow_list
+        )
         table = self.registry.table
 
         code = lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=["**/__pycache__", "**/*.pyc"])
@@ -159,7 +169,7 @@ class OspreyControlPlane(Construct):
         if self.eks_discovery is not None:
             self.gangs.allow_start(self.eks_discovery.function)
         self.planning = Planning(self, "Planning", table=table, environment=common, layer=layer, code=code)
-        self._grant(config)
+        grant_control_plane(self, POLICY_PREFIX)
 
         self.cycle = CycleStateMachine(
             self,
@@ -234,6 +244,8 @@ class OspreyControlPlane(Construct):
         return {
             "stackName": cdk.Stack.of(self).stack_name,
             "region": cdk.Aws.REGION,
+            "account": cdk.Aws.ACCOUNT_ID,
+            "allowedRulePrefix": config.allowed_rule_prefix,
             "tableName": self.registry.table.table_name,
             "registryShards": config.registry_shards,
             "cycleStateMachineArn": self.cycle.state_machine.state_machine_arn,
@@ -248,114 +260,3 @@ class OspreyControlPlane(Construct):
             "sagemakerQueue": self.sagemaker_queue.queue_name if self.sagemaker_queue else None,
             "functions": {role: made.function.function_name for role, made in self.functions().items()},
         }
-
-    def _grant(self, config: ControlPlaneConfig) -> None:
-        table = self.registry.table
-        stack = cdk.Stack.of(self)
-        table.grant_read_write_data(self.ingest.role)
-        table.grant_read_write_data(self.lease.role)
-        table.grant_read_write_data(self.finish.role)
-        table.grant_read_data(self.shards.role)
-        table.grant_read_write_data(self.collect.role)
-        table.grant_read_write_data(self.derive.role)
-        table.grant_read_write_data(self.apply.role)
-
-        # Recognition by environment and node discovery (ingest): read-only describes.
-        self.ingest.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:DescribeTrainingJob",
-                    "sagemaker:ListTags",
-                    "batch:DescribeJobs",
-                    "batch:DescribeServiceJob",
-                    "ecs:DescribeContainerInstances",
-                ],
-                resources=["*"],  # describe/list actions without resource-level permissions
-            )
-        )
-        # Derive: metrics (GetMetricData has no resource-level permissions), policies, allowed custom rules.
-        for reader in (self.collect, self.derive):
-            reader.role.add_to_policy(
-                iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
-            )
-        read_policies = iam.PolicyStatement(
-            actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
-            resources=[
-                stack.format_arn(
-                    service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/")
-                ),
-                stack.format_arn(
-                    service="ssm", resource="parameter", resource_name=POLICY_PREFIX.lstrip("/") + "/*"
-                ),
-            ],
-        )
-        self.derive.role.add_to_policy(read_policies)
-        self.collect.role.add_to_policy(read_policies)
-        self.ingest.role.add_to_policy(read_policies)
-        if self.eks_discovery is not None:
-            self.eks_discovery.role.add_to_policy(read_policies)
-        self.derive.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"],
-                resources=[
-                    stack.format_arn(
-                        service="lambda",
-                        resource="function",
-                        resource_name=f"{config.allowed_rule_prefix}*",
-                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
-            )
-        )
-        # Apply: reads anywhere, writes only to Osprey-tagged resources.
-        apply_role = self.apply.role
-        apply_role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "batch:DescribeServiceJob",
-                    "batch:DescribeJobs",
-                    "batch:DescribeJobQueues",
-                    "batch:DescribeSchedulingPolicies",
-                    "sagemaker:ListTags",
-                    # The tag applier looks a training job's ARN up when the registry has none yet.
-                    "sagemaker:DescribeTrainingJob",
-                ],
-                resources=["*"],
-            )
-        )
-        if "sagemaker" in config.backends:
-            apply_role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=["sagemaker:AddTags"],
-                    resources=[
-                        stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
-                    ],
-                    conditions=_TAGGED,
-                )
-            )
-            apply_role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=["batch:UpdateServiceJob"],
-                    resources=[stack.format_arn(service="batch", resource="service-job", resource_name="*")],
-                    conditions=_TAGGED,
-                )
-            )
-        if "batch" in config.backends:
-            apply_role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=["batch:UpdateSchedulingPolicy"],
-                    resources=[
-                        stack.format_arn(service="batch", resource="scheduling-policy", resource_name="*")
-                    ],
-                    conditions=_TAGGED,
-                )
-            )
-        if self.eks_discovery is not None:
-            clusters = [
-                stack.format_arn(service="eks", resource="cluster", resource_name=name)
-                for name in config.eks_clusters
-            ]
-            describe = iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=clusters)
-            self.eks_discovery.role.add_to_policy(describe)
-            apply_role.add_to_policy(describe)
-            table.grant_read_write_data(self.eks_discovery.role)

@@ -2,7 +2,9 @@
 
 The ingest function starts one watch execution per co-scheduled job (named after the job, so replays start
 nothing), and finds the state machine through ``OSPREY_GANG_STATE_MACHINE_ARN``. The watch function reads
-readiness anywhere and stops only Osprey-tagged jobs (``fail`` fallback), by IAM condition.
+readiness (training jobs by ARN; Batch's describes have no resource-level permissions), reads and writes only
+its GANG items' actions on the registry (``osprey_infra.table_access.GANG_WATCH``), and stops only
+Osprey-tagged jobs (``fail`` fallback), by IAM condition.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from osprey_control.contract import ENABLED_TAG
 from osprey_infra.function import OspreyFunction
 from osprey_infra.gang_watch import GangWatchStateMachine
+from osprey_infra.permissions import SAGEMAKER_READS, TAGGED, training_jobs
+from osprey_infra.table_access import GANG_WATCH, grant_table_access
 
 __all__ = ["GANG_STATE_MACHINE_ENV", "GangWatch"]
 
 GANG_STATE_MACHINE_ENV = "OSPREY_GANG_STATE_MACHINE_ARN"
-_TAGGED = {"StringEquals": {f"aws:ResourceTag/{ENABLED_TAG}": "true"}}
 
 
 class GangWatch(Construct):
@@ -62,16 +64,12 @@ class GangWatch(Construct):
     def _grant(self, table: dynamodb.ITable, backends: Sequence[str], eks_clusters: Sequence[str]) -> None:
         stack = cdk.Stack.of(self)
         role = self.watch.role
-        table.grant_read_write_data(role)
+        grant_table_access(table, role, GANG_WATCH)
+        role.add_to_policy(iam.PolicyStatement(actions=SAGEMAKER_READS, resources=[training_jobs(stack)]))
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=[
-                    "sagemaker:DescribeTrainingJob",
-                    "sagemaker:ListTags",
-                    "batch:DescribeJobs",
-                    "batch:DescribeServiceJob",
-                ],
-                resources=["*"],  # describe/list actions without resource-level permissions
+                actions=["batch:DescribeJobs", "batch:DescribeServiceJob"],
+                resources=["*"],  # Batch's Describe* have no resource-level permissions
             )
         )
         stops: list[tuple[str, str, str]] = []
@@ -87,7 +85,7 @@ class GangWatch(Construct):
                 iam.PolicyStatement(
                     actions=[action],
                     resources=[stack.format_arn(service=service, resource=resource, resource_name="*")],
-                    conditions=_TAGGED,
+                    conditions=TAGGED,
                 )
             )
         if "eks" in backends and eks_clusters:

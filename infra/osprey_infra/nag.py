@@ -32,10 +32,7 @@ def _logical_id(construct: IConstruct) -> str:
 
 
 def acknowledge_findings(plane: OspreyControlPlane) -> None:
-    table = f"<{_logical_id(plane.registry.table)}.Arn>/index/*"
-    table_reason = "CDK's grant on the registry table includes its active-jobs index, which the step reads."
     for made in plane.functions().values():
-        _iam5(made.role, table, table_reason)
         cdk.Validations.of(made.function).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions::AwsSolutions-L1",
@@ -43,15 +40,30 @@ def acknowledge_findings(plane: OspreyControlPlane) -> None:
                 "raise function.RUNTIME together with the layer.",
             )
         )
-    describes = "Describe/List actions (DescribeTrainingJob, DescribeJobs, ListTags, ...) have no resource-level permissions."
+    describes = "AWS Batch's Describe* actions (DescribeJobs, DescribeServiceJob, ...) have no resource-level permissions."
     _iam5(plane.ingest.role, "*", describes)
     _iam5(plane.apply.role, "*", describes)
+    _iam5(plane.gangs.watch.role, "*", describes)
     _iam5(plane.collect.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
     _iam5(plane.derive.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
     _iam5(plane.planning.plan.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
-    _iam5(plane.gangs.watch.role, "*", describes)
+    training_jobs = _ARN.format(service="sagemaker", resource="training-job/*")
+    _iam5(
+        plane.ingest.role,
+        training_jobs,
+        "Reads (DescribeTrainingJob, ListTags) of the training jobs whose events it records; any name.",
+    )
+    _iam5(
+        plane.ingest.role,
+        _ARN.format(service="ecs", resource="container-instance/*"),
+        "DescribeContainerInstances of the instance a Batch job's event names (its EC2 instance id); any cluster.",
+    )
+    _iam5(
+        plane.gangs.watch.role,
+        training_jobs,
+        "Reads training jobs; stops only those tagged osprey:enabled=true (aws:ResourceTag condition).",
+    )
     for resource in (
-        _ARN.format(service="sagemaker", resource="training-job/*"),
         _ARN.format(service="batch", resource="service-job/*"),
         _ARN.format(service="batch", resource="job/*"),
     ):
@@ -60,9 +72,14 @@ def acknowledge_findings(plane: OspreyControlPlane) -> None:
             resource,
             "Stops only jobs tagged osprey:enabled=true (aws:ResourceTag condition).",
         )
+    _iam5(
+        plane.apply.role,
+        training_jobs,
+        "Reads training jobs; AddTags only on those tagged osprey:enabled=true and only of the key "
+        "osprey:derived-priority (aws:ResourceTag and aws:TagKeys conditions).",
+    )
     tagged = "Writes only resources tagged osprey:enabled=true (aws:ResourceTag condition on the statement)."
     for resource in (
-        _ARN.format(service="sagemaker", resource="training-job/*"),
         _ARN.format(service="batch", resource="service-job/*"),
         _ARN.format(service="batch", resource="scheduling-policy/*"),
     ):

@@ -1,7 +1,8 @@
 """The plan step: the function that re-plans the parallelism of jobs that asked (``osprey.request_planning``)
 and writes their plan records (``osprey.adjust_parallelism`` reads them). docs/planner.md, "Plan step".
 
-Its role may read the active jobs and their plan requests, write plan records, and read CloudWatch metrics
+Its role may read the active jobs (Query on the active-jobs index) and their plan requests (BatchGetItem), write
+plan records and mark requests planned (``osprey_infra.table_access.PLAN``), and read CloudWatch metrics
 (``GetMetricData`` has no resource-level permissions). Nothing else.
 """
 
@@ -15,18 +16,9 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from osprey_infra.function import OspreyFunction
+from osprey_infra.table_access import PLAN, grant_table_access
 
-__all__ = ["PLAN_TABLE_ACTIONS", "Planning"]
-
-# Query (the active-jobs index) to list the active jobs, BatchGetItem for their PLANREQ items, PutItem for PLAN
-# records, UpdateItem for planned_at/plan_reason on PLANREQ. GetItem for the registry's consistent reads.
-PLAN_TABLE_ACTIONS = (
-    "dynamodb:Query",
-    "dynamodb:GetItem",
-    "dynamodb:BatchGetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-)
+__all__ = ["Planning"]
 
 
 class Planning(Construct):
@@ -54,7 +46,7 @@ class Planning(Construct):
             timeout_seconds=timeout_seconds,
             memory_size=1024,  # the search is CPU-bound; Lambda's CPU share grows with memory
         )
-        table.grant(self.plan.role, *PLAN_TABLE_ACTIONS)
+        grant_table_access(table, self.plan.role, PLAN)
         self.plan.role.add_to_policy(
             iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])  # no resource ARNs
         )

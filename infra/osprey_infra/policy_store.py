@@ -2,6 +2,12 @@
 
 An invalid policy set fails ``cdk synth`` with every ``FILE: FIELD.PATH: message`` line, and nothing is
 synthesized. Reading files is the only I/O: no AWS call happens at synth.
+
+Custom rules are checked against the deployment (:class:`~osprey_control.policy.RuleAllowList`, the same check
+the derive step makes before every call): the name prefix always, the account and region when they are known.
+An environment-agnostic stack's account and region are CloudFormation tokens; :func:`rule_allow_list` then uses
+where the CDK CLI will deploy it, if it was told, and otherwise leaves them unchecked (IAM still denies the
+call, and the derive step falls back with ``not-allowed``).
 """
 
 from __future__ import annotations
@@ -10,12 +16,19 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import aws_cdk as cdk
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
+from osprey_control.policy import PriorityDerivationPolicy, RuleAllowList, load_policy_files, rule_arn_issues
 
-__all__ = ["DEFAULT_PARAMETER_PREFIX", "PolicyStore", "PolicySynthError", "policy_parameter_value"]
+__all__ = [
+    "DEFAULT_PARAMETER_PREFIX",
+    "PolicyStore",
+    "PolicySynthError",
+    "policy_parameter_value",
+    "rule_allow_list",
+]
 
 DEFAULT_PARAMETER_PREFIX = "/osprey/policies"
 _STANDARD_LIMIT = 4096
@@ -24,6 +37,21 @@ _ADVANCED_LIMIT = 8192
 
 class PolicySynthError(ValueError):
     """The policy set is invalid; the message lists every error, one per line."""
+
+
+def _known(value: str | None) -> str | None:
+    return None if value is None or cdk.Token.is_unresolved(value) else value
+
+
+def rule_allow_list(
+    stack: cdk.Stack, prefix: str, deploy_environment: cdk.Environment | None = None
+) -> RuleAllowList:
+    """The custom rules ``stack`` may invoke: its own account and region when concrete, else
+    ``deploy_environment``'s (where an environment-agnostic stack will go), else unchecked."""
+    fallback = deploy_environment or cdk.Environment()
+    account = _known(stack.account) or _known(fallback.account)
+    region = _known(stack.region) or _known(fallback.region)
+    return RuleAllowList.for_deployment(prefix, account=account, region=region)
 
 
 def policy_parameter_value(policy: PriorityDerivationPolicy) -> str:
@@ -41,7 +69,9 @@ class PolicyStore(Construct):
         *,
         policy_paths: Sequence[str | Path],
         parameter_prefix: str = DEFAULT_PARAMETER_PREFIX,
+        allowed_rules: RuleAllowList | None = None,
     ) -> None:
+        """``allowed_rules``: the custom rules the deployment may invoke (None: not checked)."""
         super().__init__(scope, construct_id)
         if not parameter_prefix.startswith("/") or parameter_prefix.endswith("/"):
             raise PolicySynthError(
@@ -54,6 +84,13 @@ class PolicyStore(Construct):
             )
         if not result.policies:
             raise PolicySynthError(f"no policies found in {', '.join(str(p) for p in policy_paths)}")
+        refused = rule_arn_issues(result.policies, allowed_rules) if allowed_rules else []
+        if refused:
+            raise PolicySynthError(
+                "custom rules this deployment cannot invoke; name a function it may (context "
+                "osprey:allowedRulePrefix sets the prefix) or leave the policy out:\n"
+                + "\n".join(str(issue) for issue in refused)
+            )
         self.parameter_prefix = parameter_prefix
         self.parameters: dict[str, ssm.StringParameter] = {}
         for loaded in result.policies:

@@ -23,10 +23,17 @@ class OspreyStack(cdk.Stack):
         *,
         policy_paths: Sequence[str | Path],
         config: ControlPlaneConfig | None = None,
+        deploy_environment: cdk.Environment | None = None,
         **kwargs: Any,
     ) -> None:
+        """``deploy_environment``: see :class:`OspreyControlPlane` (custom-rule checks of an
+        environment-agnostic stack)."""
         super().__init__(scope, construct_id, **kwargs)
         self.control_plane = OspreyControlPlane(
-            self, "ControlPlane", policy_paths=policy_paths, config=config
+            self,
+            "ControlPlane",
+            policy_paths=policy_paths,
+            config=config,
+            deploy_environment=deploy_environment,
         )
         self.policies = self.control_plane.policies

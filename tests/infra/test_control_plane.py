@@ -270,7 +270,7 @@ def test_mutations_are_conditioned_on_the_osprey_enabled_tag(template: Template)
     statements = [s for s in _statements(template, "Apply") if _actions(s) & mutating]
     assert {action for s in statements for action in _actions(s)} == mutating
     for statement in statements:
-        assert statement["Condition"] == {"StringEquals": {"aws:ResourceTag/osprey:enabled": "true"}}
+        assert statement["Condition"]["StringEquals"] == {"aws:ResourceTag/osprey:enabled": "true"}
 
 
 def test_custom_rules_may_be_invoked_only_under_the_allowed_prefix_in_this_account() -> None:

@@ -1,9 +1,10 @@
 """Given the Planning construct on a bare stack, when it is synthesized, then the plan function runs the plan
-handler with the table and namespace in its environment, and its role may only query/read the registry, write
-plan records and read CloudWatch metrics."""
+handler with the table and namespace in its environment, and its role may only query the active-jobs index, read
+plan requests, write plan records and read CloudWatch metrics."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -23,6 +24,10 @@ def template() -> Template:
         "Registry",
         partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
         sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+    )
+    table.add_global_secondary_index(
+        index_name="active-jobs",
+        partition_key=dynamodb.Attribute(name="active_shard", type=dynamodb.AttributeType.NUMBER),
     )
     Planning(
         stack,
@@ -71,7 +76,6 @@ def test_the_role_reads_the_registry_writes_plans_and_reads_metrics_only(templat
         "logs:CreateLogStream",
         "logs:PutLogEvents",
         "dynamodb:Query",
-        "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
@@ -79,6 +83,10 @@ def test_the_role_reads_the_registry_writes_plans_and_reads_metrics_only(templat
     }
     (table,) = [s for s in statements if "dynamodb:PutItem" in _actions(s)]
     assert table["Resource"] != "*"
+    assert "dynamodb:Query" not in _actions(table)
+    # Queries on the active-jobs index only, not on every index nor the table itself
+    (query,) = [s for s in statements if "dynamodb:Query" in _actions(s)]
+    assert json.dumps(query["Resource"]).endswith('"/index/active-jobs"]]}')
     (metrics,) = [s for s in statements if "cloudwatch:GetMetricData" in _actions(s)]
     assert metrics["Resource"] == "*"
     assert all(s["Effect"] == "Allow" for s in statements)

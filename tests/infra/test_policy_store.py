@@ -34,7 +34,6 @@ def test_shipped_policies_become_ssm_parameters_with_defaults_filled_in() -> Non
         "/osprey/policies/aging-policy",
         "/osprey/policies/default-policy",
         "/osprey/policies/inference-policy",
-        "/osprey/policies/spot-aware-policy",
         "/osprey/policies/training-policy",
     ]
     training = by_name["/osprey/policies/training-policy"]

@@ -1,8 +1,9 @@
 """Custom rules through AWS Lambda: the allow-list of DESIGN §4, the rule's timeout, and failure reasons.
 
 The control plane may invoke only functions in its own account whose name starts with the deployment's
-prefix (default ``osprey-``); IAM denies the rest anyway, but checking first gives a clear reason
-(``not-allowed``) instead of an AccessDenied per cycle.
+prefix (default ``osprey-rule-``; :class:`~osprey_control.policy.rule_access.RuleAllowList`, the same check
+``cdk synth`` and ``osprey policy validate`` make); IAM denies the rest anyway, but checking first gives a
+clear reason (``not-allowed``) instead of an AccessDenied per cycle.
 
 Each call is one attempt bounded by the rule's ``timeoutMs``: the Lambda client's read timeout is the rule's
 timeout and botocore does not retry (a retry would only spend the cycle's time on a rule that already failed
@@ -15,7 +16,6 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.config import Config
@@ -23,10 +23,10 @@ from botocore.exceptions import ReadTimeoutError
 
 from osprey_control.aws import is_throttling
 from osprey_control.derivation import CustomRuleCall, CustomRuleError, FailureReason
+from osprey_control.policy.rule_access import DEFAULT_ALLOWED_PREFIX, RuleAllowList
 
 __all__ = ["DEFAULT_ALLOWED_PREFIX", "LambdaRuleInvoker", "RuleAllowList", "rule_client_config"]
 
-DEFAULT_ALLOWED_PREFIX = "osprey-"
 _MAX_CONNECT_SECONDS = 2.0  # the regional Lambda endpoint; more than this is an outage, not a slow rule
 
 
@@ -39,28 +39,6 @@ def rule_client_config(timeout_ms: int) -> Config:
         read_timeout=seconds,
         retries={"mode": "standard", "total_max_attempts": 1},
     )
-
-
-@dataclass(frozen=True)
-class RuleAllowList:
-    """Which functions a deployment may invoke: same partition, region-agnostic, same account, name prefix."""
-
-    account: str
-    prefix: str = DEFAULT_ALLOWED_PREFIX
-    partition: str = "aws"
-
-    def problem(self, arn: str) -> str | None:
-        """Why ``arn`` may not be invoked, or None."""
-        parts = arn.split(":")
-        if len(parts) < 7 or parts[2] != "lambda" or parts[5] != "function":
-            return f"{arn} is not a Lambda function ARN"
-        if parts[1] != self.partition:
-            return f"{arn} is in partition {parts[1]}, the control plane runs in {self.partition}"
-        if parts[4] != self.account:
-            return f"{arn} is in account {parts[4]}; only functions in {self.account} may be invoked"
-        if not parts[6].startswith(self.prefix):
-            return f"{arn}: function name must start with {self.prefix!r} (the deployment's allowed prefix)"
-        return None
 
 
 class LambdaRuleInvoker:

@@ -31,10 +31,12 @@ from osprey_control.policy.model import (
     PriorityDerivationPolicy,
     Scaling,
 )
+from osprey_control.policy.rule_access import DEFAULT_ALLOWED_PREFIX, RuleAllowList, rule_arn_issues
 from osprey_control.policy.schema import policy_json_schema
 
 __all__ = [
     "API_VERSION",
+    "DEFAULT_ALLOWED_PREFIX",
     "KIND",
     "MAX_FILE_BYTES",
     "METRIC_DEFAULT_RANGES",
@@ -52,10 +54,12 @@ __all__ = [
     "PolicySpec",
     "PolicyValidationError",
     "PriorityDerivationPolicy",
+    "RuleAllowList",
     "Scaling",
     "load_policies",
     "load_policy_files",
     "load_policy_text",
     "policy_from_mapping",
     "policy_json_schema",
+    "rule_arn_issues",
 ]

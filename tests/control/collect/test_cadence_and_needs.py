@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -18,11 +17,12 @@ from osprey_control.collect.queries import build_progress_series, build_series
 from osprey_control.derivation import CompiledPolicy, JobMetrics, NodeMetrics, compile_policy, derive
 from osprey_control.policy import load_policies
 from osprey_control.registry.model import Backend, JobKey, JobRecord
+from tests.conftest import REPO_ROOT
 from tests.control.collect.helpers import NOW, instance, record
 
 POLICIES = {
     policy.name: compile_policy(policy)
-    for policy in load_policies([Path(__file__).resolve().parents[3] / "policies"])
+    for policy in load_policies([REPO_ROOT / "policies", REPO_ROOT / "policies" / "examples"])
 }
 TRAINING = POLICIES["training-policy"]
 EVERY_5 = CollectorConfig(every_n_cycles=5, cycle_seconds=60)

@@ -38,7 +38,7 @@ def lambda_client() -> Any:
 @pytest.mark.parametrize(
     ("arn", "fragment"),
     [
-        (f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:team-rule", "must start with 'osprey-'"),
+        (f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:team-rule", "must start with 'osprey-rule-'"),
         ("arn:aws:lambda:us-east-1:999999999999:function:osprey-rule", "only functions in 123456789012"),
         (f"arn:aws-cn:lambda:cn-north-1:{ACCOUNT}:function:osprey-rule", "partition aws-cn"),
     ],

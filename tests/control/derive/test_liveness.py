@@ -57,7 +57,7 @@ class Policies:
 @pytest.fixture
 def two_rule_policies(tmp_path: Path) -> Policies:
     """The shipped policies plus ``other-policy``: the spot policy calling a different rule function."""
-    text = (REPO_ROOT / "policies" / "spot-aware-policy.yaml").read_text()
+    text = (REPO_ROOT / "policies" / "examples" / "spot-aware-policy.yaml").read_text()
     other = text.replace("name: spot-aware-policy", "name: other-policy").replace(SPOT_RULE, OTHER_RULE)
     (tmp_path / "other-policy.yaml").write_text(other)
     compiled = {p.name: compile_policy(p) for p in load_policies([tmp_path])}

@@ -21,7 +21,7 @@ from tests.conftest import REPO_ROOT
 def ssm() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("ssm", region_name="us-east-1")
-        for policy in load_policies([REPO_ROOT / "policies"]):
+        for policy in load_policies([REPO_ROOT / "policies", REPO_ROOT / "policies" / "examples"]):
             client.put_parameter(
                 Name=f"/osprey/policies/{policy.name}", Value=policy_parameter_value(policy), Type="String"
             )
@@ -30,7 +30,9 @@ def ssm() -> Iterator[Any]:
 
 def test_deployed_policies_are_read_and_compiled(ssm: Any) -> None:
     source = PolicySource(client=ssm)
-    shipped = sorted(policy.name for policy in load_policies([REPO_ROOT / "policies"]))
+    shipped = sorted(
+        policy.name for policy in load_policies([REPO_ROOT / "policies", REPO_ROOT / "policies" / "examples"])
+    )
     assert {"aging-policy", "inference-policy", "spot-aware-policy", "training-policy"} <= set(shipped)
     assert source.names() == shipped
     compiled = source.get("training-policy")

@@ -24,7 +24,10 @@ from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
 from tests.conftest import REPO_ROOT
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-POLICIES = {p.name: compile_policy(p) for p in load_policies([REPO_ROOT / "policies"])}
+POLICIES = {
+    p.name: compile_policy(p)
+    for p in load_policies([REPO_ROOT / "policies", REPO_ROOT / "policies" / "examples"])
+}
 BUSY = {"gpu_utilization": 95.0, "memory_bandwidth_utilization": 70.0, "node_interconnect_latency": 120.0}
 
 

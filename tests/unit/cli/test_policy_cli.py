@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import boto3
+import pytest
+from moto import mock_aws
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
@@ -22,7 +25,7 @@ def test_valid_set_exits_zero(repo_root: Path) -> None:
     # One policy per shipped file; the seed four are among them.
     count = len(list(policies.glob("*.yaml")))
     assert result.stdout.startswith(f"{count} valid policies: ")
-    for name in ("aging-policy", "inference-policy", "spot-aware-policy", "training-policy"):
+    for name in ("aging-policy", "default-policy", "inference-policy", "training-policy"):
         assert name in result.stdout
 
 
@@ -76,3 +79,68 @@ def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.stdout.startswith("osprey 0.")
+
+
+SPOT_FIELD = "spot-aware-policy.yaml: spec.derivationRules[2].custom.arn: "
+
+
+def test_the_documents_alone_pass_without_the_deployment_settings(repo_root: Path) -> None:
+    # The example's rule names the placeholder account: only a deployment can say that is wrong
+    result = runner.invoke(app, ["policy", "validate", str(repo_root / "policies" / "examples")])
+    assert result.exit_code == 0, result.output
+
+
+def test_given_the_deployment_a_rule_it_cannot_invoke_exits_one_naming_file_field_and_what_is_allowed(
+    repo_root: Path,
+) -> None:
+    examples = repo_root / "policies" / "examples"
+    # When validated for another account, then for a prefix the rule's name lacks
+    account = runner.invoke(
+        app, ["policy", "validate", str(examples), "--account", "210987654321", "--region", "us-east-1"]
+    )
+    prefix = runner.invoke(
+        app, ["policy", "validate", str(examples), "--allowed-rule-prefix", "team-a-rule-"]
+    )
+    # Then both exit 1 with one line naming the file and field, why, and what is allowed; no traceback
+    assert account.exit_code == 1
+    (line, summary) = account.stderr.splitlines()
+    assert line.startswith(
+        f"{examples / SPOT_FIELD}arn:aws:lambda:us-east-1:123456789012:function:osprey-rule-spot"
+    )
+    assert "only functions in 210987654321 may be invoked" in line
+    assert line.endswith(
+        "allowed: Lambda functions named osprey-rule-* in account 210987654321, region us-east-1, partition aws"
+    )
+    assert summary == "1 error(s) in 1 path(s)"
+    assert prefix.exit_code == 1
+    assert "function name must start with 'team-a-rule-'" in prefix.stderr
+    assert "Traceback" not in account.output + prefix.output
+    # ... and the example's own account and region pass
+    own = runner.invoke(
+        app, ["policy", "validate", str(examples), "--account", "123456789012", "--region", "us-east-1"]
+    )
+    assert own.exit_code == 0, own.output
+
+
+def test_deployment_reads_the_prefix_account_and_region_from_the_deployed_config(
+    repo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    examples = str(repo_root / "policies" / "examples")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        # Given no deployment: a clear error, exit 1
+        missing = runner.invoke(app, ["policy", "validate", examples, "--deployment"])
+        assert missing.exit_code == 1
+        assert "--deployment: cannot read /osprey/config" in missing.stderr
+        # Given a deployment whose prefix is team-a-rule- (what its stack published)
+        config = {"allowedRulePrefix": "team-a-rule-", "account": "123456789012", "region": "us-east-1"}
+        boto3.client("ssm").put_parameter(Name="/osprey/config", Value=json.dumps(config), Type="String")
+        # When validated against it, then the rule's name is refused
+        refused = runner.invoke(app, ["policy", "validate", examples, "--deployment"])
+        assert refused.exit_code == 1
+        assert "function name must start with 'team-a-rule-'" in refused.stderr
+        # ... and a flag given as well wins over the deployed value
+        flagged = runner.invoke(
+            app, ["policy", "validate", examples, "--deployment", "--allowed-rule-prefix", "osprey-rule-"]
+        )
+        assert flagged.exit_code == 0, flagged.output

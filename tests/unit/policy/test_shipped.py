@@ -21,12 +21,13 @@ from tests.conftest import REPO_ROOT
 from tests.unit.policy.seeds import SEED_POLICY, SEED_WITH_CUSTOM
 
 POLICY_DIR = REPO_ROOT / "policies"
+EXAMPLE_DIR = POLICY_DIR / "examples"  # shipped, not deployed by default (placeholder ARNs)
 SCHEMA_FILE = POLICY_DIR / "priority-derivation-policy.schema.json"
-SHIPPED = sorted(POLICY_DIR.glob("*.yaml"))
+SHIPPED = sorted(POLICY_DIR.glob("*.yaml")) + sorted(EXAMPLE_DIR.glob("*.yaml"))
 
 
 def test_shipped_policies_form_one_valid_set_without_warnings() -> None:
-    result = load_policy_files([POLICY_DIR])
+    result = load_policy_files([POLICY_DIR, EXAMPLE_DIR])
     assert result.errors == []
     assert result.warnings == []
     # Every shipped file contributes its policy, and the four the docs describe are among them.
@@ -46,7 +47,7 @@ def test_training_policy_is_the_seed_with_a_deadband() -> None:
 
 
 def test_shipped_policies_cover_latency_spot_custom_and_aging() -> None:
-    policies = load_policy_files([POLICY_DIR]).by_name()
+    policies = load_policy_files([POLICY_DIR, EXAMPLE_DIR]).by_name()
 
     def metrics(name: str) -> set[Metric]:
         return {r.metric for r in policies[name].spec.derivation_rules if isinstance(r, BuiltinRule)}
@@ -70,7 +71,8 @@ def test_shipped_schema_file_is_current() -> None:
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_shipped_policy_points_editors_at_the_schema_and_satisfies_it(path: Path) -> None:
     text = path.read_text()
-    assert text.splitlines()[0] == "# yaml-language-server: $schema=./priority-derivation-policy.schema.json"
+    relative = "./" if path.parent == POLICY_DIR else "../"  # examples/ is one level down
+    assert text.splitlines()[0] == f"# yaml-language-server: $schema={relative}{SCHEMA_FILE.name}"
     jsonschema.Draft202012Validator(policy_json_schema()).validate(yaml.safe_load(text))
 
 
