@@ -56,7 +56,7 @@ class ConflictError(KubernetesApiError):
 
 
 class UnauthorizedError(KubernetesApiError):
-    """401/403: the IAM principal has no access entry or RBAC binding; see docs/eks.md for the ClusterRole."""
+    """401/403: the IAM principal has no access entry or RBAC binding; see docs/eks.md for each role's group."""
 
 
 def _error_for(method: str, path: str, status: int, body: bytes) -> KubernetesApiError:
@@ -74,7 +74,8 @@ def _error_for(method: str, path: str, status: int, body: bytes) -> KubernetesAp
         return ConflictError(method, path, status, reason or "Conflict", message)
     if status in (401, 403):
         hint = (
-            " (grant the Lambda's IAM role an EKS access entry bound to the osprey ClusterRole, docs/eks.md)"
+            " (give the Lambda's IAM role an EKS access entry in its group, osprey-discovery, osprey-apply or "
+            "osprey-gang-watch, bound in this namespace: docs/eks.md)"
         )
         return UnauthorizedError(method, path, status, reason or "Unauthorized", message + hint)
     return KubernetesApiError(method, path, status, reason, message)
