@@ -50,6 +50,7 @@ from osprey_control.planner.record import (
     record_from_item,
 )
 from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
+from osprey_control.wiring import TABLE_NAME_VARIABLE
 
 __all__ = ["DEFAULT_TIMEOUT_S", "adjust_parallelism"]
 
@@ -192,7 +193,7 @@ def _decide(
 ) -> Plan | None:
     outcome = _Outcome()
     plan_file = env.get("OSPREY_PLAN_FILE")
-    table_name = table or env.get("OSPREY_TABLE_NAME")
+    table_name = table or env.get(TABLE_NAME_VARIABLE)
     if plan_file:
         entry["source"] = f"file:{plan_file}"
         _read_file(Path(plan_file), outcome)

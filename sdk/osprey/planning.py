@@ -40,6 +40,7 @@ from osprey_control.planner.request import (
     plan_key,
 )
 from osprey_control.registry.keys import JOB_PREFIX
+from osprey_control.wiring import TABLE_NAME_VARIABLE
 
 __all__ = ["PlanRequestError", "job_partition_key", "report_progress", "request_planning", "update_progress"]
 
@@ -69,7 +70,7 @@ def job_partition_key(job_key: str | None, env: Mapping[str, str]) -> str | None
 
 def _where(table: str | None, job_key: str | None, env: Mapping[str, str]) -> tuple[str, str]:
     errors: list[RequestProblem] = []
-    table_name = table or env.get("OSPREY_TABLE_NAME")
+    table_name = table or env.get(TABLE_NAME_VARIABLE)
     if not table_name:
         errors.append(RequestProblem("table", "no registry table; pass table= or set OSPREY_TABLE_NAME"))
     pk = job_partition_key(job_key, env)

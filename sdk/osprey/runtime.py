@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from osprey_control.contract import OspreyBlock, from_environment
+from osprey_control.wiring import METRICS_NAMESPACE, METRICS_NAMESPACE_VARIABLE
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -75,7 +76,7 @@ __all__ = [
     "report_step_time",
 ]
 
-DEFAULT_NAMESPACE = "/aws/osprey"
+DEFAULT_NAMESPACE = METRICS_NAMESPACE
 INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
 STEP_TIME_METRIC = "StepTimeSeconds"
 REMAINING_SECONDS_METRIC = "RemainingSeconds"
@@ -174,7 +175,7 @@ def emf_record(
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
             "CloudWatchMetrics": [
                 {
-                    "Namespace": env.get("OSPREY_METRICS_NAMESPACE") or DEFAULT_NAMESPACE,
+                    "Namespace": env.get(METRICS_NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE,
                     "Dimensions": [list(DIMENSIONS)],
                     "Metrics": [{"Name": name, "Unit": unit} for name, (_value, unit) in metrics.items()],
                 }

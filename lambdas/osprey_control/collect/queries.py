@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.wiring import METRICS_NAMESPACE
 
 __all__ = [
     "CLOUDWATCH_NODE_METRICS",
@@ -60,7 +61,7 @@ __all__ = [
 CWAGENT_NAMESPACE = "CWAgent"
 SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
 CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
-OSPREY_NAMESPACE = "/aws/osprey"
+OSPREY_NAMESPACE = METRICS_NAMESPACE
 QUERY_ID_PATTERN = re.compile(r"^[a-z][a-zA-Z0-9_]*$")
 
 # The node metrics that come from CloudWatch (spot_interruption_risk comes from the registry record).

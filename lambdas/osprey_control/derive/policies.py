@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.parameters import SSMProvider
 from osprey_control.aws import client_for
 from osprey_control.derivation import CompiledPolicy, compile_policy
 from osprey_control.policy import PriorityDerivationPolicy, policy_from_mapping
+from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = ["DEFAULT_MAX_AGE_SECONDS", "PolicySource", "UnknownPolicyError"]
 
@@ -36,7 +37,7 @@ class PolicySource:
     """
 
     def __init__(
-        self, prefix: str = "/osprey/policies", *, client: Any = None, max_age: int = DEFAULT_MAX_AGE_SECONDS
+        self, prefix: str = POLICY_PREFIX, *, client: Any = None, max_age: int = DEFAULT_MAX_AGE_SECONDS
     ) -> None:
         self._prefix = prefix.rstrip("/")
         self._client = client

@@ -38,6 +38,7 @@ from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET, batch_get
 from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
 from osprey_control.registry.keys import job_pk, key_from_pk
 from osprey_control.registry.model import JobKey, JobRecord
+from osprey_control.wiring import METRICS_NAMESPACE
 
 __all__ = [
     "MAX_KEYS_PER_BATCH_GET",
@@ -67,7 +68,7 @@ def _error_code(error: BaseException) -> str:
 @dataclass(frozen=True, slots=True)
 class PlanStepConfig:
     table_name: str
-    namespace: str = "/aws/osprey"
+    namespace: str = METRICS_NAMESPACE
     shards: int = DEFAULT_SHARDS
     hysteresis: float = DEFAULT_HYSTERESIS
     window_seconds: int = 600

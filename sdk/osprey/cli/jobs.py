@@ -31,10 +31,10 @@ from osprey_control.registry import (
     JobKey,
     JobRecord,
 )
+from osprey_control.wiring import CONFIG_PARAMETER, TABLE_NAME_VARIABLE
 
 __all__ = ["explain_command", "jobs_command", "read_gangs"]
 
-CONFIG_PARAMETER = "/osprey/config"
 
 TableOption = Annotated[
     str | None, typer.Option("--table", help="Registry table (default: OSPREY_TABLE_NAME or /osprey/config).")
@@ -49,8 +49,8 @@ def _console() -> Console:
 def _table_name(table: str | None) -> str:
     if table:
         return table
-    if os.environ.get("OSPREY_TABLE_NAME"):
-        return os.environ["OSPREY_TABLE_NAME"]
+    if os.environ.get(TABLE_NAME_VARIABLE):
+        return os.environ[TABLE_NAME_VARIABLE]
     from osprey_control.aws import client_for  # noqa: PLC0415 - only when no table was named
 
     try:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from osprey_control.wiring import CONFIG_PARAMETER
+
 __all__ = ["ACCOUNT", "CdkDeployError", "cdk_available", "cdk_deploy", "make_executable", "published_config"]
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -94,6 +96,6 @@ def make_executable(client: ClientFactory, region: str = "us-east-1") -> list[st
 
 def published_config(client: ClientFactory) -> dict[str, Any]:
     """``/osprey/config``, where a deployment says where everything is (the SDK and CLI read it too)."""
-    value = client("ssm").get_parameter(Name="/osprey/config")["Parameter"]["Value"]
+    value = client("ssm").get_parameter(Name=CONFIG_PARAMETER)["Parameter"]["Value"]
     config: dict[str, Any] = json.loads(value)
     return config
