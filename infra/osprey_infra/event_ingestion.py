@@ -3,6 +3,9 @@
 SQS between EventBridge and the function gives batching, partial-batch retries (the handler reports failed
 records) and a dead-letter queue for events that keep failing, instead of EventBridge's fire-and-forget
 invocation.
+
+The queue's policy denies ``sqs:SendMessage`` to every sender but the three rules (``aws:SourceArn``): an IAM
+principal of the account that may send to any queue still cannot feed ingest forged job events.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
@@ -60,6 +64,19 @@ class EventIngestion(Construct):
             )
             rule.add_target(targets.SqsQueue(self.queue))
             self.rules.append(rule)
+        # The rule targets add Allow statements for events.amazonaws.com; an identity policy could still allow
+        # anyone else in the account. An explicit Deny wins over both. A request without aws:SourceArn (any
+        # direct SendMessage) matches ArnNotEquals, so it is denied too.
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyOspreyEventRulesSend",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sqs:SendMessage"],
+                resources=[self.queue.queue_arn],
+                conditions={"ArnNotEquals": {"aws:SourceArn": [rule.rule_arn for rule in self.rules]}},
+            )
+        )
         ingest.add_event_source(
             sources.SqsEventSource(
                 self.queue,
