@@ -48,20 +48,22 @@ def _settings() -> DeriveSettings:
 
 
 @cache
-def _components(account: str) -> tuple[JobRegistry, PolicySource, LambdaRuleInvoker]:
-    """One set per container: clients, the policy cache and the invoker's thread pool are reused."""
+def _components(account: str, region: str) -> tuple[JobRegistry, PolicySource, LambdaRuleInvoker]:
+    """One set per container: clients, the policy cache and the invoker's thread pool are reused. Rules are
+    checked against this function's own account and region, as ``cdk synth`` checked them."""
     settings = _settings()
     registry = JobRegistry(settings.table_name, shards=settings.shards)
     policies = PolicySource(settings.policy_prefix)
-    invoker = LambdaRuleInvoker(RuleAllowList(account, settings.allowed_rule_prefix))
+    allowed = RuleAllowList.for_deployment(settings.allowed_rule_prefix, account=account, region=region)
+    invoker = LambdaRuleInvoker(allowed)
     return registry, policies, invoker
 
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = _settings()
-    account = context.invoked_function_arn.split(":")[4]
-    registry, policies, invoker = _components(account)
+    arn = context.invoked_function_arn.split(":")
+    registry, policies, invoker = _components(arn[4], arn[3])
     shard = event.get("shard")
     token = event.get("token")
     fence = Fence(settings.table_name, int(token), registry.client) if token is not None else None
