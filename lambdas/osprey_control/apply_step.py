@@ -48,9 +48,9 @@ from osprey_control.apply import (
     apply_all,
     prefilter,
 )
-from osprey_control.aws import is_transient
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.coordination.fence import Fence, FenceLostError
+from osprey_control.errors import is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
 
 __all__ = [
@@ -211,8 +211,9 @@ class EksApplier:
                 )
             except Exception as error:  # an unreachable cluster fails its own jobs only
                 reason = f"cluster {cluster}: {type(error).__name__}: {error}"
-                # A network failure is worth retrying next cycle; a refused credential or a bug is not.
-                transient = is_transient(error) or isinstance(error, ConnectionError | TimeoutError)
+                # Classified where it was raised: DescribeCluster throttled, no answer from the API server or a
+                # cluster still being created are transient; a refused credential or a bug is not.
+                transient = is_transient(error)
                 report.results.extend(
                     ApplyResult(c.record.key, Outcome.FAILED, c.priority, reason, transient=transient)
                     for c in batch

@@ -5,9 +5,10 @@ Every applier follows the same rules, enforced here where they do not depend on 
 - only a changed priority is written (``priority != record.applied_priority``); an unchanged one is skipped;
 - only a job whose live tags say ``osprey:enabled=true`` is written (the backend adapter reads the tags);
 - one job's failure never stops the others; throttling and 5xx are retried by botocore's standard mode
-  (:mod:`osprey_control.aws`) and, if they persist, reported as ``transient``: the apply step records the
-  failure and retries it next cycle (up to ``MAX_TRANSIENT_APPLY_ATTEMPTS``); any other failure or skip is
-  recorded as permanent and not retried until the derived priority changes.
+  (:mod:`osprey_control.aws`) and, if they persist, are a :class:`~osprey_control.errors.TransientError`
+  (:func:`failure` classifies what the backend call raised): reported as ``transient``, the apply step records
+  the failure and retries it next cycle (up to ``MAX_TRANSIENT_APPLY_ATTEMPTS``); a permanent or unclassified
+  failure, or a skip, is recorded as permanent and not retried until the derived priority changes.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from osprey_control.aws import client_for, is_transient
+from osprey_control.aws import client_for
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
+from osprey_control.errors import is_transient
 from osprey_control.registry.model import Backend, JobKey, JobRecord
 
 __all__ = [

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from osprey_control.aws import client_for, is_transient
+from osprey_control.aws import client_for
 from osprey_control.collect.cadence import is_due, read_setting
 from osprey_control.collect.job_level import ProgressPoints, job_values, progress_report
 from osprey_control.collect.queries import (
@@ -40,6 +40,7 @@ from osprey_control.collect.queries import (
 )
 from osprey_control.collect.reuse import REUSABLE_METRICS, Reused, reused_values
 from osprey_control.derivation.inputs import JobMetrics, NodeMetrics
+from osprey_control.errors import is_transient
 from osprey_control.registry.model import JobKey, JobRecord, JobStatus, NodeRef
 
 __all__ = [

@@ -21,8 +21,8 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import ReadTimeoutError
 
-from osprey_control.aws import is_throttling
 from osprey_control.derivation import CustomRuleCall, CustomRuleError, FailureReason
+from osprey_control.errors import is_throttling
 from osprey_control.policy.rule_access import DEFAULT_ALLOWED_PREFIX, RuleAllowList
 
 __all__ = ["DEFAULT_ALLOWED_PREFIX", "LambdaRuleInvoker", "RuleAllowList", "rule_client_config"]

@@ -30,6 +30,7 @@ from osprey_control.coordination.fence import Fence, FenceLostError
 from osprey_control.derivation import CompiledPolicy, CustomRuleInvoker, Decision, JobMetrics, derive
 from osprey_control.derive.bulkhead import run_in_lanes
 from osprey_control.registry import JobKey, JobRecord
+from osprey_control.registry.dynamodb import VersionConflictError
 from osprey_control.registry.model import decision_changes
 
 __all__ = ["DEFAULT_RULE_SLOTS", "DecisionStore", "JobOutcome", "PolicyLookup", "ShardResult", "derive_shard"]
@@ -167,7 +168,8 @@ def _derive_one(
             lost.set()
         return JobOutcome(record, decision, error=str(error), error_kind="fence-lost")
     except Exception as error:
-        kind = "conflict" if "Conflict" in type(error).__name__ else "store-error"
+        # A conflict is the registry saying the job changed since it was read: the next cycle derives it again.
+        kind = "conflict" if isinstance(error, VersionConflictError) else "store-error"
         return JobOutcome(record, decision, error=f"{type(error).__name__}: {error}", error_kind=kind)
     return JobOutcome(record, decision, recorded=written if isinstance(written, JobRecord) else None)
 

@@ -17,6 +17,8 @@ from osprey_control.eks.client import (
     ConflictError,
     KubernetesApiError,
     KubernetesClient,
+    KubernetesRejectedError,
+    KubernetesUnavailableError,
     NotFoundError,
     UnauthorizedError,
 )
@@ -42,6 +44,8 @@ __all__ = [
     "EksPriorityApplier",
     "KubernetesApiError",
     "KubernetesClient",
+    "KubernetesRejectedError",
+    "KubernetesUnavailableError",
     "NotFoundError",
     "PriorityRange",
     "PriorityTarget",

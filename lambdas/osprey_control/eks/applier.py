@@ -32,6 +32,7 @@ from osprey_control.eks.resources import (
     kind_for,
     workload_resource,
 )
+from osprey_control.errors import TransientError
 from osprey_control.registry.model import Backend, JobRecord
 
 __all__ = [
@@ -155,8 +156,9 @@ class ApplyReport:
 
 
 def _transient(error: BaseException) -> bool:
-    # Status 0 means no answer at all (connection refused, timeout); 409 is retried inside one apply already.
-    return isinstance(error, KubernetesApiError) and (error.status in (0, 429) or error.status >= 500)
+    # Classified by the client (osprey_control.eks.client): no answer, 429, 5xx, or a 409 this apply already
+    # re-read max_conflict_attempts times. A ValueError / KeyError here is a bad object, which no retry mends.
+    return isinstance(error, TransientError)
 
 
 class _Skip(Exception):  # noqa: N818 - control flow, not an error

@@ -3,6 +3,10 @@ get and JSON merge-patch, with TLS pinned to the cluster CA, timeouts and bounde
 
 Only what Osprey needs, so the Lambda carries no ``kubernetes`` package. Plain ``http://`` is accepted for
 loopback hosts only (the tests' fake API server); anything else must be ``https://``.
+
+Failures are classified here, where the requests are made (:mod:`osprey_control.errors`): no answer, 429 and
+5xx (after this client's own retries) and a 409 conflict are :class:`~osprey_control.errors.TransientError`;
+404, 401/403 and any other 4xx are :class:`~osprey_control.errors.PermanentError`.
 """
 
 from __future__ import annotations
@@ -18,11 +22,15 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from osprey_control.errors import PermanentError, TransientError
+
 __all__ = [
     "MERGE_PATCH",
     "ConflictError",
     "KubernetesApiError",
     "KubernetesClient",
+    "KubernetesRejectedError",
+    "KubernetesUnavailableError",
     "NotFoundError",
     "UnauthorizedError",
 ]
@@ -39,23 +47,32 @@ class KubernetesApiError(Exception):
     """The API server refused a request; ``status`` is the HTTP status (0: no answer at all)."""
 
     def __init__(self, method: str, path: str, status: int, reason: str, message: str) -> None:
+        # First: a PermanentError base would set its own default ``reason``; the HTTP reason is the one kept.
+        super().__init__(f"{method} {path}: HTTP {status} {reason}: {message}")
         self.method = method
         self.path = path
         self.status = status
         self.reason = reason
         self.message = message
-        super().__init__(f"{method} {path}: HTTP {status} {reason}: {message}")
 
 
-class NotFoundError(KubernetesApiError):
+class KubernetesUnavailableError(KubernetesApiError, TransientError):
+    """No answer (``status`` 0), 429 or 5xx, still so after the client's retries: worth trying again later."""
+
+
+class KubernetesRejectedError(KubernetesApiError, PermanentError):
+    """A 4xx other than those below: the request itself is invalid, so repeating it cannot succeed."""
+
+
+class NotFoundError(KubernetesApiError, PermanentError):
     """404: the object, or the whole API group (a CRD that is not installed), does not exist."""
 
 
-class ConflictError(KubernetesApiError):
+class ConflictError(KubernetesApiError, TransientError):
     """409: the object changed since it was read (stale ``metadata.resourceVersion``); re-read and retry."""
 
 
-class UnauthorizedError(KubernetesApiError):
+class UnauthorizedError(KubernetesApiError, PermanentError):
     """401/403: the IAM principal has no access entry or RBAC binding; see docs/eks.md for each role's group."""
 
 
@@ -78,6 +95,10 @@ def _error_for(method: str, path: str, status: int, body: bytes) -> KubernetesAp
             "osprey-gang-watch, bound in this namespace: docs/eks.md)"
         )
         return UnauthorizedError(method, path, status, reason or "Unauthorized", message + hint)
+    if status in _RETRYABLE:
+        return KubernetesUnavailableError(method, path, status, reason, message)
+    if 400 <= status < 500:
+        return KubernetesRejectedError(method, path, status, reason, message)
     return KubernetesApiError(method, path, status, reason, message)
 
 
@@ -183,7 +204,7 @@ class KubernetesClient:
             except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
                 retry_after = None
                 reason = getattr(error, "reason", error)
-                failure = KubernetesApiError(method, path, 0, "Unreachable", str(reason))
+                failure = KubernetesUnavailableError(method, path, 0, "Unreachable", str(reason))
                 if attempt >= self._max_attempts:
                     raise failure from None
             delay = self._delay(attempt, retry_after)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.errors import TransientError, classified
 
 __all__ = [
     "CLUSTER_ID_HEADER",
@@ -58,11 +59,13 @@ class ClusterEndpoint:
 
 def describe_cluster(name: str, eks_client: Any = None) -> ClusterEndpoint:
     """The API endpoint and CA of EKS cluster ``name`` (``eks:DescribeCluster``)."""
-    cluster = client_for("eks", eks_client).describe_cluster(name=name)["cluster"]
+    with classified():
+        cluster = client_for("eks", eks_client).describe_cluster(name=name)["cluster"]
     endpoint = cluster.get("endpoint")
     if not endpoint:
         status = cluster.get("status", "unknown")
-        raise RuntimeError(
+        # A cluster being created gets its endpoint within minutes: the next cycle may find it.
+        raise TransientError(
             f"EKS cluster {name!r} has no API endpoint yet (status {status}); wait until it is ACTIVE"
         )
     ca_data = (cluster.get("certificateAuthority") or {}).get("data")

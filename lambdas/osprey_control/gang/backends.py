@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from osprey_control.aws import client_for
 from osprey_control.contract import ENABLED_TAG
+from osprey_control.errors import PermanentError
 from osprey_control.gang.decision import Readiness
 from osprey_control.gang.readiness import batch_readiness, sagemaker_queued_readiness, sagemaker_readiness
 
@@ -31,8 +32,11 @@ __all__ = [
 STOP_REASON = "Osprey: gang not ready within its timeout (fallback fail)"
 
 
-class NotOptedInError(RuntimeError):
-    """The job is not tagged ``osprey:enabled=true``: Osprey never stops it."""
+class NotOptedInError(PermanentError):
+    """The job is not tagged ``osprey:enabled=true``: Osprey never stops it (asking again cannot change that)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="not-opted-in")
 
 
 class GangBackend(Protocol):

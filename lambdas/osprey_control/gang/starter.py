@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.errors import classified
 from osprey_control.gang.request import watch_input
 from osprey_control.gang.settings import GangSettings
 from osprey_control.gang.watch import execution_name
@@ -34,13 +35,15 @@ def start_watch(
     input of a running execution with that execution, and a finished one with ``ExecutionAlreadyExists``
     (returned here as False); either way no second watch runs."""
     sfn = client_for("stepfunctions", client)
-    try:
-        sfn.start_execution(
-            stateMachineArn=state_machine_arn,
-            name=execution_name(key),
-            input=json.dumps(watch_input(key, settings, policy, **job)),
-        )
-    except sfn.exceptions.ExecutionAlreadyExists:
-        logger.info("gang watch already started", extra={"job": str(key)})
-        return False
+    # Classified (osprey_control.errors) once "already started" is answered: that one is success, not a failure.
+    with classified():
+        try:
+            sfn.start_execution(
+                stateMachineArn=state_machine_arn,
+                name=execution_name(key),
+                input=json.dumps(watch_input(key, settings, policy, **job)),
+            )
+        except sfn.exceptions.ExecutionAlreadyExists:
+            logger.info("gang watch already started", extra={"job": str(key)})
+            return False
     return True

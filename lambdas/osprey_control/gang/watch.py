@@ -3,6 +3,12 @@
 The gang watch state machine calls :func:`watch_step` in a loop and waits ``wait_seconds`` between calls
 until ``done``. Everything here is deterministic for a given clock, backend and store, so the moto-executed
 state machine and the unit tests drive the same code.
+
+Failures leave a step classified (:mod:`osprey_control.errors`), as exactly one of two classes, because Step
+Functions matches a Lambda's error by its class name: :class:`~osprey_control.errors.TransientError` (throttled
+or failing backend, no answer from the cluster, a concurrent state write) is what the state machine's Retry
+names; :class:`~osprey_control.errors.PermanentError` (a refused request) ends the execution at once. Anything
+unclassified is a bug and ends it too. The original error is the ``__cause__``.
 """
 
 from __future__ import annotations
@@ -10,14 +16,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from osprey_control.errors import PermanentError, TransientError, classify
 from osprey_control.gang.backends import GangBackend, NotOptedInError
 from osprey_control.gang.decision import Action, GangPhase, GangState, Step, decide, start
 from osprey_control.gang.settings import GangSettings
-from osprey_control.gang.store import GangStore, state_to_dict
+from osprey_control.gang.store import GangStore, StaleGangStateError, state_to_dict
 from osprey_control.policy import GangFallback
 from osprey_control.registry.model import JobKey
 from osprey_control.telemetry import MetricPoint
@@ -92,6 +101,24 @@ def _act(step: Step, backend: GangBackend, key: JobKey) -> Step:
     return step
 
 
+@contextmanager
+def _for_the_state_machine() -> Iterator[None]:
+    """Re-raise a classified failure as exactly TransientError or PermanentError, caused by the original (see the
+    module docstring); an unclassified one propagates unchanged."""
+    try:
+        yield
+    except StaleGangStateError as error:
+        raise TransientError(f"another writer advanced the gang state: {error}") from error
+    except Exception as error:
+        kind = classify(error)
+        if kind is None or type(error) in (TransientError, PermanentError):
+            raise
+        text = f"{type(error).__name__}: {error}" if kind is error else str(kind)
+        if isinstance(kind, TransientError):
+            raise TransientError(text) from error
+        raise PermanentError(text, reason=kind.reason) from error
+
+
 def watch_step(
     key: JobKey,
     settings: GangSettings,
@@ -101,8 +128,22 @@ def watch_step(
     now: datetime,
     policy: str,
 ) -> WatchResult:
-    """Advance the watch of ``key`` by one step. Backend faults propagate (the state machine retries the
-    task with back-off); the state is saved only after the action succeeded, so a retried step repeats it."""
+    """Advance the watch of ``key`` by one step. A transient fault raises :class:`TransientError` (the state
+    machine retries the task with back-off); the state is saved only after the action succeeded, so a retried
+    step repeats it. A permanent one raises :class:`PermanentError`."""
+    with _for_the_state_machine():
+        return _step(key, settings, backend, store, now=now, policy=policy)
+
+
+def _step(
+    key: JobKey,
+    settings: GangSettings,
+    backend: GangBackend,
+    store: GangStore,
+    *,
+    now: datetime,
+    policy: str,
+) -> WatchResult:
     effective = _effective(settings, backend)
     state, version = store.load(key)
     if state is None:

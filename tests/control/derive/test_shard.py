@@ -21,6 +21,7 @@ from osprey_control.derivation import (
 from osprey_control.derive import derive_shard
 from osprey_control.policy import load_policies
 from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
+from osprey_control.registry.dynamodb import VersionConflictError
 from tests.conftest import REPO_ROOT
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -40,9 +41,6 @@ class Policies:
 
 class MemoryStore:
     """Stands in for the registry: conditional on the version, like DynamoDB's ConditionExpression."""
-
-    class VersionConflictError(Exception):
-        pass
 
     def __init__(self, versions: dict[JobKey, int]) -> None:
         self.versions = dict(versions)
@@ -64,7 +62,7 @@ class MemoryStore:
             if key in self.broken:
                 raise RuntimeError("ProvisionedThroughputExceededException after retries")
             if self.versions.get(key, 0) != expected_version:
-                raise MemoryStore.VersionConflictError(f"{key} changed since it was read")
+                raise VersionConflictError(key, expected_version, self.versions.get(key))
             self.versions[key] = expected_version + 1
             self.written[key] = (decision, derived_priority)
 

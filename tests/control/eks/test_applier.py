@@ -93,6 +93,22 @@ def test_conflicts_that_never_stop_fail_that_job_after_bounded_attempts(
     assert result.outcome is ApplyOutcome.FAILED
     assert "gave up after 3 attempts" in result.reason
     assert len(fake_k8s.writes()) == 3
+    # A race is worth another try next cycle (the apply step retries transient failures)
+    assert result.transient is True
+
+
+@pytest.mark.parametrize(("status", "transient"), [(503, True), (429, True), (422, False), (403, False)])
+def test_the_clients_classification_decides_whether_a_failed_write_is_retried(
+    fake_k8s: FakeKubernetes, k8s_client: KubernetesClient, status: int, transient: bool
+) -> None:
+    # Given the Workload patch keeps answering ``status``
+    job = add_job(fake_k8s, "train")
+    workload = add_workload(fake_k8s, job, priority=100)
+    fake_k8s.fail("PATCH", f"{WORKLOADS}/{workload['metadata']['name']}", status, times=99)
+    # When the priority is applied
+    [result] = EksPriorityApplier(k8s_client, "gpu").apply([PriorityTarget("ml", "train", 9)]).results
+    # Then the job fails, transient exactly when the server may answer differently later
+    assert (result.outcome, result.transient) == (ApplyOutcome.FAILED, transient)
 
 
 def test_without_kueue_the_job_is_annotated(fake_k8s: FakeKubernetes, k8s_client: KubernetesClient) -> None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from osprey_control.eks import KubernetesApiError, KubernetesClient, NotFoundError, UnauthorizedError
+from osprey_control.eks import (
+    ConflictError,
+    KubernetesApiError,
+    KubernetesClient,
+    KubernetesRejectedError,
+    KubernetesUnavailableError,
+    NotFoundError,
+    UnauthorizedError,
+)
+from osprey_control.errors import PermanentError, TransientError
 from tests.control.eks.fake_k8s import FakeKubernetes
 from tests.control.eks.objects import add_job
 
@@ -67,4 +76,36 @@ def test_an_unreachable_server_is_a_typed_error() -> None:
         "http://127.0.0.1:1", timeout=1, max_attempts=2, backoff=0, sleep=lambda _: None
     )
     with pytest.raises(KubernetesApiError, match="Unreachable"):
+        client.get(JOBS)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (429, KubernetesUnavailableError),
+        (503, KubernetesUnavailableError),
+        (409, ConflictError),
+        (404, NotFoundError),
+        (403, UnauthorizedError),
+        (422, KubernetesRejectedError),
+    ],
+)
+def test_failures_are_classified_where_the_request_is_made(
+    fake_k8s: FakeKubernetes, status: int, expected: type[KubernetesApiError]
+) -> None:
+    # Given a request the server keeps refusing with ``status``
+    fake_k8s.fail("GET", JOBS, status, times=10)
+    client = KubernetesClient(fake_k8s.url, max_attempts=2, backoff=0, sleep=lambda _: None)
+    # When it is made, then the error's type says whether a later retry can help
+    with pytest.raises(expected) as raised:
+        client.get(JOBS)
+    transient = status in (409, 429, 503)
+    assert isinstance(raised.value, TransientError) is transient
+    assert isinstance(raised.value, PermanentError) is not transient
+    assert raised.value.status == status
+
+
+def test_no_answer_at_all_is_transient() -> None:
+    client = KubernetesClient("http://127.0.0.1:1", timeout=1, max_attempts=1, sleep=lambda _: None)
+    with pytest.raises(TransientError):
         client.get(JOBS)

@@ -11,6 +11,7 @@ from botocore.stub import Stubber
 
 from osprey_control.eks import TokenProvider, connect, describe_cluster, presigned_token
 from osprey_control.eks.token import TOKEN_PREFIX
+from osprey_control.errors import TransientError
 
 
 def _decode(token: str) -> str:
@@ -89,10 +90,10 @@ def test_describe_cluster_reads_endpoint_and_ca_and_connect_builds_a_client() ->
     # Then the endpoint and PEM text come back
     assert endpoint.endpoint == "https://ABC.gr7.us-east-1.eks.amazonaws.com"
     assert endpoint.certificate_authority == ca_pem
-    # And a cluster without an endpoint yet gives an actionable error
+    # And a cluster without an endpoint yet gives an actionable error, worth retrying next cycle
     with Stubber(eks) as stub:
         stub.add_response(
             "describe_cluster", {"cluster": {"name": "new", "status": "CREATING"}}, {"name": "new"}
         )
-        with pytest.raises(RuntimeError, match="wait until it is ACTIVE"):
+        with pytest.raises(TransientError, match="wait until it is ACTIVE"):
             connect("new", eks_client=eks)

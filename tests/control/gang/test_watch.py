@@ -8,7 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
+from osprey_control.eks import KubernetesUnavailableError, NotFoundError
+from osprey_control.errors import PermanentError, TransientError
 from osprey_control.gang import (
     GangPhase,
     GangSettings,
@@ -156,3 +159,65 @@ def test_execution_names_are_stable_unique_and_valid_for_step_functions() -> Non
     for name in names:
         assert len(name) <= 80
         assert all(c.isalnum() or c in "-_" for c in name)
+
+
+class FailingBackend(ScriptedBackend):
+    """Readiness raises ``error`` (what the backend's SDK or client raised)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(iter([]))
+        self.error = error
+
+    def readiness(self) -> Readiness:
+        raise self.error
+
+
+def _client_error(code: str, status: int) -> ClientError:
+    response: Any = {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    return ClientError(response, "DescribeJobs")
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (_client_error("ThrottlingException", 400), TransientError),
+        (_client_error("InternalServerError", 500), TransientError),
+        (
+            KubernetesUnavailableError("GET", "/api/v1/pods", 503, "ServiceUnavailable", "busy"),
+            TransientError,
+        ),
+        (_client_error("AccessDeniedException", 403), PermanentError),
+        (NotFoundError("GET", "/apis/kueue.x-k8s.io/v1beta1", 404, "NotFound", "no Kueue"), PermanentError),
+    ],
+)
+def test_a_failed_step_leaves_as_exactly_the_class_the_state_machine_retries_or_not(
+    store: GangStore, error: Exception, expected: type[Exception]
+) -> None:
+    # Given a backend whose readiness call fails with ``error``
+    # When the watch steps, then it raises exactly TransientError or PermanentError (Step Functions matches the
+    # class name), caused by the original, and saves no state
+    with pytest.raises(expected) as raised:
+        watch_step(KEY, _settings(GangFallback.FAIL), FailingBackend(error), store, now=T0, policy="training")
+    assert type(raised.value) is expected
+    assert raised.value.__cause__ is error
+    assert store.load(KEY)[0] is None
+
+
+def test_a_concurrent_state_write_is_transient(store: GangStore) -> None:
+    # Given another execution saved the gang state after this step read it
+    class Racing(ScriptedBackend):
+        def readiness(self) -> Readiness:
+            store.save(KEY, start(T0), 0, updated_at=T0)
+            return Readiness(1, 4)
+
+    # When the step saves, then the stale write is a TransientError (the step is retried and reads again)
+    with pytest.raises(TransientError) as raised:
+        watch_step(KEY, _settings(GangFallback.FAIL), Racing(iter([])), store, now=T0, policy="training")
+    assert isinstance(raised.value.__cause__, StaleGangStateError)
+
+
+def test_a_bug_is_not_disguised_as_a_retryable_failure(store: GangStore) -> None:
+    with pytest.raises(KeyError):
+        watch_step(
+            KEY, _settings(GangFallback.FAIL), FailingBackend(KeyError("x")), store, now=T0, policy="training"
+        )
