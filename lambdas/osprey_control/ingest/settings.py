@@ -7,6 +7,8 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from osprey_control.wiring import METRICS_NAMESPACE, METRICS_NAMESPACE_VARIABLE
+
 __all__ = ["ENVIRONMENT_VARIABLES", "IngestSettings", "SettingsError"]
 
 ENVIRONMENT_VARIABLES = {
@@ -16,7 +18,7 @@ ENVIRONMENT_VARIABLES = {
     "recognise_by_environment": "OSPREY_RECOGNISE_BY_ENVIRONMENT",
     "gang_state_machine_arn": "OSPREY_GANG_STATE_MACHINE_ARN",
     "policy_prefix": "OSPREY_POLICY_PREFIX",
-    "metrics_namespace": "OSPREY_METRICS_NAMESPACE",
+    "metrics_namespace": METRICS_NAMESPACE_VARIABLE,
 }
 
 
@@ -37,7 +39,7 @@ class IngestSettings(BaseModel):
     # Where the gang settings' policies are (the policy's coScheduling block).
     policy_prefix: str = Field(default="/osprey/policies", pattern=r"^/")
     # Where EventsDropped goes (the namespace of every Osprey metric).
-    metrics_namespace: str = Field(default="/aws/osprey", min_length=1, max_length=255)
+    metrics_namespace: str = Field(default=METRICS_NAMESPACE, min_length=1, max_length=255)
 
     @property
     def history_retention(self) -> timedelta:
