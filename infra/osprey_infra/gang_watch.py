@@ -39,7 +39,7 @@ class GangWatchStateMachine(Construct):
         # Throttling or a 5xx from SageMaker/Batch/EKS, or a concurrent state write: the step is safe to repeat
         # (the state is saved only after the fallback action succeeded).
         step.add_retry(
-            errors=["ClientError", "StaleGangStateError", "KubernetesApiError"],
+            errors=["TransientError"],  # osprey_control.errors: the watch step raises only typed errors
             interval=cdk.Duration.seconds(5),
             max_attempts=5,
             backoff_rate=2.0,

@@ -224,12 +224,6 @@ def test_a_backend_that_keeps_failing_fails_the_execution_after_retries(world: A
     assert described["error"] == "Osprey.GangWatchFailed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="infra/osprey_infra/gang_watch.py still retries by the old class names (ClientError, "
-    "StaleGangStateError, KubernetesApiError); the watch step now raises osprey_control.errors.TransientError. "
-    "Once the Retry names TransientError this passes: remove this mark.",
-)
 def test_a_transient_backend_fault_is_retried_and_the_watch_goes_on(
     world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
