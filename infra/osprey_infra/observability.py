@@ -288,9 +288,11 @@ class Observability(Construct):
             height=6,
         )
         errors = cw.GraphWidget(
-            title="DerivationErrors by kind, Lambda errors, dead letters",
+            title="DerivationErrors by kind, events dropped by reason, Lambda errors, dead letters",
             left=[
                 self._search("DerivationErrors", ("Kind",), "Sum"),
+                # Ingest's permanently bad events: dropped, never redelivered (docs/registry.md, Ingest).
+                self._search("EventsDropped", ("Reason",), "Sum"),
                 *(
                     function.metric_errors(statistic="Sum").with_(label=f"{role} errors")
                     for role, function in sorted(functions.items())

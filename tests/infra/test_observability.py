@@ -19,6 +19,7 @@ from aws_cdk.assertions import Match, Template
 from osprey_control.derive.shard import ShardResult
 from osprey_control.gang.decision import GangPhase
 from osprey_control.gang.watch import gang_metrics
+from osprey_control.ingest.drops import DropReason, drop_metrics
 from osprey_control.telemetry import shard_metrics
 from osprey_infra.config import ControlPlaneConfig
 from osprey_infra.observability import PRIORITY_BANDS, search
@@ -64,7 +65,12 @@ def _published() -> dict[str, set[tuple[str, ...]]]:
     gang = SimpleNamespace(
         decided=True, state=SimpleNamespace(ready_in_time=True, phase=GangPhase.READY, wait_seconds=42.0)
     )
-    for point in [*shard_metrics(result, per_job=True), *gang_metrics(cast(Any, gang), "training-policy")]:
+    points = [
+        *shard_metrics(result, per_job=True),
+        *gang_metrics(cast(Any, gang), "training-policy"),
+        *drop_metrics(dict.fromkeys(DropReason, 1)),
+    ]
+    for point in points:
         found.setdefault(point.name, set()).add(tuple(point.dimensions))
     for source in (REPO_ROOT / "lambdas").rglob("*.py"):
         # MetricPoint("Name", ...) or MetricPoint("A" if cond else "B", ...)

@@ -40,7 +40,7 @@ from osprey_control.ingest.drops import (
 from osprey_control.ingest.events import IgnoredEvent, JobEvent, SpotEvent, parse_event
 from osprey_control.ingest.limits import MAX_BODY_BYTES, check_tags
 from osprey_control.ingest.recognise import Recogniser, Recognition
-from osprey_control.registry.dynamodb import JobRegistry, RegistryContentionError
+from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.observation import JobObservation
 
@@ -89,12 +89,10 @@ def decode_body(body: str) -> Any:
 
 @contextmanager
 def _registry_call() -> Iterator[None]:
-    """The registry's AWS errors in the taxonomy; a job whose item kept changing under the write is transient."""
-    try:
-        with classified():
-            yield
-    except RegistryContentionError as error:
-        raise TransientError(str(error)) from error
+    """The registry's AWS errors in the taxonomy (a job whose item kept changing under the write is already a
+    TransientError: RegistryContentionError)."""
+    with classified():
+        yield
 
 
 def _utc_now() -> datetime:

@@ -33,6 +33,7 @@ from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.coordination.fence import Fence, FenceLostError
+from osprey_control.errors import TransientError
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
@@ -96,7 +97,7 @@ class JobNotFoundError(KeyError):
         )
 
 
-class RegistryContentionError(RuntimeError):
+class RegistryContentionError(TransientError):
     """A convergent update kept losing the race for the same job; the event should be retried later."""
 
 
