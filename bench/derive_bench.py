@@ -6,7 +6,7 @@ A *rule evaluation* is one built-in rule applied to one node's value (jobs x nod
 aggregation, normalisation, scaling and weighting that rule costs for that node. The engine's time includes
 everything a cycle pays per job: aggregation, the weighted mean, damping, rounding and the explanation.
 
-The baseline, measured in the same run on the same data, is the bare arithmetic of DESIGN §4 written as one
+The baseline, measured in the same run on the same data, is the bare arithmetic of docs/design.md §4 written as one
 inline loop with no explanation objects: the floor pure Python can reach. ``ratio`` says how far above that
 floor the engine is, which stays comparable across machines where the absolute figure does not.
 The last line is machine-readable: ``rule_evals_per_s=<N> jobs=<J> seconds=<S>``.

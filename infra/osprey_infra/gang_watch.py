@@ -1,7 +1,7 @@
 """The gang watch state machine (Standard, JSONPath): one execution per co-scheduled job, named after it.
 
 WatchStep (the gang watch Lambda) → WatchDone? → Wait ``$.step.waitSeconds`` → WatchStep ... The Lambda
-decides everything (readiness, timeout, fallback, metrics, DESIGN §7); the state machine only loops and
+decides everything (readiness, timeout, fallback, metrics, docs/design.md §7); the state machine only loops and
 waits, so waiting costs no Lambda time. Backend faults are retried with back-off; a step that still fails
 ends the execution as ``Osprey.GangWatchFailed`` (the job itself is left as it is).
 

@@ -1,4 +1,4 @@
-"""The control plane's CloudWatch dashboard and alarms, over the metrics DESIGN §8 names.
+"""The control plane's CloudWatch dashboard and alarms, over the metrics docs/design.md §8 names.
 
 What the Lambdas publish (EMF, namespace ``metrics_namespace``), and so what is graphed here:
 

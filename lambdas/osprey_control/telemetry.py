@@ -1,4 +1,4 @@
-"""What a derive step and a finished cycle publish (DESIGN §8), as plain data points; handlers emit them as EMF.
+"""What a derive step and a finished cycle publish (docs/design.md §8), as plain data points; handlers emit them as EMF.
 
 Pure: building the points needs no AWS and no Powertools, so the simulator and tests use the same code.
 Per-job dimensions multiply CloudWatch cost by the fleet size, so they are off unless asked for.

@@ -18,7 +18,7 @@ What is added to your ``SubmitJob`` keyword arguments (all checked before any AW
     such a job is an error.
   - EKS jobs (``eksPropertiesOverride`` given, or ``form="eks"``): every
     ``eksPropertiesOverride.podProperties.containers[].env``, plus the Kubernetes labels and annotations
-    of DESIGN §5 in ``podProperties.metadata.labels`` / ``.annotations``. Without containers, one override
+    of docs/design.md §5 in ``podProperties.metadata.labels`` / ``.annotations``. Without containers, one override
     without a name is added, which Batch applies to a single-container job definition.
 
 - ``tags`` may also be given as a ``[{"Key", "Value"}]`` list (the SageMaker form); it is sent as the

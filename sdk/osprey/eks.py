@@ -5,7 +5,7 @@ Supported kinds: ``batch/v1`` ``Job``, ``kubeflow.org/v1`` ``PyTorchJob`` and ``
 
 - On the object's ``metadata``: labels ``osprey.aws/enabled`` and ``osprey.aws/policy``; annotations
   ``osprey.aws/co-schedule``, ``osprey.aws/gang-timeout``, ``osprey.aws/min-workers``,
-  ``osprey.aws/initial-priority`` (only for fields that are set; DESIGN §5).
+  ``osprey.aws/initial-priority`` (only for fields that are set; docs/design.md §5).
 - On every pod template: the same two labels (so pods can be selected), and in every container (init
   containers excluded) the ``OSPREY_*`` environment plus what ``osprey.runtime`` needs to name its metrics:
   ``OSPREY_K8S_NAMESPACE`` and ``OSPREY_K8S_POD_NAME`` from the downward API and

@@ -17,7 +17,7 @@ metric name                         unit            reported by
 ==================================  ==============  ===================================================
 
 The control plane reads ``RemainingSeconds`` as the policy metric ``remaining_time``, less the time since the
-report (DESIGN §3).
+report (docs/design.md §3).
 
 Every line has exactly one dimension set, ``[Backend, JobId, Host]``, so the control plane's collector
 queries ``GetMetricData`` MetricStat with exactly these three dimensions:

@@ -1,4 +1,4 @@
-"""Appliers: write a cycle's priority changes to the backends (DESIGN §6), one report per cycle.
+"""Appliers: write a cycle's priority changes to the backends (docs/design.md §6), one report per cycle.
 
     >>> from osprey_control.apply import PriorityChange, apply_all, BatchShareApplier, ServiceJobApplier
     >>> report = apply_all(changes, [ServiceJobApplier(batch), BatchShareApplier(batch)])  # doctest: +SKIP

@@ -1,4 +1,4 @@
-"""The applier interface: a cycle's priority changes in, a per-job report out (DESIGN §6).
+"""The applier interface: a cycle's priority changes in, a per-job report out (docs/design.md §6).
 
 Every applier follows the same rules, enforced here where they do not depend on the backend:
 

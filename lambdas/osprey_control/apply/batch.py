@@ -1,4 +1,4 @@
-"""AWS Batch container jobs on a fair-share queue: per-job share weights (DESIGN §6).
+"""AWS Batch container jobs on a fair-share queue: per-job share weights (docs/design.md §6).
 
 A running or queued Batch container job's own priority cannot be changed, but its share's weight can: each
 Osprey job must be submitted with its *own* share identifier (``osprey.batch`` sets ``shareIdentifier`` from the

@@ -1,4 +1,4 @@
-"""SageMaker appliers (DESIGN §6).
+"""SageMaker appliers (docs/design.md §6).
 
 - :class:`ServiceJobApplier` (``sagemaker-queued``): a training job submitted through an AWS Batch
   SAGEMAKER_TRAINING job queue is a Batch *service job*; its priority is ``UpdateServiceJob``

@@ -2,7 +2,7 @@
 
 :func:`collect` builds the MetricStat queries (:mod:`osprey_control.collect.queries`), sends them in chunks of at
 most 500, follows ``NextToken``, keeps the latest datapoint of each series inside the window and turns the
-results into :class:`JobMetrics` in DESIGN §3 raw units. A series without a datapoint, with an error status, or in
+results into :class:`JobMetrics` in docs/design.md §3 raw units. A series without a datapoint, with an error status, or in
 a chunk whose call failed is absent from ``values`` (the rule is skipped), never zero. A failed chunk is isolated:
 its jobs get no data and a recorded problem, every other chunk still counts.
 
@@ -385,7 +385,7 @@ def _assemble(
                 values = {m: v for m, v in kept.node_values.items() if m in CLOUDWATCH_NODE_METRICS}
             else:
                 values = {} if key in failed_jobs else dict(per_node.get((key, node.node_id), {}))
-            # No warning received is a known 0 (DESIGN §3), unlike a missing metric.
+            # No warning received is a known 0 (docs/design.md §3), unlike a missing metric.
             risk = record.spot_risk.get(node.instance_id or "", record.spot_risk.get(node.node_id, 0.0))
             values["spot_interruption_risk"] = float(risk)
             nodes.append(NodeMetrics(node.node_id, values))

@@ -1,4 +1,4 @@
-"""The job-level metrics of one job (DESIGN §3): ``queue_wait``, ``attained_service``, ``remaining_time``,
+"""The job-level metrics of one job (docs/design.md §3): ``queue_wait``, ``attained_service``, ``remaining_time``,
 ``requested_gpus``, from its registry record and the runtime's latest progress report.
 
 The arithmetic is :mod:`osprey_control.derivation.job_signals` (the simulator uses the same functions); this

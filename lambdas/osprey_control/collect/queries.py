@@ -1,4 +1,4 @@
-"""Which CloudWatch series describe a job: one :class:`SeriesSpec` per (node, source metric), DESIGN §3.
+"""Which CloudWatch series describe a job: one :class:`SeriesSpec` per (node, source metric), docs/design.md §3.
 
 Pure Python, no AWS import. :func:`build_series` turns a shard of :class:`JobRecord` into specs;
 :func:`metric_data_query` turns one spec into a GetMetricData ``MetricStat`` query.

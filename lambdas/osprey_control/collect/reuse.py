@@ -4,7 +4,7 @@ derives from (:mod:`osprey_control.collect.cadence`).
 The last decision (``JobRecord.last_decision``, ``Decision.to_dict()``) holds each built-in rule's aggregated
 raw value. Putting that value on every node of the job makes the rule aggregate (mean, min or max) to the very
 same value, so the rule gives the same priority and the weights are not renormalised: a cycle that does not
-read CloudWatch neither loses a rule nor makes the priority jump back and forth. Damping (DESIGN §4) still
+read CloudWatch neither loses a rule nor makes the priority jump back and forth. Damping (docs/design.md §4) still
 applies to every derivation, so a job far from its target keeps moving by ``maxPriorityChange`` per cycle.
 
 ``remaining_time`` is reused too for a RUNNING job (its progress series are CloudWatch reads): the value is

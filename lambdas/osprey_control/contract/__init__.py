@@ -1,4 +1,4 @@
-"""The job contract of DESIGN §5: the ``osprey`` block and its environment, tag and Kubernetes forms.
+"""The job contract of docs/design.md §5: the ``osprey`` block and its environment, tag and Kubernetes forms.
 
 One parser shared by the SDK (``osprey.sagemaker``, ``osprey.batch``, ``osprey.eks``, ``osprey.runtime``)
 and the control plane, which recognises a job by its tags or, when only that is set, its environment::

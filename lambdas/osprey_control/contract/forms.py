@@ -1,6 +1,6 @@
 """The string forms of the ``osprey`` block: environment variables, AWS tags, Kubernetes labels/annotations.
 
-DESIGN §5 table, plus the decisions taken where it is silent:
+docs/design.md §5 table, plus the decisions taken where it is silent:
 
 ===================================  =========================  ================================
 environment                          AWS tag                    Kubernetes (label or annotation)

@@ -1,4 +1,4 @@
-"""The ``osprey`` block of DESIGN §5 as a pydantic v2 model, and the one function that validates it.
+"""The ``osprey`` block of docs/design.md §5 as a pydantic v2 model, and the one function that validates it.
 
 The block is what a job says about itself: which policy derives its priority, whether it is a gang and
 for how long Osprey waits for it, and optionally where it is queued. Fields left unset (``None``) are not
@@ -7,7 +7,7 @@ emitted as environment variables or tags, so the policy's own value applies (``c
 
 Ranges agree with the policy model (``osprey_control.policy.model``): ``gang_timeout`` 1..86400 seconds,
 ``required_min_workers`` a percent 1..100, ``initial_priority`` an integer 0..100, the policy name a
-DNS-1123 label. ``expected_runtime`` (DESIGN §5: the user's estimate of the job's run time, the
+DNS-1123 label. ``expected_runtime`` (docs/design.md §5: the user's estimate of the job's run time, the
 ``remaining_time`` budget before the runtime reports progress) is 1..2592000 seconds: 30 days, beyond any
 training job limit SageMaker (28 days) allows, so a larger value is a unit mistake (milliseconds?).
 
@@ -70,7 +70,7 @@ FIELD_ALLOWED: dict[str, str] = {
 
 
 class OspreyBlock(BaseModel):
-    """One job's Osprey settings (DESIGN §5). Construct it with :func:`parse_block` for friendly errors."""
+    """One job's Osprey settings (docs/design.md §5). Construct it with :func:`parse_block` for friendly errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 

@@ -1,4 +1,4 @@
-"""The derivation engine (DESIGN §4): pure Python, no AWS import.
+"""The derivation engine (docs/design.md §4): pure Python, no AWS import.
 
 >>> from osprey_control.derivation import compile_policy, derive, JobMetrics, NodeMetrics
 >>> decision = derive(compile_policy(policy), JobMetrics("j1", [NodeMetrics("i-1", {"gpu_utilization": 95})]), 50)

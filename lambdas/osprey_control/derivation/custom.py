@@ -28,7 +28,7 @@ __all__ = [
 
 EVENT_VERSION = "1"
 
-# Event key → (metric, divisor): utilizations travel as fractions 0..1 (DESIGN §4 custom rule contract).
+# Event key → (metric, divisor): utilizations travel as fractions 0..1 (docs/design.md §4 custom rule contract).
 _EVENT_NODE_FIELDS: tuple[tuple[str, str, float], ...] = (
     ("gpu_util", "gpu_utilization", 100.0),
     ("memory_bw", "memory_bandwidth_utilization", 100.0),

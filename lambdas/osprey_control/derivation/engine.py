@@ -1,4 +1,4 @@
-"""The derivation engine: DESIGN §4, to the letter, with a per-rule explanation.
+"""The derivation engine: docs/design.md §4, to the letter, with a per-rule explanation.
 
 Pure Python. A policy is compiled once into flat tuples (:class:`CompiledPolicy`) so a cycle over thousands of
 jobs does not walk pydantic models; :func:`derive` then turns one job's metrics and its applied priority into a
@@ -207,7 +207,7 @@ def _evaluate_builtin(rule: _CompiledBuiltin, job: JobMetrics) -> RuleExplanatio
     metric = rule.metric
     isfinite = math.isfinite
     try:
-        # A NaN or infinite sample is a gap in the data, never a value (DESIGN §3: missing is never zero).
+        # A NaN or infinite sample is a gap in the data, never a value (docs/design.md §3: missing is never zero).
         if rule.job_level:
             single = job.job_values.get(metric)
             values = [] if single is None or not isfinite(single) else [single]
@@ -259,7 +259,7 @@ def _evaluate_custom(
             answer = parse_answer(invoker.invoke(call))
         except CustomRuleError as failure:
             outcome, detail = f"fallback:{failure.reason.value}", failure.detail
-        except Exception as error:  # a broken rule must never stop a cycle (DESIGN §4.5)
+        except Exception as error:  # a broken rule must never stop a cycle (docs/design.md §4.5)
             outcome, detail = f"fallback:{FailureReason.ERROR.value}", f"{type(error).__name__}: {error}"
     priority = rule.fallback if answer is None else _clamp(answer, 0.0, 100.0)
     return RuleExplanation(
@@ -283,7 +283,7 @@ def _damp(policy: CompiledPolicy, previous: int, target: float) -> tuple[int, Re
         return previous, "deadband"
     limit = policy.max_priority_change
     step = _clamp(delta, -limit, limit)
-    # maxPriorityChange is an integer (DESIGN §3) and so is previous: previous ± limit is exact and rounding
+    # maxPriorityChange is an integer (docs/design.md §3) and so is previous: previous ± limit is exact and rounding
     # half up can never carry the applied value past it, so |applied - previous| <= limit needs no cap.
     applied = math.floor(previous + step + 0.5)
     return applied, ("damped" if step != delta else "derived")

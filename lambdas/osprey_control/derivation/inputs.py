@@ -1,4 +1,4 @@
-"""What the engine derives from: one job's metrics, per node, in raw units (DESIGN §3 table)."""
+"""What the engine derives from: one job's metrics, per node, in raw units (docs/design.md §3 table)."""
 
 from __future__ import annotations
 

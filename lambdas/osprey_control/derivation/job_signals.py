@@ -1,4 +1,4 @@
-"""Job-level signals (DESIGN §3): one definition for the collector (from the registry) and the simulator.
+"""Job-level signals (docs/design.md §3): one definition for the collector (from the registry) and the simulator.
 
 The engine reads four metrics that describe a *job* rather than its nodes, so they exist for a queued job too
 and let a policy order jobs that have not started:
@@ -82,7 +82,7 @@ def remaining_time_s(
     expected_runtime_s: float | None = None,
     declared_limit_s: float | None = None,
 ) -> float | None:
-    """Seconds the job still needs, or None when nothing says (DESIGN §3 ``remaining_time``).
+    """Seconds the job still needs, or None when nothing says (docs/design.md §3 ``remaining_time``).
 
     A progress report wins: its remaining seconds, less the time since the report while the job is running
     (it kept training). Otherwise the budget (``expected_runtime_s``, the user's own estimate, before

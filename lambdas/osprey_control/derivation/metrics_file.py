@@ -1,4 +1,4 @@
-"""The metrics file of ``osprey derive``: one job's metrics in raw units (DESIGN §3, §4).
+"""The metrics file of ``osprey derive``: one job's metrics in raw units (docs/design.md §3, §4).
 
 ```json
 {"job": {"id": "j1", "backend": "sagemaker", "queue_wait": 0, "attained_service": 12.5,

@@ -1,4 +1,4 @@
-"""Custom rules through AWS Lambda: the allow-list of DESIGN §4, the rule's timeout, and failure reasons.
+"""Custom rules through AWS Lambda: the allow-list of docs/design.md §4, the rule's timeout, and failure reasons.
 
 The control plane may invoke only functions in its own account whose name starts with the deployment's
 prefix (default ``osprey-rule-``; :class:`~osprey_control.policy.rule_access.RuleAllowList`, the same check

@@ -115,12 +115,12 @@ class ShardResult:
 
 
 def _previous(record: JobRecord) -> int | None:
-    """DESIGN §4's ``prev``: the last priority the derivation produced (its damped "applied" value), which is
+    """docs/design.md §4's ``prev``: the last priority the derivation produced (its damped "applied" value), which is
     ``derived_priority``, not what the backend holds: damping steps from the last decision even while an apply
     is failing, so a backend outage never makes the derivation repeat or skip steps.
 
     ``applied_priority`` stands in for records derived before the two were split; then a job's own
-    ``initial_priority`` (its osprey block) beats the policy's ``initialPriority`` (DESIGN §5).
+    ``initial_priority`` (its osprey block) beats the policy's ``initialPriority`` (docs/design.md §5).
     """
     for value in (record.derived_priority, record.applied_priority, record.block.initial_priority):
         if value is not None:

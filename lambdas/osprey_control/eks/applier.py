@@ -1,4 +1,4 @@
-"""Apply Osprey priorities (integers 0..100) to EKS jobs (DESIGN §6).
+"""Apply Osprey priorities (integers 0..100) to EKS jobs (docs/design.md §6).
 
 - The job has a Kueue Workload: merge-patch the Workload's ``spec.priority`` with the Osprey priority mapped
   linearly onto :class:`PriorityRange` (default 0..1000). ``spec.priority`` is mutable in both

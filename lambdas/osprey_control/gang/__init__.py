@@ -1,4 +1,4 @@
-"""Gang co-scheduling (DESIGN §7): settings, the pure watch decision, per-backend readiness and fallbacks.
+"""Gang co-scheduling (docs/design.md §7): settings, the pure watch decision, per-backend readiness and fallbacks.
 
 ``decision`` and ``settings`` are pure Python; ``readiness``, ``backends``, ``kubernetes`` (import it
 from ``osprey_control.gang.kubernetes``: it needs the EKS client) and ``store`` take their clients. ``watch_step`` composes them for the gang watch Lambda. See docs/gangs.md.

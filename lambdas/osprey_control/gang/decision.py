@@ -1,4 +1,4 @@
-"""One step of a gang watch: from what was observed, the next state and what to do (pure, DESIGN §7).
+"""One step of a gang watch: from what was observed, the next state and what to do (pure, docs/design.md §7).
 
 The watch is a loop: observe readiness, :func:`decide`, act, wait ``wait_seconds``, repeat until
 ``wait_seconds`` is None. Outcomes:

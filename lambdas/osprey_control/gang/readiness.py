@@ -1,4 +1,4 @@
-"""How many of a gang's workers are up, per backend (DESIGN §7). Each reader takes its client.
+"""How many of a gang's workers are up, per backend (docs/design.md §7). Each reader takes its client.
 
 - SageMaker direct: every host is up once ``SecondaryStatus`` reaches ``Training`` (SageMaker starts a job's
   hosts together and reports no per-host state before that), so readiness is all-or-nothing.

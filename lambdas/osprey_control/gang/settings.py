@@ -1,6 +1,6 @@
 """A gang's settings: the job's own ``osprey`` block first, the policy's ``coScheduling`` for the rest.
 
-Pure Python, no AWS import (DESIGN §5, §7).
+Pure Python, no AWS import (docs/design.md §5, §7).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class GangSettings:
         return poll_interval_seconds(self.timeout_seconds)
 
     def is_ready(self, ready_workers: int, requested_workers: int) -> bool:
-        """DESIGN §7: ready when ready / requested >= requiredMinWorkers / 100 (integer arithmetic, exact)."""
+        """docs/design.md §7: ready when ready / requested >= requiredMinWorkers / 100 (integer arithmetic, exact)."""
         if requested_workers <= 0:
             return False
         return ready_workers * 100 >= self.required_min_workers * requested_workers

@@ -1,4 +1,4 @@
-"""What a job declares about itself at submission: its runtime limit and the GPUs it asks for (DESIGN §3).
+"""What a job declares about itself at submission: its runtime limit and the GPUs it asks for (docs/design.md §3).
 
 Pure Python, no AWS calls. The collector turns these into the job-level metrics ``requested_gpus`` and, before
 the runtime reports progress, the ``remaining_time`` budget (``osprey_control.derivation.job_signals``).

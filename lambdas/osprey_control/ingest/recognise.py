@@ -1,4 +1,4 @@
-"""Is this job an Osprey job? By its tags, or by its environment when only that is set (DESIGN §5).
+"""Is this job an Osprey job? By its tags, or by its environment when only that is set (docs/design.md §5).
 
 Cheap first: the tags and environment the event carries decide whenever they can. Only what the event lacks
 is looked up, once per job per process (an LRU cache, negative answers included, so the dozen events of one

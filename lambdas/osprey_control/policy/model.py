@@ -1,4 +1,4 @@
-"""The ``PriorityDerivationPolicy`` document (DESIGN §3) as pydantic v2 models.
+"""The ``PriorityDerivationPolicy`` document (docs/design.md §3) as pydantic v2 models.
 
 Field names are the YAML spelling (camelCase) through aliases; the Python attributes are snake_case.
 Every model forbids unknown fields and validates strictly: a string where a number belongs is an error,
@@ -57,7 +57,7 @@ _DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
 class Metric(StrEnum):
-    """Built-in metrics. Values are in raw units (DESIGN §3 table)."""
+    """Built-in metrics. Values are in raw units (docs/design.md §3 table)."""
 
     GPU_UTILIZATION = "gpu_utilization"
     MEMORY_BANDWIDTH_UTILIZATION = "memory_bandwidth_utilization"
@@ -171,7 +171,7 @@ class BuiltinRule(_Document):
 
 
 class CustomRule(_Document):
-    """A rule answered by the user's Lambda function (DESIGN §4 custom rule contract)."""
+    """A rule answered by the user's Lambda function (docs/design.md §4 custom rule contract)."""
 
     arn: Annotated[StrictStr, Field(pattern=LAMBDA_ARN_PATTERN)]
     fallback_priority: PriorityValue
@@ -229,7 +229,7 @@ class CoScheduling(_Document):
 class PolicySpec(_Document):
     derivation_rules: Annotated[list[DerivationRule], Field(min_length=1, max_length=32)]
     co_scheduling: CoScheduling = CoScheduling()
-    # An integer (DESIGN §3): with a fractional limit, rounding the damped value half up could overshoot it.
+    # An integer (docs/design.md §3): with a fractional limit, rounding the damped value half up could overshoot it.
     max_priority_change: Annotated[int, Strict(), Field(ge=1, le=100)] = 10
     initial_priority: Annotated[int, Strict(), Field(ge=0, le=100)] = 50
     deadband: Annotated[float, Strict(), Field(ge=0, le=100, allow_inf_nan=False)] = 0.0

@@ -30,7 +30,7 @@ __all__ = [
 
 
 class Backend(StrEnum):
-    """Where a job runs, which decides how its priority is applied (DESIGN §6)."""
+    """Where a job runs, which decides how its priority is applied (docs/design.md §6)."""
 
     SAGEMAKER = "sagemaker"  # a training job created directly: observed and tagged only
     SAGEMAKER_QUEUED = "sagemaker-queued"  # a SageMaker training job behind an AWS Batch service job
@@ -150,8 +150,8 @@ class JobRecord(BaseModel):
     kind: str | None = None  # the Kubernetes kind (Job, PyTorchJob, JobSet) of an EKS job
     # The job's tags (AWS) or labels (Kubernetes) as last observed: what opted it in, shown by the CLI.
     tags: dict[str, str] = Field(default_factory=dict)
-    spot_risk: dict[str, float] = Field(default_factory=dict)  # instance id -> risk (DESIGN §3)
-    # The last priority the derive step decided (the ``prev`` of the next derivation, DESIGN §4) ...
+    spot_risk: dict[str, float] = Field(default_factory=dict)  # instance id -> risk (docs/design.md §3)
+    # The last priority the derive step decided (the ``prev`` of the next derivation, docs/design.md §4) ...
     derived_priority: int | None = Field(default=None, ge=0, le=100)
     # ... and the one the backend holds: written by the apply step only after a successful backend write.
     applied_priority: int | None = Field(default=None, ge=0, le=100)
@@ -162,7 +162,7 @@ class JobRecord(BaseModel):
     # Event time of the newest event whose descriptive fields (name, arn, block, queue) were applied; the
     # registry keeps the newest description so replays and out-of-order deliveries converge.
     observed_at: datetime | None = None
-    # What the job declares (DESIGN §3 remaining_time budget and requested_gpus), the greatest value seen:
+    # What the job declares (docs/design.md §3 remaining_time budget and requested_gpus), the greatest value seen:
     # SageMaker StoppingCondition / Batch timeout seconds, and GPUs over all nodes.
     declared_runtime_s: int | None = Field(default=None, ge=1)
     requested_gpus: int | None = Field(default=None, ge=1)

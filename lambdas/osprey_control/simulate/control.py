@@ -67,7 +67,7 @@ class OspreyControl:
         self.writes = 0
 
     def admit(self, run: JobRun) -> None:
-        """A job was submitted: its ``prev`` is the policy's ``initialPriority`` (DESIGN §4)."""
+        """A job was submitted: its ``prev`` is the policy's ``initialPriority`` (docs/design.md §4)."""
         if run.priority is None:
             run.priority = self.compiled.initial_priority
         self._records[run.index] = JobRecord(

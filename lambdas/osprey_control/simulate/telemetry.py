@@ -8,7 +8,7 @@ Missing data stays missing, never zero.
 Job-level metrics come from :mod:`osprey_control.derivation.job_signals`, the definitions the production
 collector uses, fed with what production would know:
 
-- ``queue_wait``: seconds since submission (DESIGN §3; the collector's definition, so it keeps growing
+- ``queue_wait``: seconds since submission (docs/design.md §3; the collector's definition, so it keeps growing
   while the job runs);
 - ``attained_service``: the job's allocation intervals x GPUs (the registry's intervals);
 - ``remaining_time``: while the job trains, the runtime's progress report (``report_progress``: the

@@ -2,7 +2,7 @@
 
 The CDK CLI (``npx cdk``, pinned in ``package.json``) deploys through moto's CloudFormation when
 ``AWS_ENDPOINT_URL`` points at the embedded server. moto's CloudFormation creates state machines in its
-non-executing Step Functions backend (DESIGN §9), so :func:`make_executable` re-creates each one, with the
+non-executing Step Functions backend (docs/design.md §9), so :func:`make_executable` re-creates each one, with the
 definition CloudFormation resolved and the same name (hence the same ARN, which ``/osprey/config`` publishes), in
 the backend that executes definitions. It must run in the server's process: it reads moto's models directly.
 """

@@ -1,6 +1,6 @@
 """Create a synthesized Osprey template's runtime resources directly through the AWS APIs (moto).
 
-Why not CloudFormation: moto's CloudFormation creates state machines that cannot be executed (DESIGN §9), and
+Why not CloudFormation: moto's CloudFormation creates state machines that cannot be executed (docs/design.md §9), and
 the end-to-end test must not depend on a server. :func:`deploy_template` creates, in dependency order, what a
 cycle needs at run time: IAM roles, log groups, the registry table, SQS queues, SSM parameters, the Lambda
 functions (the template's ``Handler``, ``Environment``, ``Timeout`` and ``MemorySize``; the code is a

@@ -5,7 +5,7 @@ Everything goes through AWS API clients for the embedded endpoint, so ``osprey l
 of the tick (one tick per cycle), so a demo run is reproducible: each job's GPU utilisation follows its own
 sine wave around a base level; memory bandwidth follows at 70 %.
 
-Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, DESIGN §6) publishing the
+Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, docs/design.md §6) publishing the
 CloudWatch agent's per-instance ``nvidia_smi_*`` series; SageMaker training jobs queued through a Batch
 SAGEMAKER_TRAINING queue (service jobs) and created directly (tagged only), both publishing SageMaker's per-host
 ``GPUUtilization`` sum; and Kueue-managed Jobs on the EKS cluster's (fake) Kubernetes API, publishing Container

@@ -1,6 +1,6 @@
 """An embedded AWS (moto server) on localhost whose Lambda functions are the real Osprey handlers.
 
-:class:`LocalAws` runs moto's server in a thread of this process, configured as DESIGN §9 requires (Step
+:class:`LocalAws` runs moto's server in a thread of this process, configured as docs/design.md §9 requires (Step
 Functions executes definitions, Lambda and Batch without Docker), with three things in front of it:
 
 - :class:`osprey.local.lambdas.InProcessLambdas`: ``Invoke`` runs the function's real handler in this process;
@@ -92,7 +92,7 @@ class LocalAws:
 
     @property
     def endpoint(self) -> str:
-        # localhost, not 127.0.0.1: moto derives some URLs (SQS queue URLs) from the Host header (DESIGN §9).
+        # localhost, not 127.0.0.1: moto derives some URLs (SQS queue URLs) from the Host header (docs/design.md §9).
         return f"http://localhost:{self.port}"
 
     def client(self, service: str) -> Any:

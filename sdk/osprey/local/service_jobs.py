@@ -1,7 +1,7 @@
 """AWS Batch service jobs (SageMaker Training through a SAGEMAKER_TRAINING queue) for moto, which lacks them.
 
 moto 5.2 has no ``SubmitServiceJob`` / ``DescribeServiceJob`` / ``UpdateServiceJob`` / ``ListServiceJobs``
-(DESIGN §9). :class:`ServiceJobs` keeps service jobs in memory and answers those four operations for any boto3
+(docs/design.md §9). :class:`ServiceJobs` keeps service jobs in memory and answers those four operations for any boto3
 client in the process while :meth:`ServiceJobs.installed` is active, by sitting in front of moto's request
 dispatcher: the control plane's apply Lambda (running in-process, see :mod:`osprey.local.lambdas`) then reads and
 writes them through its ordinary boto3 client. botocore has already validated every request against the real

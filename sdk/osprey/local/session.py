@@ -193,7 +193,7 @@ def bring_up_with_cdk(
     for key in ("cycleStateMachineArn", "gangStateMachineArn"):
         if key in config and config[key] not in arns:
             raise RuntimeError(f"the deployed state machine {config[key]} ({key}) is not executable")
-    # moto's CloudFormation skips the schedule (DESIGN §9): cycles run when `osprey local cycle` starts one.
+    # moto's CloudFormation skips the schedule (docs/design.md §9): cycles run when `osprey local cycle` starts one.
     return _seed_and_save(aws, path, config, ["AWS::Scheduler::Schedule"], gang_timeout)
 
 

@@ -1,7 +1,7 @@
 """Resolve CloudFormation intrinsics in a synthesized template against resources that already exist.
 
 ``osprey local`` and the end-to-end tests create the template's resources themselves (moto's CloudFormation
-cannot make a state machine executable, DESIGN §9), so every ``Ref``, ``Fn::GetAtt``, ``Fn::Join``, ``Fn::Sub``
+cannot make a state machine executable, docs/design.md §9), so every ``Ref``, ``Fn::GetAtt``, ``Fn::Join``, ``Fn::Sub``
 and ``Fn::Select`` in a property (a function's environment, the state machine's definition) has to be replaced
 by the physical name or ARN of the resource created for it. :class:`Resolver` does that, and names the JSON
 path of anything it cannot resolve instead of leaving a token behind.

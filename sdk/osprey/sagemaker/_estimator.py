@@ -107,7 +107,7 @@ class PyTorch(_SageMakerPyTorch):
     """``sagemaker.pytorch.PyTorch`` plus an ``osprey`` block in ``distribution["torch_distributed"]``.
 
     The block is validated, removed before the base class sees it, and becomes ``OSPREY_*`` environment
-    variables and ``osprey:*`` tags (DESIGN §5) merged with your own ``environment`` and ``tags``; a value
+    variables and ``osprey:*`` tags (docs/design.md §5) merged with your own ``environment`` and ``tags``; a value
     of yours that contradicts the block raises :class:`~osprey_control.contract.OspreyBlockError` before
     any AWS call. ``estimator.osprey`` is the effective block.
 
