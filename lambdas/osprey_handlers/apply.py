@@ -18,6 +18,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from osprey_control.apply import Applier
+from osprey_control.apply_request import ApplyRequest
 from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE, apply_cycle, default_appliers
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.coordination.fence import Fence
@@ -45,9 +46,10 @@ def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, registry, appliers = _components()
     deadline = Deadline.for_invocation(context.get_remaining_time_in_millis)
-    token = event.get("token")
-    fence = Fence(settings.table_name, int(token), registry.client) if token is not None else None
-    report = apply_cycle(event.get("shards", []), registry, appliers, deadline=deadline, fence=fence)
+    request = ApplyRequest.model_validate(event)
+    token = request.token
+    fence = Fence(settings.table_name, token, registry.client) if token is not None else None
+    report = apply_cycle(request.reports(), registry, appliers, deadline=deadline, fence=fence)
     if report.fence_lost:
         logger.warning("fence lost: another execution holds the lease; apply stopped writing")
     for result in report.failed:
