@@ -197,17 +197,11 @@ def test_a_job_that_finishes_while_waiting_ends_the_watch(world: Any) -> None:
     assert world[3][KEY.native_id].actions == []
 
 
-def test_a_backend_that_keeps_failing_fails_the_execution_after_retries(world: Any) -> None:
-    sfn, machine, _, backends = world
-
-    class Broken(ScriptedBackend):
-        def readiness(self) -> Readiness:
-            raise RuntimeError("DescribeJobs kept failing")
-
-    backends[KEY.native_id] = Broken(iter([]))
+def _run_strict_gang(sfn: Any, machine: str, name: str) -> dict[str, Any]:
+    """One watch execution of KEY that needs every worker within 60 s (else fails), run to its end."""
     arn = sfn.start_execution(
         stateMachineArn=machine,
-        name="broken",
+        name=name,
         input=json.dumps(
             {
                 "job": {"backend": "batch", "nativeId": KEY.native_id},
@@ -220,6 +214,18 @@ def test_a_backend_that_keeps_failing_fails_the_execution_after_retries(world: A
     while (described := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    return dict(described)
+
+
+def test_a_backend_that_keeps_failing_fails_the_execution_after_retries(world: Any) -> None:
+    sfn, machine, _, backends = world
+
+    class Broken(ScriptedBackend):
+        def readiness(self) -> Readiness:
+            raise RuntimeError("DescribeJobs kept failing")
+
+    backends[KEY.native_id] = Broken(iter([]))
+    described = _run_strict_gang(sfn, machine, "broken")
     assert described["status"] == "FAILED"
     assert described["error"] == "Osprey.GangWatchFailed"
 
@@ -241,20 +247,6 @@ def test_a_transient_backend_fault_is_retried_and_the_watch_goes_on(
             return Readiness(4, 4)
 
     backends[KEY.native_id] = Throttled(iter([]))
-    arn = sfn.start_execution(
-        stateMachineArn=machine,
-        name="throttled",
-        input=json.dumps(
-            {
-                "job": {"backend": "batch", "nativeId": KEY.native_id},
-                "policy": "training",
-                "settings": {"timeoutSeconds": 60, "requiredMinWorkers": 100, "fallback": "fail"},
-            }
-        ),
-    )["executionArn"]
-    deadline = time.monotonic() + 60
-    while (described := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    described = _run_strict_gang(sfn, machine, "throttled")
     assert described["status"] == "SUCCEEDED"
     assert backends[KEY.native_id].actions == ["readiness"] * 3
