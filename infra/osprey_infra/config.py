@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from osprey_control.policy import DEFAULT_ALLOWED_PREFIX
+from osprey_control.wiring import METRICS_NAMESPACE
 
 __all__ = ["CONTEXT_KEYS", "ConfigError", "ControlPlaneConfig"]
 
@@ -55,7 +56,7 @@ class ControlPlaneConfig(BaseModel):
     # once-a-minute execution (docs/decisions.md "Sub-minute cycles").
     cycle_interval_seconds: int = Field(default=60, ge=10, le=3600)
     allowed_rule_prefix: str = Field(default=DEFAULT_ALLOWED_PREFIX, min_length=1, max_length=60)
-    metrics_namespace: str = Field(default="/aws/osprey", min_length=1, max_length=255)
+    metrics_namespace: str = Field(default=METRICS_NAMESPACE, min_length=1, max_length=255)
     per_job_metrics: bool = False
     registry_shards: int = Field(default=16, ge=1, le=1000)
     eks_clusters: tuple[str, ...] = ()

@@ -21,6 +21,18 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from osprey_control.collect.cadence import DEFAULT_EVERY_N_CYCLES
+from osprey_control.wiring import (
+    ALLOWED_RULE_PREFIX_VARIABLE,
+    CONFIG_PARAMETER,
+    CYCLE_SECONDS_VARIABLE,
+    LEASE_SECONDS_VARIABLE,
+    METRICS_NAMESPACE_VARIABLE,
+    PER_JOB_METRICS_VARIABLE,
+    POLICY_PREFIX,
+    POLICY_PREFIX_VARIABLE,
+    REGISTRY_SHARDS_VARIABLE,
+    TABLE_NAME_VARIABLE,
+)
 from osprey_infra.config import ControlPlaneConfig
 from osprey_infra.cycle_schedule import CycleSchedule
 from osprey_infra.cycle_state_machine import CycleStateMachine
@@ -38,8 +50,6 @@ from osprey_infra.state_machines import EXPRESS_MAX_SECONDS
 
 __all__ = ["CONFIG_PARAMETER", "OspreyControlPlane"]
 
-CONFIG_PARAMETER = "/osprey/config"
-POLICY_PREFIX = "/osprey/policies"
 # The cycle is an Express workflow: five minutes at most. The lease lasts as long, so a cycle the timeout cut
 # short (Finish never ran) holds it no longer than it could have run.
 CYCLE_TIMEOUT_SECONDS = EXPRESS_MAX_SECONDS
@@ -73,9 +83,9 @@ class OspreyControlPlane(Construct):
             self, "Powertools", powertools_layer_arn(config.powertools_layer_version)
         )
         common = {
-            "OSPREY_TABLE_NAME": table.table_name,
-            "OSPREY_REGISTRY_SHARDS": str(config.registry_shards),
-            "OSPREY_METRICS_NAMESPACE": config.metrics_namespace,
+            TABLE_NAME_VARIABLE: table.table_name,
+            REGISTRY_SHARDS_VARIABLE: str(config.registry_shards),
+            METRICS_NAMESPACE_VARIABLE: config.metrics_namespace,
             "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
         }
 
@@ -100,14 +110,15 @@ class OspreyControlPlane(Construct):
             "Osprey: job and instance events → registry",
             timeout=60,
             OSPREY_HISTORY_RETENTION_DAYS=str(config.history_retention_days),
-            OSPREY_POLICY_PREFIX=POLICY_PREFIX,  # the policies' coScheduling decides which jobs are gangs
+            # The policies' coScheduling decides which jobs are gangs.
+            **{POLICY_PREFIX_VARIABLE: POLICY_PREFIX},
         )
         self.lease = function(
             "Lease",
             "lease",
             "Osprey: take the cycle lease",
             timeout=30,
-            OSPREY_LEASE_SECONDS=str(CYCLE_TIMEOUT_SECONDS),
+            **{LEASE_SECONDS_VARIABLE: str(CYCLE_TIMEOUT_SECONDS)},
         )
         self.shards = function(
             "Shards",
@@ -120,9 +131,11 @@ class OspreyControlPlane(Construct):
             "collect",
             "Osprey: read the cycle's metrics once for every shard",
             timeout=60,
-            OSPREY_POLICY_PREFIX=POLICY_PREFIX,
             OSPREY_METRICS_EVERY_N_CYCLES=str(DEFAULT_EVERY_N_CYCLES),
-            OSPREY_CYCLE_SECONDS=str(config.cycle_interval_seconds),
+            **{
+                POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
+                CYCLE_SECONDS_VARIABLE: str(config.cycle_interval_seconds),
+            },
         )
         # Derive and apply watch their remaining time and stop before it (docs/control-plane.md, Liveness);
         # two minutes each keeps a whole cycle inside the Express workflow's five.
@@ -131,13 +144,15 @@ class OspreyControlPlane(Construct):
             "derive",
             "Osprey: derive priorities for one shard (metrics from the collect step)",
             timeout=120,
-            OSPREY_POLICY_PREFIX=POLICY_PREFIX,
-            OSPREY_ALLOWED_RULE_PREFIX=config.allowed_rule_prefix,
-            OSPREY_PER_JOB_METRICS=str(config.per_job_metrics).lower(),
             # Each job's CloudWatch series read on one cycle in N, reused from its last decision otherwise
             # (docs/metrics-and-actuation.md, Cadence); the cycle interval numbers the cycles.
             OSPREY_METRICS_EVERY_N_CYCLES=str(DEFAULT_EVERY_N_CYCLES),
-            OSPREY_CYCLE_SECONDS=str(config.cycle_interval_seconds),
+            **{
+                POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
+                ALLOWED_RULE_PREFIX_VARIABLE: config.allowed_rule_prefix,
+                PER_JOB_METRICS_VARIABLE: str(config.per_job_metrics).lower(),
+                CYCLE_SECONDS_VARIABLE: str(config.cycle_interval_seconds),
+            },
         )
         self.apply = function(
             "Apply", "apply", "Osprey: apply changed priorities to the backends", timeout=120
@@ -151,7 +166,7 @@ class OspreyControlPlane(Construct):
                 "Osprey: discover Osprey jobs on EKS",
                 timeout=120,
                 OSPREY_EKS_CLUSTERS=",".join(config.eks_clusters),
-                OSPREY_POLICY_PREFIX=POLICY_PREFIX,
+                **{POLICY_PREFIX_VARIABLE: POLICY_PREFIX},
             )
 
         self.gangs = GangWatch(

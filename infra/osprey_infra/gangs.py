@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from osprey_control.wiring import GANG_STATE_MACHINE_VARIABLE
 from osprey_infra.function import OspreyFunction
 from osprey_infra.gang_watch import GangWatchStateMachine
 from osprey_infra.permissions import SAGEMAKER_READS, TAGGED, training_jobs
@@ -24,7 +25,7 @@ from osprey_infra.table_access import GANG_WATCH, grant_table_access
 
 __all__ = ["GANG_STATE_MACHINE_ENV", "GangWatch"]
 
-GANG_STATE_MACHINE_ENV = "OSPREY_GANG_STATE_MACHINE_ARN"
+GANG_STATE_MACHINE_ENV = GANG_STATE_MACHINE_VARIABLE
 
 
 class GangWatch(Construct):

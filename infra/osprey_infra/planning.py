@@ -15,6 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from osprey_control.wiring import TABLE_NAME_VARIABLE
 from osprey_infra.function import OspreyFunction
 from osprey_infra.table_access import PLAN, grant_table_access
 
@@ -40,7 +41,7 @@ class Planning(Construct):
             "Plan",
             handler_module="plan",
             description="Osprey: re-plan job parallelism from measured network speed",
-            environment={"OSPREY_TABLE_NAME": table.table_name, **environment},
+            environment={TABLE_NAME_VARIABLE: table.table_name, **environment},
             layer=layer,
             code=code,
             timeout_seconds=timeout_seconds,

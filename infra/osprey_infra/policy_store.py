@@ -21,6 +21,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from osprey_control.policy import PriorityDerivationPolicy, RuleAllowList, load_policy_files, rule_arn_issues
+from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = [
     "DEFAULT_PARAMETER_PREFIX",
@@ -30,7 +31,7 @@ __all__ = [
     "rule_allow_list",
 ]
 
-DEFAULT_PARAMETER_PREFIX = "/osprey/policies"
+DEFAULT_PARAMETER_PREFIX = POLICY_PREFIX
 _STANDARD_LIMIT = 4096
 _ADVANCED_LIMIT = 8192
 
