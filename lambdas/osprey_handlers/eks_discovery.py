@@ -22,6 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE
 from osprey_control.eks import KubernetesApiError, KubernetesClient, connect, discover
 from osprey_control.registry.observation import JobObservation
+from osprey_control.wiring import (
+    GANG_STATE_MACHINE_VARIABLE,
+    POLICY_PREFIX,
+    POLICY_PREFIX_VARIABLE,
+    REGISTRY_SHARDS_VARIABLE,
+    TABLE_NAME_VARIABLE,
+)
 
 __all__ = ["EksDiscoveryEnvironment", "ObservationStore", "Sink", "handler", "run_discovery"]
 
@@ -48,7 +55,7 @@ class EksDiscoveryEnvironment(BaseModel):
     shards: int = Field(default=16, ge=1, le=1000)
     # Set by the CDK app when gangs are deployed: co-scheduled jobs get their watch (docs/gangs.md).
     gang_state_machine_arn: str | None = None
-    policy_prefix: str = "/osprey/policies"
+    policy_prefix: str = POLICY_PREFIX
 
     @field_validator("cluster_names", mode="before")
     @classmethod
@@ -67,10 +74,10 @@ class EksDiscoveryEnvironment(BaseModel):
         return cls(
             cluster_names=clusters,
             include_pods=include,
-            table_name=env.get("OSPREY_TABLE_NAME") or None,
-            shards=int(env.get("OSPREY_REGISTRY_SHARDS", "16")),
-            gang_state_machine_arn=env.get("OSPREY_GANG_STATE_MACHINE_ARN") or None,
-            policy_prefix=env.get("OSPREY_POLICY_PREFIX") or "/osprey/policies",
+            table_name=env.get(TABLE_NAME_VARIABLE) or None,
+            shards=int(env.get(REGISTRY_SHARDS_VARIABLE, "16")),
+            gang_state_machine_arn=env.get(GANG_STATE_MACHINE_VARIABLE) or None,
+            policy_prefix=env.get(POLICY_PREFIX_VARIABLE) or POLICY_PREFIX,
         )
 
 

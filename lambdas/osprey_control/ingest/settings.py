@@ -7,17 +7,25 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from osprey_control.wiring import METRICS_NAMESPACE, METRICS_NAMESPACE_VARIABLE
+from osprey_control.wiring import (
+    GANG_STATE_MACHINE_VARIABLE,
+    METRICS_NAMESPACE,
+    METRICS_NAMESPACE_VARIABLE,
+    POLICY_PREFIX,
+    POLICY_PREFIX_VARIABLE,
+    REGISTRY_SHARDS_VARIABLE,
+    TABLE_NAME_VARIABLE,
+)
 
 __all__ = ["ENVIRONMENT_VARIABLES", "IngestSettings", "SettingsError"]
 
 ENVIRONMENT_VARIABLES = {
-    "table_name": "OSPREY_TABLE_NAME",
-    "shards": "OSPREY_REGISTRY_SHARDS",
+    "table_name": TABLE_NAME_VARIABLE,
+    "shards": REGISTRY_SHARDS_VARIABLE,
     "history_retention_days": "OSPREY_HISTORY_RETENTION_DAYS",
     "recognise_by_environment": "OSPREY_RECOGNISE_BY_ENVIRONMENT",
-    "gang_state_machine_arn": "OSPREY_GANG_STATE_MACHINE_ARN",
-    "policy_prefix": "OSPREY_POLICY_PREFIX",
+    "gang_state_machine_arn": GANG_STATE_MACHINE_VARIABLE,
+    "policy_prefix": POLICY_PREFIX_VARIABLE,
     "metrics_namespace": METRICS_NAMESPACE_VARIABLE,
 }
 
@@ -37,7 +45,7 @@ class IngestSettings(BaseModel):
     # Set by the CDK app: co-scheduled jobs get a gang watch execution (docs/gangs.md); unset, none do.
     gang_state_machine_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:states:")
     # Where the gang settings' policies are (the policy's coScheduling block).
-    policy_prefix: str = Field(default="/osprey/policies", pattern=r"^/")
+    policy_prefix: str = Field(default=POLICY_PREFIX, pattern=r"^/")
     # Where EventsDropped goes (the namespace of every Osprey metric).
     metrics_namespace: str = Field(default=METRICS_NAMESPACE, min_length=1, max_length=255)
 
