@@ -58,13 +58,13 @@ def _fail(lines: list[str]) -> NoReturn:
     raise typer.Exit(1)
 
 
-def _positive(flag: str, text: str, upper: int) -> tuple[int | None, str | None]:
+def _positive(flag: str, text: str, upper: int, *, lower: int = 1) -> tuple[int | None, str | None]:
     try:
         value = int(text.strip())
     except ValueError:
-        return None, f"{flag}: not an integer (got {text!r}); allowed: a whole number 1..{upper:,}"
-    if not 1 <= value <= upper:
-        return None, f"{flag}: out of range (got {value}); allowed: a whole number 1..{upper:,}"
+        return None, f"{flag}: not an integer (got {text!r}); allowed: a whole number {lower}..{upper:,}"
+    if not lower <= value <= upper:
+        return None, f"{flag}: out of range (got {value}); allowed: a whole number {lower}..{upper:,}"
     return value, None
 
 
@@ -164,13 +164,9 @@ def cost_command(
     allowed = shipped_policy_names()
     if policy not in allowed:
         problems.append(f"--policy: unknown policy {policy!r}; allowed: {', '.join(allowed)}")
-    replanned, problem = (
-        (0, None)
-        if replanned_jobs.strip() == "0"
-        else _positive("--replanned-jobs", replanned_jobs, MAX_COUNT)
-    )
+    replanned, problem = _positive("--replanned-jobs", replanned_jobs, MAX_COUNT, lower=0)
     if problem:
-        problems.append(problem.replace("1..", "0.."))
+        problems.append(problem)
     if problems or isinstance(parsed, list):
         _fail(problems)
     shape, seconds = parsed

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
@@ -33,7 +32,7 @@ from osprey_control.registry import (
 )
 from osprey_control.wiring import CONFIG_PARAMETER, TABLE_NAME_VARIABLE
 
-__all__ = ["explain_command", "jobs_command", "read_gangs"]
+__all__ = ["explain_command", "jobs_command"]
 
 
 TableOption = Annotated[
@@ -63,11 +62,6 @@ def _table_name(table: str | None) -> str:
             err=True,
         )
         raise typer.Exit(1) from None
-
-
-def read_gangs(client: Any, table_name: str, keys: Iterable[JobKey]) -> dict[JobKey, GangState]:
-    """The gang watch state of each of ``keys`` that has one (:meth:`GangStore.load_many`)."""
-    return GangStore(table_name, client).load_many(keys)
 
 
 def _registry(table: str | None) -> Any:
@@ -134,7 +128,7 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
         registry.list_active(),
         key=lambda r: (-(r.derived_priority if r.derived_priority is not None else -1), r.name),
     )
-    gangs = read_gangs(registry.client, registry.table_name, (record.key for record in records))
+    gangs = GangStore(registry.table_name, registry.client).load_many(record.key for record in records)
     rows = [_summary(record, gangs.get(record.key)) for record in records]
     if as_json:
         typer.echo(json.dumps(rows))

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey.runtime import INTERCONNECT_LATENCY_METRIC, REMAINING_SECONDS_METRIC, STEP_TIME_METRIC
 from osprey_control.collect.cadence import turn_of
 from osprey_control.collect.collector import MAX_QUERIES_PER_CALL
 from osprey_control.collect.queries import OSPREY_NAMESPACE, Needs, build_progress_series, build_series
@@ -22,9 +21,6 @@ from osprey_control.registry.items import shard_of
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 
 __all__ = [
-    "RUNTIME_METRICS",
-    "RUNTIME_PER_HOST",
-    "RUNTIME_PER_JOB",
     "AgentMetrics",
     "FleetShape",
     "MetricLoad",
@@ -35,12 +31,6 @@ __all__ = [
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
-# What a job can publish through osprey.runtime, each from its lead process only (one series per job and
-# metric): latency and remaining time, read by the collector when the job's policy has a rule on them, and the
-# step time, read by the planner for a job that re-plans. The bill counts the series the control plane reads.
-RUNTIME_PER_HOST: tuple[str, ...] = ()
-RUNTIME_PER_JOB = (INTERCONNECT_LATENCY_METRIC, REMAINING_SECONDS_METRIC, STEP_TIME_METRIC)
-RUNTIME_METRICS = RUNTIME_PER_HOST + RUNTIME_PER_JOB
 DEFAULT_POLICY = "default-policy"
 
 
@@ -96,8 +86,6 @@ class MetricLoad:
     calls: int
     jobs_per_shard: dict[int, int]
     runtime_series: int
-    running_hosts: int
-    running_jobs: int = 0
     per_job: tuple[tuple[JobKey, int], ...] = ()
 
     def per_cycle(self, every_n_cycles: int) -> tuple[float, float]:
@@ -134,8 +122,6 @@ def metric_load(records: list[JobRecord], shards: int, *, needs: Needs | str = "
     progress = build_progress_series(records, needs=needs)
     everything = [*specs, *progress]
     counts = Counter(spec.job for spec in everything)
-    running = [record for record in records if record.status is JobStatus.RUNNING]
-    hosts = sum(len(record.nodes) for record in running)
     return MetricLoad(
         node_series=len(specs),
         progress_series=len(progress),
@@ -143,8 +129,6 @@ def metric_load(records: list[JobRecord], shards: int, *, needs: Needs | str = "
         jobs_per_shard=dict(Counter(shard_of(record.key, shards) for record in records)),
         # What the runtime must publish for the control plane: every series it reads in Osprey's namespace.
         runtime_series=sum(1 for spec in everything if spec.namespace == OSPREY_NAMESPACE),
-        running_hosts=hosts,
-        running_jobs=len(running),
         per_job=tuple((record.key, counts[record.key]) for record in records),
     )
 

@@ -94,6 +94,11 @@ class Assumptions:
     seconds_per_state: float = 0.02
     # Running jobs that re-plan their parallelism: each also publishes StepTimeSeconds for the planner.
     replanned_jobs: int = 0
+
+    def duration_of(self, handler: str) -> float:
+        """The warm duration of ``osprey_handlers.<module>.handler`` (0.5 s for a module not listed)."""
+        return self.durations.get(handler.removeprefix("osprey_handlers.").split(".")[0], 0.5)
+
     policies_in_use: int = 1
     log_kb_per_invocation: float = 1.0  # Lambda START/END/REPORT and Powertools lines
     log_kb_per_emf_record: float = 0.4
@@ -213,8 +218,7 @@ def _lambda_compute(template: TemplateFacts, m: _Month, a: Assumptions) -> list[
             info = template.functions.get(logical_id)
             if info is None:
                 continue
-            module = info.handler.removeprefix("osprey_handlers.").split(".")[0]
-            key = (info.memory_mb, a.durations.get(module, 0.5))
+            key = (info.memory_mb, a.duration_of(info.handler))
             grouped = by_arch.setdefault(info.architecture, {})
             grouped[key] = grouped.get(key, 0) + repeat
     lines = []
@@ -318,7 +322,7 @@ def _execution_seconds(template: TemplateFacts, turn: CycleWalk, busy_shards: in
         info = template.functions.get(logical_id)
         if info is None or logical_id == derive:
             continue
-        seconds += a.durations.get(info.handler.removeprefix("osprey_handlers.").split(".")[0], 0.5)
+        seconds += a.duration_of(info.handler)
     concurrency = template.map_concurrency(SHARD_MAP_STATE) or max(1, busy_shards)
     waves = math.ceil(busy_shards / concurrency) if busy_shards else 0
     seconds += waves * a.durations["derive"] + turn.transitions * a.seconds_per_state

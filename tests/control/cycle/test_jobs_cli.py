@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from osprey.cli.jobs import read_gangs
 from osprey.cli.main import app
 from osprey_control.apply import BatchShareApplier
 from osprey_control.apply_step import apply_cycle
@@ -222,7 +221,7 @@ def test_gang_states_are_read_in_batches_of_100(with_gangs: dict[str, Any]) -> N
     client = _CountingClient(with_gangs["dynamodb"])
 
     # When their gang states are read
-    states = read_gangs(client, "osprey-jobs", [*gang_keys, *keys])
+    states = GangStore("osprey-jobs", client).load_many([*gang_keys, *keys])
 
     # Then three BatchGetItem calls carry them (250 / 100), one more asks again for the unprocessed key
     assert client.calls == 4
