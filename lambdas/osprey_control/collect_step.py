@@ -29,8 +29,6 @@ __all__ = ["CollectReport", "ShardedJobs", "SnapshotSink", "collect_for_cycle"]
 class ShardedJobs(Protocol):
     def list_active(self, shard: int | None = None) -> list[JobRecord]: ...
 
-    def shard_of(self, key: JobKey) -> int: ...
-
 
 class SnapshotSink(Protocol):
     def put(self, shard: int, token: int, body: bytes) -> bool: ...
@@ -67,13 +65,18 @@ def collect_for_cycle(
 ) -> CollectReport:
     """Collect the metrics of every active job of ``shards`` at once and store each shard's part."""
     now = now or datetime.now(UTC)
-    records = [record for shard in shards for record in registry.list_active(shard)]
+    # Listed shard by shard, so each job's shard is known without hashing its key again.
+    part_of: dict[JobKey, int] = {}
+    records: list[JobRecord] = []
+    for shard in shards:
+        listed = registry.list_active(shard)
+        part_of.update((record.key, shard) for record in listed)
+        records.extend(listed)
     started = time.perf_counter()
     result: CollectionResult = collect(
         records, client=cloudwatch, now=now, needs=needs_from_policies(policies)
     )
     elapsed_ms = (time.perf_counter() - started) * 1000
-    part_of = {record.key: registry.shard_of(record.key) for record in records}
     too_large: list[int] = []
     stored = 0
     for shard, part in split_by(result, part_of, shards).items():
