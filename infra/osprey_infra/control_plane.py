@@ -78,7 +78,11 @@ class OspreyControlPlane(Construct):
         )
         table = self.registry.table
 
-        code = lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=["**/__pycache__", "**/*.pyc"])
+        # policy/bundled links to policies/ for the wheel; the functions read policies from SSM instead, and a
+        # policy edit must not change the code asset (and redeploy every function).
+        code = lambda_.Code.from_asset(
+            str(LAMBDAS_DIR), exclude=["**/__pycache__", "**/*.pyc", "osprey_control/policy/bundled"]
+        )
         layer = lambda_.LayerVersion.from_layer_version_arn(
             self, "Powertools", powertools_layer_arn(config.powertools_layer_version)
         )

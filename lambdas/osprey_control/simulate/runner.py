@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from osprey_control.policy import PriorityDerivationPolicy, load_policies
+from osprey_control.policy.shipped import DEFAULT_POLICY_NAME, shipped_policy_file
 from osprey_control.simulate.baselines import FairShare, Fifo, NoGang, Oracle
 from osprey_control.simulate.kueue import Kueue
 from osprey_control.simulate.layered import (
@@ -48,7 +48,7 @@ LAYERED_PAIRS = (
     ("fairshare", "fairshare+osprey"),
     ("sagemaker-queue", "sagemaker-queue+osprey"),
 )
-DEFAULT_POLICY = Path(__file__).resolve().parents[3] / "policies" / "default-policy.yaml"
+DEFAULT_POLICY = shipped_policy_file(DEFAULT_POLICY_NAME)
 
 
 def load_default_policy() -> PriorityDerivationPolicy:

@@ -24,6 +24,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from osprey.checkout import CheckoutNotFoundError
 from osprey.cost import (
     PRICES_DATE,
     SOURCES,
@@ -39,8 +40,8 @@ from osprey.cost import (
 )
 from osprey.cost.fleet import DEFAULT_POLICY
 from osprey.cost.source import (
-    DEFAULT_AGENT_CONFIG,
-    DEFAULT_TEMPLATE,
+    default_agent_config,
+    default_template,
     load_json,
     shipped_policy_names,
     synthesize,
@@ -95,17 +96,25 @@ def parse_flags(nodes: str, gpus: str, jobs: str, cycle: str) -> tuple[FleetShap
 
 
 def _template(path: Path | None) -> dict[str, Any]:
-    if path is None and not DEFAULT_TEMPLATE.is_file():
-        typer.echo("synthesizing the CDK app (pass --template to skip) ...", err=True)
+    if path is None:
         try:
-            return synthesize()
-        except Exception as error:  # node, aws-cdk or the app missing: say so, no traceback
-            _fail([f"--template: no template given and synthesizing failed: {type(error).__name__}: {error}"])
-    chosen = path or DEFAULT_TEMPLATE
+            path = default_template()
+        except CheckoutNotFoundError as error:
+            _fail([f"--template: none given, and {error}"])
+        if not path.is_file():
+            return _synthesized()
     try:
-        return load_json(chosen)
+        return load_json(path)
     except (OSError, ValueError) as error:
-        _fail([f"--template: cannot read {chosen}: {error}"])
+        _fail([f"--template: cannot read {path}: {error}"])
+
+
+def _synthesized() -> dict[str, Any]:
+    typer.echo("synthesizing the CDK app (pass --template to skip) ...", err=True)
+    try:
+        return synthesize()
+    except Exception as error:  # node, aws-cdk or the app missing: say so, no traceback
+        _fail([f"--template: no template given and synthesizing failed: {type(error).__name__}: {error}"])
 
 
 def _render(report: CostReport, shape: FleetShape, cycle: int, agent_total: float | None) -> None:
@@ -144,8 +153,12 @@ def cost_command(
         ),
     ] = None,
     agent_config: Annotated[
-        Path, typer.Option("--agent-config", help="CloudWatch agent configuration of the GPU nodes.")
-    ] = DEFAULT_AGENT_CONFIG,
+        Path | None,
+        typer.Option(
+            "--agent-config",
+            help="CloudWatch agent configuration of the GPU nodes (default: the one the checkout deploys).",
+        ),
+    ] = None,
     include_agent: Annotated[
         bool,
         typer.Option("--include-agent", help="Add the agent's metrics (billed to the fleet) to the total."),
@@ -177,6 +190,10 @@ def cost_command(
                 f"--replanned-jobs: more than the running jobs (got {replanned}); allowed: 0..{min(shape.jobs, shape.nodes)}"
             ]
         )
+    try:
+        agent_config = agent_config or default_agent_config()
+    except CheckoutNotFoundError as error:
+        _fail([f"--agent-config: none given, and {error}"])
     try:
         agent_file = load_json(agent_config)
     except (OSError, ValueError) as error:

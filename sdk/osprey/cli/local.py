@@ -147,10 +147,10 @@ def up_command(
     ] = GANG_TIMEOUT_SECONDS,
 ) -> None:
     """Start the embedded AWS, deploy the Osprey control plane into it and seed a simulated fleet."""
+    from osprey.checkout import CheckoutNotFoundError, find_checkout  # noqa: PLC0415
     from osprey.local.cdk import CdkDeployError, cdk_available  # noqa: PLC0415
     from osprey.local.server import LocalAws  # noqa: PLC0415 - keep other commands fast
     from osprey.local.session import (  # noqa: PLC0415
-        REPO_ROOT,
         LocalState,
         bring_up,
         bring_up_with_cdk,
@@ -162,7 +162,11 @@ def up_command(
         raise _fail(f"--deploy must be cdk or template, got {deploy!r}")
     if template is not None:
         deploy = "template"
-    if deploy == "cdk" and not cdk_available(REPO_ROOT):
+    try:
+        checkout = find_checkout()
+    except CheckoutNotFoundError as error:
+        raise _fail(str(error)) from None
+    if deploy == "cdk" and not cdk_available(checkout):
         raise _fail("`npx cdk` is not installed here (npm ci in the repo); or use --deploy template")
     path = state_path()
     if path.is_file() and _alive(LocalState.load(path).pid):

@@ -11,22 +11,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from osprey.checkout import find_checkout
+from osprey_control.policy.shipped import shipped_policy_dir
 from osprey_control.registry.model import JobRecord
 
 __all__ = [
-    "DEFAULT_AGENT_CONFIG",
-    "DEFAULT_TEMPLATE",
-    "REPO_ROOT",
-    "SHIPPED_POLICIES",
+    "default_agent_config",
+    "default_template",
     "load_json",
     "shipped_needs",
     "synthesize",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_TEMPLATE = REPO_ROOT / "cdk.out" / "Osprey.template.json"  # what `npx cdk synth` writes
-DEFAULT_AGENT_CONFIG = REPO_ROOT / "infra" / "agent" / "cloudwatch-agent-gpu.json"
-SHIPPED_POLICIES = REPO_ROOT / "policies"
+
+def default_template() -> Path:
+    """Where ``npx cdk synth`` writes the template, in the Osprey checkout (:func:`osprey.checkout.find_checkout`)."""
+    return find_checkout() / "cdk.out" / "Osprey.template.json"
+
+
+def default_agent_config() -> Path:
+    """The GPU nodes' CloudWatch agent configuration that the checkout's CDK app deploys."""
+    return find_checkout() / "infra" / "agent" / "cloudwatch-agent-gpu.json"
 
 
 class _Shipped:
@@ -40,13 +45,13 @@ class _Shipped:
 
 
 def shipped_needs() -> Callable[[JobRecord], frozenset[str]]:
-    """What each job's policy reads, for the policies shipped in ``policies/`` (the synthetic fleet runs one of
+    """What each job's policy reads, for the policies Osprey ships (the synthetic fleet runs one of
     them, ``osprey cost --policy``): the collector's ``needs`` as the collect step builds it from its policies."""
     from osprey_control.collect.needs import needs_from_policies  # noqa: PLC0415
     from osprey_control.derivation import compile_policy  # noqa: PLC0415
     from osprey_control.policy import load_policies  # noqa: PLC0415
 
-    compiled = {policy.name: compile_policy(policy) for policy in load_policies([SHIPPED_POLICIES])}
+    compiled = {policy.name: compile_policy(policy) for policy in load_policies([shipped_policy_dir()])}
     return needs_from_policies(_Shipped(compiled))
 
 
@@ -54,7 +59,7 @@ def shipped_policy_names() -> list[str]:
     """The names of the policies shipped in ``policies/`` (what ``osprey cost --policy`` may name)."""
     from osprey_control.policy import load_policies  # noqa: PLC0415
 
-    return sorted(policy.name for policy in load_policies([SHIPPED_POLICIES]))
+    return sorted(policy.name for policy in load_policies([shipped_policy_dir()]))
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -67,9 +72,7 @@ def load_json(path: Path) -> dict[str, Any]:
 
 def synthesize(context: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``Osprey`` stack's template from ``infra/app.py`` (cdk-nag off: it changes nothing in the template)."""
-    infra = REPO_ROOT / "infra"
-    if not (infra / "app.py").is_file():
-        raise FileNotFoundError(f"{infra / 'app.py'} not found: pass a synthesized template instead")
+    infra = find_checkout() / "infra"
     if str(infra) not in sys.path:
         sys.path.insert(0, str(infra))
     # jsii prints a Node end-of-life banner on Node 20 (the version .ci/setup uses); it is noise for a cost table.

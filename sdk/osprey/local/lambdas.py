@@ -25,13 +25,13 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from osprey.checkout import find_checkout
 
 __all__ = ["EnvironmentConflictError", "InProcessLambdas", "LambdaContext", "clear_handler_caches"]
 
 Handler = Callable[[Any, Any], Any]
-LAMBDAS_DIR = Path(__file__).resolve().parents[3] / "lambdas"
 
 
 class EnvironmentConflictError(RuntimeError):
@@ -61,8 +61,9 @@ def import_handler(spec: str) -> Handler:
     module_name, _, attribute = spec.rpartition(".")
     if not module_name:
         raise ValueError(f"Lambda handler {spec!r} must look like 'module.function'")
-    if str(LAMBDAS_DIR) not in sys.path and LAMBDAS_DIR.is_dir():
-        sys.path.append(str(LAMBDAS_DIR))
+    lambdas_dir = str(find_checkout() / "lambdas")
+    if lambdas_dir not in sys.path:
+        sys.path.append(lambdas_dir)
     handler = getattr(importlib.import_module(module_name), attribute, None)
     if not callable(handler):
         raise ValueError(f"Lambda handler {spec!r}: {module_name} has no callable {attribute!r}")

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osprey.checkout import find_checkout
 from osprey.local.cdk import ACCOUNT, cdk_deploy, make_executable, published_config
 from osprey.local.deploy import Deployment, deploy_template
 from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, EKS_NAMESPACE, KUEUE_API, SeededJob, SimulatedFleet
@@ -47,7 +48,6 @@ __all__ = [
     "synthesize",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 # The deployment watches the local EKS cluster (its discovery step joins the cycle), as `-c` would set it.
 LOCAL_CONTEXT: dict[str, Any] = {"osprey:eksClusters": EKS_CLUSTER}
 CYCLE_TIMEOUT_SECONDS = 120.0
@@ -92,7 +92,7 @@ class LocalState:
 def synthesize(context: dict[str, Any] | None = None) -> dict[str, Any]:
     """The Osprey app's template, synthesized in this process (the repo's ``infra/app.py``); by default with
     the local EKS cluster configured (:data:`LOCAL_CONTEXT`)."""
-    infra = str(REPO_ROOT / "infra")
+    infra = str(find_checkout() / "infra")
     if infra not in sys.path:
         sys.path.insert(0, infra)
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -186,7 +186,7 @@ def bring_up_with_cdk(
 ) -> LocalState:
     """``npx cdk bootstrap`` and ``npx cdk deploy`` the real app into ``aws``, make its state machines
     executable, seed the fleet, write the state file (see :mod:`osprey.local.cdk`)."""
-    cdk_deploy(aws.endpoint, REPO_ROOT, path.parent / "cdk.out", context=LOCAL_CONTEXT, log=log)
+    cdk_deploy(aws.endpoint, find_checkout(), path.parent / "cdk.out", context=LOCAL_CONTEXT, log=log)
     make_executable(aws.client)
     config = published_config(aws.client)
     arns = {m["stateMachineArn"] for m in aws.client("stepfunctions").list_state_machines()["stateMachines"]}

@@ -24,11 +24,11 @@ from osprey.cost import (
 )
 from osprey.cost.model import SECONDS_PER_MONTH, count_cycle
 from osprey.cost.prices import custom_metric_tiers
-from osprey.cost.source import DEFAULT_AGENT_CONFIG
+from osprey.cost.source import default_agent_config
 from osprey.cost.template import TemplateError
 from tests.unit.cost.tiny_template import evaluate_arithmetic, tiny_template
 
-AGENT = json.loads(DEFAULT_AGENT_CONFIG.read_text())
+AGENT = json.loads(default_agent_config().read_text())
 
 
 def _report(

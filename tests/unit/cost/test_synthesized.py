@@ -19,7 +19,7 @@ from osprey.cost import (
     synthetic_fleet,
 )
 from osprey.cost.model import count_cycle
-from osprey.cost.source import DEFAULT_AGENT_CONFIG, synthesize
+from osprey.cost.source import default_agent_config, synthesize
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_the_month_at_64_nodes_is_the_documented_one(facts: TemplateFacts) -> No
         shape,
         metric_load(synthetic_fleet(shape), 16),
         60,
-        agent=agent_metrics(json.loads(DEFAULT_AGENT_CONFIG.read_text()), gpus_per_node=8),
+        agent=agent_metrics(json.loads(default_agent_config().read_text()), gpus_per_node=8),
     )
     lines = {line.item: line.monthly_usd for line in report.lines}
     # default-policy: each job read on one cycle in five (the template's OSPREY_METRICS_EVERY_N_CYCLES), one
