@@ -3,18 +3,19 @@ the CDK app (``osprey local``, ``osprey cost`` without ``--template``)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from osprey_control.policy import load_policies
-from osprey_control.policy.shipped import shipped_policy_dir, shipped_policy_file
 from typer.testing import CliRunner
 
 from osprey.checkout import SOURCE_VARIABLE, CheckoutNotFoundError, find_checkout
 from osprey.cli.main import app
+from osprey_control.policy import load_policies
+from osprey_control.policy.shipped import shipped_policy_dir, shipped_policy_file
 from tests.conftest import REPO_ROOT
 
 
@@ -39,11 +40,13 @@ def test_the_checkout_is_found_from_inside_it_and_from_the_environment(
     assert find_checkout(REPO_ROOT / "docs") == REPO_ROOT
     # Given $OSPREY_SOURCE naming something that is not a clone, Then the error says what a clone needs
     monkeypatch.setenv(SOURCE_VARIABLE, str(tmp_path))
-    with pytest.raises(CheckoutNotFoundError, match="infra/app.py"):
+    with pytest.raises(CheckoutNotFoundError, match=r"infra/app\.py"):
         find_checkout()
 
 
-def test_cost_without_a_checkout_is_one_line_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cost_without_a_checkout_is_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given no checkout to synthesize from
     monkeypatch.setenv(SOURCE_VARIABLE, str(tmp_path))
     # When osprey cost runs without --template
@@ -56,10 +59,27 @@ def test_cost_without_a_checkout_is_one_line_not_a_traceback(tmp_path: Path, mon
 
 
 def test_the_wheel_carries_the_shipped_policies_and_the_trace(tmp_path: Path) -> None:
-    # Given a wheel built from the checkout (no network: the build backend is already installed)
+    # Given a wheel built from a copy of the sources (setuptools builds in-tree; the checkout stays clean), with
+    # no network: the build backend is already installed
+    source = tmp_path / "src"
+    for name in ("sdk", "lambdas", "policies"):
+        shutil.copytree(REPO_ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
-        cwd=REPO_ROOT,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            ".",
+        ],
+        cwd=source,
         check=True,
         capture_output=True,
     )
