@@ -49,9 +49,9 @@ from osprey_control.apply import (
     prefilter,
 )
 from osprey_control.coordination.deadline import Deadline
-from osprey_control.coordination.fence import Fence, FenceLostError
 from osprey_control.errors import is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
+from osprey_control.registry.fence import Fence, FenceLostError
 
 __all__ = [
     "ERROR_CHARS",

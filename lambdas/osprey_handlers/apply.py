@@ -21,8 +21,8 @@ from osprey_control.apply import Applier
 from osprey_control.apply_request import ApplyRequest
 from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE, apply_cycle, default_appliers
 from osprey_control.coordination.deadline import Deadline
-from osprey_control.coordination.fence import Fence
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.fence import Fence
 from osprey_control.telemetry import MetricPoint
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish

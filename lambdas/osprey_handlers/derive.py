@@ -21,11 +21,11 @@ from pydantic import Field
 from osprey_control.collect import CollectionResult
 from osprey_control.collect.snapshot import SnapshotError, decode
 from osprey_control.coordination.deadline import Deadline
-from osprey_control.coordination.fence import Fence
 from osprey_control.derive import DEFAULT_ALLOWED_PREFIX, LambdaRuleInvoker, PolicySource, RuleAllowList
 from osprey_control.derive.run import derive_within
 from osprey_control.registry.collections import CollectionStore
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.fence import Fence
 from osprey_control.wiring import ALLOWED_RULE_PREFIX_VARIABLE, PER_JOB_METRICS_VARIABLE
 from osprey_handlers._settings import PolicyReaderSettings
 from osprey_handlers._telemetry import publish

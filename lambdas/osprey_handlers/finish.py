@@ -14,7 +14,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from osprey_control.coordination import CycleLease
+from osprey_control.registry.lease import CycleLease
 from osprey_control.telemetry import cycle_metrics, summarise_cycle
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish

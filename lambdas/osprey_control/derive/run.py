@@ -15,11 +15,11 @@ from typing import Any
 
 from osprey_control.collect import CollectionResult, collect, needs_from_policies
 from osprey_control.coordination.deadline import Deadline
-from osprey_control.coordination.fence import Fence
 from osprey_control.cycle import ActiveJobs, ShardReport, _report
 from osprey_control.derivation import CustomRuleInvoker
 from osprey_control.derive.shard import PolicyLookup, derive_shard
 from osprey_control.registry import JobRecord
+from osprey_control.registry.fence import Fence
 from osprey_control.telemetry import MetricPoint, shard_metrics
 
 __all__ = ["DeriveRun", "derive_within"]

@@ -26,11 +26,11 @@ from functools import partial
 from typing import Any, Protocol
 
 from osprey_control.coordination.deadline import Deadline
-from osprey_control.coordination.fence import Fence, FenceLostError
 from osprey_control.derivation import CompiledPolicy, CustomRuleInvoker, Decision, JobMetrics, derive
 from osprey_control.derive.bulkhead import run_in_lanes
 from osprey_control.registry import JobKey, JobRecord
 from osprey_control.registry.dynamodb import VersionConflictError
+from osprey_control.registry.fence import Fence, FenceLostError
 from osprey_control.registry.model import decision_changes
 
 __all__ = ["DEFAULT_RULE_SLOTS", "DecisionStore", "JobOutcome", "PolicyLookup", "ShardResult", "derive_shard"]

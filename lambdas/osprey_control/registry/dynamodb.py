@@ -17,9 +17,9 @@ Every write of a job item is conditional on the ``version`` read (optimistic con
 does not retry: it raises :class:`VersionConflictError` so the caller derives again from fresh state, and it
 writes only when the decision changes something (:func:`decision_changes`).
 
-Those three take an optional ``fence`` (:class:`osprey_control.coordination.fence.Fence`): the write is then a
+Those three take an optional ``fence`` (:class:`osprey_control.registry.fence.Fence`): the write is then a
 transaction with a ``ConditionCheck`` on the cycle lease's token, and raises
-:class:`~osprey_control.coordination.fence.FenceLostError`, having written nothing, once another execution holds
+:class:`~osprey_control.registry.fence.FenceLostError`, having written nothing, once another execution holds
 the lease.
 """
 
@@ -32,9 +32,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.coordination.fence import Fence, FenceLostError
 from osprey_control.errors import TransientError
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
+from osprey_control.registry.fence import Fence, FenceLostError
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,

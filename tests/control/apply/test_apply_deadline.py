@@ -13,8 +13,8 @@ from osprey_control.apply import ApplyReport, ApplyResult, Outcome, PriorityChan
 from osprey_control.apply_step import apply_cycle
 from osprey_control.contract import parse_block
 from osprey_control.coordination import Deadline
-from osprey_control.coordination.fence import Fence
 from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
+from osprey_control.registry.fence import Fence
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from osprey_control.coordination import CycleLease
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.lease import CycleLease
 
 TABLE = "osprey-coordination-test"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

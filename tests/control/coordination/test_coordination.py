@@ -6,9 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from osprey_control.coordination import CycleLease, plan_shards
 from osprey_control.registry import JobStatus
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.lease import CycleLease
+from osprey_control.registry.shards import plan_shards
 from tests.control.coordination.conftest import T0, TABLE
 from tests.control.registry.conftest import observation
 

@@ -11,12 +11,13 @@ import pytest
 from osprey_control.apply import BatchShareApplier
 from osprey_control.apply_step import apply_cycle
 from osprey_control.contract import OspreyBlock
-from osprey_control.coordination import CycleLease, Fence, FenceLostError
 from osprey_control.derivation import JobMetrics, compile_policy
 from osprey_control.derive import derive_shard
 from osprey_control.policy import load_policies
 from osprey_control.registry import Backend, JobKey, JobStatus
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry.fence import Fence, FenceLostError
+from osprey_control.registry.lease import CycleLease
 from osprey_control.registry.observation import JobObservation
 from tests.conftest import REPO_ROOT
 from tests.control.coordination.conftest import T0, TABLE

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from osprey_control.coordination import CycleLease
+from osprey_control.registry.lease import CycleLease
 from osprey_control.telemetry import CycleSummary, MetricPoint, cycle_metrics, summarise_cycle
 from osprey_handlers import finish as finish_handler
 from tests.control.cycle.conftest import NOW

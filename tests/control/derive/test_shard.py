@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.contract import parse_block
-from osprey_control.coordination.fence import Fence
 from osprey_control.derivation import (
     CustomRuleCall,
     CustomRuleError,
@@ -22,6 +21,7 @@ from osprey_control.derive import derive_shard
 from osprey_control.policy import load_policies
 from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
 from osprey_control.registry.dynamodb import VersionConflictError
+from osprey_control.registry.fence import Fence
 from tests.conftest import REPO_ROOT
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ first and skips the cycle if another holds it. The lease expires on its own afte
 machine's timeout), so an execution that dies without releasing it blocks at most one timeout's worth of
 cycles. The owner is the execution name: a retried acquire by the same execution succeeds.
 
-Every successful acquire increments the item's fencing ``token`` (:mod:`osprey_control.coordination.fence`),
+Every successful acquire increments the item's fencing ``token`` (:mod:`osprey_control.registry.fence`),
 which the execution passes to its derive and apply steps. The item is never deleted (a release only clears the
 owner and the expiry), so the token never goes back.
 """
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.coordination.fence import TOKEN_ATTRIBUTE
+from osprey_control.registry.fence import TOKEN_ATTRIBUTE
 from osprey_control.registry.keys import LEASE_KEY, LEASE_PK
 
 __all__ = ["LEASE_PK", "CycleLease", "LeaseState"]
