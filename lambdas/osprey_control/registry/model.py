@@ -36,6 +36,7 @@ class Backend(StrEnum):
     SAGEMAKER_QUEUED = "sagemaker-queued"  # a SageMaker training job behind an AWS Batch service job
     BATCH = "batch"  # an AWS Batch container job (fair-share queue)
     EKS = "eks"  # a Kubernetes Job / PyTorchJob / JobSet, Kueue when present
+    SLURM = "slurm"  # a Slurm batch job (ParallelCluster, HyperPod Slurm): ``<cluster>/<job id>``
 
 
 class JobStatus(StrEnum):
