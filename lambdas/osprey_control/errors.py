@@ -31,6 +31,7 @@ __all__ = [
     "PermanentError",
     "ThrottledError",
     "TransientError",
+    "aws_error_code",
     "classified",
     "classify",
     "is_throttling",
@@ -91,9 +92,14 @@ def _response(error: BaseException) -> dict[str, Any]:
     return response if isinstance(response, dict) else {}
 
 
+def aws_error_code(error: BaseException) -> str:
+    """The AWS error code of a botocore ClientError (``ConditionalCheckFailedException``, ...); "" otherwise."""
+    return str(_response(error).get("Error", {}).get("Code", ""))
+
+
 def _classify_client_error(error: BaseException) -> TransientError | PermanentError:
     response = _response(error)
-    code = str(response.get("Error", {}).get("Code", ""))
+    code = aws_error_code(error)
     message = str(response.get("Error", {}).get("Message", "")) or str(error)
     operation = getattr(error, "operation_name", None) or "the AWS call"
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)

@@ -44,12 +44,12 @@ from typing import Any
 from osprey.planning import job_partition_key, update_progress
 from osprey_control.planner.plan import Plan
 from osprey_control.planner.record import (
-    PLAN_SK,
     PlanRecordError,
     plan_from_record,
     record_from_item,
 )
 from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
+from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
 __all__ = ["DEFAULT_TIMEOUT_S", "adjust_parallelism"]
@@ -101,8 +101,7 @@ def _read_file(path: Path, outcome: _Outcome) -> None:
 
 def _read_table(client: Any, table: str, pk: str, outcome: _Outcome) -> None:
     try:
-        response = client.get_item(TableName=table, Key={"pk": {"S": pk}, "sk": {"S": PLAN_SK}})
-        item = response.get("Item")
+        item = PlanItems(table, client).record(pk)
         if item is not None:
             outcome.record = record_from_item(item)
     except Exception as error:

@@ -33,26 +33,16 @@ from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.plan import Plan
 from osprey_control.planner.replan import interval_from_env
 from osprey_control.planner.request import (
-    REQUEST_SK,
     PlanRequestError,
     RequestProblem,
     build_request,
     plan_key,
 )
 from osprey_control.registry.keys import JOB_PREFIX
+from osprey_control.registry.plans import PlanItems, ProgressUpdate
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
 __all__ = ["PlanRequestError", "job_partition_key", "report_progress", "request_planning", "update_progress"]
-
-_CONDITION_FAILED = "ConditionalCheckFailedException"
-# Attribute names through placeholders: ``current`` and ``step`` are DynamoDB reserved words.
-_NAMES = {
-    "#step": "step",
-    "#updated": "updated_at",
-    "#since": "since_step",
-    "#key": "current_key",
-    "#current": "current",
-}
 
 
 def job_partition_key(job_key: str | None, env: Mapping[str, str]) -> str | None:
@@ -83,12 +73,6 @@ def _where(table: str | None, job_key: str | None, env: Mapping[str, str]) -> tu
     if errors or table_name is None or pk is None:
         raise PlanRequestError(errors)
     return table_name, pk
-
-
-def _client(client: Any) -> Any:
-    from osprey_control.aws import client_for  # noqa: PLC0415 - boto3 only when writing
-
-    return client_for("dynamodb", client)
 
 
 def request_planning(
@@ -122,7 +106,7 @@ def request_planning(
     item = build_request(
         pk, model=model, cluster=cluster, current=current, gpus=gpus, step=step, interval=every, now=now
     )
-    _client(client).put_item(TableName=table_name, Item=item)
+    PlanItems(table_name, client).put_request(item)
     return item
 
 
@@ -132,50 +116,10 @@ def update_progress(
     """Record the job's step (and the plan it runs) on its request item: ``updated``, ``adopted`` (the plan
     changed: ``since_step`` is now ``step``) or ``no-request``. Conditional writes only; raises on AWS errors."""
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    key = {"pk": {"S": pk}, "sk": {"S": REQUEST_SK}}
-    values: dict[str, Any] = {":step": {"N": str(step)}, ":now": {"S": stamp}}
-    attempts: list[tuple[str, str, dict[str, Any], str]] = []
-    if current is None:
-        attempts.append(("SET #step = :step, #updated = :now", "attribute_exists(pk)", values, "updated"))
-    else:
-        with_key = {**values, ":key": {"S": plan_key(current)}}
-        attempts.append(
-            (
-                "SET #step = :step, #updated = :now",
-                "attribute_exists(pk) AND #key = :key",
-                with_key,
-                "updated",
-            )
-        )
-        adopted = {**with_key, ":current": {"S": json.dumps(current.to_dict(), sort_keys=True)}}
-        attempts.append(
-            (
-                "SET #step = :step, #updated = :now, #since = :step, #key = :key, #current = :current",
-                "attribute_exists(pk)",
-                adopted,
-                "adopted",
-            )
-        )
-    for expression, condition, attribute_values, outcome in attempts:
-        try:
-            client.update_item(
-                TableName=table,
-                Key=key,
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames={
-                    name: _NAMES[name] for name in _NAMES if name in expression + condition
-                },
-                ExpressionAttributeValues=attribute_values,
-            )
-        except Exception as error:
-            response = getattr(error, "response", None)
-            code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
-            if code == _CONDITION_FAILED:
-                continue
-            raise
-        return outcome
-    return "no-request"
+    update = ProgressUpdate(step, stamp)
+    if current is not None:
+        update = ProgressUpdate(step, stamp, plan_key(current), json.dumps(current.to_dict(), sort_keys=True))
+    return PlanItems(table, client).update_progress(pk, update)
 
 
 def report_progress(
@@ -203,4 +147,4 @@ def report_progress(
             if isinstance(current, Plan)
             else plan_from_record({"version": "1", "virtual": 1, **current})
         )
-    return update_progress(_client(client), table_name, pk, step, plan)
+    return update_progress(client, table_name, pk, step, plan)

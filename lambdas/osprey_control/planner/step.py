@@ -33,11 +33,12 @@ from osprey_control.collect.queries import SeriesSpec, lead_series, metric_data_
 from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure
 from osprey_control.planner.record import record_for_decision, record_item
 from osprey_control.planner.replan import DEFAULT_HYSTERESIS, replan
-from osprey_control.planner.request import REQUEST_SK, PlanRequest, request_from_item
-from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET, batch_get
+from osprey_control.planner.request import PlanRequest, request_from_item
+from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
 from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
 from osprey_control.registry.keys import job_pk, key_from_pk
 from osprey_control.registry.model import JobKey, JobRecord
+from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import METRICS_NAMESPACE
 
 __all__ = [
@@ -55,14 +56,8 @@ MAX_REPORTED = 20  # per list in the report: the state machine's payload stays s
 MESSAGE_CHARS = 600
 _LATENCY = "InterconnectLatencyMicroseconds"
 _STEP_TIME = "StepTimeSeconds"
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _EARLY_SLACK_S = 5.0
-
-
-def _error_code(error: BaseException) -> str:
-    response = getattr(error, "response", None)
-    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,21 +121,17 @@ class PlanStepReport:
         }
 
 
-def _batch_get(
-    client: Any, table: str, pks: Sequence[str], report: PlanStepReport
-) -> dict[str, dict[str, Any]]:
-    """The request item of each of ``pks`` that has one (BatchGetItem, retrying unprocessed keys)."""
-    read = batch_get(
-        client, table, [{"pk": {"S": pk}, "sk": {"S": REQUEST_SK}} for pk in pks], consistent=True
-    )
-    for key in read.unread:
+def _requests(plans: PlanItems, pks: Sequence[str], report: PlanStepReport) -> dict[str, dict[str, Any]]:
+    """The request item of each of ``pks`` that has one; a request DynamoDB left unread is planned next cycle."""
+    items, unread = plans.requests(pks)
+    for pk in unread:
         report.error(
-            str(key_from_pk(key["pk"]["S"])),
+            str(key_from_pk(pk)),
             "request-unread",
             "DynamoDB left the plan request unprocessed (throughput); the job is planned next cycle",
             transient=True,
         )
-    return {pk: item for (pk, _sk), item in read.items.items()}
+    return items
 
 
 def _series(records: Iterable[JobRecord], namespace: str) -> list[SeriesSpec]:
@@ -185,22 +176,6 @@ def _metrics(
     return observed, failed
 
 
-def _write(client: Any, table: str, pk: str, record: dict[str, Any]) -> bool:
-    """Conditional PutItem of the plan record; False when that very plan is already recommended."""
-    try:
-        client.put_item(
-            TableName=table,
-            Item=record_item(pk, record),
-            ConditionExpression="attribute_not_exists(pk) OR plan_id <> :plan_id",
-            ExpressionAttributeValues={":plan_id": {"S": str(record["plan_id"])}},
-        )
-    except Exception as error:
-        if _error_code(error) == _CONDITION_FAILED:
-            return False
-        raise
-    return True
-
-
 def _due(request: PlanRequest, config: PlanStepConfig, now: datetime) -> bool:
     """Whether the job was last planned at least ``min_interval_seconds`` ago (a cycle 5 s early counts)."""
     if config.min_interval_seconds <= 0 or not request.planned_at:
@@ -212,23 +187,8 @@ def _due(request: PlanRequest, config: PlanStepConfig, now: datetime) -> bool:
     return (now - last).total_seconds() + _EARLY_SLACK_S >= config.min_interval_seconds
 
 
-def _mark_planned(client: Any, table: str, pk: str, now: datetime, reason: str) -> None:
-    """Record on the request when the job was planned and why nothing or something was written."""
-    try:
-        client.update_item(
-            TableName=table,
-            Key={"pk": {"S": pk}, "sk": {"S": REQUEST_SK}},
-            UpdateExpression="SET planned_at = :now, plan_reason = :reason",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":now": {"S": now.strftime(_TIME_FORMAT)}, ":reason": {"S": reason}},
-        )
-    except Exception as error:
-        if _error_code(error) != _CONDITION_FAILED:  # else: the request was withdrawn meanwhile
-            raise
-
-
 def _plan_job(
-    client: Any,
+    plans: PlanItems,
     *,
     config: PlanStepConfig,
     request: PlanRequest,
@@ -260,12 +220,13 @@ def _plan_job(
     )
     pk = job_pk(JobKey.parse(request.job_id))
     record = record_for_decision(request.job_id, decision, created_at=now)
+    planned_at = now.strftime(_TIME_FORMAT)
     if record is None:
-        _mark_planned(client, config.table_name, pk, now, decision.reason)
+        plans.mark_planned(pk, planned_at, decision.reason)
         return
     report.switches += 1
-    written = _write(client, config.table_name, pk, record)
-    _mark_planned(client, config.table_name, pk, now, decision.reason)
+    written = plans.put_record(record_item(pk, record))
+    plans.mark_planned(pk, planned_at, decision.reason)
     report.written += int(written)
     report.records.append(
         {
@@ -295,7 +256,8 @@ def run_plan_step(
     records = JobRegistry(config.table_name, dynamodb, shards=config.shards).list_active(shard)
     report.jobs = len(records)
     by_pk = {job_pk(record.key): record for record in records}
-    items = _batch_get(dynamodb, config.table_name, sorted(by_pk), report)
+    plans = PlanItems(config.table_name, dynamodb)
+    items = _requests(plans, sorted(by_pk), report)
     report.requests = len(items)
     requests: dict[str, PlanRequest] = {}
     for pk, item in sorted(items.items()):
@@ -321,7 +283,7 @@ def run_plan_step(
         )
         seen = observed.get(job, Observed(missing=failed.get(job, hostless)))
         try:
-            _plan_job(dynamodb, config=config, request=request, observed=seen, report=report, now=moment)
+            _plan_job(plans, config=config, request=request, observed=seen, report=report, now=moment)
         except Exception as error:  # isolate: the other jobs are still planned
             report.error(
                 job, "plan-failed", f"{type(error).__name__}: {error}", transient=is_transient(error)

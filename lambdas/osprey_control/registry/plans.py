@@ -1,0 +1,159 @@
+"""Plan requests and plan records in the registry table: the DynamoDB requests the planner, the plan step and
+the in-job SDK make, in one place.
+
+Items (:mod:`osprey_control.registry.keys`): a job's plan request ``pk = JOB#<backend>#<id>, sk = PLANREQ``
+(written by the job, :func:`osprey.planning.request_planning`; its step and plan updated by the job; its
+``planned_at`` by the plan step) and its plan record ``sk = PLAN`` (written by the plan step on a switch, read by
+the job). What the items hold is the planner's business (:mod:`osprey_control.planner.request`,
+:mod:`osprey_control.planner.record`); this module only moves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from osprey_control.aws import client_for
+from osprey_control.errors import aws_error_code
+from osprey_control.registry.batch import batch_get
+from osprey_control.registry.keys import PLAN_REQUEST_SK, PLAN_SK
+
+__all__ = ["PlanItems", "ProgressUpdate"]
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+# The request attributes the job's progress report writes, through placeholders: ``current`` and ``step`` are
+# DynamoDB reserved words.
+_PROGRESS_NAMES = {
+    "#step": "step",
+    "#updated": "updated_at",
+    "#since": "since_step",
+    "#key": "current_key",
+    "#current": "current",
+}
+
+
+def _key(pk: str, sk: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressUpdate:
+    """Where a job is: its step, when it said so, and the plan it runs (its key and JSON), if it says."""
+
+    step: int
+    stamp: str
+    plan_key: str | None = None
+    plan_json: str | None = None
+
+
+class PlanItems:
+    """Plan requests and records of one registry table. ``client=None`` creates a DynamoDB client on first use
+    (pass one: a job's worker thread needs a client of its own session)."""
+
+    def __init__(self, table_name: str, client: Any = None) -> None:
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        self._client = client_for("dynamodb", self._client)
+        return self._client
+
+    def requests(self, pks: Sequence[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """The request item of each job partition in ``pks`` that has one (consistent reads, 100 keys a call),
+        and the partitions DynamoDB left unread after its retries."""
+        read = batch_get(
+            self.client, self.table_name, [_key(pk, PLAN_REQUEST_SK) for pk in pks], consistent=True
+        )
+        items = {pk: item for (pk, _sk), item in read.items.items()}
+        return items, [key["pk"]["S"] for key in read.unread]
+
+    def put_request(self, item: dict[str, Any]) -> None:
+        """Write (or replace) a plan request item."""
+        self.client.put_item(TableName=self.table_name, Item=item)
+
+    def mark_planned(self, pk: str, planned_at: str, reason: str) -> bool:
+        """Note on the request when the job was planned and why; False if the request was withdrawn meanwhile."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=_key(pk, PLAN_REQUEST_SK),
+                UpdateExpression="SET planned_at = :now, plan_reason = :reason",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":now": {"S": planned_at}, ":reason": {"S": reason}},
+            )
+        except Exception as error:
+            if aws_error_code(error) == _CONDITION_FAILED:
+                return False
+            raise
+        return True
+
+    def update_progress(self, pk: str, update: ProgressUpdate) -> str:
+        """Record the job's step (and the plan it runs) on its request: ``updated``, ``adopted`` (the plan
+        changed, so ``since_step`` is now the step) or ``no-request``. Conditional writes only."""
+        values: dict[str, Any] = {":step": {"N": str(update.step)}, ":now": {"S": update.stamp}}
+        attempts: list[tuple[str, str, dict[str, Any], str]] = []
+        if update.plan_key is None or update.plan_json is None:
+            attempts.append(("SET #step = :step, #updated = :now", "attribute_exists(pk)", values, "updated"))
+        else:
+            same = {**values, ":key": {"S": update.plan_key}}
+            attempts.append(
+                (
+                    "SET #step = :step, #updated = :now",
+                    "attribute_exists(pk) AND #key = :key",
+                    same,
+                    "updated",
+                )
+            )
+            attempts.append(
+                (
+                    "SET #step = :step, #updated = :now, #since = :step, #key = :key, #current = :current",
+                    "attribute_exists(pk)",
+                    {**same, ":current": {"S": update.plan_json}},
+                    "adopted",
+                )
+            )
+        for expression, condition, attribute_values, outcome in attempts:
+            try:
+                self.client.update_item(
+                    TableName=self.table_name,
+                    Key=_key(pk, PLAN_REQUEST_SK),
+                    UpdateExpression=expression,
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames={
+                        name: attribute
+                        for name, attribute in _PROGRESS_NAMES.items()
+                        if name in expression + condition
+                    },
+                    ExpressionAttributeValues=attribute_values,
+                )
+            except Exception as error:
+                if aws_error_code(error) == _CONDITION_FAILED:
+                    continue
+                raise
+            return outcome
+        return "no-request"
+
+    def record(self, pk: str) -> dict[str, Any] | None:
+        """The job's plan record item, if the plan step wrote one."""
+        item: dict[str, Any] | None = self.client.get_item(
+            TableName=self.table_name, Key=_key(pk, PLAN_SK)
+        ).get("Item")
+        return item
+
+    def put_record(self, item: dict[str, Any]) -> bool:
+        """Write a plan record unless that very plan (``plan_id``) is already the job's record: the same
+        recommendation is never rewritten, so its ``created_at`` stays when it was first made. False if it was."""
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk) OR plan_id <> :plan_id",
+                ExpressionAttributeValues={":plan_id": item["plan_id"]},
+            )
+        except Exception as error:
+            if aws_error_code(error) == _CONDITION_FAILED:
+                return False
+            raise
+        return True
