@@ -1,0 +1,467 @@
+"""Which Osprey deployment a command talks to, boto3 clients for it, and the one-line errors for a missing setup.
+
+Every command that reads or changes a control plane gets it the same way::
+
+    from osprey.cli.target import ProfileOption, RegionOption, TableOption, guarded, resolve_target
+
+    def my_command(table: TableOption = None, profile: ProfileOption = None, region: RegionOption = None):
+        with guarded():
+            target = resolve_target(table=table, profile=profile, region=region)
+            registry = target.registry()            # JobRegistry with the deployment's table and shards
+            ssm = target.client("ssm")              # endpoint-aware boto3 client (osprey local or AWS)
+            record = find_job(registry, "llama")    # a JobRecord, or TargetError with "did you mean"
+
+Resolution, first match wins:
+
+1. **Flags**: ``--table`` (or ``OSPREY_TABLE_NAME``). Shards: ``--shards``, ``OSPREY_REGISTRY_SHARDS``, the
+   running ``osprey local``'s when it is that table, else the stack's default (16). The endpoint is
+   ``--endpoint-url``, else the running ``osprey local``'s when it holds that table and neither ``--profile``
+   nor ``--region`` was given, else boto3's (``AWS_ENDPOINT_URL`` or AWS itself).
+2. **A running ``osprey local``**: its state file (``osprey.local.session.state_path()``) with its server
+   process alive gives endpoint, table, shards, state machine ARNs and functions, and the embedded
+   ``/osprey/config`` the rest. Skipped when ``--profile``, ``--region`` or ``--endpoint-url`` says the user
+   means another AWS.
+3. **A real deployment**: the ``/osprey/config`` SSM parameter the stack writes
+   (:data:`osprey_control.wiring.CONFIG_PARAMETER`; keys in ``infra/osprey_infra/control_plane.py``), read with
+   boto3's default chain: ``--profile`` / ``AWS_PROFILE``, ``--region`` / ``AWS_REGION`` / the profile's region.
+
+Errors: :func:`describe_error` turns what a missing or wrong setup raises (no region, no or partial or expired
+credentials, an unknown profile, an unreachable endpoint, access denied, a table or parameter that is not
+there, and :class:`TargetError`) into ONE line saying what to set; :func:`guarded` prints it as
+``error: ...`` on stderr and exits 1. ``osprey.cli.main`` applies the same guard around every command, so a
+command that forgets it still never prints a traceback; anything else unexpected is one line too, with
+``run with OSPREY_DEBUG=1 for the traceback`` (``OSPREY_DEBUG=1`` re-raises).
+
+Decisions: ``--profile`` or ``--region`` given means a real AWS, so a running ``osprey local`` is not used then;
+the CLI's clients retry less than the Lambdas' (3 attempts, 5 s connect timeout) so an unreachable endpoint
+fails within seconds, not a minute.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from osprey_control.wiring import (
+    ALLOWED_RULE_PREFIX_VARIABLE,
+    CONFIG_PARAMETER,
+    POLICY_PREFIX,
+    REGISTRY_SHARDS_VARIABLE,
+    TABLE_NAME_VARIABLE,
+)
+
+if TYPE_CHECKING:
+    from osprey.local.session import LocalState
+    from osprey_control.registry import JobRecord
+    from osprey_control.registry.dynamodb import JobRegistry
+
+__all__ = [
+    "DEBUG_VARIABLE",
+    "DEFAULT_SHARDS",
+    "EndpointOption",
+    "ProfileOption",
+    "RegionOption",
+    "ShardsOption",
+    "TableOption",
+    "Target",
+    "TargetError",
+    "describe_error",
+    "find_job",
+    "guarded",
+    "resolve_target",
+    "running_local",
+]
+
+DEBUG_VARIABLE = "OSPREY_DEBUG"
+DEFAULT_SHARDS = 16  # infra's registry_shards default (osprey:registryShards)
+_CLI_CLIENT_CONFIG: dict[str, Any] = {
+    "retries": {"mode": "standard", "total_max_attempts": 3},
+    "connect_timeout": 5,
+    "read_timeout": 20,
+}
+
+TableOption = Annotated[
+    str | None,
+    typer.Option(
+        "--table",
+        help="Registry table. Default: OSPREY_TABLE_NAME, a running osprey local, or /osprey/config.",
+        show_default=False,
+    ),
+]
+ShardsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--shards",
+        min=1,
+        max=1000,
+        help="Registry shards with --table (default: the deployment's, 16).",
+        show_default=False,
+    ),
+]
+ProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--profile", help="AWS profile (default: AWS_PROFILE); implies a real AWS.", show_default=False
+    ),
+]
+RegionOption = Annotated[
+    str | None,
+    typer.Option("--region", help="AWS region (default: AWS_REGION or the profile's).", show_default=False),
+]
+EndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint-url", help="AWS endpoint (default: AWS_ENDPOINT_URL or AWS itself).", show_default=False
+    ),
+]
+
+
+class TargetError(Exception):
+    """No deployment could be found, or the one found cannot answer: the message says what to set."""
+
+
+Source = Literal["flags", "local", "deployment"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved deployment. ``config`` is its ``/osprey/config`` (``{}`` when only flags named it)."""
+
+    source: Source
+    description: (
+        str  # for messages: "osprey local at http://localhost:4599 (pid 12)", "/osprey/config in ..."
+    )
+    table_name: str
+    shards: int
+    config: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    local: bool = False  # the embedded AWS of `osprey local` (fake credentials)
+    _clients: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for this deployment (one per service, created on first use)."""
+        if service not in self._clients:
+            self._clients[service] = _make_client(
+                service, self.endpoint, self.region, self.profile, self.local
+            )
+        return self._clients[service]
+
+    def registry(self) -> JobRegistry:
+        from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only when used
+
+        return JobRegistry(self.table_name, self.client("dynamodb"), shards=self.shards)
+
+    @property
+    def policy_prefix(self) -> str:
+        return str(self.config.get("policyPrefix") or POLICY_PREFIX)
+
+    @property
+    def allowed_rule_prefix(self) -> str | None:
+        value = self.config.get("allowedRulePrefix") or os.environ.get(ALLOWED_RULE_PREFIX_VARIABLE)
+        return str(value) if value else None
+
+    @property
+    def account(self) -> str | None:
+        return _text(self.config.get("account"))
+
+    @property
+    def deployed_region(self) -> str | None:
+        """The region the stack says it is in, else the client region."""
+        return _text(self.config.get("region")) or self.region
+
+    @property
+    def cycle_state_machine_arn(self) -> str | None:
+        return _text(self.config.get("cycleStateMachineArn"))
+
+    @property
+    def gang_state_machine_arn(self) -> str | None:
+        return _text(self.config.get("gangStateMachineArn"))
+
+    @property
+    def functions(self) -> dict[str, str]:
+        return {str(role): str(name) for role, name in dict(self.config.get("functions") or {}).items()}
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+def _make_client(
+    service: str, endpoint: str | None, region: str | None, profile: str | None, local: bool
+) -> Any:
+    if local and endpoint:
+        from osprey.local.server import endpoint_client  # noqa: PLC0415
+
+        return endpoint_client(service, endpoint)
+    import boto3  # noqa: PLC0415 - keep boto3 off the import path of commands that do not need it
+    from botocore.config import Config  # noqa: PLC0415
+
+    session = boto3.Session(profile_name=profile, region_name=region)
+    return session.client(service, endpoint_url=endpoint, config=Config(**_CLI_CLIENT_CONFIG))  # type: ignore[call-overload]
+
+
+def running_local() -> LocalState | None:
+    """The ``osprey local`` whose state file exists and whose server process is alive, else None."""
+    from osprey.local.session import LocalState, state_path  # noqa: PLC0415 - only when no table was named
+
+    path = state_path()
+    if not path.is_file():
+        return None
+    try:
+        state = LocalState.load(path)
+        os.kill(state.pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable, or the server is gone: a stale file, as after a crash
+    return state
+
+
+def _shards(explicit: int | None, fallback: int) -> int:
+    if explicit is not None:
+        return explicit
+    configured = os.environ.get(REGISTRY_SHARDS_VARIABLE)
+    if configured:
+        try:
+            return int(configured)
+        except ValueError:
+            raise TargetError(
+                f"{REGISTRY_SHARDS_VARIABLE} must be a whole number, got {configured!r}"
+            ) from None
+    return fallback
+
+
+def _local_target(state: LocalState) -> Target:
+    config: dict[str, Any] = {}
+    probe = Target("local", "", state.table_name, state.shards, endpoint=state.endpoint, local=True)
+    ssm = probe.client("ssm")
+    try:
+        config = json.loads(ssm.get_parameter(Name=CONFIG_PARAMETER)["Parameter"]["Value"])
+    except (ssm.exceptions.ParameterNotFound, ValueError):
+        config = {}  # a template deployed without the parameter: the state file is enough
+    config = {
+        **config,
+        "tableName": state.table_name,
+        "registryShards": state.shards,
+        "cycleStateMachineArn": state.state_machine_arn,
+        "gangStateMachineArn": state.gang_state_machine_arn or config.get("gangStateMachineArn"),
+        "functions": state.functions,
+    }
+    return Target(
+        "local",
+        f"osprey local at {state.endpoint} (pid {state.pid})",
+        state.table_name,
+        state.shards,
+        config=config,
+        endpoint=state.endpoint,
+        region=str(config.get("region") or "us-east-1"),
+        local=True,
+    )
+
+
+def _deployment_target(profile: str | None, region: str | None, endpoint: str | None) -> Target:
+    probe = Target("deployment", "", "", 1, endpoint=endpoint, region=region, profile=profile)
+    ssm = probe.client("ssm")
+    where = ssm.meta.region_name
+    try:
+        raw = ssm.get_parameter(Name=CONFIG_PARAMETER)["Parameter"]["Value"]
+    except ssm.exceptions.ParameterNotFound:
+        raise TargetError(
+            f"cannot find the registry table: no Osprey deployment in {where} ({CONFIG_PARAMETER} not found); "
+            "pass --region/--profile for the account it is in, --table, or start `osprey local up`"
+        ) from None
+    try:
+        config = json.loads(raw)
+        table = str(config["tableName"])
+    except (ValueError, KeyError, TypeError):
+        raise TargetError(
+            f"{CONFIG_PARAMETER} in {where} is not Osprey's configuration (no tableName)"
+        ) from None
+    shards = int(config.get("registryShards") or DEFAULT_SHARDS)
+    return Target(
+        "deployment",
+        f"{config.get('stackName', 'Osprey')} in {where} ({CONFIG_PARAMETER})",
+        table,
+        shards,
+        config=config,
+        endpoint=endpoint,
+        region=where,
+        profile=profile,
+    )
+
+
+def resolve_target(
+    *,
+    table: str | None = None,
+    shards: int | None = None,
+    profile: str | None = None,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+) -> Target:
+    """The deployment the command means (module docstring). Raises :class:`TargetError` or what boto3 raises
+    for a missing setup; call it inside :func:`guarded`."""
+    aws_meant = bool(profile or region or endpoint_url)
+    table = table or os.environ.get(TABLE_NAME_VARIABLE) or None
+    local = None if aws_meant else running_local()
+    if table:
+        if local is not None and local.table_name == table:
+            target = _local_target(local)
+            return Target(
+                "flags",
+                target.description,
+                table,
+                _shards(shards, local.shards),
+                config=target.config,
+                endpoint=target.endpoint,
+                region=target.region,
+                local=True,
+            )
+        return Target(
+            "flags",
+            f"table {table}",
+            table,
+            _shards(shards, DEFAULT_SHARDS),
+            endpoint=endpoint_url,
+            region=region,
+            profile=profile,
+        )
+    if local is not None:
+        return _local_target(local)
+    return _deployment_target(profile, region, endpoint_url)
+
+
+# Errors -------------------------------------------------------------------------------------------------------
+
+_ACCESS_DENIED = frozenset(
+    {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
+)
+_EXPIRED = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"})
+_BAD_CREDENTIALS = frozenset(
+    {
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "SignatureDoesNotMatch",
+        "InvalidSignatureException",
+        "AuthFailure",
+        "InvalidAccessKeyId",
+    }
+)
+_CREDENTIALS_HINT = (
+    "set AWS_PROFILE (and run `aws sso login` if it uses SSO) or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+    "or pass --profile; without an account, run `osprey local up`"
+)
+
+
+def _client_error(error: Any) -> str:
+    response = getattr(error, "response", {}) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    message = str(response.get("Error", {}).get("Message", "")) or str(error)
+    operation = getattr(error, "operation_name", None) or "the AWS call"
+    if code in _ACCESS_DENIED:
+        return (
+            f"AWS denied {operation} ({code}): {message}; use a profile or role allowed to call it "
+            "(docs/cli.md lists what each command needs)"
+        )
+    if code in _EXPIRED:
+        return f"your AWS credentials have expired ({code}); refresh them (e.g. `aws sso login`) and retry"
+    if code in _BAD_CREDENTIALS:
+        return f"AWS rejected your credentials ({code}: {message}); {_CREDENTIALS_HINT}"
+    if code == "ResourceNotFoundException":
+        return f"{operation}: {message}; check --table and the region (--region or AWS_REGION)"
+    return f"{operation} failed: {code}: {message}"
+
+
+def describe_error(error: BaseException) -> str | None:
+    """One line saying what to set for a user error or a missing setup; None for anything else (a bug)."""
+    if isinstance(error, TargetError):
+        return str(error)
+    try:
+        from botocore import exceptions as botocore_errors  # noqa: PLC0415 - only on the error path
+    except ImportError:  # pragma: no cover - boto3 is a dependency of the CLI's AWS commands
+        return None
+    if isinstance(error, botocore_errors.NoRegionError):
+        return (
+            "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), pass --region, or give your profile a region "
+            "(`aws configure set region us-east-1`)"
+        )
+    if isinstance(error, botocore_errors.NoCredentialsError):
+        return f"no AWS credentials found: {_CREDENTIALS_HINT}"
+    if isinstance(error, botocore_errors.PartialCredentialsError):
+        return f"incomplete AWS credentials ({error}): set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+    if isinstance(error, botocore_errors.ProfileNotFound):
+        return f"{error}: pick one of `aws configure list-profiles` with --profile or AWS_PROFILE"
+    if isinstance(
+        error,
+        botocore_errors.SSOError
+        | botocore_errors.TokenRetrievalError
+        | botocore_errors.CredentialRetrievalError,
+    ):
+        return f"cannot get AWS credentials ({error}); run `aws sso login` or fix the profile's credential source"
+    if isinstance(error, botocore_errors.EndpointConnectionError | botocore_errors.ConnectTimeoutError):
+        url = getattr(error, "kwargs", {}).get("endpoint_url", "the AWS endpoint")
+        return (
+            f"cannot reach {url}: check the network and the region (AWS_REGION), AWS_ENDPOINT_URL, or, for "
+            "osprey local, that it is up (`osprey local status`)"
+        )
+    if isinstance(error, botocore_errors.ReadTimeoutError | botocore_errors.ConnectionClosedError):
+        return f"the AWS endpoint did not answer ({error}); retry, or check AWS_ENDPOINT_URL and the network"
+    if isinstance(error, botocore_errors.ParamValidationError):
+        return f"invalid request: {error}"
+    if isinstance(error, botocore_errors.ClientError):
+        return _client_error(error)
+    return None
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Turn a user error or missing setup raised inside into ``error: <one line>`` on stderr and exit 1."""
+    try:
+        yield
+    except Exception as error:
+        if os.environ.get(DEBUG_VARIABLE):
+            raise
+        message = describe_error(error)
+        if message is None:
+            raise
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(1) from None
+
+
+# Finding a job -----------------------------------------------------------------------------------------------
+
+
+def find_job(registry: JobRegistry, job: str) -> JobRecord:
+    """The job named ``job``: a key ``BACKEND#ID`` (active or finished), or an active job's name or native id.
+    :class:`TargetError` when several match (naming their keys) or none does (with "did you mean" for close
+    names)."""
+    from osprey_control.registry import JobKey  # noqa: PLC0415
+
+    try:
+        key = JobKey.parse(job)
+    except ValueError:
+        key = None  # a name, not a key
+    if key is not None:
+        found = registry.get(key)
+        if found is not None:
+            return found
+    active = registry.list_active()
+    matches = [record for record in active if job in (record.native_id, record.name)]
+    if len(matches) > 1:
+        keys = ", ".join(sorted(str(record.key) for record in matches))
+        raise TargetError(f"{job!r} matches several jobs ({keys}); name one as BACKEND#ID")
+    if matches:
+        return matches[0]
+    names = sorted({record.name for record in active} | {str(record.key) for record in active})
+    close = difflib.get_close_matches(job, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+    raise TargetError(
+        f"no job {job!r} in the registry{hint} ({len(active)} active job(s): `osprey jobs` lists them; a "
+        "finished job needs BACKEND#ID)"
+    )
