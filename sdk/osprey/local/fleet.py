@@ -1,53 +1,69 @@
 """A simulated GPU fleet for ``osprey local``: jobs registered with Osprey, their backends, shifting GPU load.
 
 Everything goes through AWS API clients for the embedded endpoint, so ``osprey local up`` can seed the fleet and
-``osprey local cycle`` (another process) can publish the next minute of metrics. Load is a deterministic function
-of the tick (one tick per cycle), so a demo run is reproducible: each job's GPU utilisation follows its own
-sine wave around a base level; memory bandwidth follows at 70 %.
+``osprey local cycle`` (another process) can publish the next minute of metrics: exactly the series the
+collector reads for each job (:mod:`osprey.local.loads`).
 
-Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, docs/design.md §6) publishing the
-CloudWatch agent's per-instance ``nvidia_smi_*`` series; SageMaker training jobs queued through a Batch
-SAGEMAKER_TRAINING queue (service jobs) and created directly (tagged only), both publishing SageMaker's per-host
-``GPUUtilization`` sum; and Kueue-managed Jobs on the EKS cluster's (fake) Kubernetes API, publishing Container
-Insights' ``pod_gpu_utilization``: one plain, two co-scheduled with 4 pods each (:mod:`osprey.local.gangs`).
+Jobs: AWS Batch container jobs on a fair-share queue (one share identifier each, docs/design.md §6); SageMaker
+training jobs queued through a Batch SAGEMAKER_TRAINING queue (service jobs) and created directly (tagged only);
+and Kueue-managed Jobs on the EKS cluster's (fake) Kubernetes API: one plain, two co-scheduled with 4 pods each
+(:mod:`osprey.local.gangs`). Two Batch jobs run under the example ``spot-aware-policy``, whose custom rule is
+the demo's Lambda function (:mod:`osprey.local.rules`); EC2 sends one of them a rebalance recommendation,
+handed to the deployed ingest function as its SQS batch (EventBridge cannot deliver in moto), which records
+the spot risk the rule reads.
 """
 
 from __future__ import annotations
 
-import math
+import json
+import uuid
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, GANG_WORKERS, kubernetes_gang
 from osprey.local.kubernetes import LocalKubernetes
+from osprey.local.loads import (
+    EKS_CLUSTER,
+    EKS_NAMESPACE,
+    GPUS_PER_NODE,
+    FleetJob,
+    Sample,
+    SeededJob,
+    Series,
+    load_at,
+    sample_at,
+    series_of,
+)
 from osprey_control.contract import parse_block
 from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 
-__all__ = ["DEFAULT_JOBS", "EKS_CLUSTER", "KUEUE_API", "FleetJob", "SeededJob", "SimulatedFleet", "load_at"]
+__all__ = [
+    "DEFAULT_JOBS",
+    "EKS_CLUSTER",
+    "EKS_NAMESPACE",
+    "KUEUE_API",
+    "SPOT_POLICY",
+    "FleetJob",
+    "Sample",
+    "SeededJob",
+    "Series",
+    "SimulatedFleet",
+    "load_at",
+    "sample_at",
+    "series_of",
+]
 
 ClientFactory = Callable[[str], Any]
 ENABLED_TAGS = {"osprey:enabled": "true"}
-GPUS_PER_NODE = 8
-PERIOD_TICKS = 12
-
-
-@dataclass(frozen=True)
-class FleetJob:
-    label: str
-    backend: str  # "batch" | "sagemaker-queued" | "sagemaker" | "eks"
-    base_gpu: float  # percent
-    swing: float  # amplitude of the sine, percent
-    phase: float  # fraction of a period
-    policy: str = "training-policy"
-    gang_workers: int = 0  # EKS: a co-scheduled Job of this many pods (0: one pod, not a gang) ...
-    gang_ready: int = 0  # ... of which this many turn Ready within the gang timeout
-
-
+SPOT_WARNINGS = {
+    "rebalance": "EC2 Instance Rebalance Recommendation",
+    "interruption": "EC2 Spot Instance Interruption Warning",
+}
+SPOT_POLICY = "spot-aware-policy"  # policies/examples, applied by osprey.local.rules with the demo's rule
 DEFAULT_JOBS: tuple[FleetJob, ...] = (
     FleetJob("resnet-batch", "batch", base_gpu=85, swing=10, phase=0.0),
     FleetJob("llama-batch", "batch", base_gpu=45, swing=40, phase=0.25),
@@ -58,33 +74,12 @@ DEFAULT_JOBS: tuple[FleetJob, ...] = (
     # Gangs: all 4 pods Ready in time (ready), 3 of 4 (times out, fallback serial).
     FleetJob("ddp-eks", "eks", base_gpu=80, swing=10, phase=0.6, gang_workers=GANG_WORKERS, gang_ready=4),
     FleetJob("moe-eks", "eks", base_gpu=30, swing=20, phase=0.9, gang_workers=GANG_WORKERS, gang_ready=3),
-)
-EKS_CLUSTER = "osprey-local"
-EKS_NAMESPACE = "ml"
+    # Spot capacity under the custom rule: the same load, one with a rebalance recommendation (risk 0.5).
+    FleetJob("sweep-spot-batch", "batch", base_gpu=70, swing=15, phase=0.3, policy=SPOT_POLICY),
+    FleetJob("ckpt-spot-batch", "batch", base_gpu=70, swing=15, phase=0.3, policy=SPOT_POLICY,
+             spot_warning="rebalance"),
+)  # fmt: skip
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
-
-
-@dataclass(frozen=True)
-class SeededJob:
-    label: str
-    backend: str
-    native_id: str
-    node: str  # instance id (Batch) or SageMaker host "<job>/algo-1"
-    base_gpu: float
-    swing: float
-    phase: float
-    gang_workers: int = 0
-    gang_ready: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def load_at(job: SeededJob | FleetJob, tick: int) -> tuple[float, float]:
-    """(GPU %, memory bandwidth %) of ``job`` at ``tick``."""
-    angle = 2 * math.pi * (tick / PERIOD_TICKS + job.phase)
-    gpu = min(100.0, max(0.0, job.base_gpu + job.swing * math.sin(angle)))
-    return round(gpu, 1), round(gpu * 0.7, 1)
 
 
 class SimulatedFleet:
@@ -148,8 +143,9 @@ class SimulatedFleet:
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         })  # fmt: skip
         return SeededJob(
-            job.label, job.backend, f"{EKS_NAMESPACE}/{job.label}", pod, job.base_gpu, job.swing, job.phase
-        )
+            job.label, job.backend, f"{EKS_NAMESPACE}/{job.label}", pod, job.base_gpu, job.swing, job.phase,
+            policy=job.policy,
+        )  # fmt: skip
 
     def seed(
         self,
@@ -157,10 +153,15 @@ class SimulatedFleet:
         kubernetes: LocalKubernetes | None = None,
         *,
         gang_timeout: int = GANG_TIMEOUT_SECONDS,
+        ingest_function: str | None = None,
     ) -> list[SeededJob]:
         """Create the queues, submit every job to its backend and register it with Osprey (EKS jobs go to
         ``kubernetes``, where the cycle discovers them; without it they are left out; the gangs' watches are
-        started by :func:`osprey.local.gangs.start_watches`)."""
+        started by :func:`osprey.local.gangs.start_watches`). The spot warnings of the jobs that get one go
+        to ``ingest_function`` (the deployment's ingest Lambda), which records the risk on their jobs."""
+        warned = [job.label for job in jobs if job.spot_warning]
+        if warned and ingest_function is None:
+            raise ValueError(f"jobs {warned} get a spot warning: give the ingest function to deliver it")
         batch = self.client("batch")
         queue, sagemaker_queue = self._queues()
         now = datetime.now(UTC)
@@ -181,7 +182,7 @@ class SimulatedFleet:
                     )
                     seeded.append(
                         SeededJob(job.label, job.backend, f"{EKS_NAMESPACE}/{job.label}", pod, job.base_gpu,
-                                  job.swing, job.phase, job.gang_workers, job.gang_ready)
+                                  job.swing, job.phase, job.gang_workers, job.gang_ready, job.policy)
                     )  # fmt: skip
                 elif kubernetes is not None:
                     seeded.append(self._kubernetes_job(kubernetes, job))
@@ -243,37 +244,66 @@ class SimulatedFleet:
                 )
             )
             seeded.append(
-                SeededJob(job.label, job.backend, native_id, node, job.base_gpu, job.swing, job.phase)
-            )
+                SeededJob(job.label, job.backend, native_id, node, job.base_gpu, job.swing, job.phase,
+                          policy=job.policy)
+            )  # fmt: skip
+            if job.spot_warning and ingest_function is not None:
+                self.warn_spot(ingest_function, node, job.spot_warning)
         return seeded
 
-    def publish(self, jobs: Sequence[SeededJob], tick: int) -> dict[str, tuple[float, float]]:
-        """Publish one minute of GPU metrics for every job at ``tick``; returns the loads published."""
+    def warn_spot(self, ingest_function: str, instance_id: str, kind: str) -> None:
+        """EC2's spot warning for ``instance_id`` as EventBridge puts it on the ingest queue, handed to the
+        deployed ingest function as an SQS batch of one (moto cannot deliver the event rule's target)."""
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": SPOT_WARNINGS[kind],
+            "source": "aws.ec2",
+            "account": "123456789012",
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": "us-east-1",
+            "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+        }
+        record = {
+            "messageId": event["id"],
+            "receiptHandle": "osprey-local",
+            "body": json.dumps(event),
+            "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "0"},
+            "messageAttributes": {},
+            "md5OfBody": "",
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:osprey-local-events",
+            "awsRegion": "us-east-1",
+        }
+        response = self.client("lambda").invoke(
+            FunctionName=ingest_function, Payload=json.dumps({"Records": [record]}).encode()
+        )
+        answer = json.loads(response["Payload"].read() or b"{}")
+        if response.get("FunctionError") or answer.get("batchItemFailures"):
+            raise RuntimeError(
+                f"the ingest function did not record the spot warning for {instance_id}: {answer}"
+            )
+
+    def publish(self, jobs: Sequence[SeededJob], tick: int) -> dict[str, tuple[float, float | None]]:
+        """Publish one minute of metrics for every job at ``tick`` (:func:`series_of`); returns the loads
+        published: (GPU %, memory bandwidth %), the bandwidth None where the job publishes none."""
         cloudwatch = self.client("cloudwatch")
         stamp = datetime.now(UTC) - timedelta(seconds=30)
-        loads: dict[str, tuple[float, float]] = {}
+        loads: dict[str, tuple[float, float | None]] = {}
         for job in jobs:
-            gpu, bandwidth = loads[job.label] = load_at(job, tick)
-            if job.backend == "batch":
-                namespace, dimensions = "CWAgent", [{"Name": "InstanceId", "Value": job.node}]
-                values = {"nvidia_smi_utilization_gpu": gpu, "nvidia_smi_utilization_memory": bandwidth}
-            elif job.backend == "eks":
-                namespace = "ContainerInsights"
-                dimensions = [
-                    {"Name": "ClusterName", "Value": EKS_CLUSTER},
-                    {"Name": "Namespace", "Value": EKS_NAMESPACE},
-                    {"Name": "PodName", "Value": job.node},
-                ]
-                values = {"pod_gpu_utilization": gpu}
-            else:
-                # SageMaker reports the sum over the host's GPUs.
-                namespace, dimensions = "/aws/sagemaker/TrainingJobs", [{"Name": "Host", "Value": job.node}]
-                values = {"GPUUtilization": gpu * GPUS_PER_NODE}
-            cloudwatch.put_metric_data(
-                Namespace=namespace,
-                MetricData=[
-                    {"MetricName": name, "Dimensions": dimensions, "Value": value, "Timestamp": stamp}
-                    for name, value in values.items()
-                ],
-            )
+            by_namespace: dict[str, list[dict[str, Any]]] = {}
+            published = series_of(job, tick)
+            for series in published:
+                by_namespace.setdefault(series.namespace, []).append({
+                    "MetricName": series.metric_name,
+                    "Dimensions": [{"Name": name, "Value": value} for name, value in series.dimensions],
+                    "Value": series.value,
+                    "Timestamp": stamp,
+                })  # fmt: skip
+            for namespace, data in by_namespace.items():
+                cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
+            load = sample_at(job, tick)
+            bandwidth = any(s.metric_name == "nvidia_smi_utilization_memory" for s in published)
+            loads[job.label] = (load.gpu, load.memory_bandwidth if bandwidth else None)
         return loads

@@ -33,6 +33,7 @@ from osprey.local.deploy import Deployment, deploy_template
 from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, EKS_NAMESPACE, KUEUE_API, SeededJob, SimulatedFleet
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, schedule_ready, start_watches
 from osprey.local.kubernetes import LocalKubernetes
+from osprey.local.rules import deploy_demo_rule
 from osprey.local.server import LocalAws, endpoint_client
 from osprey.views import gang_details
 from osprey_control.gang.store import GangStore
@@ -146,7 +147,11 @@ def _seed_and_save(
 ) -> LocalState:
     table, shards = str(config["tableName"]), int(config["registryShards"])
     kubernetes = _eks_cluster(aws, config)
-    jobs = SimulatedFleet(aws.client, table, shards).seed(DEFAULT_JOBS, kubernetes, gang_timeout=gang_timeout)
+    # The custom rule and the example policy that calls it, before the fleet's jobs under that policy.
+    deploy_demo_rule(aws.client, aws.runtime, config, region=aws.region, account=ACCOUNT)
+    jobs = SimulatedFleet(aws.client, table, shards).seed(
+        DEFAULT_JOBS, kubernetes, gang_timeout=gang_timeout, ingest_function=config["functions"]["ingest"]
+    )
     gangs = 0
     if kubernetes is not None:
         gangs = _start_gangs(aws, config, kubernetes, jobs, gang_timeout)
@@ -202,7 +207,7 @@ class CycleResult:
     execution: str
     status: str
     tick: int
-    loads: dict[str, tuple[float, float]]
+    loads: dict[str, tuple[float, float | None]]  # (GPU %, memory bandwidth % or None where not published)
     decisions: list[dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
