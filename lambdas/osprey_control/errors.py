@@ -34,6 +34,7 @@ __all__ = [
     "aws_error_code",
     "classified",
     "classify",
+    "condition_failed",
     "is_throttling",
     "is_transient",
 ]
@@ -95,6 +96,11 @@ def _response(error: BaseException) -> dict[str, Any]:
 def aws_error_code(error: BaseException) -> str:
     """The AWS error code of a botocore ClientError (``ConditionalCheckFailedException``, ...); "" otherwise."""
     return str(_response(error).get("Error", {}).get("Code", ""))
+
+
+def condition_failed(error: BaseException) -> bool:
+    """Whether ``error`` is DynamoDB refusing a conditional write (the condition was false, not a fault)."""
+    return aws_error_code(error) == "ConditionalCheckFailedException"
 
 
 def _classify_client_error(error: BaseException) -> TransientError | PermanentError:

@@ -32,9 +32,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.errors import TransientError
+from osprey_control.errors import TransientError, condition_failed
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
-from osprey_control.registry.fence import Fence, FenceLostError
+from osprey_control.registry.fence import Fence, failed_checks, fenced_transaction
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,
@@ -74,7 +74,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SHARDS = 16
 DEFAULT_HISTORY_RETENTION = timedelta(days=14)
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 _UNREAD = object()
 
 
@@ -105,37 +104,6 @@ class RegistryContentionError(TransientError):
 class ApplyResult:
     record: JobRecord
     changed: bool  # False: the registry already held everything the observation says (a duplicate)
-
-
-def _error_code(error: BaseException) -> str:
-    response = getattr(error, "response", None)
-    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
-
-
-def _failed_checks(error: BaseException) -> list[bool] | None:
-    """For a cancelled transaction, which of its items failed their condition (in request order); None for
-    any other error."""
-    if _error_code(error) != "TransactionCanceledException":
-        return None
-    reasons = getattr(error, "response", {}).get("CancellationReasons", [])
-    return [reason.get("Code") == "ConditionalCheckFailed" for reason in reasons]
-
-
-def _transact(client: Any, items: list[dict[str, Any]], fence: Fence) -> list[bool] | None:
-    """TransactWriteItems of ``items`` plus ``fence``'s ConditionCheck (last). Raises :class:`FenceLostError` if
-    the fence failed; returns the items' failed conditions if only they did, None if it was written."""
-    try:
-        client.transact_write_items(TransactItems=[*items, fence.condition_check()])
-    except Exception as error:
-        failed = _failed_checks(error)
-        if failed is None:
-            raise
-        if len(failed) > len(items) and failed[len(items)]:
-            raise FenceLostError(fence.token) from None
-        if any(failed):
-            return failed[: len(items)]
-        raise  # cancelled for another reason (a concurrent transaction on the same items): transient
-    return None
 
 
 class JobRegistry:
@@ -268,11 +236,11 @@ class JobRegistry:
             }
         if fence is not None:
             put = {"Put": {"TableName": self.table_name, "Item": item, **condition}}
-            return _transact(self.client, [put], fence) is None
+            return fenced_transaction(self.client, [put], fence) is None
         try:
             self.client.put_item(TableName=self.table_name, Item=item, **condition)
         except Exception as error:
-            if _error_code(error) == _CONDITION_FAILED:
+            if condition_failed(error):
                 return False
             raise
         return True
@@ -349,7 +317,7 @@ class JobRegistry:
                 },
             )
         except Exception as error:
-            if _error_code(error) != _CONDITION_FAILED:
+            if not condition_failed(error):
                 raise
         raised: list[JobKey] = []
         for key in self.jobs_on_instance(instance_id):
@@ -422,13 +390,13 @@ class JobRegistry:
             {"Put": {"TableName": self.table_name, "Item": history}},
         ]
         if fence is not None:
-            conflict = _transact(self.client, items, fence) is not None
+            conflict = fenced_transaction(self.client, items, fence) is not None
         else:
             try:
                 self.client.transact_write_items(TransactItems=items)
                 conflict = False
             except Exception as error:
-                if not any(_failed_checks(error) or ()):
+                if not any(failed_checks(error) or ()):
                     raise
                 conflict = True
         if conflict:

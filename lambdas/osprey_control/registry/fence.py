@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.errors import aws_error_code
 from osprey_control.registry.keys import LEASE_KEY
 
-__all__ = ["LEASE_KEY", "TOKEN_ATTRIBUTE", "Fence", "FenceLostError"]
+__all__ = ["LEASE_KEY", "TOKEN_ATTRIBUTE", "Fence", "FenceLostError", "failed_checks", "fenced_transaction"]
 
 TOKEN_ATTRIBUTE = "token"
 
@@ -73,3 +74,29 @@ class Fence:
         """Raise :class:`FenceLostError` unless :meth:`holds`."""
         if not self.holds():
             raise FenceLostError(self.token)
+
+
+def failed_checks(error: BaseException) -> list[bool] | None:
+    """For a cancelled transaction, which of its items failed their condition (in request order); None for
+    any other error."""
+    if aws_error_code(error) != "TransactionCanceledException":
+        return None
+    reasons = getattr(error, "response", {}).get("CancellationReasons", [])
+    return [reason.get("Code") == "ConditionalCheckFailed" for reason in reasons]
+
+
+def fenced_transaction(client: Any, items: list[dict[str, Any]], fence: Fence) -> list[bool] | None:
+    """TransactWriteItems of ``items`` plus ``fence``'s ConditionCheck (last). Raises :class:`FenceLostError` if
+    the fence failed; returns the items' failed conditions if only they did, None if it was written."""
+    try:
+        client.transact_write_items(TransactItems=[*items, fence.condition_check()])
+    except Exception as error:
+        failed = failed_checks(error)
+        if failed is None:
+            raise
+        if len(failed) > len(items) and failed[len(items)]:
+            raise FenceLostError(fence.token) from None
+        if any(failed):
+            return failed[: len(items)]
+        raise  # cancelled for another reason (a concurrent transaction on the same items): transient
+    return None

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.errors import aws_error_code
+from osprey_control.errors import condition_failed
 from osprey_control.registry.batch import batch_get
 from osprey_control.registry.items import format_time, from_attribute, to_attribute
 from osprey_control.registry.keys import GANG_SK, job_pk, key_from_pk
@@ -81,7 +81,7 @@ class GangItems:
         try:
             self.client.put_item(TableName=self.table_name, Item=item, **kwargs)
         except Exception as error:
-            if aws_error_code(error) == "ConditionalCheckFailedException":
+            if condition_failed(error):
                 raise StaleGangStateError(f"gang state of {key} changed since version {version}") from error
             raise
         return version + 1

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.errors import aws_error_code
+from osprey_control.errors import condition_failed
 from osprey_control.registry.batch import batch_get
 from osprey_control.registry.keys import PLAN_REQUEST_SK, PLAN_SK
 
 __all__ = ["PlanItems", "ProgressUpdate"]
 
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 # The request attributes the job's progress report writes, through placeholders: ``current`` and ``step`` are
 # DynamoDB reserved words.
 _PROGRESS_NAMES = {
@@ -84,7 +83,7 @@ class PlanItems:
                 ExpressionAttributeValues={":now": {"S": planned_at}, ":reason": {"S": reason}},
             )
         except Exception as error:
-            if aws_error_code(error) == _CONDITION_FAILED:
+            if condition_failed(error):
                 return False
             raise
         return True
@@ -129,7 +128,7 @@ class PlanItems:
                     ExpressionAttributeValues=attribute_values,
                 )
             except Exception as error:
-                if aws_error_code(error) == _CONDITION_FAILED:
+                if condition_failed(error):
                     continue
                 raise
             return outcome
@@ -153,7 +152,7 @@ class PlanItems:
                 ExpressionAttributeValues={":plan_id": item["plan_id"]},
             )
         except Exception as error:
-            if aws_error_code(error) == _CONDITION_FAILED:
+            if condition_failed(error):
                 return False
             raise
         return True
