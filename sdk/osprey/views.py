@@ -1,18 +1,21 @@
 """Plain views of control-plane state, shared by the CLI and ``osprey local`` (neither imports the other):
-what a job's gang watch state looks like as a table cell and as JSON."""
+what a job's gang watch state looks like as a table cell and as JSON, durations as people read them, and the
+weights a decision really used."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from osprey_control.gang.decision import GangPhase, GangState
 
-__all__ = ["gang_cell", "gang_details"]
+__all__ = ["dropped_rules", "effective_weights", "gang_cell", "gang_details", "human_duration"]
 
 
 def gang_cell(state: GangState | None) -> str:
-    """The GANG column: ``ready 20s``, ``waiting 2/4``, ``requeued #1``, ``serial``, ``failed``, ``ended``, or
+    """The GANG column: ``ready 20s``, ``waiting 2/4``, ``requeued #1``, ``timeout → serial``, ``timeout →
+    failed``, ``ended``, or
     ``-`` for a job with no gang watch (not co-scheduled, or already running when it was registered)."""
     if state is None:
         return "-"
@@ -26,6 +29,9 @@ def gang_cell(state: GangState | None) -> str:
         return f"waiting {state.ready_workers}/{state.requested_workers}"
     if state.phase is GangPhase.REQUEUED:
         return f"requeued #{state.requeues}"
+    # Both are what a timeout led to: "serial" alone reads like a choice, not an outcome.
+    if state.phase in (GangPhase.SERIAL, GangPhase.FAILED):
+        return f"timeout → {state.phase.value}"
     return state.phase.value
 
 
@@ -52,3 +58,48 @@ def gang_details(state: GangState | None) -> dict[str, Any] | None:
         "ready_at": _time(state.ready_at),
         "resume_at": _time(state.resume_at),
     }
+
+
+def human_duration(elapsed: timedelta | float) -> str:
+    """kubectl's style: ``42s``, ``7m``, ``7m30s`` (under 10 min), ``3h``, ``3h5m`` (under 10 h), ``4d``, ``4d6h``
+    (under 10 days); two units at most, the second only where it still matters."""
+    seconds = int(elapsed.total_seconds() if isinstance(elapsed, timedelta) else elapsed)
+    if seconds < 0:
+        return "0s"  # a clock ahead of ours: "just now", not a negative age
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes, second = divmod(seconds, 60)
+    if minutes < 10:
+        return f"{minutes}m{second}s" if second else f"{minutes}m"
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minute = divmod(minutes, 60)
+    if hours < 10:
+        return f"{hours}h{minute}m" if minute else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days, hour = divmod(hours, 24)
+    if days < 10:
+        return f"{days}d{hour}h" if hour else f"{days}d"
+    return f"{days}d"
+
+
+def _counts(rule: Mapping[str, Any]) -> bool:
+    """Whether a rule is a weighted part of the mean (stage custom rules have no weight)."""
+    return rule.get("weight") is not None and bool(rule.get("used")) and rule.get("priority") is not None
+
+
+def effective_weights(rules: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """Each rule's share of the decision's weighted mean, by rule index: its weight over the weights of the
+    rules that had data (docs/design.md §4: rules without data are dropped and the rest renormalised). A rule
+    that was dropped, or a stage rule, is 0. ``rules``: a stored decision's (``Decision.to_dict()["rules"]``)."""
+    total = sum(float(rule["weight"]) for rule in rules if _counts(rule))
+    return {
+        int(rule["index"]): (float(rule["weight"]) / total if total > 0 and _counts(rule) else 0.0)
+        for rule in rules
+    }
+
+
+def dropped_rules(rules: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The weighted rules that had no data and so did not count (their weight went to the others)."""
+    return [rule for rule in rules if rule.get("weight") is not None and not _counts(rule)]

@@ -1,18 +1,28 @@
-"""``osprey jobs`` and ``osprey explain JOB``: what a deployed control plane knows, like Slurm's squeue/sprio.
+"""``osprey jobs``: the jobs a control plane manages, like Slurm's squeue or ``kubectl get``.
 
-Both show the priority Osprey derived and the one its backend holds (``applied``), with the reason when the
-apply step could not write it (``apply``: applied, pending, ``retrying n/N``, failed, gave-up), and the state of
-a co-scheduled job's gang watch (``gang``, the registry item ``sk = GANG``; docs/gangs.md).
+Each row shows the priority Osprey derived and the one its backend holds (APPLIED), with the reason when the
+apply step could not write it (APPLY: applied, pending, retrying n/N, failed, gave-up), the state of a
+co-scheduled job's gang watch (GANG, the registry item ``sk = GANG``; docs/gangs.md), how long ago the job was
+submitted (AGE) and its priority last changed (CHANGED), in kubectl's units (``42s``, ``7m30s``, ``3h``, ``4d``).
 
-The registry table is found from ``--table``, else ``OSPREY_TABLE_NAME``, else the ``/osprey/config`` SSM
-parameter the stack writes (``{"tableName": ...}``). Exit 1 when the job or table cannot be found.
+The control plane is found as every command finds it (:mod:`osprey.cli.target`): ``--table``, a running
+``osprey local``, or ``/osprey/config`` with the usual AWS profile and region.
+
+Decisions: filters (``--backend``, ``--policy``, ``--status``) repeat and combine with AND across kinds and OR
+within one; ``--status`` may name a finished status, but the registry lists active jobs only (its sparse
+index), so it filters among those. ``--watch`` clears the screen and redraws every ``--interval`` seconds like
+``watch(1)`` when stdout is a terminal, and prints one frame after another otherwise; Ctrl-C ends it with
+exit 0, ``--count N`` after N frames.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -21,56 +31,38 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from osprey.cli.render import gang_cell, gang_details, gang_line, rules_table
+from osprey.cli.target import (
+    EndpointOption,
+    ProfileOption,
+    RegionOption,
+    ShardsOption,
+    TableOption,
+    Target,
+    guarded,
+    resolve_target,
+)
+from osprey.views import gang_details, human_duration
 from osprey_control.gang.decision import GangState
 from osprey_control.gang.store import GangStore
-from osprey_control.registry import (
-    ACTIVE_STATUSES,
-    MAX_TRANSIENT_APPLY_ATTEMPTS,
-    JobKey,
-    JobRecord,
-)
-from osprey_control.wiring import CONFIG_PARAMETER, TABLE_NAME_VARIABLE
+from osprey_control.registry import MAX_TRANSIENT_APPLY_ATTEMPTS, Backend, JobRecord, JobStatus
 
-__all__ = ["explain_command", "jobs_command"]
+__all__ = ["JsonOption", "apply_state", "jobs_command", "list_rows", "summary"]
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (the same as -o json).")]
 
 
-TableOption = Annotated[
-    str | None, typer.Option("--table", help="Registry table (default: OSPREY_TABLE_NAME or /osprey/config).")
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+class Output(StrEnum):
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
 
 
-def _console() -> Console:
-    return Console(width=None if sys.stdout.isatty() else 160)
+def console() -> Console:
+    # Piped output keeps full rows rather than wrapping at rich's default 80 columns.
+    return Console(width=None if sys.stdout.isatty() else 200)
 
 
-def _table_name(table: str | None) -> str:
-    if table:
-        return table
-    if os.environ.get(TABLE_NAME_VARIABLE):
-        return os.environ[TABLE_NAME_VARIABLE]
-    from osprey_control.aws import client_for  # noqa: PLC0415 - only when no table was named
-
-    try:
-        raw = client_for("ssm").get_parameter(Name=CONFIG_PARAMETER)["Parameter"]["Value"]
-        return str(json.loads(raw)["tableName"])
-    except Exception as error:
-        typer.echo(
-            f"error: cannot find the registry table ({type(error).__name__}: {error}); pass --table or set "
-            f"OSPREY_TABLE_NAME, or deploy the stack (it writes {CONFIG_PARAMETER})",
-            err=True,
-        )
-        raise typer.Exit(1) from None
-
-
-def _registry(table: str | None) -> Any:
-    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only for these commands
-
-    return JobRegistry(_table_name(table))
-
-
-def _apply_state(record: JobRecord) -> str:
+def apply_state(record: JobRecord) -> str:
     """Where the derived priority stands on the backend: applied, pending, retrying, failed or gave-up."""
     if record.derived_priority is None:
         return "-"
@@ -86,9 +78,27 @@ def _apply_state(record: JobRecord) -> str:
     return "gave-up"
 
 
-def _summary(record: JobRecord, gang: GangState | None = None) -> dict[str, Any]:
+def _table_name(table: str | None) -> str:
+    """The resolved registry table's name (``osprey plan --register-job`` imports this; new code should use
+    :func:`osprey.cli.target.resolve_target`, which also gives the endpoint and clients)."""
+    with guarded():
+        return resolve_target(table=table).table_name
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _since(value: datetime | None, now: datetime) -> float | None:
+    return None if value is None else round((now - value).total_seconds(), 3)
+
+
+def summary(record: JobRecord, gang: GangState | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """A job's ``osprey jobs --json`` row (keys in :func:`jobs_command`'s help)."""
+    now = now or datetime.now(UTC)
     decision = record.last_decision or {}
     failure = record.apply_failure
+    submitted = record.submitted_at or record.observed_at or record.status_time
     return {
         "key": str(record.key),
         "backend": record.backend.value,
@@ -98,44 +108,72 @@ def _summary(record: JobRecord, gang: GangState | None = None) -> dict[str, Any]
         # The priority Osprey decided, and the one the backend holds (they differ while an apply is pending).
         "priority": record.derived_priority,
         "applied": record.applied_priority,
-        "applied_at": record.applied_at.isoformat() if record.applied_at else None,
-        "apply": _apply_state(record),
+        "applied_at": _iso(record.applied_at),
+        "apply": apply_state(record),
         "apply_error": failure.reason if failure is not None else None,
         "target": decision.get("target"),
         "reason": decision.get("reason"),
-        "last_change": record.last_changed_at.isoformat() if record.last_changed_at else None,
+        "last_change": _iso(record.last_changed_at),
+        "submitted_at": _iso(submitted),
+        "age_seconds": _since(submitted, now),
         # The job block's co_schedule: on, off, or left to the policy's coScheduling.
         "co_schedule": "on"
         if record.block.co_schedule
         else ("policy" if record.block.co_schedule is None else "off"),
         "gang": gang_details(gang),
         "nodes": len(record.nodes),
+        "requested_gpus": record.requested_gpus,
+        "queue": record.job_queue or record.cluster,
     }
 
 
-def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None:
-    """List the active jobs Osprey manages, highest priority first.
+def _allowed(option: str, values: list[str], allowed: list[str], *, fold: bool = False) -> set[str]:
+    """``values`` checked against ``allowed`` (case-insensitively with ``fold``); a bad one is a usage error."""
+    canonical = {(value.lower() if fold else value): value for value in allowed}
+    chosen: set[str] = set()
+    for value in values:
+        found = canonical.get(value.lower() if fold else value)
+        if found is None:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}", param_hint=option)
+        chosen.add(found)
+    return chosen
 
-    GANG is the gang watch of a co-scheduled job: ``ready 20s`` (formed, after 20 s), ``waiting 2/4`` (workers
-    ready/requested), ``requeued #1``, ``serial``, ``failed``, ``ended``; ``-`` without a watch. JSON rows:
-    key, backend, name, policy, status, priority, applied, applied_at, apply, apply_error, target, reason,
-    last_change, co_schedule (on/off/policy), gang (null, or phase, summary, attempt, requeues, ready_workers,
-    requested_workers, wait_seconds, ready_in_time, reason, watch_started_at, attempt_started_at, ready_at,
-    resume_at), nodes.
-    """
-    registry = _registry(table)
-    records = sorted(
-        registry.list_active(),
-        key=lambda r: (-(r.derived_priority if r.derived_priority is not None else -1), r.name),
-    )
+
+def list_rows(
+    target: Target,
+    *,
+    backends: set[str] | None = None,
+    policies: set[str] | None = None,
+    statuses: set[str] | None = None,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """The active jobs matching the filters, highest priority first, as ``--json`` rows with their gang."""
+    registry = target.registry()
+    records = [
+        record
+        for record in registry.list_active()
+        if (not backends or record.backend.value in backends)
+        and (not policies or record.policy in policies)
+        and (not statuses or record.status.value in statuses)
+    ]
+    records.sort(key=lambda r: (-(r.derived_priority if r.derived_priority is not None else -1), r.name))
     gangs = GangStore(registry.table_name, registry.client).load_many(record.key for record in records)
-    rows = [_summary(record, gangs.get(record.key)) for record in records]
-    if as_json:
-        typer.echo(json.dumps(rows))
-        return
-    view = Table(box=box.SIMPLE_HEAD, title=f"{len(rows)} active job(s)", title_justify="left")
-    cells = [gang_cell(gangs.get(record.key)) for record in records]
-    for header in (
+    return [summary(record, gangs.get(record.key), now) for record in records]
+
+
+def _ago(iso: str | None, now: datetime) -> str:
+    if iso is None:
+        return "-"
+    return human_duration(now - datetime.fromisoformat(iso)) + " ago"
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def render_rows(rows: list[dict[str, Any]], title: str, wide: bool, out: Console, now: datetime) -> None:
+    view = Table(box=box.SIMPLE_HEAD, title=escape(title), title_justify="left")
+    columns = [
         "JOB",
         "BACKEND",
         "POLICY",
@@ -143,98 +181,127 @@ def jobs_command(table: TableOption = None, as_json: JsonOption = False) -> None
         "PRIORITY",
         "APPLIED",
         "APPLY",
-        "TARGET",
         "REASON",
-        "LAST CHANGE",
-    ):
-        view.add_column(header, no_wrap=True)
+        "AGE",
+        "CHANGED",
+    ]
+    if wide:
+        columns[1:1] = ["KEY"]
+        columns += ["TARGET", "APPLIED AT", "NODES", "GPUS", "QUEUE/CLUSTER", "CO-SCHEDULE"]
+    for header in columns:
+        numeric = header in {"PRIORITY", "APPLIED", "TARGET", "NODES", "GPUS", "AGE"}
+        view.add_column(header, no_wrap=True, justify="right" if numeric else "left")
+    cells = [str((row["gang"] or {}).get("summary") or "-") for row in rows]
     # The last column is the first rich shrinks when the table is wider than the console: keep it whole.
     view.add_column("GANG", no_wrap=True, min_width=max((len(cell) for cell in cells), default=4))
     for cell, row in zip(cells, rows, strict=True):
-        target = "-" if row["target"] is None else f"{row['target']:.1f}"
-        view.add_row(
-            escape(row["name"]),
-            row["backend"],
-            row["policy"],
-            row["status"],
-            "-" if row["priority"] is None else str(row["priority"]),
-            "-" if row["applied"] is None else str(row["applied"]),
-            row["apply"],
-            target,
-            row["reason"] or "-",
-            row["last_change"] or "-",
-            cell,
-        )
-    _console().print(view)
+        values = {
+            "JOB": escape(row["name"]),
+            "KEY": escape(row["key"]),
+            "BACKEND": row["backend"],
+            "POLICY": escape(row["policy"]),
+            "STATUS": row["status"],
+            "PRIORITY": _cell(row["priority"]),
+            "APPLIED": _cell(row["applied"]),
+            "APPLY": row["apply"],
+            "REASON": row["reason"] or "-",
+            "AGE": "-" if row["age_seconds"] is None else human_duration(row["age_seconds"]),
+            "CHANGED": _ago(row["last_change"], now),
+            "TARGET": "-" if row["target"] is None else f"{row['target']:.1f}",
+            "APPLIED AT": _ago(row["applied_at"], now),
+            "NODES": str(row["nodes"]),
+            "GPUS": _cell(row["requested_gpus"]),
+            "QUEUE/CLUSTER": escape(str(row["queue"] or "-").rsplit("/", 1)[-1]),
+            "CO-SCHEDULE": row["co_schedule"],
+        }
+        view.add_row(*(values[header] for header in columns), cell)
+    out.print(view)
     for row in rows:
         if row["apply"] not in ("applied", "pending", "-"):
-            _console().print(escape(f"{row['name']}: {row['apply']}: {row['apply_error']}"))
+            out.print(escape(f"{row['name']}: {row['apply']}: {row['apply_error']}"))
 
 
-def _parse_key(job: str) -> JobKey | None:
+def watch(frame: Callable[[int], None], interval: float, count: int, out: Console) -> int:
+    """Call ``frame(n)`` every ``interval`` seconds until Ctrl-C, or ``count`` frames (0: no limit); the number
+    of frames drawn."""
+    drawn = 0
     try:
-        return JobKey.parse(job)
-    except ValueError:
-        return None  # a name, not a key: the caller looks it up by name
+        while True:
+            if out.is_terminal:
+                out.clear()
+            frame(drawn)
+            drawn += 1
+            if count and drawn >= count:
+                return drawn
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return drawn
 
 
-def _find(registry: Any, job: str) -> JobRecord | None:
-    key = _parse_key(job)
-    if key is not None:
-        found: JobRecord | None = registry.get(key)
-        return found
-    matches = [r for r in registry.list_active() if job in (r.native_id, r.name)]
-    if len(matches) > 1:
-        keys = ", ".join(str(r.key) for r in matches)
-        typer.echo(f"error: {job!r} matches several jobs ({keys}); name one as BACKEND#ID", err=True)
-        raise typer.Exit(1)
-    return matches[0] if matches else None
-
-
-def explain_command(
-    job: Annotated[str, typer.Argument(help="Job name, native id, or BACKEND#ID (e.g. batch#a1b2...).")],
-    table: TableOption = None,
+def jobs_command(
+    backend: Annotated[
+        list[str] | None,
+        typer.Option("--backend", help=f"Only jobs on this backend ({', '.join(b.value for b in Backend)})."),
+    ] = None,
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Only jobs under this policy.")] = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option("--status", help=f"Only jobs in this status ({', '.join(s.value for s in JobStatus)})."),
+    ] = None,
+    output: Annotated[
+        Output,
+        typer.Option("--output", "-o", help="table, wide (more columns) or json.", case_sensitive=False),
+    ] = Output.TABLE,
     as_json: JsonOption = False,
+    watch_: Annotated[
+        bool, typer.Option("--watch", "-w", help="Redraw every --interval seconds until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.1, max=3600, help="Seconds between --watch redraws.")
+    ] = 5.0,
+    count: Annotated[
+        int, typer.Option("--count", min=0, help="With --watch: stop after this many redraws (0: never).")
+    ] = 0,
+    table: TableOption = None,
+    shards: ShardsOption = None,
+    profile: ProfileOption = None,
+    region: RegionOption = None,
+    endpoint_url: EndpointOption = None,
 ) -> None:
-    """Explain a job's last decision rule by rule, and the state of its gang watch.
+    """List the active jobs Osprey manages, highest priority first.
 
-    JSON: the ``osprey jobs --json`` row and ``decision`` (the stored decision with its rules).
+    APPLY says whether the backend holds the derived priority (applied, pending, retrying n/N, failed,
+    gave-up). GANG is a co-scheduled job's gang watch: "ready 20s" (formed after 20 s), "waiting 2/4" (workers
+    ready/requested), "requeued #1", "timeout → serial", "timeout → failed", "ended", or "-" without one. AGE
+    is the time since submission; CHANGED, since the priority last changed.
+
+    JSON rows: key, backend, name, policy, status, priority, applied, applied_at, apply, apply_error, target,
+    reason, last_change, submitted_at, age_seconds, co_schedule (on/off/policy), gang (null or an object:
+    docs/gangs.md), nodes, requested_gpus, queue.
     """
-    registry = _registry(table)
-    record = _find(registry, job)
-    if record is None:
-        typer.echo(f"error: no job {job!r} in the registry (finished jobs need BACKEND#ID)", err=True)
-        raise typer.Exit(1)
-    gang, _ = GangStore(registry.table_name, client=registry.client).load(record.key)
-    decision = record.last_decision
-    if as_json:
-        typer.echo(json.dumps({**_summary(record, gang), "decision": decision}))
-        return
-    console = _console()
-    console.print(escape(f"{record.key} · policy {record.policy} · {record.status.value}"))
-    if gang is not None:
-        console.print(escape(gang_line(gang)))
-    if not decision:
-        console.print("no decision yet: the job has not been through a cycle")
-        return
-    rules = rules_table(decision.get("rules", []))
+    backends = _allowed("--backend", backend or [], [b.value for b in Backend], fold=True)
+    statuses = _allowed("--status", status or [], [s.value for s in JobStatus], fold=True)
+    mode = Output.JSON if as_json else output
+    out = console()
+    with guarded():
+        target = resolve_target(
+            table=table, shards=shards, profile=profile, region=region, endpoint_url=endpoint_url
+        )
 
-    def number(value: Any, digits: int = 2) -> str:
-        return "-" if value is None else f"{value:.{digits}f}"
+        def frame(drawn: int) -> None:
+            now = datetime.now(UTC)
+            rows = list_rows(
+                target, backends=backends, policies=set(policy or []), statuses=statuses, now=now
+            )
+            if mode is Output.JSON:
+                typer.echo(json.dumps(rows))
+                return
+            title = f"{len(rows)} active job(s) · {target.description}"
+            if watch_:
+                title = f"every {interval:g}s · {now:%H:%M:%S} · {title}"
+            render_rows(rows, title, mode is Output.WIDE, out, now)
 
-    console.print(rules)
-    console.print(
-        f"previous {decision['previous']} → priority {decision['priority']} "
-        f"(base {number(decision.get('base'))}, target {number(decision.get('target'))}, {decision['reason']})"
-    )
-    state = _apply_state(record)
-    if state == "applied":
-        applied = f"applied {record.applied_priority} at {record.applied_at or '-'}"
-    else:
-        holds = "nothing yet" if record.applied_priority is None else str(record.applied_priority)
-        applied = f"derived {record.derived_priority}, backend holds {holds} ({state})"
-        if record.apply_failure is not None:
-            applied += f": {record.apply_failure.reason}"
-    console.print(escape(applied))
-    active = "active" if record.status in ACTIVE_STATUSES else "finished"
-    console.print(f"job is {active}; last change {record.last_changed_at or '-'}")
+        if watch_:
+            watch(frame, interval, count, out)
+        else:
+            frame(0)

@@ -1,32 +1,68 @@
 """``osprey``: the command line. Each command group lives in its own module; this one only composes them.
 
-Exit codes: 0 success, 1 invalid input (the errors are printed one per line), 2 usage error.
+Exit codes: 0 success, 1 invalid input or a missing setup (the errors are printed one per line), 2 usage error.
+
+No command prints a traceback: every command runs inside :class:`GuardedGroup`, which turns what a user error or
+a missing setup raises into one line saying what to set (:func:`osprey.cli.target.describe_error`) and anything
+unexpected into one line naming it, exit 1 either way; ``OSPREY_DEBUG=1`` shows the traceback instead.
+Shell completion: ``osprey --install-completion`` (bash, zsh, fish, PowerShell) or ``--show-completion``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import sys
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from osprey import __version__
 from osprey.cli.cost import cost_command
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
-from osprey.cli.jobs import explain_command, jobs_command
+from osprey.cli.explain import explain_command
+from osprey.cli.jobs import jobs_command
 from osprey.cli.local import local_app
 from osprey.cli.plan import plan_command
 from osprey.cli.policy import policy_app
 from osprey.cli.simulate import simulate_command
+from osprey.cli.target import DEBUG_VARIABLE, describe_error
 
-__all__ = ["app", "main"]
+__all__ = ["GuardedGroup", "app", "main"]
+
+
+def _one_line(error: Exception) -> str:
+    known = describe_error(error)
+    if known is not None:
+        return f"error: {known}"
+    text = " ".join(str(error).split()) or "(no message)"
+    return f"error: unexpected {type(error).__name__}: {text} (run with {DEBUG_VARIABLE}=1 for the traceback)"
+
+
+class GuardedGroup(TyperGroup):
+    """The root group: a command's user error or missing setup becomes one line on stderr and exit 1."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise  # typer's own exits and usage errors keep their codes and messages
+        except Exception as error:
+            if os.environ.get(DEBUG_VARIABLE):
+                raise
+            typer.echo(_one_line(error), err=True)
+            raise typer.Exit(1) from None
+
 
 app = typer.Typer(
     name="osprey",
+    cls=GuardedGroup,
     help="Osprey: GPU-job priority control plane for SageMaker, AWS Batch and EKS.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 app.add_typer(policy_app, name="policy")
 app.command("derive")(derive_command)
@@ -56,4 +92,11 @@ def _root(
 
 
 def main() -> None:
-    app()
+    """The ``osprey`` entry point: the app, and a last guard for what fails outside a command (e.g. parsing)."""
+    try:
+        app()
+    except Exception as error:
+        if os.environ.get(DEBUG_VARIABLE):
+            raise
+        print(_one_line(error), file=sys.stderr)
+        sys.exit(1)

@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from osprey.views import gang_cell, gang_details
+from osprey.views import dropped_rules, effective_weights, gang_cell, gang_details
 from osprey_control.derivation import Decision, JobMetrics
 from osprey_control.gang.decision import GangPhase, GangState
 
-__all__ = ["gang_cell", "gang_details", "gang_line", "render_decision", "rules_table"]
+__all__ = ["dropped_line", "gang_cell", "gang_details", "gang_line", "render_decision", "rules_table"]
 
 
 def _number(value: float | None, digits: int = 2) -> str:
@@ -24,7 +24,10 @@ def _number(value: float | None, digits: int = 2) -> str:
 
 
 def rules_table(rules: Sequence[Mapping[str, Any]], title: str | None = None) -> Table:
-    """One row per rule of a decision's JSON form (``Decision.to_dict()["rules"]``, or a stored decision)."""
+    """One row per rule of a decision's JSON form (``Decision.to_dict()["rules"]``, or a stored decision).
+    WEIGHT is the policy's; EFFECTIVE the share it really had once rules without data were dropped and the
+    rest renormalised (docs/design.md §4)."""
+    effective = effective_weights(rules)
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for header in (
         "RULE",
@@ -35,9 +38,10 @@ def rules_table(rules: Sequence[Mapping[str, Any]], title: str | None = None) ->
         "SCORE",
         "PRIORITY",
         "WEIGHT",
+        "EFFECTIVE",
         "OUTCOME",
     ):
-        numeric = header in {"VALUE", "NORM", "SCORE", "PRIORITY", "WEIGHT"}
+        numeric = header in {"VALUE", "NORM", "SCORE", "PRIORITY", "WEIGHT", "EFFECTIVE"}
         table.add_column(header, justify="right" if numeric else "left", no_wrap=True)
     for rule in rules:
         label = rule.get("metric") or str(rule.get("arn") or "").rsplit(":function:", 1)[-1]
@@ -51,17 +55,39 @@ def rules_table(rules: Sequence[Mapping[str, Any]], title: str | None = None) ->
             _number(rule.get("score"), 3),
             _number(rule.get("priority")),
             "stage" if stage else _number(rule.get("weight"), 3),
+            "stage" if stage else _number(effective.get(int(rule["index"])), 3),
             str(rule.get("outcome", "")),
         )
     return table
+
+
+def dropped_line(rules: Sequence[Mapping[str, Any]]) -> str | None:
+    """Which weighted rules had no data and how the others were renormalised; None when every rule counted."""
+    dropped = dropped_rules(rules)
+    if not dropped:
+        return None
+    names = ", ".join(
+        f"rule {rule['index']} ({rule.get('metric') or str(rule.get('arn') or '').rsplit(':function:', 1)[-1]}, "
+        f"weight {float(rule['weight']):.3f})"
+        for rule in dropped
+    )
+    kept = sum(
+        float(rule["weight"]) for rule in rules if rule.get("weight") is not None and rule not in dropped
+    )
+    if kept <= 0:
+        return f"no data for any weighted rule: {names}; the priority stays where it was (no-data)"
+    return f"no data: {names} dropped; the other weights (sum {kept:.3f}) were renormalised to 1 (EFFECTIVE column)"
 
 
 def render_decision(decision: Decision, job: JobMetrics, console: Console | None = None) -> None:
     # Piped output keeps full rows rather than wrapping at rich's default 80 columns.
     console = console or Console(width=None if sys.stdout.isatty() else 160)
     title = escape(f"policy {decision.policy} · job {job.job_id} · {len(job.nodes)} node(s)")
-    rules = rules_table(decision.to_dict()["rules"], title)
-    console.print(rules)
+    explained = decision.to_dict()["rules"]
+    console.print(rules_table(explained, title))
+    dropped = dropped_line(explained)
+    if dropped is not None:
+        console.print(escape(dropped))
     summary = Table(box=box.SIMPLE_HEAD)
     for header in ("JOBID", "PREVIOUS", "BASE", "TARGET", "PRIORITY", "CHANGE", "REASON"):
         summary.add_column(header)
