@@ -132,8 +132,9 @@ def test_presets_and_overrides() -> None:
         "p5.48xlarge",
         "p5e.48xlarge",
         "p5en.48xlarge",
+        "p6-b200.48xlarge",
     }
-    assert set(GPUS) == {"V100", "A100-40GB", "A100-80GB", "H100", "H200"}
+    assert set(GPUS) == {"V100", "A100-40GB", "A100-80GB", "H100", "H200", "B200"}
     p5 = cluster(16, instance_type="p5.48xlarge", peak_tflops=800.0, gpu_memory_gib=70.0)
     assert (p5.gpu.name, p5.gpu.peak_tflops, p5.gpu.memory_gib, p5.nodes) == ("H100", 800.0, 70.0, 2)
     with pytest.raises(ValueError, match="unknown instance type"):

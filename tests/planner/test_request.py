@@ -17,7 +17,7 @@ from moto import mock_aws
 import osprey
 from osprey.planning import PlanRequestError, report_progress
 from osprey_control.planner import Plan, cluster
-from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.model import ModelSpec, OptimizerSharding, Recompute
 from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
 from osprey_control.registry.table import create_table
 
@@ -74,8 +74,18 @@ def test_a_request_is_stored_and_reads_back_as_planner_inputs(dynamodb: Any) -> 
     assert item["created_at"] == item["updated_at"] == {"S": "2026-01-01T00:00:00Z"}
     request = request_from_item(item)
     assert request.job_id == JOB
+    # (options not given are left to the search; the model carries Megatron's usual ones)
     assert request.model == ModelSpec(
-        layers=24, hidden=4096, heads=32, seq=2048, vocab=51200, global_batch=512
+        layers=24,
+        hidden=4096,
+        heads=32,
+        seq=2048,
+        vocab=51200,
+        global_batch=512,
+        recompute=Recompute.SELECTIVE,
+        optimizer_sharding=OptimizerSharding.ZERO1,
+        flash_attention=True,
+        comm_overlap=True,
     )
     assert request.cluster == cluster(64, instance_type="p4de.24xlarge")
     assert request.current == Plan(tp=2, pp=1, dp=32, micro_batch=16)

@@ -12,19 +12,30 @@ heads, seq, vocab    ``hidden``)
 global-batch         samples per step                                         required
 gpus                 GPUs of the job (whole nodes)                            required
 gpus-per-node        GPUs per node                                            instance / 8
-instance-type        an AWS preset (p4d.24xlarge, p5.48xlarge, ...)           -
-gpu                  a GPU preset (V100, A100-40GB, A100-80GB, H100, H200)    instance's
+instance-type        an AWS preset (p4d, p4de, p5, p5e, p5en, p6-b200)        -
+gpu                  a GPU preset (V100, A100-40GB, A100-80GB, H100, H200,    instance's
+                     B200)
 peak-tflops          16-bit dense peak per GPU                                GPU's
+peak-tflops-fp8      FP8 dense peak per GPU (a custom GPU with FP8)           GPU's
 gpu-memory-gib       memory per GPU                                           GPU's
+hbm-gbytes           memory bandwidth per GPU, GB/s                           GPU's
 nvlink-gbytes        NVLink bandwidth per GPU, one direction, GB/s            GPU's
 network-gbits        network bandwidth per node, Gb/s                         instance's
-recompute            none / selective / full                                  full
-precision            bf16 / fp16 / fp8                                        bf16
-optimizer-sharding   none / zero1                                             none
+recompute            none / selective / full / any (searched)                 any
+sequence-parallel    on / off / any                                           any
+optimizer-sharding   none / zero1 (Megatron's distributed optimizer) / any    any
+precision            bf16 / fp16 / fp8 / any (bf16, and fp8 where the GPU     bf16
+                     has it)
+flash-attention      on / off: a fused attention kernel                       on
+comm-overlap         on / off: Megatron-Core's tp and dp overlap              on
+tied-embeddings      on / off: output projection shares the embedding         on
 memory-headroom      usable fraction of GPU memory, (0, 1]                    0.9
 top                  candidates reported                                      5
 evaluate             ``tp=T,pp=P,micro_batch=B[,virtual=V]``: score one plan  -
 ==================== ======================================================== ===========
+
+Without ``instance-type`` and ``gpu``, ``peak-tflops``, ``gpu-memory-gib``, ``hbm-gbytes``, ``nvlink-gbytes``
+and ``network-gbits`` describe a custom GPU. ``any`` lets the search choose; a fixed value is used as given.
 """
 
 from __future__ import annotations
@@ -37,27 +48,36 @@ from typing import Any
 from osprey_control.planner.hardware import GPUS, INSTANCE_TYPES, Cluster, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.plan import Plan
-from osprey_control.planner.search import SearchOptions
+from osprey_control.planner.search import Knobs, SearchOptions
 
 __all__ = [
+    "ANY",
     "KEYS",
     "ConfigProblem",
     "PlanConfig",
     "PlanConfigError",
+    "knobs",
     "normalise_keys",
     "parse_evaluate",
     "resolve",
 ]
 
 _INT = ("layers", "hidden", "heads", "seq", "vocab", "global-batch", "gpus", "gpus-per-node", "top")
-_FLOAT = ("peak-tflops", "gpu-memory-gib", "nvlink-gbytes", "network-gbits")
+_FLOAT = ("peak-tflops", "peak-tflops-fp8", "gpu-memory-gib", "hbm-gbytes", "nvlink-gbytes", "network-gbits")
+ANY = "any"
+_SWITCH = ("on", "off")
 _CHOICES: dict[str, tuple[str, ...]] = {
     "instance-type": tuple(INSTANCE_TYPES),
     "gpu": tuple(GPUS),
-    "recompute": tuple(r.value for r in Recompute),
-    "precision": tuple(p.value for p in Precision),
-    "optimizer-sharding": tuple(o.value for o in OptimizerSharding),
+    "recompute": (*(r.value for r in Recompute), ANY),
+    "sequence-parallel": (*_SWITCH, ANY),
+    "optimizer-sharding": (*(o.value for o in OptimizerSharding), ANY),
+    "precision": (*(p.value for p in Precision), ANY),
+    "flash-attention": _SWITCH,
+    "comm-overlap": _SWITCH,
+    "tied-embeddings": _SWITCH,
 }
+_BOOLEAN_WORDS = {True: "on", False: "off"}
 KEYS: tuple[str, ...] = (*_INT, *_FLOAT, *_CHOICES, "memory-headroom", "evaluate")
 _REQUIRED = ("layers", "hidden", "heads", "seq", "vocab", "global-batch", "gpus")
 _EVALUATE_FIELDS = ("tp", "pp", "micro_batch", "virtual", "dp")
@@ -186,7 +206,7 @@ def _check_values(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[Confi
             else:
                 checked[key] = real
         elif key in _CHOICES:
-            text = str(value).strip()
+            text = _BOOLEAN_WORDS[value] if isinstance(value, bool) else str(value).strip()
             choices = _CHOICES[key]
             match = next((c for c in choices if c.lower() == text.lower()), None)
             if match is None:
@@ -202,8 +222,16 @@ def _check_values(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[Confi
         else:
             checked[key] = value
     given = {key for key, value in values.items() if value is not None}
+    custom = ("peak-tflops", "gpu-memory-gib", "hbm-gbytes", "nvlink-gbytes")
     if not given & {"instance-type", "gpu"}:
-        errors.append(ConfigProblem("instance-type", "give an instance type or a GPU (gpu)"))
+        missing = [key for key in (*custom, "network-gbits") if key not in given]
+        if missing:
+            errors.append(
+                ConfigProblem(
+                    "instance-type",
+                    f"give an instance type or a GPU, or describe the GPU fully (missing: {', '.join(missing)})",
+                )
+            )
     elif "instance-type" not in given and "network-gbits" not in given:
         errors.append(ConfigProblem("network-gbits", "is required without an instance type (Gb/s per node)"))
     return checked, errors
@@ -221,17 +249,7 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
                 ConfigProblem("heads", f"must divide hidden ({checked['hidden']}), got {checked['heads']}")
             )
         else:
-            model = ModelSpec(
-                layers=checked["layers"],
-                hidden=checked["hidden"],
-                heads=checked["heads"],
-                seq=checked["seq"],
-                vocab=checked["vocab"],
-                global_batch=checked["global-batch"],
-                recompute=Recompute(checked.get("recompute", "full")),
-                precision=Precision(checked.get("precision", "bf16")),
-                optimizer_sharding=OptimizerSharding(checked.get("optimizer-sharding", "none")),
-            )
+            model = _model(checked)
         try:
             built = cluster(
                 checked["gpus"],
@@ -239,7 +257,9 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
                 gpu=checked.get("gpu"),
                 gpus_per_node=checked.get("gpus-per-node"),
                 peak_tflops=checked.get("peak-tflops"),
+                peak_tflops_fp8=checked.get("peak-tflops-fp8"),
                 gpu_memory_gib=checked.get("gpu-memory-gib"),
+                hbm_gbytes=checked.get("hbm-gbytes"),
                 nvlink_gbytes=checked.get("nvlink-gbytes"),
                 network_gbits=checked.get("network-gbits"),
             )
@@ -254,5 +274,48 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
             errors.append(ConfigProblem("evaluate", str(error)))
     if errors or model is None or built is None:
         raise PlanConfigError(errors)
-    options = SearchOptions(memory_headroom=checked.get("memory-headroom", 0.9), top_k=checked.get("top", 5))
+    options = SearchOptions(
+        memory_headroom=checked.get("memory-headroom", 0.9), top_k=checked.get("top", 5), knobs=knobs(checked)
+    )
     return PlanConfig(model=model, cluster=built, options=options, evaluate=plan)
+
+
+def _model(checked: Mapping[str, Any]) -> ModelSpec:
+    """The model with fixed options as given; an option left to the search (``any``) takes Megatron's usual
+    choice here (selective recompute with sequence parallelism, the distributed optimizer, bf16), which is
+    what a single plan (``evaluate``, the running plan of a job) is scored with."""
+    recompute = checked.get("recompute", ANY)
+    sequence_parallel = checked.get("sequence-parallel", ANY)
+    sharding = checked.get("optimizer-sharding", ANY)
+    precision = checked.get("precision", Precision.BF16.value)
+    return ModelSpec(
+        layers=checked["layers"],
+        hidden=checked["hidden"],
+        heads=checked["heads"],
+        seq=checked["seq"],
+        vocab=checked["vocab"],
+        global_batch=checked["global-batch"],
+        recompute=Recompute.SELECTIVE if recompute == ANY else Recompute(recompute),
+        sequence_parallel=None if sequence_parallel == ANY else sequence_parallel == "on",
+        optimizer_sharding=OptimizerSharding.ZERO1 if sharding == ANY else OptimizerSharding(sharding),
+        precision=Precision.BF16 if precision == ANY else Precision(precision),
+        flash_attention=checked.get("flash-attention", "on") == "on",
+        comm_overlap=checked.get("comm-overlap", "on") == "on",
+        tied_embeddings=checked.get("tied-embeddings", "on") == "on",
+    )
+
+
+def knobs(checked: Mapping[str, Any]) -> Knobs:
+    """What the search varies: every value of an option left at ``any``, else the one given."""
+    recompute = checked.get("recompute", ANY)
+    sequence_parallel = checked.get("sequence-parallel", ANY)
+    sharding = checked.get("optimizer-sharding", ANY)
+    precision = checked.get("precision", Precision.BF16.value)
+    return Knobs(
+        recompute=tuple(Recompute) if recompute == ANY else (Recompute(recompute),),
+        sequence_parallel=(False, True) if sequence_parallel == ANY else (sequence_parallel == "on",),
+        distributed_optimizer=(False, True)
+        if sharding == ANY
+        else (sharding == OptimizerSharding.ZERO1.value,),
+        precision=(Precision.BF16, Precision.FP8) if precision == ANY else (Precision(precision),),
+    )

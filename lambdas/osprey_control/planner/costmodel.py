@@ -46,6 +46,16 @@ class Efficiency:
     - ``optimizer_bytes_per_param``: HBM traffic of the Adam update per locally-updated parameter.
     - ``cross_node_tp_penalty``: multiplier on tensor-parallel collectives that leave the node, for the
       synchronous, latency-bound traffic that per-layer collectives are over a network.
+    - ``gemm_reference_tflops``: the 16-bit peak ``gemm_half_area`` was set on (A100). A GPU with more
+      tensor-core throughput needs proportionally more tiles in flight to fill its SMs, so the half-area
+      scales with its peak (wave quantisation grows with SMs x tile size, which is what the peak grows with).
+    - ``flash_attention``: fraction of the 16-bit peak a fused attention kernel reaches on the attention
+      FLOPs as counted (4 s^2 h forward, no causal discount: a causal kernel skips half the tiles, so this is
+      about twice the kernel's own utilisation).
+    - ``gemm_scale``: multiplier on the GEMM efficiency in use (``gemm``, or the GPU's own
+      ``gemm_efficiency``); 1 unless fitted to measured step times (``calibrate``).
+    - ``tp_overlap``: share of the tensor-parallel communication hidden behind the GEMMs with
+      ``comm_overlap`` (Megatron-Core's --tp-comm-overlap pipelines the all-gather/reduce-scatter chunks).
     """
 
     gemm: float = 0.78
@@ -59,6 +69,10 @@ class Efficiency:
     dp_overlap: float = 0.5
     optimizer_bytes_per_param: float = 32.0
     cross_node_tp_penalty: float = 2.0
+    gemm_reference_tflops: float = 312.0
+    flash_attention: float = 0.7
+    tp_overlap: float = 0.7
+    gemm_scale: float = 1.0
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -81,6 +95,7 @@ def _ring_allreduce(size: float, members: int, bandwidth: float, latency: float,
 
 
 def _peak_flops(model: ModelSpec, cluster: Cluster) -> float:
+    """Peak of the dense GEMMs: FP8 where chosen (and the GPU has it), else the 16-bit peak."""
     gpu = cluster.gpu
     if model.precision is Precision.FP8:
         if gpu.peak_tflops_fp8 is None:
@@ -93,9 +108,12 @@ def _peak_flops(model: ModelSpec, cluster: Cluster) -> float:
 
 @dataclass(frozen=True, slots=True)
 class _Links:
-    """Effective bandwidths (bytes/s) and per-hop latencies (s) for one cluster under one efficiency model."""
+    """Effective rates (FLOP/s, bytes/s) and per-hop latencies (s) for one cluster under one efficiency model."""
 
     peak_flops: float
+    gemm: float | None
+    attention_flops: float
+    half_area: float
     hbm_bw: float
     nvlink_bw: float
     nvlink_lat: float
@@ -105,8 +123,14 @@ class _Links:
 
     @classmethod
     def of(cls, model: ModelSpec, cluster: Cluster, eff: Efficiency) -> _Links:
+        peak16 = cluster.gpu.peak_tflops * 1e12
+        # FP8 training keeps attention in 16 bits (Transformer Engine's default recipe).
+        attention = peak16 * (eff.flash_attention if model.flash_attention else eff.attention)
         return cls(
             peak_flops=_peak_flops(model, cluster),
+            gemm=cluster.gpu.gemm_efficiency,
+            attention_flops=attention,
+            half_area=eff.gemm_half_area * cluster.gpu.peak_tflops / eff.gemm_reference_tflops,
             hbm_bw=cluster.gpu.hbm_gbytes * 1e9,
             nvlink_bw=cluster.nvlink_bytes_per_s * eff.nvlink,
             nvlink_lat=cluster.nvlink_latency_us * 1e-6,
@@ -136,9 +160,9 @@ def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) ->
     # Output elements of one per-GPU GEMM (tokens x sharded width): small ones leave SMs idle in the last
     # wave of tiles, which is what makes b=1 or a narrow tp shard slower per FLOP.
     area = b * model.seq * model.hidden / tp
-    gemm_rate = peak * eff.gemm * area / (area + eff.gemm_half_area)
+    gemm_rate = peak * min(1.0, (links.gemm or eff.gemm) * eff.gemm_scale) * area / (area + links.half_area)
     gemm_s = passes.gemm * model.layer_gemm_flops() * b / tp / gemm_rate
-    attention_s = passes.attention * model.layer_attention_flops() * b / tp / (peak * eff.attention)
+    attention_s = passes.attention * model.layer_attention_flops() * b / tp / links.attention_flops
     elementwise_s = passes.elementwise * eff.memory_touches * model.elementwise_bytes(b, tp) / hbm
     block_s = gemm_s + attention_s + elementwise_s + passes.elementwise * eff.layer_overhead_s
     # The output projection (never recomputed) sits on the last stage, which is therefore the heaviest.
@@ -163,11 +187,14 @@ def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) ->
         else:
             send = links.nvlink_lat + model.boundary_bytes(b) / links.nvlink_bw
         pp_s = 2.0 * v * send
+    tp_s = layers * passes.tp_collectives * tp_one
+    if model.comm_overlap and model.sp:
+        tp_s *= 1.0 - eff.tp_overlap
     return _StageWork(
         block_s=block_s,
         compute_s=layers * block_s,
         logits_s=logits_s,
-        tp_s=layers * passes.tp_collectives * tp_one,
+        tp_s=tp_s,
         pp_s=pp_s,
     )
 
@@ -216,9 +243,12 @@ def _memory(model: ModelSpec, plan: Plan, micro_batches: int) -> _Memory:
     logits = 4.0 * model.seq * b * model.vocab / tp
     last = layers * per_layer * interleave + logits
     peak = max(first + (logits if pp == 1 else 0.0), last) + working
+    # Tied: both end stages hold the one matrix. Untied: the first holds the embedding, the last the output
+    # projection, one GPU both when pp = 1.
+    vocab_params = model.embedding_params + (model.output_params if pp == 1 else 0.0)
     return _Memory(
         layer_states=layers * model.layer_params / tp * states_per_param,
-        embedding_states=model.embedding_params / tp * states_per_param,
+        embedding_states=vocab_params / tp * states_per_param,
         activations=first,
         peak_activations=peak,
     )
@@ -258,11 +288,20 @@ def evaluate(
     compute_s = m * (work.compute_s + (work.logits_s if slowest == pp - 1 else 0.0)) / speed
 
     # The first and last stages also hold the (tied) embedding; the step waits for the slowest stage.
-    local_params = (model.stage_layers(pp) * model.layer_params + model.embedding_params) / plan.tp
-    dp_comm_s = _dp_allreduce(local_params * model.grad_bytes, plan, links, eff)
+    vocab_params = model.embedding_params + (model.output_params if pp == 1 else 0.0)
+    local_params = (model.stage_layers(pp) * model.layer_params + vocab_params) / plan.tp
+    # The distributed optimizer reduce-scatters the gradients and all-gathers the updated 16-bit weights:
+    # half an all-reduce of each, so grad_bytes + 2 bytes per parameter instead of 2 x grad_bytes.
+    wire_bytes = (model.grad_bytes + 2.0) / 2.0 if model.distributed_optimizer else float(model.grad_bytes)
+    dp_comm_s = _dp_allreduce(local_params * wire_bytes, plan, links, eff)
     passes = model.layer_passes().elementwise
     last_backward = work.compute_s * (passes - 1.0) / passes / speed
-    dp_exposed_s = dp_comm_s - min(eff.dp_overlap * dp_comm_s, last_backward)
+    if model.comm_overlap:
+        # Bucketed: the reduce-scatter runs behind the last micro-batch's backward pass and the weight
+        # all-gather behind the first one's forward pass.
+        dp_exposed_s = max(0.0, dp_comm_s - work.compute_s / speed)
+    else:
+        dp_exposed_s = dp_comm_s - min(eff.dp_overlap * dp_comm_s, last_backward)
     updated = local_params / (dp if model.optimizer_sharding is OptimizerSharding.ZERO1 else 1)
     optimizer_s = updated * eff.optimizer_bytes_per_param / hbm / speed
     step = m * t_stage + bubble_s + dp_exposed_s + optimizer_s
@@ -300,4 +339,8 @@ def evaluate(
         reason=reason,
         tokens_per_s=model.global_batch * model.seq / step,
         cost_per_hour=cluster.gpus * cluster.price_per_gpu_hour,
+        recompute=model.recompute.value,
+        sequence_parallel=model.sp,
+        distributed_optimizer=model.distributed_optimizer,
+        precision=model.precision.value,
     )

@@ -21,7 +21,8 @@ __all__ = [
 
 
 class Recompute(StrEnum):
-    """Activation recomputation. ``selective`` implies sequence parallelism (Korthikanti's recommended pair)."""
+    """Activation recomputation. ``selective`` recomputes the attention core only; unless sequence parallelism
+    is set explicitly it implies it (Korthikanti's recommended pair)."""
 
     NONE = "none"
     SELECTIVE = "selective"
@@ -62,6 +63,18 @@ class ModelSpec:
     # Megatron's default: gradients accumulate and are all-reduced in fp32 (18 bytes of model state per
     # parameter instead of 16).
     fp32_grad_accumulation: bool = True
+    # None: on with selective recompute, off otherwise (the pairing of Korthikanti et al.).
+    sequence_parallel: bool | None = None
+    # A fused attention kernel (FlashAttention, cuDNN): the s x s scores are never stored or written to HBM.
+    # Off for the 2021-22 papers' runs, on for anything trained since (Megatron-Core, NeMo, torch SDPA).
+    flash_attention: bool = False
+    # GPT-2/3 tie the output projection to the input embedding; Llama-style models and Megatron-Core's
+    # default (--untie-embeddings-and-output-weights) keep two vocab x hidden matrices.
+    tied_embeddings: bool = True
+    # Megatron-Core's communication overlap: tensor-parallel all-gather/reduce-scatter pipelined with the
+    # GEMMs (--tp-comm-overlap, needs sequence parallelism) and the gradient reduce-scatter / parameter
+    # all-gather of the distributed optimizer bucketed behind the backward and forward passes.
+    comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "seq", "vocab", "global_batch"):
@@ -70,6 +83,17 @@ class ModelSpec:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+
+    @property
+    def sp(self) -> bool:
+        """Sequence parallelism in effect (explicit, or implied by selective recompute)."""
+        if self.sequence_parallel is None:
+            return self.recompute is Recompute.SELECTIVE
+        return self.sequence_parallel
+
+    @property
+    def distributed_optimizer(self) -> bool:
+        return self.optimizer_sharding is OptimizerSharding.ZERO1
 
     # -- parameters ---------------------------------------------------------------------------------------
 
@@ -81,11 +105,17 @@ class ModelSpec:
 
     @property
     def embedding_params(self) -> float:
+        """The input embedding (which the tied output projection shares)."""
         return float(self.vocab * self.hidden)
 
     @property
+    def output_params(self) -> float:
+        """A separate output projection (untied embeddings), held by the last stage."""
+        return 0.0 if self.tied_embeddings else float(self.vocab * self.hidden)
+
+    @property
     def params(self) -> float:
-        return self.layers * self.layer_params + self.embedding_params
+        return self.layers * self.layer_params + self.embedding_params + self.output_params
 
     @property
     def grad_bytes(self) -> int:
@@ -135,32 +165,40 @@ class ModelSpec:
 
     def _core_share(self) -> float:
         """Share of a block's elementwise traffic that belongs to the attention core (5as/h of 34+5as/h)."""
+        if self.flash_attention:
+            return 0.0
         core = 5.0 * self.heads * self.seq / self.hidden
         return core / (34.0 + core)
 
     # -- activations (bytes per layer, per micro-batch of ``b`` samples) ---------------------------------
 
+    def _block_terms(self, tp: int) -> float:
+        """All activations of one block per s*b*h: 10 (replicated; sharded under sequence parallelism)
+        + 24/t + 5as/(ht) (the attention scores and dropout mask, never stored by a fused kernel)."""
+        replicated = 10.0 / tp if self.sp else 10.0
+        core = 0.0 if self.flash_attention else 5.0 * self.heads * self.seq / (self.hidden * tp)
+        return replicated + 24.0 / tp + core
+
     def layer_activation_bytes(self, micro_batch: int, tp: int) -> float:
         """Bytes a block keeps for its backward pass under this recompute mode (Korthikanti eqs. 2-6)."""
         sbh = float(self.seq * micro_batch * self.hidden)
         if self.recompute is Recompute.FULL:
-            return 2.0 * sbh
+            # Only the block's input, itself sharded under sequence parallelism.
+            return 2.0 * sbh / (tp if self.sp else 1)
         if self.recompute is Recompute.SELECTIVE:
-            return 34.0 * sbh / tp
+            replicated = 10.0 / tp if self.sp else 10.0
+            return sbh * (replicated + 24.0 / tp)
         return self.layer_working_bytes(micro_batch, tp)
 
     def layer_working_bytes(self, micro_batch: int, tp: int) -> float:
-        """All activations of one block with tensor parallelism only: s b h (10 + 24/t + 5 a s/(h t)).
+        """All activations of one block: s b h (10 + 24/t + 5 a s/(h t)) with tensor parallelism only.
         Under full recompute one block's worth is rebuilt at a time during the backward pass."""
-        sbh = float(self.seq * micro_batch * self.hidden)
-        return sbh * (10.0 + 24.0 / tp + 5.0 * self.heads * self.seq / (self.hidden * tp))
+        return float(self.seq * micro_batch * self.hidden) * self._block_terms(tp)
 
     def elementwise_bytes(self, micro_batch: int, tp: int) -> float:
         """Bytes of the tensors one block's forward reads and writes outside the GEMMs: the no-recompute
         activation footprint, with the 10 s b h replicated part sharded when sequence parallelism is on."""
-        sbh = float(self.seq * micro_batch * self.hidden)
-        replicated = 10.0 / tp if self.recompute is Recompute.SELECTIVE else 10.0
-        return sbh * (replicated + 24.0 / tp + 5.0 * self.heads * self.seq / (self.hidden * tp))
+        return self.layer_working_bytes(micro_batch, tp)
 
     def boundary_bytes(self, micro_batch: int) -> float:
         """One stage's output for one micro-batch (s b h 16-bit values), sent to the next stage."""

@@ -63,6 +63,19 @@ class Evaluation:
     reason: str
     tokens_per_s: float
     cost_per_hour: float
+    # The model-side options this evaluation was made with (the search varies them).
+    recompute: str = "full"
+    sequence_parallel: bool = False
+    distributed_optimizer: bool = False
+    precision: str = "bf16"
+
+    def options(self) -> dict[str, object]:
+        return {
+            "recompute": self.recompute,
+            "sequence_parallel": self.sequence_parallel,
+            "distributed_optimizer": self.distributed_optimizer,
+            "precision": self.precision,
+        }
 
     @property
     def idle_fraction(self) -> float:
@@ -80,6 +93,7 @@ class Evaluation:
     def to_dict(self) -> dict[str, object]:
         return {
             **self.plan.to_dict(),
+            **self.options(),
             "micro_batches": self.micro_batches,
             "step_time_s": self.step_time_s,
             "tflops_per_gpu": self.tflops_per_gpu,

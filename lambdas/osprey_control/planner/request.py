@@ -62,6 +62,10 @@ MODEL_KEYS = (
     "recompute",
     "precision",
     "optimizer-sharding",
+    "sequence-parallel",
+    "flash-attention",
+    "comm-overlap",
+    "tied-embeddings",
 )
 CLUSTER_KEYS = (
     "gpus",
@@ -69,7 +73,9 @@ CLUSTER_KEYS = (
     "instance-type",
     "gpu",
     "peak-tflops",
+    "peak-tflops-fp8",
     "gpu-memory-gib",
+    "hbm-gbytes",
     "nvlink-gbytes",
     "network-gbits",
     "memory-headroom",
@@ -126,6 +132,10 @@ def _timestamp(moment: datetime | None) -> str:
     return (moment or datetime.now(UTC)).astimezone(UTC).strftime(_TIME_FORMAT)
 
 
+def _switch(value: bool) -> str:
+    return "on" if value else "off"
+
+
 def _model_values(model: ModelSpec | Mapping[str, Any], errors: list[RequestProblem]) -> dict[str, Any]:
     if isinstance(model, ModelSpec):
         if not model.fp32_grad_accumulation:
@@ -142,6 +152,14 @@ def _model_values(model: ModelSpec | Mapping[str, Any], errors: list[RequestProb
             "recompute": model.recompute.value,
             "precision": model.precision.value,
             "optimizer-sharding": model.optimizer_sharding.value,
+            **(
+                {}
+                if model.sequence_parallel is None
+                else {"sequence-parallel": _switch(model.sequence_parallel)}
+            ),
+            "flash-attention": _switch(model.flash_attention),
+            "comm-overlap": _switch(model.comm_overlap),
+            "tied-embeddings": _switch(model.tied_embeddings),
         }
     return _section("model", model, MODEL_KEYS, errors)
 

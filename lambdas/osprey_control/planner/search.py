@@ -1,5 +1,9 @@
-"""Search over valid plans: every (tp, pp, dp, micro_batch, virtual) the layout constraints allow, scored by
+"""Search over valid plans: every (tp, pp, dp, micro_batch, virtual) the layout constraints allow, times the
+model-side options (``Knobs``: recompute, sequence parallelism, distributed optimizer, precision), scored by
 throughput / (cost x idle penalty), best first.
+
+Options that cannot differ are not tried twice: sequence parallelism needs tp > 1, the distributed optimizer
+dp > 1, FP8 a GPU with FP8 tensor cores (``precision`` lists it only where the GPU has it).
 
 Memory grows with the micro-batch (activations scale with b; the in-flight count min(m, pp) times b never
 shrinks), so micro-batches are tried smallest first and a pipeline shape stops at the first that does not
@@ -8,16 +12,67 @@ fit; shapes whose model states alone do not fit are skipped before any micro-bat
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate, stage_speeds
 from osprey_control.planner.hardware import Cluster
-from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.plan import Evaluation, Plan
 
-__all__ = ["SearchOptions", "SearchResult", "divisors", "enumerate_plans", "search", "search_exhaustive"]
+__all__ = [
+    "Knobs",
+    "SearchOptions",
+    "SearchResult",
+    "divisors",
+    "enumerate_plans",
+    "search",
+    "search_exhaustive",
+    "variants",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """The model-side options the search may vary; each field lists the values to try. The defaults are
+    what Megatron's published configurations choose among: every recompute mode, sequence parallelism on
+    and off, the distributed optimizer on and off, 16-bit arithmetic (FP8 changes the numerics, so it is
+    tried only when listed)."""
+
+    recompute: tuple[Recompute, ...] = tuple(Recompute)
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    distributed_optimizer: tuple[bool, ...] = (False, True)
+    precision: tuple[Precision, ...] = (Precision.BF16,)
+
+    def __post_init__(self) -> None:
+        for name in ("recompute", "sequence_parallel", "distributed_optimizer", "precision"):
+            if not getattr(self, name):
+                raise ValueError(f"knobs.{name} must list at least one value")
+
+
+def variants(model: ModelSpec, cluster: Cluster, knobs: Knobs | None, tp: int, dp: int) -> list[ModelSpec]:
+    """The model under every combination of ``knobs`` that can differ for this tp and dp (``None``: the
+    model as given)."""
+    if knobs is None:
+        return [model]
+    sp_values = knobs.sequence_parallel if tp > 1 else (False,)
+    do_values = knobs.distributed_optimizer if dp > 1 else (False,)
+    precisions = [p for p in knobs.precision if p is not Precision.FP8 or cluster.gpu.has_fp8]
+    result = []
+    for recompute, sp, do, precision in itertools.product(knobs.recompute, sp_values, do_values, precisions):
+        result.append(
+            dataclasses.replace(
+                model,
+                recompute=recompute,
+                sequence_parallel=sp,
+                optimizer_sharding=OptimizerSharding.ZERO1 if do else OptimizerSharding.NONE,
+                precision=precision,
+            )
+        )
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +85,8 @@ class SearchOptions:
     # what-if studies of throughput alone.
     enforce_memory: bool = True
     efficiency: Efficiency = DEFAULT_EFFICIENCY
+    # None: evaluate the model exactly as given (its recompute, optimizer sharding, precision).
+    knobs: Knobs | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.memory_headroom <= 1.0:
@@ -126,27 +183,42 @@ def search(
             if model.global_batch % dp:
                 continue
             speeds = stage_speeds(cluster, pp)
-            for b in divisors(model.global_batch // dp):
-                m = model.global_batch // (dp * b)
-                fits = False
-                for v in _virtual_degrees(model, pp, m, options):
-                    evaluation = evaluate(
-                        model,
-                        cluster,
-                        Plan(tp, pp, dp, b, v),
-                        memory_headroom=options.memory_headroom,
-                        efficiency=options.efficiency,
-                        uneven_pipeline=options.uneven_pipeline,
-                        speeds=speeds,
-                    )
-                    evaluations.append(evaluation)
-                    if evaluation.feasible or not options.enforce_memory:
-                        feasible.append(evaluation)
-                        fits = True
-                if not fits:
-                    # A larger micro-batch needs at least as much memory: nothing further fits.
-                    break
+            for variant in variants(model, cluster, options.knobs, tp, dp):
+                found = _search_shape(variant, cluster, options, (tp, pp, dp), speeds)
+                evaluations.extend(found)
+                feasible.extend(e for e in found if e.feasible or not options.enforce_memory)
     return _rank(evaluations, feasible, options.top_k, keep_all)
+
+
+def _search_shape(
+    model: ModelSpec,
+    cluster: Cluster,
+    options: SearchOptions,
+    shape: tuple[int, int, int],
+    speeds: list[float],
+) -> list[Evaluation]:
+    """Every micro-batch and interleaving of one (tp, pp, dp), smallest micro-batch first."""
+    tp, pp, dp = shape
+    evaluations: list[Evaluation] = []
+    for b in divisors(model.global_batch // dp):
+        m = model.global_batch // (dp * b)
+        fits = False
+        for v in _virtual_degrees(model, pp, m, options):
+            evaluation = evaluate(
+                model,
+                cluster,
+                Plan(tp, pp, dp, b, v),
+                memory_headroom=options.memory_headroom,
+                efficiency=options.efficiency,
+                uneven_pipeline=options.uneven_pipeline,
+                speeds=speeds,
+            )
+            evaluations.append(evaluation)
+            fits = fits or evaluation.feasible or not options.enforce_memory
+        if not fits:
+            # A larger micro-batch needs at least as much memory: nothing further fits.
+            break
+    return evaluations
 
 
 def search_exhaustive(
@@ -156,7 +228,7 @@ def search_exhaustive(
     options = options or SearchOptions()
     evaluations = [
         evaluate(
-            model,
+            variant,
             cluster,
             plan,
             memory_headroom=options.memory_headroom,
@@ -164,6 +236,7 @@ def search_exhaustive(
             uneven_pipeline=options.uneven_pipeline,
         )
         for plan in enumerate_plans(model, cluster, options)
+        for variant in variants(model, cluster, options.knobs, plan.tp, plan.dp)
     ]
     ranked = [e for e in evaluations if e.feasible or not options.enforce_memory]
     return _rank(evaluations, ranked, options.top_k, False)

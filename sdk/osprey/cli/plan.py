@@ -4,9 +4,13 @@ Every flag has a key of the same name in the ``--config`` YAML file (``global-ba
 flags override the file. Keys, defaults and the model behind the numbers: docs/planner.md and
 ``osprey_control.planner.config``.
 
-Output: a table of the top-k plans, or with ``--json`` ``{"best": {...}, "candidates": [...]}``
-(``{"plan": {...}}`` with ``--evaluate``). ``--plot FILE.png`` draws every evaluated plan (throughput
-against memory per GPU). Exit 1 on invalid input (one ``error: WHERE: message`` line per problem).
+Output: a table of the top-k plans with the options chosen for each (recompute, sequence parallelism,
+distributed optimizer, precision) and the ranking score, or with ``--json`` ``{"best": {...}, "candidates":
+[...]}`` (``{"plan": {...}}`` with ``--evaluate``). ``--plot FILE.png`` draws every evaluated plan (throughput
+against memory per GPU). ``--measured FILE`` (JSON list or CSV of ``tp, pp, micro_batch[, virtual],
+step_time_s`` and optionally the options a plan ran with) fits the cost model to those step times first and
+ranks with the fitted model (``"calibration"`` in the JSON). Exit 1 on invalid input (one ``error: WHERE:
+message`` line per problem) and when no plan exists (the reason on stderr; ``best`` null in the JSON).
 
 ``--register-job BACKEND#NATIVE_ID --evaluate tp=..,pp=..,micro_batch=..`` instead writes the job's plan
 request (``sk = PLANREQ``) for the cycle's plan step, as ``osprey.request_planning`` does from inside the job:
@@ -16,6 +20,8 @@ table is ``--table``, else ``OSPREY_TABLE_NAME``, else ``/osprey/config``.
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
 import sys
 import textwrap
@@ -28,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from osprey_control.planner import Evaluation, PlanError, SearchResult, evaluate, search
+from osprey_control.planner.calibrate import Calibration, fit, measured_from_rows
 from osprey_control.planner.config import (
     ConfigProblem,
     PlanConfig,
@@ -35,6 +42,8 @@ from osprey_control.planner.config import (
     normalise_keys,
     resolve,
 )
+from osprey_control.planner.diagnose import no_plan_reason
+from osprey_control.planner.search import variants
 
 __all__ = ["plan_command", "plot_search"]
 
@@ -84,6 +93,10 @@ def _row(rank: str, e: Evaluation) -> list[str]:
         str(p.dp),
         str(p.micro_batch),
         str(p.virtual),
+        e.recompute,
+        "on" if e.sequence_parallel else "off",
+        "on" if e.distributed_optimizer else "off",
+        e.precision,
         f"{e.step_time_s:.3f}",
         f"{e.tflops_per_gpu:.1f}",
         f"{e.model_flops_utilization:.1%}",
@@ -94,6 +107,7 @@ def _row(rank: str, e: Evaluation) -> list[str]:
         f"{e.pp_comm_s:.2f}",
         f"{e.bubble_s:.2f}",
         f"{e.dp_exposed_s:.2f}",
+        f"{e.score:.4g}",
         "yes" if e.feasible else "NO",
     ]
 
@@ -107,6 +121,10 @@ def _table(title: str, rows: list[tuple[str, Evaluation]]) -> Table:
         "DP",
         "MB",
         "V",
+        "RECOMPUTE",
+        "SP",
+        "DIST-OPT",
+        "PREC",
         "STEP s",
         "TFLOP/s/GPU",
         "MFU",
@@ -117,10 +135,12 @@ def _table(title: str, rows: list[tuple[str, Evaluation]]) -> Table:
         "PP s",
         "BUBBLE s",
         "DP s",
+        "SCORE",
         "FITS",
     )
+    left = {"#", "FITS", "RECOMPUTE", "SP", "DIST-OPT", "PREC"}
     for header in headers:
-        table.add_column(header, justify="left" if header in {"#", "FITS"} else "right", no_wrap=True)
+        table.add_column(header, justify="left" if header in left else "right", no_wrap=True)
     for rank, evaluation in rows:
         table.add_row(*_row(rank, evaluation))
     return table
@@ -130,7 +150,7 @@ def _describe(config: PlanConfig) -> str:
     m, c = config.model, config.cluster
     return (
         f"{m.params / 1e9:.1f}B parameters ({m.layers} layers, hidden {m.hidden}, {m.heads} heads, seq {m.seq}, "
-        f"global batch {m.global_batch}, recompute {m.recompute.value}) on {c.gpus} x {c.gpu.name} "
+        f"global batch {m.global_batch}) on {c.gpus} x {c.gpu.name} "
         f"({c.nodes} nodes of {c.gpus_per_node}, {c.network_gbits:g} Gb/s per node), memory limit "
         f"{c.gpu.memory_gib * config.options.memory_headroom:.1f} GiB per GPU"
     )
@@ -223,63 +243,217 @@ def _register(
     )
 
 
+def _read_measured(path: Path, config: PlanConfig) -> Calibration:
+    """Fit the cost model to the measured step times in ``path`` (JSON list or CSV with a header)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        _fail([f"--measured {path}: cannot read: {error}"])
+    rows: Any
+    if text.lstrip().startswith(("[", "{")):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as error:
+            _fail([f"--measured {path}: not valid JSON: {error}"])
+        if not isinstance(rows, list):
+            _fail([f"--measured {path}: expected a JSON list of measured plans"])
+    else:
+        rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    if not rows:
+        _fail([f"--measured {path}: no measured plans (tp, pp, micro_batch, step_time_s per row)"])
+    try:
+        measured = measured_from_rows(rows, config.model, config.cluster.gpus)
+        return fit(measured, config.cluster, config.options.efficiency)
+    except (ValueError, PlanError) as error:
+        _fail([f"--measured {path}: {error}"])
+
+
+def _best_variant(config: PlanConfig, efficiency: Any) -> Evaluation:
+    """The evaluated plan under the best of the options left to the search (each fixed option as given)."""
+    plan = config.evaluate
+    if plan is None:
+        raise PlanError("no plan to evaluate")
+    options = config.options
+    found = [
+        evaluate(
+            variant,
+            config.cluster,
+            plan,
+            memory_headroom=options.memory_headroom,
+            efficiency=efficiency,
+        )
+        for variant in variants(config.model, config.cluster, options.knobs, plan.tp, plan.dp)
+    ]
+    fitting = [e for e in found if e.feasible] or found
+    return max(fitting, key=lambda e: (e.feasible, e.score))
+
+
+def _calibration_line(calibration: Calibration) -> str:
+    before = Calibration.summary(calibration.errors_before)
+    after = Calibration.summary(calibration.errors_after)
+    factors = ", ".join(f"{name} x{value:.2f}" for name, value in calibration.factors.items())
+    return (
+        f"calibrated on {calibration.points} measured plan(s): {factors}; step-time error median "
+        f"{before['median_abs_error']:.1%} -> {after['median_abs_error']:.1%}, largest "
+        f"{before['max_abs_error']:.1%} -> {after['max_abs_error']:.1%}"
+    )
+
+
+def _show_help(context: typer.Context, value: bool) -> None:
+    if value:
+        typer.echo(context.get_help())
+        raise typer.Exit(0)
+
+
+_SWITCH = "on|off|any"
+
+
 def plan_command(
     config_file: Annotated[
-        Path | None, typer.Option("--config", help="YAML file with the same keys as the flags (flags win).")
+        Path | None,
+        typer.Option(
+            "--config", metavar="FILE", help="YAML file with the same keys as the flags (flags win)."
+        ),
     ] = None,
-    layers: Annotated[int | None, typer.Option("--layers", help="Transformer blocks.")] = None,
-    hidden: Annotated[int | None, typer.Option("--hidden", help="Hidden size.")] = None,
-    heads: Annotated[int | None, typer.Option("--heads", help="Attention heads.")] = None,
-    seq: Annotated[int | None, typer.Option("--seq", help="Sequence length.")] = None,
-    vocab: Annotated[int | None, typer.Option("--vocab", help="Vocabulary size.")] = None,
-    global_batch: Annotated[int | None, typer.Option("--global-batch", help="Samples per step.")] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs of the job (whole nodes).")] = None,
+    layers: Annotated[int | None, typer.Option("--layers", metavar="N", help="Transformer blocks.")] = None,
+    hidden: Annotated[int | None, typer.Option("--hidden", metavar="N", help="Hidden size.")] = None,
+    heads: Annotated[int | None, typer.Option("--heads", metavar="N", help="Attention heads.")] = None,
+    seq: Annotated[int | None, typer.Option("--seq", metavar="N", help="Sequence length.")] = None,
+    vocab: Annotated[int | None, typer.Option("--vocab", metavar="N", help="Vocabulary size.")] = None,
+    global_batch: Annotated[
+        int | None, typer.Option("--global-batch", metavar="N", help="Samples per step.")
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", metavar="N", help="GPUs of the job (whole nodes).")
+    ] = None,
     gpus_per_node: Annotated[
-        int | None, typer.Option("--gpus-per-node", help="Default: instance's, or 8.")
+        int | None, typer.Option("--gpus-per-node", metavar="N", help="Default: the instance type's, or 8.")
     ] = None,
     instance_type: Annotated[
         str | None,
-        typer.Option("--instance-type", help="p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e/p5en."),
+        typer.Option(
+            "--instance-type",
+            metavar="TYPE",
+            help="p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge or p6-b200.48xlarge.",
+        ),
     ] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="V100, A100-40GB, A100-80GB, H100, H200.")] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", metavar="NAME", help="V100, A100-40GB, A100-80GB, H100, H200 or B200."),
+    ] = None,
     peak_tflops: Annotated[
-        float | None, typer.Option("--peak-tflops", help="16-bit dense peak per GPU.")
+        float | None, typer.Option("--peak-tflops", metavar="X", help="16-bit dense peak TFLOP/s per GPU.")
     ] = None,
-    gpu_memory_gib: Annotated[float | None, typer.Option("--gpu-memory-gib", help="Memory per GPU.")] = None,
+    peak_tflops_fp8: Annotated[
+        float | None, typer.Option("--peak-tflops-fp8", metavar="X", help="FP8 dense peak TFLOP/s per GPU.")
+    ] = None,
+    gpu_memory_gib: Annotated[
+        float | None, typer.Option("--gpu-memory-gib", metavar="X", help="Memory per GPU, GiB.")
+    ] = None,
+    hbm_gbytes: Annotated[
+        float | None, typer.Option("--hbm-gbytes", metavar="X", help="Memory bandwidth per GPU, GB/s.")
+    ] = None,
     nvlink_gbytes: Annotated[
-        float | None, typer.Option("--nvlink-gbytes", help="NVLink GB/s per GPU, one direction.")
+        float | None, typer.Option("--nvlink-gbytes", metavar="X", help="NVLink GB/s per GPU, one direction.")
     ] = None,
     network_gbits: Annotated[
-        float | None, typer.Option("--network-gbits", help="Network Gb/s per node.")
+        float | None, typer.Option("--network-gbits", metavar="X", help="Network Gb/s per node.")
     ] = None,
-    recompute: Annotated[str | None, typer.Option("--recompute", help="none, selective or full.")] = None,
-    precision: Annotated[str | None, typer.Option("--precision", help="bf16, fp16 or fp8.")] = None,
+    recompute: Annotated[
+        str | None,
+        typer.Option("--recompute", metavar="MODE", help="none, selective, full or any (default: any)."),
+    ] = None,
+    sequence_parallel: Annotated[
+        str | None, typer.Option("--sequence-parallel", metavar=_SWITCH, help="Default: any.")
+    ] = None,
     optimizer_sharding: Annotated[
-        str | None, typer.Option("--optimizer-sharding", help="none or zero1.")
+        str | None,
+        typer.Option(
+            "--optimizer-sharding",
+            metavar="MODE",
+            help="none, zero1 (the distributed optimizer) or any (default: any).",
+        ),
+    ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            "--precision", metavar="P", help="bf16, fp16, fp8 or any (bf16 and, where the GPU has it, fp8)."
+        ),
+    ] = None,
+    flash_attention: Annotated[
+        str | None, typer.Option("--flash-attention", metavar="on|off", help="Fused attention (default: on).")
+    ] = None,
+    comm_overlap: Annotated[
+        str | None,
+        typer.Option(
+            "--comm-overlap", metavar="on|off", help="Overlapped tp and dp communication (default: on)."
+        ),
+    ] = None,
+    tied_embeddings: Annotated[
+        str | None,
+        typer.Option(
+            "--tied-embeddings", metavar="on|off", help="Output layer shares the embedding (default: on)."
+        ),
     ] = None,
     memory_headroom: Annotated[
-        float | None, typer.Option("--memory-headroom", help="Usable fraction of GPU memory (default 0.9).")
+        float | None,
+        typer.Option("--memory-headroom", metavar="X", help="Usable fraction of GPU memory (default: 0.9)."),
     ] = None,
-    top: Annotated[int | None, typer.Option("--top", help="Candidates to show (default 5).")] = None,
+    top: Annotated[
+        int | None, typer.Option("--top", metavar="N", help="Candidates to show (default: 5).")
+    ] = None,
     evaluate_plan: Annotated[
-        str | None, typer.Option("--evaluate", help="Score one plan: tp=T,pp=P,micro_batch=B[,virtual=V].")
+        str | None,
+        typer.Option(
+            "--evaluate", metavar="PLAN", help="Score one plan: tp=T,pp=P,micro_batch=B[,virtual=V]."
+        ),
     ] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the search space to FILE.png.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    measured: Annotated[
+        Path | None,
+        typer.Option(
+            "--measured",
+            metavar="FILE",
+            help="Measured step times per plan (JSON or CSV): fit the model to them, then rank.",
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", metavar="FILE", help="Draw the search space to a PNG file.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", metavar="", help="Print JSON instead of a table.")
+    ] = False,
     register_job: Annotated[
         str | None,
         typer.Option(
             "--register-job",
-            help="Write this job's plan request (BACKEND#NATIVE_ID) with --evaluate as its current plan.",
+            metavar="BACKEND#ID",
+            help="Write this job's plan request, with --evaluate as its current plan.",
         ),
     ] = None,
     table: Annotated[
         str | None,
-        typer.Option("--table", help="Registry table for --register-job (default: OSPREY_TABLE_NAME)."),
+        typer.Option(
+            "--table", metavar="NAME", help="Registry table for --register-job (default: OSPREY_TABLE_NAME)."
+        ),
     ] = None,
-    step: Annotated[int, typer.Option("--step", min=0, help="Training step of --register-job's plan.")] = 0,
+    step: Annotated[
+        int | None,
+        typer.Option("--step", metavar="N", help="Training step of --register-job's plan (default: 0)."),
+    ] = None,
+    _help: Annotated[
+        bool,
+        typer.Option(
+            "--help",
+            metavar="",
+            is_eager=True,
+            expose_value=True,
+            callback=_show_help,
+            help="Show this message and exit.",
+        ),
+    ] = False,
 ) -> None:
-    """Recommend a parallel plan (tp, pp, dp, micro-batch, virtual stages), or score one with --evaluate."""
+    """Recommend a parallel plan (tp, pp, dp, micro-batch, virtual stages, recompute, sequence parallelism,
+    distributed optimizer, precision), or score one with --evaluate. Exits 1 when no plan exists, saying why."""
     flags = {
         "layers": layers,
         "hidden": hidden,
@@ -292,12 +466,18 @@ def plan_command(
         "instance-type": instance_type,
         "gpu": gpu,
         "peak-tflops": peak_tflops,
+        "peak-tflops-fp8": peak_tflops_fp8,
         "gpu-memory-gib": gpu_memory_gib,
+        "hbm-gbytes": hbm_gbytes,
         "nvlink-gbytes": nvlink_gbytes,
         "network-gbits": network_gbits,
         "recompute": recompute,
+        "sequence-parallel": sequence_parallel,
         "precision": precision,
         "optimizer-sharding": optimizer_sharding,
+        "flash-attention": flash_attention,
+        "comm-overlap": comm_overlap,
+        "tied-embeddings": tied_embeddings,
         "memory-headroom": memory_headroom,
         "top": top,
         "evaluate": evaluate_plan,
@@ -311,17 +491,21 @@ def plan_command(
         config = resolve(values)
     except PlanConfigError as problems:
         _fail([f"{_where(e, given, config_file)}: {e.message}" for e in problems.errors])
-    options = config.options
+    if step is not None and step < 0:
+        _fail([f"--step: must be a non-negative integer, got {step}"])
     if register_job is not None:
-        _register(register_job, values, config, table, step, as_json)
+        _register(register_job, values, config, table, step or 0, as_json)
         return
 
+    calibration = _read_measured(measured, config) if measured is not None else None
+    options = config.options
+    if calibration is not None:
+        options = dataclasses.replace(options, efficiency=calibration.efficiency)
+        config = dataclasses.replace(config, options=options)
     marked: Evaluation | None = None
     if config.evaluate is not None:
         try:
-            marked = evaluate(
-                config.model, config.cluster, config.evaluate, memory_headroom=options.memory_headroom
-            )
+            marked = _best_variant(config, options.efficiency)
         except PlanError as error:
             _fail([f"{_where(ConfigProblem('evaluate', ''), given, config_file)}: {error}"])
     result = search(config.model, config.cluster, options, keep_all=plot is not None)
@@ -330,27 +514,51 @@ def plan_command(
             plot_search(result, plot, title=_describe(config), marked=marked)
         except OSError as error:
             _fail([f"--plot {plot}: cannot write: {error}"])
-
     if marked is not None:
-        if as_json:
-            typer.echo(json.dumps({"plan": marked.to_dict()}))
-            return
+        extra = {"calibration": calibration.to_dict()} if calibration is not None else {}
+        _print_evaluated(config, marked, result, extra, as_json)
+        return
+    _print_search(config, result, calibration, plot, as_json)
+
+
+def _print_search(
+    config: PlanConfig,
+    result: SearchResult,
+    calibration: Calibration | None,
+    plot: Path | None,
+    as_json: bool,
+) -> None:
+    """The ranking (table or JSON); exit 1 with the reason when no plan exists."""
+    reason = no_plan_reason(config.model, config.cluster, config.options, result)
+    if as_json:
+        extra = {"calibration": calibration.to_dict()} if calibration is not None else {}
+        typer.echo(json.dumps({**result.to_dict(), **extra, **({"reason": reason} if reason else {})}))
+    else:
         console = _console()
         console.print(_describe(config))
-        console.print(_table("evaluated plan", [("-", marked)]))
-        if not marked.feasible:
-            console.print(f"does not fit: {marked.reason}")
-        if result.best is not None:
-            console.print(_table("planner's best, for comparison", [("1", result.best)]))
-        return
+        if calibration is not None:
+            console.print(_calibration_line(calibration))
+        if result.candidates:
+            title = f"top {len(result.candidates)} of {result.feasible} feasible plans ({result.evaluated} evaluated)"
+            if result.best is None:
+                title = f"no plan fits in memory; the {len(result.candidates)} needing least memory"
+            console.print(_table(title, [(str(i), e) for i, e in enumerate(result.candidates, start=1)]))
+        if plot is not None:
+            console.print(f"search space drawn to {plot}")
+    if reason:
+        _fail([reason])
+
+
+def _print_evaluated(
+    config: PlanConfig, marked: Evaluation, result: SearchResult, extra: dict[str, Any], as_json: bool
+) -> None:
     if as_json:
-        typer.echo(json.dumps(result.to_dict()))
+        typer.echo(json.dumps({"plan": marked.to_dict(), **extra}))
         return
     console = _console()
     console.print(_describe(config))
-    title = f"top {len(result.candidates)} of {result.feasible} feasible plans ({result.evaluated} evaluated)"
-    if result.best is None:
-        title = f"no plan fits in memory; the {len(result.candidates)} needing least memory"
-    console.print(_table(title, [(str(i), e) for i, e in enumerate(result.candidates, start=1)]))
-    if plot is not None:
-        console.print(f"search space drawn to {plot}")
+    console.print(_table("evaluated plan", [("-", marked)]))
+    if not marked.feasible:
+        console.print(f"does not fit: {marked.reason}")
+    if result.best is not None:
+        console.print(_table("planner's best, for comparison", [("1", result.best)]))

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from osprey.cli.main import app
 from osprey_control.planner import ModelSpec, Plan, cluster, evaluate, search
-from osprey_control.planner.config import KEYS
+from osprey_control.planner.config import KEYS, resolve
 
 runner = CliRunner()
 
@@ -61,18 +61,40 @@ def test_json_best_and_top_k_candidates() -> None:
             "dp_comm_s",
             "memory",
         }
-    # And it is exactly the library's answer
-    best = search(MODEL, CLUSTER).best
+    # And it is exactly the library's answer, with the options the CLI leaves to the search
+    config = resolve(
+        {
+            "layers": 48,
+            "hidden": 8192,
+            "heads": 64,
+            "seq": 2048,
+            "vocab": 51200,
+            "global-batch": 1536,
+            "gpus": 512,
+            "instance-type": "p4de.24xlarge",
+        }
+    )
+    best = search(config.model, config.cluster, config.options).best
     assert best is not None
     assert (out["best"]["tp"], out["best"]["pp"], out["best"]["micro_batch"]) == (
         best.plan.tp,
         best.plan.pp,
         best.plan.micro_batch,
     )
+    assert (out["best"]["recompute"], out["best"]["distributed_optimizer"]) == (
+        best.recompute,
+        best.distributed_optimizer,
+    )
+
+
+FIXED_OPTIONS = [
+    "--recompute", "full", "--sequence-parallel", "off", "--optimizer-sharding", "none",
+    "--flash-attention", "off", "--comm-overlap", "off",
+]  # fmt: skip
 
 
 def test_evaluate_scores_the_given_plan() -> None:
-    out = _json(*MODEL_FLAGS, *CLUSTER_FLAGS, "--evaluate", "tp=8,pp=2,micro_batch=4")
+    out = _json(*MODEL_FLAGS, *CLUSTER_FLAGS, *FIXED_OPTIONS, "--evaluate", "tp=8,pp=2,micro_batch=4")
     assert set(out) == {"plan"}
     plan = out["plan"]
     assert set(plan) >= PLAN_FIELDS
@@ -130,14 +152,74 @@ def test_table_for_an_evaluated_plan_that_does_not_fit() -> None:
     assert "planner's best" in result.stdout
 
 
-def test_no_plan_fits_gives_best_null() -> None:
-    out = _json(
+def test_no_plan_fits_gives_best_null_the_reason_and_exit_1() -> None:
+    result = _run(
         "--layers", "400", "--hidden", "16384", "--heads", "128", "--seq", "2048", "--vocab", "51200",
-        "--global-batch", "64", "--gpus", "8", "--instance-type", "p4d.24xlarge",
+        "--global-batch", "64", "--gpus", "8", "--instance-type", "p4d.24xlarge", "--json",
     )  # fmt: skip
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
     assert out["best"] is None
     assert out["candidates"]
     assert not any(plan["feasible"] for plan in out["candidates"])
+    smallest = min(plan["memory_gib_per_gpu"] for plan in out["candidates"])
+    assert f"error: no plan fits in memory: the smallest needs {smallest:.1f} GiB per GPU" in result.stderr
+    assert "the GPU has 40 GiB (36.0 usable at headroom 0.9)" in result.stderr
+    assert out["reason"] in result.stderr
+
+
+def test_no_data_parallel_size_dividing_the_batch_is_explained() -> None:
+    # Given 25 layers (pp 1, 5 or 25), tp up to 8 and 64 GPUs: dp is 64, 32, 16 or 8; the batch is odd
+    result = _run(
+        "--layers", "25", "--hidden", "2048", "--heads", "16", "--seq", "2048", "--vocab", "51200",
+        "--global-batch", "1001", "--gpus", "64", "--instance-type", "p4de.24xlarge",
+    )  # fmt: skip
+    # Then it exits 1 and says which sizes were possible
+    assert result.exit_code == 1
+    assert (
+        "error: no data-parallel size divides the global batch 1001 for 64 GPUs with tp*pp in {1, 2, 4, 8}; "
+        "choose a global batch divisible by one of 64, 32, 16, 8" in result.stderr
+    )
+
+
+def test_table_shows_the_chosen_options_and_the_score() -> None:
+    result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--top", "2")
+    assert result.exit_code == 0, result.output
+    for header in ("RECOMPUTE", "SP", "DIST-OPT", "PREC", "SCORE"):
+        assert header in result.stdout
+    out = _json(*MODEL_FLAGS, *CLUSTER_FLAGS, "--top", "2")
+    assert out["best"]["score"] >= out["candidates"][1]["score"] > 0
+    assert {"recompute", "sequence_parallel", "distributed_optimizer", "precision"} <= set(out["best"])
+
+
+def test_a_fully_specified_custom_gpu_needs_no_name() -> None:
+    custom = [
+        "--gpus", "64", "--gpus-per-node", "8", "--peak-tflops", "989", "--gpu-memory-gib", "80",
+        "--hbm-gbytes", "3350", "--nvlink-gbytes", "450", "--network-gbits", "3200",
+    ]  # fmt: skip
+    out = _json(*MODEL_FLAGS[:-1], "512", *custom)
+    assert out["best"]["memory_limit_gib"] == pytest.approx(72.0)
+    # Leaving out one figure names it
+    result = _run(*MODEL_FLAGS, *custom[:-6], *custom[-4:])
+    assert result.exit_code == 1
+    assert "missing: hbm-gbytes" in result.stderr
+
+
+def test_fp8_is_searched_only_where_the_gpu_has_it() -> None:
+    h100 = _json(
+        *MODEL_FLAGS, "--gpus", "512", "--instance-type", "p5.48xlarge", "--precision", "any", "--top", "20"
+    )
+    assert "fp8" in {plan["precision"] for plan in h100["candidates"]}
+    a100 = _json(*MODEL_FLAGS, *CLUSTER_FLAGS, "--precision", "any", "--top", "20")
+    assert {plan["precision"] for plan in a100["candidates"]} == {"bf16"}
+
+
+def test_help_has_no_placeholders_or_backticks() -> None:
+    result = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "100", "TERM": "dumb"})
+    assert result.exit_code == 0
+    assert "<bool>" not in result.stdout
+    assert "`" not in result.stdout
+    assert "…" not in result.stdout
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:
@@ -228,7 +310,7 @@ def test_register_job_writes_the_plan_request(monkeypatch: pytest.MonkeyPatch) -
         create_table(client, "osprey-jobs")
         # When a user registers a running job for planning with its current plan
         plan = "tp=8,pp=2,micro_batch=4"
-        result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--evaluate", plan, "--register-job", "batch#job-1",
+        result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, *FIXED_OPTIONS[:2], *FIXED_OPTIONS[4:], "--evaluate", plan, "--register-job", "batch#job-1",
                       "--table", "osprey-jobs", "--step", "120")  # fmt: skip
         # Then the request is in the registry with the flags as the planner's inputs
         assert result.exit_code == 0, result.output
