@@ -3,10 +3,12 @@
 slurmrestd authenticates each request with two headers, ``X-SLURM-USER-NAME`` and ``X-SLURM-USER-TOKEN`` (a
 JWT, :mod:`osprey_control.slurm.token`). Its answers need care, and this module is where that care lives:
 
-- a request Slurm refused still answers **HTTP 200**, with a non-empty ``errors`` list (``Invalid job id
-  specified``, ``Priority must be >0``); :func:`raise_for_errors` turns that list into a classified error;
-- a bad token answers 500 ``Authentication failure`` and a missing one 401: both are credentials to fix
-  (permanent), not a server to wait for;
+- a request Slurm refused answers **HTTP 200** (``Priority must be >0``) or 500 (``Invalid job id
+  specified`` on an update) with a non-empty ``errors`` list; that list, not the status, decides:
+  :func:`raise_for_errors` turns it into a classified error;
+- a missing token answers 401 (a credential to fix: permanent); a refused token and a stopped slurmctld
+  both answer 500 with one ``Unspecified error`` and no Slurm error number (measured on 22.05.8), so that
+  answer is transient and makes the credential source read its secret again;
 - no answer, a timeout, 429, 502/503/504, or a Slurm error that means "the controller is busy or unreachable"
   (``_TRANSIENT_SLURM_ERRORS``) are transient.
 
@@ -91,7 +93,8 @@ def _number(entry: Mapping[str, Any]) -> int:
 
 
 def raise_for_errors(body: Mapping[str, Any], what: str) -> None:
-    """Raise the classified error an answer's ``errors`` list describes (HTTP 200 included); nothing if empty."""
+    """Raise the classified error an answer's ``errors`` list describes (HTTP 200 or 500 alike); nothing if
+    the list is empty."""
     errors = [entry for entry in body.get("errors") or [] if isinstance(entry, Mapping)]
     if not errors:
         return
@@ -188,6 +191,10 @@ class SlurmClient:
         self, method: str, path: str, *, what: str, body: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         credentials = self.credentials()
+        if not credentials.token.strip() or not credentials.user_name.strip():
+            raise SlurmRejectedError(
+                f"{what}: no slurmrestd token or user name (check the JWT secret)", reason="unauthorized"
+            )
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             f"{self.url}/slurm/{self.version}{path}",
@@ -219,7 +226,31 @@ class SlurmClient:
         return answer
 
     def _http_error(self, error: urllib.error.HTTPError, what: str) -> SlurmApiError:
-        text = error.read(300).decode("utf-8", "replace").strip()
+        raw = error.read(1_000_000)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        # slurmrestd also answers 500 with the usual body when Slurm refused (an unknown job id): its errors
+        # list, not the status, says what happened.
+        if isinstance(body, dict) and body.get("errors"):
+            numbers = [_number(entry) for entry in body["errors"] if isinstance(entry, Mapping)]
+            if error.code >= 500 and all(number < 0 for number in numbers):
+                # "Unspecified error" with no number: measured for both a stopped slurmctld and a refused token
+                # (slurmrestd v0.0.38 drops the errno). Retrying is right for the first; re-reading the secret
+                # for the second.
+                if self.on_unauthorized is not None:
+                    self.on_unauthorized()
+                return SlurmUnavailableError(
+                    f"{what}: slurmrestd answered HTTP {error.code} without a Slurm error number: slurmctld is "
+                    "unreachable or the token was refused (slurmrestd does not say which); the secret is read "
+                    "again and the call retried"
+                )
+            try:
+                raise_for_errors(body, f"{what} (HTTP {error.code})")
+            except SlurmApiError as classified_error:
+                return classified_error
+        text = raw[:300].decode("utf-8", "replace").strip()
         message = f"{what}: slurmrestd answered HTTP {error.code} {text}"
         if error.code == 401 or (error.code == 500 and "Authentication failure" in text):
             if self.on_unauthorized is not None:

@@ -303,7 +303,8 @@ def discover(
                 submitted_at=submitted,
                 nodes=tuple(refs),
                 priority=priority,
-                requested_gpus=job_gpus(job),
+                # The request, else what the allocation holds (an --exclusive job gets every GPU of its nodes).
+                requested_gpus=job_gpus(job) or sum(node.gpus or 0 for node in refs) or None,
                 declared_runtime_s=_time_limit(job),
                 user=str(job.get("user_name") or "") or None,
                 tags=tags,
