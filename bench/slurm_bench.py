@@ -1,0 +1,259 @@
+"""Real-scheduler benchmark: one compressed workload on a real Slurm, with and without Osprey.
+
+Run: ``.venv/bin/python bench/slurm_bench.py`` (root and the Debian Slurm packages, as ``.ci/setup``
+installs them; options ``--jobs``, ``--nodes``, ``--min-duration``/``--max-duration``, ``--interval``,
+``--seed``, ``--compression``). It prints::
+
+    scheduler=slurm mean_wait_s=<x> makespan_s=<x>
+    scheduler=slurm+osprey mean_wait_s=<x> makespan_s=<x>
+
+and the ratios of the second to the first (the baseline, measured in the same run).
+
+The workload (seeded): ``--jobs`` sleep jobs of 1, 2, 4 or 8 nodes (weights 4:3:2:1), each sleeping
+``--min-duration``..``--max-duration`` seconds, arriving over the first 20 s, with declared time limits
+(``--time``, twice the duration rounded up to minutes, Slurm's unit) and ``expected_runtime`` in the Osprey
+marker (the user's estimate: the duration within ±20 %). Each run gets a fresh local Slurm of ``--nodes``
+8-GPU nodes (tests/slurm/cluster.py) and the same submissions at the same offsets:
+
+- ``slurm``: Slurm's own ``priority/multifactor`` (without slurmdbd its age and fair-share factors are
+  unavailable, so equal jobs go in submission order) with backfill;
+- ``slurm+osprey``: the same, plus Osprey's loop every ``--interval`` seconds: discovery through slurmrestd,
+  the real derivation engine on the shipped ``default-policy`` with its time ranges divided by
+  ``--compression`` (the workload compresses hours into seconds: a 4 h ``queue_wait`` range becomes 60 s at
+  the default 240), damping from the priority last applied, and the Slurm applier writing changed priorities
+  through slurmrestd.
+
+Wait is Slurm's ``start_time`` minus the submission; makespan is the last ``end_time`` minus the first
+submission (Slurm's times are whole seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.slurm.cluster: the same local Slurm the tests use
+
+from tests.slurm.cluster import LocalSlurm, missing_requirements  # noqa: E402
+
+from osprey_control.apply import PriorityChange  # noqa: E402
+from osprey_control.contract import parse_block  # noqa: E402
+from osprey_control.derivation import (  # noqa: E402
+    CompiledPolicy,
+    JobMetrics,
+    compile_policy,
+    derive,
+    job_level_values,
+)
+from osprey_control.policy.loader import policy_from_mapping  # noqa: E402
+from osprey_control.policy.shipped import shipped_policy_file  # noqa: E402
+from osprey_control.registry import Backend, JobRecord, JobStatus  # noqa: E402
+from osprey_control.slurm import SlurmApplier, SlurmObservation, discover, marker  # noqa: E402
+
+_TIME_METRICS = {"remaining_time": 1.0, "queue_wait": 1.0, "attained_service": 1.0}
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int
+    offset_s: float
+    nodes: int
+    duration_s: int
+    estimate_s: int
+
+
+def workload(jobs: int, min_s: int, max_s: int, seed: int) -> list[Job]:
+    rng = random.Random(seed)
+    made = []
+    for index in range(jobs):
+        duration = rng.randint(min_s, max_s)
+        made.append(
+            Job(
+                index=index,
+                offset_s=round(rng.uniform(0, 20), 2),
+                nodes=rng.choices((1, 2, 4, 8), weights=(4, 3, 2, 1))[0],
+                duration_s=duration,
+                estimate_s=max(1, round(duration * rng.uniform(0.8, 1.2))),
+            )
+        )
+    return sorted(made, key=lambda job: job.offset_s)
+
+
+def compressed_policy(compression: float) -> CompiledPolicy:
+    """``default-policy`` with every time range divided by ``compression`` (attained service is GPU-hours)."""
+    document = yaml.safe_load(shipped_policy_file("default-policy").read_text())
+    for rule in document["spec"]["derivationRules"]:
+        if rule.get("metric") in _TIME_METRICS and "range" in rule:
+            rule["range"] = [value / compression for value in rule["range"]]
+    policy, issues = policy_from_mapping(document, "default-policy (compressed)")
+    if policy is None:
+        raise SystemExit(f"compressed policy invalid: {issues}")
+    return compile_policy(policy)
+
+
+class OspreyLoop:
+    """Discovery → derivation → apply, every ``interval`` seconds, until stopped."""
+
+    def __init__(self, slurm: LocalSlurm, policy: CompiledPolicy, interval: float) -> None:
+        self.slurm = slurm
+        self.policy = policy
+        self.interval = interval
+        self.applied: dict[int, int] = {}
+        self.writes = 0
+        self.cycles = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._applier = SlurmApplier(lambda cluster: slurm.client())
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.cycle()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def _values(self, observation: SlurmObservation, now: datetime) -> dict[str, float]:
+        running = observation.status is JobStatus.RUNNING
+        held = (now - observation.status_time).total_seconds() if running else 0.0
+        expected = observation.block.expected_runtime
+        waited = (now - observation.submitted_at).total_seconds() if observation.submitted_at else None
+        gpus = observation.requested_gpus or 0
+        return job_level_values(
+            queue_wait_s=waited,
+            attained_gpu_hours=gpus * held / 3600 if running else 0.0,
+            remaining_s=max(0.0, expected - held) if expected is not None else None,
+            requested_gpus=observation.requested_gpus,
+        )
+
+    def cycle(self) -> None:
+        now = datetime.now(UTC)
+        changes = []
+        for observation in discover(self.slurm.client(), self.slurm.cluster).observations:
+            if observation.status not in (JobStatus.PENDING, JobStatus.RUNNING):
+                continue
+            previous = self.applied.get(observation.job_id)
+            job = JobMetrics(str(observation.job_id), (), self._values(observation, now), backend="slurm")
+            decision = derive(self.policy, job, previous)
+            if decision.priority == previous:
+                continue
+            record = JobRecord(
+                backend=Backend.SLURM,
+                native_id=observation.native_id,
+                name=observation.name,
+                block=observation.block,
+                status=observation.status,
+                status_time=observation.status_time,
+                cluster=observation.cluster,
+                applied_priority=previous,
+            )
+            changes.append(PriorityChange(record, decision.priority))
+        if changes:
+            report = self._applier.apply(changes)
+            self.writes += report.writes
+            for result in report.applied:
+                self.applied[int(result.job.native_id.rsplit("/", 1)[1])] = result.priority
+        self.cycles += 1
+
+
+def run(
+    name: str, jobs: list[Job], nodes: int, osprey: OspreyLoop | None, slurm: LocalSlurm
+) -> dict[str, Any]:
+    submitted: dict[int, float] = {}
+    began = time.time()
+    if osprey is not None:
+        osprey.start()
+    try:
+        for job in jobs:
+            delay = began + job.offset_s - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            block = parse_block(
+                {"priority_derivation_profile": "default-policy", "expected_runtime": job.estimate_s}
+            )
+            job_id = slurm.sbatch(
+                f"-N{job.nodes}",
+                "--exclusive",
+                f"--time={math.ceil(job.duration_s * 2 / 60)}",
+                f"--comment={marker(block)}",
+                f"--job-name=bench-{job.index}",
+                wrap=f"sleep {job.duration_s}",
+            )
+            submitted[job_id] = time.time()
+        deadline = time.time() + 3600
+        while slurm.squeue_states() and time.time() < deadline:
+            time.sleep(0.5)
+    finally:
+        if osprey is not None:
+            osprey.stop()
+    client = slurm.client()
+    waits, ends = [], []
+    for job_id, at in submitted.items():
+        info = client.job(job_id) or {}
+        start, end = info.get("start_time"), info.get("end_time")
+        if not isinstance(start, int) or not isinstance(end, int):
+            raise SystemExit(f"{name}: job {job_id} has no start/end time: {info.get('job_state')}")
+        waits.append(max(0.0, start - at))
+        ends.append(end)
+    return {
+        "scheduler": name,
+        "mean_wait_s": statistics.fmean(waits),
+        "makespan_s": max(ends) - min(submitted.values()),
+        "writes": osprey.writes if osprey else 0,
+        "cycles": osprey.cycles if osprey else 0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=40)
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--min-duration", type=int, default=5)
+    parser.add_argument("--max-duration", type=int, default=30)
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between Osprey cycles")
+    parser.add_argument("--compression", type=float, default=240.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    reason = missing_requirements()
+    if reason:
+        print(f"error: a real Slurm cannot run here: {reason}", file=sys.stderr)
+        return 1
+    jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
+    policy = compressed_policy(args.compression)
+    results = []
+    for name in ("slurm", "slurm+osprey"):
+        with LocalSlurm(nodes=args.nodes, gpus=8, cluster="bench") as slurm:
+            loop = OspreyLoop(slurm, policy, args.interval) if name == "slurm+osprey" else None
+            results.append(run(name, jobs, args.nodes, loop, slurm))
+    for result in results:
+        print(
+            f"scheduler={result['scheduler']} mean_wait_s={result['mean_wait_s']:.1f} makespan_s={result['makespan_s']:.1f}"
+        )
+    base, layered = results
+    print(
+        f"ratio slurm+osprey/slurm mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
+        f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
+        f"(osprey cycles={layered['cycles']} priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
