@@ -24,6 +24,7 @@ from osprey_control.apply.base import DERIVED_PRIORITY_TAG
 from osprey_control.contract import ENABLED_TAG
 from osprey_infra.table_access import (
     APPLY,
+    APPLY_SHARES,
     COLLECT,
     DERIVE,
     EKS_DISCOVERY,
@@ -59,6 +60,7 @@ def grant_control_plane(plane: OspreyControlPlane, policy_prefix: str) -> None:
         (plane.collect, COLLECT),
         (plane.derive, DERIVE),
         (plane.apply, APPLY),
+        (plane.apply, APPLY_SHARES),
     ):
         grant_table_access(table, made.role, access)
     if plane.eks_discovery is not None:

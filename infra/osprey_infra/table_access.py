@@ -1,7 +1,8 @@
 """What each function may do on the registry table: the DynamoDB actions its code calls, and nothing else.
 
 CDK's ``grant_read_write_data`` would also give Scan, DeleteItem, BatchWriteItem, DescribeTable and the stream
-reads, which no Osprey function calls: with it, any function could delete the cycle lease or a job. Each
+reads on every item, which no Osprey function needs: with it, any function could delete the cycle lease or a
+job (the apply function deletes only its share-ledger items, under a ``dynamodb:LeadingKeys`` condition). Each
 :class:`TableAccess` below lists the calls of the modules its handler uses (the comment names them), so a new
 call needs a line here; ``tests/infra/test_least_privilege.py`` runs a cycle and fails on any DynamoDB call a
 role was not granted.
@@ -19,10 +20,12 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 
 from osprey_control.registry.items import ACTIVE_INDEX, APPLY_PENDING_INDEX
+from osprey_control.registry.keys import SHARES_PK
 from osprey_control.registry.lease import LEASE_PK
 
 __all__ = [
     "APPLY",
+    "APPLY_SHARES",
     "COLLECT",
     "DERIVE",
     "EKS_DISCOVERY",
@@ -49,6 +52,7 @@ class TableAccess:
 
 _GET, _PUT, _UPDATE = "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"
 _QUERY, _CHECK, _BATCH_GET = "dynamodb:Query", "dynamodb:ConditionCheckItem", "dynamodb:BatchGetItem"
+_DELETE = "dynamodb:DeleteItem"
 
 # JobRegistry.apply_observation (GetItem, PutItem) and mark_spot_risk (UpdateItem on the instance's RISK
 # item, Query of the instance's JOB# links on the table, then the jobs' GetItem/PutItem).
@@ -65,8 +69,11 @@ COLLECT = TableAccess((_PUT,), indexes=(ACTIVE_INDEX,))
 # the job and history Puts with the fence's ConditionCheck on the lease item.
 DERIVE = TableAccess((_GET, _PUT, _CHECK), indexes=(ACTIVE_INDEX,))
 # pending_keys (Query on apply-pending), get and Fence.holds (GetItem); record_applied / record_apply_failure:
-# a PutItem, or with the fence a transaction of that Put and the ConditionCheck.
-APPLY = TableAccess((_GET, _PUT, _CHECK), indexes=(APPLY_PENDING_INDEX,))
+# a PutItem, or with the fence a transaction of that Put and the ConditionCheck; ShareLedger.add (PutItem) and
+# ShareLedger.finished (BatchGetItem of the jobs' META items).
+APPLY = TableAccess((_GET, _PUT, _CHECK, _BATCH_GET), indexes=(APPLY_PENDING_INDEX,))
+# ShareLedger.entries (Query of the ledger's partition) and remove (DeleteItem): the ledger's items only.
+APPLY_SHARES = TableAccess((_QUERY, _DELETE), leading_keys=(SHARES_PK,))
 # JobRegistry.apply_observation only.
 EKS_DISCOVERY = TableAccess((_GET, _PUT))
 # GangStore.load (GetItem) and save (conditional PutItem) of the job's GANG item.

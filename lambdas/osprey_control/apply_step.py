@@ -41,6 +41,7 @@ from osprey_control.apply import (
     ApplyResult,
     BatchShareApplier,
     GuardedApplier,
+    Housekeeper,
     Outcome,
     PriorityChange,
     ServiceJobApplier,
@@ -48,6 +49,7 @@ from osprey_control.apply import (
     apply_all,
     prefilter,
 )
+from osprey_control.apply.batch import ShareLedgerPort
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.errors import is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
@@ -239,12 +241,18 @@ class EksApplier:
 
 
 def default_appliers(
-    *, batch_client: Any = None, sagemaker_client: Any = None, eks_connect: Callable[[str], Any] | None = None
+    *,
+    batch_client: Any = None,
+    sagemaker_client: Any = None,
+    eks_connect: Callable[[str], Any] | None = None,
+    share_ledger: ShareLedgerPort | None = None,
 ) -> list[Applier]:
+    """Every backend's applier; ``share_ledger`` (the registry's) lets the Batch applier prune the shares of
+    finished jobs."""
     return [
         ServiceJobApplier(batch_client),
         TrainingJobTagApplier(sagemaker_client),
-        BatchShareApplier(batch_client),
+        BatchShareApplier(batch_client, share_ledger),
         EksApplier(eks_connect),
     ]
 
@@ -316,4 +324,18 @@ def apply_cycle(
             part = applier.apply(batch)
         record_outcomes(part, registry, keys, now, fence)
         report.extend(part)
+    _housekeep(appliers, report, deadline, fence)
     return report
+
+
+def _housekeep(
+    appliers: Iterable[Applier], report: ApplyReport, deadline: Deadline, fence: Fence | None
+) -> None:
+    """Each applier's once-a-cycle work, after the jobs: it never delays a priority, so it runs only with time
+    and the lease left."""
+    may_write = fence.holds if fence is not None else lambda: True
+    for applier in appliers:
+        if deadline.expired or report.fence_lost:
+            return
+        if isinstance(applier, Housekeeper):
+            report.extend(applier.housekeep(may_write))

@@ -23,6 +23,7 @@ from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE, apply_cycle, 
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.fence import Fence
+from osprey_control.registry.shares import ShareLedger
 from osprey_control.telemetry import MetricPoint
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
@@ -39,7 +40,9 @@ class ApplySettings(HandlerSettings):
 @cache
 def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
     settings = ApplySettings.model_validate(dict(os.environ))
-    return settings, JobRegistry(settings.table_name, shards=settings.shards), default_appliers()
+    registry = JobRegistry(settings.table_name, shards=settings.shards)
+    ledger = ShareLedger(settings.table_name, registry.client)
+    return settings, registry, default_appliers(share_ledger=ledger)
 
 
 @logger.inject_lambda_context
@@ -83,6 +86,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         ],
         "writes": report.writes,
     }
+    if report.pruned:
+        answer["sharesPruned"] = report.pruned
     if report.deferred:  # only then: the cycle's output stays as it was for a cycle that finished its work
         answer["deferred"] = len(report.deferred)
     if report.fence_lost:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -27,9 +28,9 @@ from tests.infra.e2e.harness import CycleHarness, deployed, synthesized_template
 from tests.infra.iam import DynamoCall, actions, allowed, function_statements, resource_kind, resources
 
 # What no Osprey function calls: the writes that could delete the lease or a job, and the stream reads.
+# (DeleteItem is granted to the apply function on its share-ledger items only: see the test below.)
 NEVER = {
     "dynamodb:Scan",
-    "dynamodb:DeleteItem",
     "dynamodb:BatchWriteItem",
     "dynamodb:GetRecords",
     "dynamodb:GetShardIterator",
@@ -38,6 +39,7 @@ NEVER = {
     "dynamodb:PartiQLDelete",
 }
 LEASE_KEY = "LEASE#cycle"
+SHARES_KEY = "SHARES#batch"
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +79,35 @@ def test_each_function_holds_exactly_the_dynamodb_actions_its_code_calls(
         "shards": {query: active},
         "collect": {put: table, query: active},
         "derive": {get: table, put: table, check: table, query: active},
-        "apply": {get: table, put: table, check: table, query: pending},
+        "apply": {
+            get: table,
+            put: table,
+            check: table,
+            "dynamodb:BatchGetItem": table,
+            query: pending | table,
+            "dynamodb:DeleteItem": table,
+        },
         "eks_discovery": {get: table, put: table},
         "gang_watch": {get: table, put: table},
         "plan": {"dynamodb:BatchGetItem": table, put: table, update: table, query: active},
     }
-    # ... so none of them may scan, delete, batch-write or read the stream
+    # ... so none of them may scan, batch-write or read the stream
     assert not any(NEVER & set(found) for found in granted.values())
+
+
+def test_only_the_apply_function_deletes_and_only_its_share_ledger_items(
+    statements: dict[str, list[dict[str, Any]]],
+) -> None:
+    # Given every function's statements that grant DeleteItem or a Query on the table itself
+    deleting = {
+        module: [s for s in found if "dynamodb:DeleteItem" in actions(s)]
+        for module, found in statements.items()
+    }
+    # Then only apply holds DeleteItem, and only under the share ledger's partition key
+    assert {module for module, found in deleting.items() if found} == {"apply"}
+    for statement in deleting["apply"]:
+        assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARES_KEY]}}
+        assert "dynamodb:Query" in actions(statement)
 
 
 @pytest.mark.parametrize("module", ["lease", "finish"])
@@ -174,7 +198,12 @@ def iam_checks(operation: str, params: dict[str, Any]) -> list[DynamoCall]:
         ]
     if operation == "Query":
         index = params.get("IndexName")
-        return [DynamoCall("dynamodb:Query", f"index/{index}" if index else "table")]
+        if index:
+            return [DynamoCall("dynamodb:Query", f"index/{index}")]
+        # A table Query's LeadingKeys is the partition key value its key condition names.
+        found = re.search(r"\bpk = (:\w+)", params.get("KeyConditionExpression", ""))
+        value = params.get("ExpressionAttributeValues", {}).get(found.group(1)) if found else None
+        return [DynamoCall("dynamodb:Query", "table", value["S"] if value else None)]
     return [DynamoCall(f"dynamodb:{operation}", "table", _pk(params.get("Key") or params.get("Item")))]
 
 

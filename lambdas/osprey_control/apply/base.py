@@ -30,6 +30,7 @@ __all__ = [
     "ApplyResult",
     "ClientApplier",
     "GuardedApplier",
+    "Housekeeper",
     "Outcome",
     "PriorityChange",
     "apply_all",
@@ -75,10 +76,13 @@ class ApplyReport:
     deferred: list[JobKey] = field(default_factory=list)
     # Another execution took the cycle lease: this one stopped writing (its jobs stay pending for that one).
     fence_lost: bool = False
+    # Fair-share entries of finished jobs taken out of their scheduling policies (Batch housekeeping).
+    pruned: int = 0
 
     def extend(self, other: ApplyReport) -> None:
         self.results.extend(other.results)
         self.writes += other.writes
+        self.pruned += other.pruned
         self.unrecorded.extend(other.unrecorded)
         self.deferred.extend(other.deferred)
         self.fence_lost = self.fence_lost or other.fence_lost
@@ -125,6 +129,14 @@ class GuardedApplier(Applier, Protocol):
     def apply_guarded(
         self, changes: Sequence[PriorityChange], may_write: Callable[[], bool]
     ) -> ApplyReport: ...
+
+
+@runtime_checkable
+class Housekeeper(Protocol):
+    """An applier with work of its own once per cycle, after the jobs are applied (Batch: pruning the shares of
+    finished jobs). ``may_write`` as for :class:`GuardedApplier`."""
+
+    def housekeep(self, may_write: Callable[[], bool]) -> ApplyReport: ...
 
 
 def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> bool:

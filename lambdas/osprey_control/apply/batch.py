@@ -11,6 +11,11 @@ entries of other share identifiers (and ``shareDecaySeconds``, ``computeReservat
 A job whose identifier is covered by another entry's wildcard (``team*``) fails on its own, since Batch rejects
 overlapping identifiers. If the update fails, only the jobs of that policy fail.
 
+Entries Osprey adds are recorded in the registry's share ledger (:mod:`osprey_control.registry.shares`), and
+:meth:`BatchShareApplier.housekeep`, which the apply step runs once per cycle, takes the entries of finished jobs
+out of their policies again: Batch allows 500 active share identifiers per queue. Entries that were in a
+policy before Osprey touched them are never recorded, so never removed.
+
 The update is a read-modify-write of the whole policy, so two executions updating it at once could lose each
 other's weights. :meth:`BatchShareApplier.apply_guarded` asks the apply step's fence right before each
 ``UpdateSchedulingPolicy`` and stops once another execution holds the lease (docs/control-plane.md, Fencing).
@@ -21,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from osprey_control.apply.base import (
     ApplyReport,
@@ -33,9 +38,10 @@ from osprey_control.apply.base import (
     is_enabled,
     prefilter,
 )
-from osprey_control.registry.model import Backend
+from osprey_control.registry.model import Backend, JobKey
+from osprey_control.registry.shares import ShareEntry
 
-__all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "BatchShareApplier", "weight_factor"]
+__all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "BatchShareApplier", "ShareLedgerPort", "weight_factor"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +62,18 @@ def weight_factor(priority: int) -> float:
     ratio = MAX_WEIGHT / MIN_WEIGHT
     weight: float = MIN_WEIGHT * ratio ** ((100 - priority) / 100)
     return round(weight, 4)
+
+
+class ShareLedgerPort(Protocol):
+    """The registry's record of the share entries Osprey added (:class:`osprey_control.registry.shares.ShareLedger`)."""
+
+    def entries(self) -> list[ShareEntry]: ...
+
+    def add(self, entries: Iterable[ShareEntry]) -> None: ...
+
+    def remove(self, entries: Iterable[ShareEntry]) -> None: ...
+
+    def finished(self, entries: Iterable[ShareEntry]) -> list[ShareEntry]: ...
 
 
 @dataclass(slots=True)
@@ -86,6 +104,10 @@ class BatchShareApplier(ClientApplier):
     service = "batch"
     chunk_size = None  # one UpdateSchedulingPolicy per policy per cycle: all of a cycle's jobs at once
 
+    def __init__(self, client: Any = None, ledger: ShareLedgerPort | None = None) -> None:
+        super().__init__(client)
+        self.ledger = ledger
+
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         return self.apply_guarded(changes, lambda: True)
 
@@ -97,12 +119,30 @@ class BatchShareApplier(ClientApplier):
         report = ApplyReport(results)
         pending = self._resolve_jobs(todo, report)
         by_policy = self._resolve_policies(pending, report)
+        owners = self._owners(by_policy, report)
         for policy_arn, jobs in by_policy.items():
             if report.fence_lost:
                 report.deferred.extend(item.change.record.key for item in jobs)
                 continue
-            self._update_policy(policy_arn, jobs, report, may_write)
+            self._update_policy(policy_arn, jobs, report, may_write, owners)
         return report
+
+    def _owners(
+        self, by_policy: dict[str, list[_Pending]], report: ApplyReport
+    ) -> dict[tuple[str, str], JobKey] | None:
+        """Which job each recorded entry belongs to (one ledger read per cycle); None without a ledger. If the
+        ledger cannot be read, the jobs fail (retried next cycle) rather than add entries nobody could prune."""
+        if self.ledger is None or not by_policy:
+            return None
+        try:
+            return {(entry.policy_arn, entry.share): entry.job for entry in self.ledger.entries()}
+        except Exception as error:
+            for policy_arn, jobs in list(by_policy.items()):
+                report.results.extend(
+                    failure(item.change, error, "reading the share ledger") for item in jobs
+                )
+                del by_policy[policy_arn]
+            return None
 
     def _resolve_jobs(self, changes: list[PriorityChange], report: ApplyReport) -> list[_Pending]:
         """Live tags, share identifier and queue of each job (DescribeJobs, 100 per call)."""
@@ -174,7 +214,12 @@ class BatchShareApplier(ClientApplier):
         return grouped
 
     def _update_policy(
-        self, policy_arn: str, jobs: list[_Pending], report: ApplyReport, may_write: Callable[[], bool]
+        self,
+        policy_arn: str,
+        jobs: list[_Pending],
+        report: ApplyReport,
+        may_write: Callable[[], bool],
+        owners: dict[tuple[str, str], JobKey] | None = None,
     ) -> None:
         try:
             [policy] = self.client.describe_scheduling_policies(arns=[policy_arn])["schedulingPolicies"]
@@ -188,8 +233,13 @@ class BatchShareApplier(ClientApplier):
         index = {str(entry["shareIdentifier"]): entry for entry in distribution}
         accepted = self._accept(jobs, distribution, report)
         changed = False
+        claims: list[ShareEntry] = []
         for item in accepted:
             entry = index.get(item.share)
+            owner = None if owners is None else owners.get((policy_arn, item.share))
+            if entry is None or (owner is not None and owner != item.change.record.key):
+                # Osprey's entry (new, or left by an earlier job with the same identifier): this job's now.
+                claims.append(ShareEntry(policy_arn, item.share, item.change.record.key))
             if entry is None:
                 entry = {"shareIdentifier": item.share}
                 distribution.append(entry)
@@ -199,6 +249,14 @@ class BatchShareApplier(ClientApplier):
                 changed = True
         if not accepted:
             return
+        if claims and self.ledger is not None:
+            try:  # before the policy update: an entry in the policy is always one the ledger knows
+                self.ledger.add(claims)
+            except Exception as error:
+                report.results.extend(
+                    failure(item.change, error, "recording the share entry") for item in accepted
+                )
+                return
         if changed:
             # As late as possible: between this check and the update only milliseconds pass.
             if not may_write():
@@ -227,6 +285,56 @@ class BatchShareApplier(ClientApplier):
                     native_value=f"{item.share}={item.weight}",
                 )
             )
+
+    def housekeep(self, may_write: Callable[[], bool]) -> ApplyReport:
+        """Take the entries of finished jobs out of their scheduling policies (one UpdateSchedulingPolicy per
+        policy that has any), then out of the ledger. Failures are logged and retried next cycle."""
+        report = ApplyReport()
+        if self.ledger is None:
+            return report
+        try:
+            finished = self.ledger.finished(self.ledger.entries())
+        except Exception as error:
+            logger.warning("share ledger unreadable; pruning next cycle", extra={"error": repr(error)})
+            return report
+        by_policy: dict[str, list[ShareEntry]] = {}
+        for entry in finished:
+            by_policy.setdefault(entry.policy_arn, []).append(entry)
+        for policy_arn, entries in by_policy.items():
+            if report.fence_lost:
+                break
+            try:
+                self._prune(self.ledger, policy_arn, entries, report, may_write)
+            except Exception as error:  # this policy's entries wait for the next cycle; the others go on
+                logger.warning("share entries not pruned", extra={"policy": policy_arn, "error": repr(error)})
+        return report
+
+    def _prune(
+        self,
+        ledger: ShareLedgerPort,
+        policy_arn: str,
+        entries: list[ShareEntry],
+        report: ApplyReport,
+        may_write: Callable[[], bool],
+    ) -> None:
+        policies = self.client.describe_scheduling_policies(arns=[policy_arn])["schedulingPolicies"]
+        if policies:
+            fairshare = dict(policies[0].get("fairsharePolicy") or {})
+            distribution = list(fairshare.get("shareDistribution") or ())
+            gone = {entry.share for entry in entries}
+            kept = [entry for entry in distribution if str(entry.get("shareIdentifier")) not in gone]
+            if len(kept) < len(distribution):
+                if not may_write():
+                    report.fence_lost = True
+                    return
+                fairshare["shareDistribution"] = kept
+                report.writes += 1
+                self.client.update_scheduling_policy(arn=policy_arn, fairsharePolicy=fairshare)
+                report.pruned += len(distribution) - len(kept)
+                logger.info(
+                    "finished jobs' shares pruned", extra={"policy": policy_arn, "shares": sorted(gone)}
+                )
+        ledger.remove(entries)  # a deleted policy has nothing left to prune
 
     @staticmethod
     def _accept(

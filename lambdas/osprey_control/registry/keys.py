@@ -11,6 +11,8 @@ plan request / plan record    ``JOB#<backend>#<id>``     ``PLANREQ`` / ``PLAN``
 instance (spot risk)          ``INSTANCE#<id>``          ``RISK``
 cycle lease                   ``LEASE#cycle``            ``LEASE``
 a shard's metric collection   ``COLLECTION#<shard>``     ``META``
+a fair-share entry Osprey     ``SHARES#batch``           ``<scheduling policy ARN>|<share id>``
+added to a Batch policy
 ============================  =========================  ==========================================
 
 Sparse indexes: ``active-jobs`` (``active_shard``) and ``apply-pending`` (``apply_pending_shard``).
@@ -36,11 +38,13 @@ __all__ = [
     "PLAN_REQUEST_SK",
     "PLAN_SK",
     "RISK",
+    "SHARES_PK",
     "collection_key",
     "instance_pk",
     "is_job_pk",
     "job_pk",
     "key_from_pk",
+    "share_sk",
 ]
 
 JOB_PREFIX = "JOB#"
@@ -53,6 +57,7 @@ GANG_SK = "GANG"
 PLAN_SK = "PLAN"
 PLAN_REQUEST_SK = "PLANREQ"
 LEASE_PK = "LEASE#cycle"
+SHARES_PK = "SHARES#batch"
 LEASE_KEY: dict[str, dict[str, str]] = {"pk": {"S": LEASE_PK}, "sk": {"S": "LEASE"}}
 ACTIVE_INDEX = "active-jobs"
 # Sparse: only job items of active jobs whose derived priority still has to reach the backend carry
@@ -60,6 +65,11 @@ ACTIVE_INDEX = "active-jobs"
 # state machine's payload).
 APPLY_PENDING_INDEX = "apply-pending"
 APPLY_PENDING_ATTRIBUTE = "apply_pending_shard"
+
+
+def share_sk(policy_arn: str, share: str) -> str:
+    """The sort key of the entry ``share`` in ``policy_arn`` (``|`` is in neither an ARN nor a share id)."""
+    return f"{policy_arn}|{share}"
 
 
 def job_pk(key: JobKey) -> str:
