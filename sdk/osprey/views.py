@@ -10,7 +10,28 @@ from typing import Any
 
 from osprey_control.gang.decision import GangPhase, GangState
 
-__all__ = ["dropped_rules", "effective_weights", "gang_cell", "gang_details", "human_duration"]
+__all__ = [
+    "decision_inputs",
+    "dropped_rules",
+    "effective_weights",
+    "gang_cell",
+    "gang_details",
+    "human_duration",
+    "load_cell",
+]
+
+# Short column labels for the built-in metrics (docs/design.md §3); any other metric keeps its name.
+_SHORT = {
+    "gpu_utilization": "gpu",
+    "memory_bandwidth_utilization": "membw",
+    "gpu_memory_utilization": "gpumem",
+    "node_interconnect_latency": "latency",
+    "spot_interruption_risk": "spot",
+    "queue_wait": "wait",
+    "attained_service": "service",
+    "remaining_time": "remaining",
+    "requested_gpus": "gpus",
+}
 
 
 def gang_cell(state: GangState | None) -> str:
@@ -103,3 +124,24 @@ def effective_weights(rules: Sequence[Mapping[str, Any]]) -> dict[int, float]:
 def dropped_rules(rules: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The weighted rules that had no data and so did not count (their weight went to the others)."""
     return [rule for rule in rules if rule.get("weight") is not None and not _counts(rule)]
+
+
+def decision_inputs(decision: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """The raw value of each built-in metric a decision read, by metric (None: the rule had no data): the
+    load behind the priority, as the engine saw it."""
+    rules = (decision or {}).get("rules") or []
+    return {str(rule["metric"]): rule.get("value") for rule in rules if rule.get("kind") == "builtin"}
+
+
+def _short_number(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2g}"
+
+
+def load_cell(inputs: Mapping[str, float | None]) -> str:
+    """``gpu 94 membw 71 latency 124`` (``-`` for a metric without data); ``-`` before any decision."""
+    if not inputs:
+        return "-"
+    return " ".join(
+        f"{_SHORT.get(metric, metric)} {'-' if value is None else _short_number(float(value))}"
+        for metric, value in inputs.items()
+    )

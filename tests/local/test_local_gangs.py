@@ -113,7 +113,7 @@ def test_one_gang_forms_and_one_times_out_and_cycle_and_status_show_both(
     ddp_row = next(line for line in cycle.output.splitlines() if line.startswith("ddp-eks "))
     assert ddp_row.endswith(ddp["summary"])
     assert f"gang ddp-eks: {ddp['summary']} - 4/4 workers ready" in cycle.output
-    assert "gang moe-eks: serial - 3/4 workers ready after 6 s (needs 100%)" in cycle.output
+    assert "gang moe-eks: timeout → serial - 3/4 workers ready after 6 s (needs 100%)" in cycle.output
     status = runner.invoke(app, ["local", "status", "--json"])
     assert status.exit_code == 0, status.output
     decisions = document(status.output)["decisions"]

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from osprey.cli.jobs import JsonOption, apply_state, console, summary
+from osprey.cli.jobs import JsonOption, apply_state, console, print_whole, stamp, summary
 from osprey.cli.render import dropped_line, gang_line, rules_table
 from osprey.cli.target import (
     EndpointOption,
@@ -83,7 +83,7 @@ def explain_command(
     if not decision:
         out.print("no decision yet: the job has not been through a cycle")
         return
-    out.print(rules_table(rules))
+    print_whole(out, rules_table(rules))
     dropped_text = dropped_line(rules)
     if dropped_text is not None:
         out.print(escape(dropped_text))
@@ -93,7 +93,7 @@ def explain_command(
     )
     state = apply_state(record)
     if state == "applied":
-        applied = f"applied {record.applied_priority} at {record.applied_at or '-'}"
+        applied = f"applied {record.applied_priority} at {stamp(record.applied_at)}"
     else:
         holds = "nothing yet" if record.applied_priority is None else str(record.applied_priority)
         applied = f"derived {record.derived_priority}, backend holds {holds} ({state})"
@@ -101,4 +101,7 @@ def explain_command(
             applied += f": {record.apply_failure.reason}"
     out.print(escape(applied))
     active = "active" if record.status in ACTIVE_STATUSES else "finished"
-    out.print(f"job is {active}; last change {record.last_changed_at or '-'}")
+    submitted = record.submitted_at or record.observed_at or record.status_time
+    out.print(
+        f"job is {active}, submitted {stamp(submitted)}; priority last changed {stamp(record.last_changed_at)}"
+    )

@@ -46,7 +46,16 @@ from osprey_control.gang.decision import GangState
 from osprey_control.gang.store import GangStore
 from osprey_control.registry import MAX_TRANSIENT_APPLY_ATTEMPTS, Backend, JobRecord, JobStatus
 
-__all__ = ["JsonOption", "apply_state", "jobs_command", "list_rows", "summary"]
+__all__ = [
+    "JsonOption",
+    "apply_state",
+    "console",
+    "jobs_command",
+    "list_rows",
+    "print_whole",
+    "stamp",
+    "summary",
+]
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (the same as -o json).")]
 
@@ -59,7 +68,16 @@ class Output(StrEnum):
 
 def console() -> Console:
     # Piped output keeps full rows rather than wrapping at rich's default 80 columns.
-    return Console(width=None if sys.stdout.isatty() else 200)
+    return Console(width=None if sys.stdout.isatty() else 10_000)
+
+
+def print_whole(out: Console, table: Table) -> None:
+    """Print ``table`` without cutting a cell short: wider than the terminal, it wraps as kubectl's does."""
+    needed = Console(width=10_000).measure(table).maximum
+    if needed <= out.width:
+        out.print(table)
+        return
+    Console(width=needed, file=out.file, force_terminal=out.is_terminal).print(table)
 
 
 def apply_state(record: JobRecord) -> str:
@@ -161,6 +179,14 @@ def list_rows(
     return [summary(record, gangs.get(record.key), now) for record in records]
 
 
+def stamp(value: datetime | None, now: datetime | None = None) -> str:
+    """``2026-12-04 13:50:11 UTC (3s ago)``, or ``-``."""
+    if value is None:
+        return "-"
+    now = now or datetime.now(UTC)
+    return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({human_duration(now - value)} ago)"
+
+
 def _ago(iso: str | None, now: datetime) -> str:
     if iso is None:
         return "-"
@@ -215,7 +241,7 @@ def render_rows(rows: list[dict[str, Any]], title: str, wide: bool, out: Console
             "CO-SCHEDULE": row["co_schedule"],
         }
         view.add_row(*(values[header] for header in columns), cell)
-    out.print(view)
+    print_whole(out, view)
     for row in rows:
         if row["apply"] not in ("applied", "pending", "-"):
             out.print(escape(f"{row['name']}: {row['apply']}: {row['apply_error']}"))

@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, gang_lines
+from osprey.local.progress import Progress, clock
 from osprey.local.server import DEFAULT_PORT
+from osprey.views import load_cell
 
 if TYPE_CHECKING:
+    from osprey.local.server import LocalAws
     from osprey.local.session import LocalState
 
 __all__ = ["local_app"]
@@ -67,26 +71,43 @@ def _state() -> LocalState:
     return state
 
 
+# Under every cycle and status table: what the LOAD and ON BACKEND numbers mean, so nobody reads a falling
+# weightFactor as a falling priority.
+LEGEND = (
+    "LOAD: what the policy's rules read (gpu, membw: % utilization; latency: microseconds; - no data).",
+    "ON BACKEND: Batch weightFactor, LOWER gets more of the queue (priority 100 → 1.0, 0 → 100.0; share: of "
+    "the fleet's Batch jobs); schedulingPriority (0..9999) and Kueue workload priority (0..1000), higher runs "
+    "first; the tag on a direct SageMaker job only records the priority.",
+)
+
+
+def on_backend_cell(item: dict[str, Any]) -> str:
+    value = str(item.get("onBackend") or "-")
+    share = item.get("share")
+    return value if share is None else f"{value} ({share:.0%} share)"
+
+
 def _table(decisions: list[dict[str, Any]]) -> str:
-    """The jobs' decisions, one row each, then one line per gang watch (its outcome, wait and reason)."""
-    rows = [("JOB", "BACKEND", "PREVIOUS", "PRIORITY", "TARGET", "REASON", "ON BACKEND", "GANG")]
+    """The jobs' decisions, one row each, the legend, then one line per gang watch (outcome, wait, reason)."""
+    rows = [("JOB", "BACKEND", "LOAD", "PREVIOUS", "PRIORITY", "TARGET", "REASON", "ON BACKEND", "GANG")]
     for item in decisions:
         target = item["target"]
         rows.append(
             (
                 str(item["job"]),
                 str(item["backend"]),
+                load_cell(item.get("inputs") or {}),
                 "-" if item["previous"] is None else str(item["previous"]),
                 "-" if item["priority"] is None else str(item["priority"]),
                 "-" if target is None else f"{target:.1f}",
                 str(item["reason"] or "-"),
-                str(item.get("onBackend") or "-"),
+                on_backend_cell(item),
                 str((item.get("gang") or {}).get("summary") or "-"),
             )
         )
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
-    return "\n".join([*(line.rstrip() for line in lines), *gang_lines(decisions)])
+    return "\n".join([*(line.rstrip() for line in lines), *LEGEND, *gang_lines(decisions)])
 
 
 def _detach(port: int, template: Path | None, deploy: str, path: Path, gang_timeout: int) -> None:
@@ -110,16 +131,55 @@ def _detach(port: int, template: Path | None, deploy: str, path: Path, gang_time
     log = path.with_suffix(".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise _fail(f"osprey local up exited with {process.returncode}; see {log}")
-        if path.is_file() and LocalState.load(path).pid == process.pid:
-            typer.echo(f"osprey local is up at http://localhost:{port} (pid {process.pid}, log {log})")
-            return
-        time.sleep(0.5)
+        # Unbuffered: this process relays the progress lines from the log while the child works.
+        process = subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    started = time.monotonic()
+    deadline = started + READY_TIMEOUT_SECONDS
+    with log.open() as progress:
+        while time.monotonic() < deadline:
+            _relay(progress)
+            if process.poll() is not None:
+                _relay(progress)
+                raise _fail(f"osprey local up exited with {process.returncode}; see {log}")
+            if path.is_file() and LocalState.load(path).pid == process.pid:
+                typer.echo(
+                    f"[{clock(time.monotonic() - started)}] osprey local is up at http://localhost:{port} "
+                    f"(pid {process.pid}, log {log})"
+                )
+                return
+            time.sleep(0.5)
     raise _fail(f"osprey local up was not ready after {READY_TIMEOUT_SECONDS:.0f} s; see {log}")
+
+
+def _relay(log: TextIO) -> None:
+    """Echo the progress lines (``[m:ss] ...``) the background ``up`` wrote to its log since the last call;
+    the handlers' own log lines stay in the file."""
+    for line in log.readlines():
+        if re.match(r"\[\d+:\d\d\] ", line):
+            typer.echo(line.rstrip("\n"))
+
+
+def _bring_up(
+    aws: LocalAws, path: Path, deploy: str, template: Path | None, gang_timeout: int, progress: Progress
+) -> LocalState:
+    from osprey.local.cdk import CdkDeployError  # noqa: PLC0415
+    from osprey.local.session import bring_up, bring_up_with_cdk, synthesize  # noqa: PLC0415
+
+    if deploy == "cdk":
+        try:
+            return bring_up_with_cdk(aws, path, log=progress, gang_timeout=gang_timeout)
+        except CdkDeployError as error:
+            raise _fail(str(error)) from None
+    progress("synthesizing the Osprey app ..." if template is None else f"reading {template} ...")
+    body = json.loads(template.read_text()) if template is not None else synthesize()
+    progress("creating the template's resources, seeding the simulated fleet ...")
+    return bring_up(aws, body, path, gang_timeout=gang_timeout)
 
 
 @local_app.command("up")
@@ -148,15 +208,9 @@ def up_command(
 ) -> None:
     """Start the embedded AWS, deploy the Osprey control plane into it and seed a simulated fleet."""
     from osprey.checkout import CheckoutNotFoundError, find_checkout  # noqa: PLC0415
-    from osprey.local.cdk import CdkDeployError, cdk_available  # noqa: PLC0415
+    from osprey.local.cdk import cdk_available  # noqa: PLC0415
     from osprey.local.server import LocalAws  # noqa: PLC0415 - keep other commands fast
-    from osprey.local.session import (  # noqa: PLC0415
-        LocalState,
-        bring_up,
-        bring_up_with_cdk,
-        state_path,
-        synthesize,
-    )
+    from osprey.local.session import LocalState, state_path  # noqa: PLC0415
 
     if deploy not in ("cdk", "template"):
         raise _fail(f"--deploy must be cdk or template, got {deploy!r}")
@@ -178,25 +232,19 @@ def up_command(
     # `down` sends SIGTERM; SIGINT (Ctrl-C) too, even where a shell started us with SIGINT ignored.
     for stopping in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stopping, lambda *_: stop.set())
-    typer.echo(f"starting the embedded AWS on http://localhost:{port} ...")
+    progress = Progress(typer.echo)
+    progress(f"starting the embedded AWS on http://localhost:{port} ...")
     with LocalAws(port) as aws:
-        if deploy == "cdk":
-            try:
-                state = bring_up_with_cdk(aws, path, log=typer.echo, gang_timeout=gang_timeout)
-            except CdkDeployError as error:
-                raise _fail(str(error)) from None
-        else:
-            typer.echo("synthesizing the Osprey app ..." if template is None else f"reading {template} ...")
-            body = json.loads(template.read_text()) if template is not None else synthesize()
-            state = bring_up(aws, body, path, gang_timeout=gang_timeout)
-        typer.echo(
+        with progress:  # a line every 15 s while a step (cdk deploy: a minute or two) says nothing
+            state = _bring_up(aws, path, deploy, template, gang_timeout, progress)
+        progress(
             f"deployed: state machine {state.state_machine_arn.rsplit(':', 1)[-1]}, table {state.table_name}, "
             f"{len(state.functions)} functions; fleet: {len(state.jobs)} jobs"
         )
         gangs = [job.label for job in state.jobs if job.gang_workers]
         if state.gang_timeout:  # 0: no watches (no EKS cluster, or no gang watch state machine deployed)
-            typer.echo(f"gang watches started for {', '.join(gangs)} (gang_timeout {state.gang_timeout} s)")
-        typer.echo(
+            progress(f"gang watches started for {', '.join(gangs)} (gang_timeout {state.gang_timeout} s)")
+        progress(
             f"ready. Run `osprey local cycle` in another shell; Ctrl-C or `osprey local down` stops ({path})"
         )
         try:

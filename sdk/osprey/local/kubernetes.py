@@ -18,6 +18,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -111,7 +112,8 @@ class LocalKubernetes:
             obj.setdefault("apiVersion", api_version)
             metadata = obj.setdefault("metadata", {})
             metadata.setdefault("uid", f"uid-{metadata['name']}")
-            metadata.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+            # Stamped at creation, as the API server does (queue_wait and `osprey jobs` AGE read it).
+            metadata.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
             self.resource_version += 1
             metadata["resourceVersion"] = str(self.resource_version)
             self.objects.setdefault((api_version, plural), {})[

@@ -12,6 +12,8 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from osprey.views import load_cell
+
 if TYPE_CHECKING:
     from osprey.local.session import CycleResult
 
@@ -31,8 +33,7 @@ def cycle_table(result: CycleResult) -> Table:
     for column, justify in (
         ("job", "left"),
         ("backend", "left"),
-        ("GPU %", "right"),
-        ("mem BW %", "right"),
+        ("load", "left"),
         ("priority", "right"),
         ("target", "right"),
         ("reason", "left"),
@@ -41,19 +42,20 @@ def cycle_table(result: CycleResult) -> Table:
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for item in result.decisions:
-        gpu, bandwidth = result.loads.get(str(item["job"]), (None, None))
         target = item["target"]
+        share = item.get("share")
+        backend_value = str(item.get("onBackend") or "-")
         table.add_row(
             str(item["job"]),
             str(item["backend"]),
-            "-" if gpu is None else f"{gpu:.1f}",
-            "-" if bandwidth is None else f"{bandwidth:.1f}",
+            load_cell(item.get("inputs") or {}),
             f"{item['previous']} → {item['priority']} {_arrow(item['previous'], item['priority'])}",
             "-" if target is None else f"{target:.1f}",
             str(item["reason"] or "-"),
-            str(item.get("onBackend") or "-"),
+            backend_value if share is None else f"{backend_value} ({share:.0%} share)",
             str((item.get("gang") or {}).get("summary") or "-"),
         )
+    table.caption = "load: what the rules read. Batch weightFactor: lower gets more of the queue."
     return table
 
 

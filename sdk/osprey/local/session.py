@@ -35,7 +35,7 @@ from osprey.local.gangs import GANG_TIMEOUT_SECONDS, schedule_ready, start_watch
 from osprey.local.kubernetes import LocalKubernetes
 from osprey.local.rules import deploy_demo_rule
 from osprey.local.server import LocalAws, endpoint_client
-from osprey.views import gang_details
+from osprey.views import decision_inputs, gang_details
 from osprey_control.gang.store import GangStore
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "LocalState",
     "bring_up",
     "bring_up_with_cdk",
+    "cloud_assembly_dir",
     "read_decisions",
     "run_cycle",
     "state_path",
@@ -58,6 +59,13 @@ def state_path() -> Path:
     """``$OSPREY_LOCAL_STATE``, else ``~/.osprey/local.json``."""
     configured = os.environ.get("OSPREY_LOCAL_STATE")
     return Path(configured) if configured else Path.home() / ".osprey" / "local.json"
+
+
+def cloud_assembly_dir(path: Path) -> Path:
+    """Where ``osprey local up`` has ``npx cdk deploy`` write its cloud assembly: ``<state file>.cdk.out`` next to
+    the state file. Never a directory named ``cdk.out``: every assembly holds a file of that name, so a
+    ``cdk.out/cdk.out`` directory and ``npx cdk synth`` into ``cdk.out`` would break each other (EISDIR/EEXIST)."""
+    return path.with_name(f"{path.stem}.cdk.out")
 
 
 @dataclass
@@ -191,7 +199,8 @@ def bring_up_with_cdk(
 ) -> LocalState:
     """``npx cdk bootstrap`` and ``npx cdk deploy`` the real app into ``aws``, make its state machines
     executable, seed the fleet, write the state file (see :mod:`osprey.local.cdk`)."""
-    cdk_deploy(aws.endpoint, find_checkout(), path.parent / "cdk.out", context=LOCAL_CONTEXT, log=log)
+    cdk_deploy(aws.endpoint, find_checkout(), cloud_assembly_dir(path), context=LOCAL_CONTEXT, log=log)
+    log("making the state machines executable, seeding the simulated fleet ...")
     make_executable(aws.client)
     config = published_config(aws.client)
     arns = {m["stateMachineArn"] for m in aws.client("stepfunctions").list_state_machines()["stateMachines"]}
@@ -228,9 +237,10 @@ def _workload_priority(state: LocalState, job: SeededJob) -> str:
     return f"workload priority {workload['spec'].get('priority')}"
 
 
-def _backend_values(state: LocalState) -> dict[str, str]:
+def _backend_values(state: LocalState) -> tuple[dict[str, str], dict[str, float]]:
     """What each backend holds now, by native job id: share weightFactor (Batch), schedulingPriority (queued
-    SageMaker), the derived-priority tag (direct SageMaker)."""
+    SageMaker), the derived-priority tag (direct SageMaker); and each Batch job's fair share of its queue,
+    (1/weightFactor) over the sum for the fleet's Batch jobs (a lower weightFactor gets more)."""
     batch = state.client("batch")
     values: dict[str, str] = {}
     arns = [item["arn"] for item in batch.list_scheduling_policies().get("schedulingPolicies", [])]
@@ -254,14 +264,20 @@ def _backend_values(state: LocalState) -> dict[str, str]:
         else:
             priority = batch.describe_service_job(jobId=job.native_id).get("schedulingPriority")
             values[job.native_id] = f"schedulingPriority {priority}"
-    return values
+    inverse = {
+        job.native_id: 1.0 / weight
+        for job in state.jobs
+        if job.backend == "batch" and (weight := weights.get(job.label.replace("-", "")))
+    }
+    total = sum(inverse.values())
+    return values, {native_id: value / total for native_id, value in inverse.items()}
 
 
 def read_decisions(state: LocalState) -> list[dict[str, Any]]:
     """Every fleet job's last decision as the registry holds it, what its backend holds, and its gang watch."""
     fleet = SimulatedFleet(state.client, state.table_name, state.shards)
     by_label = {job.label: job for job in state.jobs}
-    on_backend = _backend_values(state)
+    on_backend, shares = _backend_values(state)
     records = sorted(fleet.registry.list_active(), key=lambda r: r.name)
     gangs = GangStore(state.table_name, fleet.registry.client).load_many(record.key for record in records)
     decisions = []
@@ -277,6 +293,9 @@ def read_decisions(state: LocalState) -> list[dict[str, Any]]:
                 "target": decision.get("target"),
                 "reason": decision.get("reason"),
                 "onBackend": on_backend.get(record.native_id),
+                # The load behind the priority: each metric the policy's rules read, as the engine saw it.
+                "inputs": decision_inputs(decision),
+                "share": shares.get(record.native_id),
                 "gang": gang_details(gangs.get(record.key)),
                 "simulated": record.name in by_label,
             }
