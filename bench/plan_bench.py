@@ -8,7 +8,9 @@ For each size it prints ``gpus=<N> candidates=<C> seconds=<S>``: the pruned sear
 are measured in the same run: the exhaustive, unpruned enumeration (``search_exhaustive``: every valid plan,
 nothing shared) on the same size, with the ratio and whether both find the same best plan, and the cost of
 evaluating one plan, so ``seconds / candidates`` can be read against it. Issue #7's target: the 3,072-GPU
-search in under 1 second (printed, never asserted: timing belongs here, not in unit tests).
+search in under 1 second (printed, never asserted: timing belongs here, not in unit tests). The search is
+the one ``osprey plan`` runs by default (issue #18): every recompute mode, sequence parallelism on and off,
+the distributed optimizer on and off (``Knobs()``); ``--fp8`` adds FP8 on an H100 cluster (p5.48xlarge).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from osprey_control.planner import ModelSpec, Plan, cluster, evaluate, search
-from osprey_control.planner.search import search_exhaustive
+from osprey_control.planner.model import Precision
+from osprey_control.planner.search import Knobs, SearchOptions, search_exhaustive
 
 DEFAULT_GPUS = (64, 128, 256, 512, 1024, 2048, 3072)
 MODEL = ModelSpec(layers=128, hidden=25600, heads=160, seq=2048, vocab=51200, global_batch=3072)
@@ -34,6 +37,13 @@ def _median_seconds(run: Callable[[], object], repeat: int) -> float:
         run()
         samples.append(time.perf_counter() - started)
     return statistics.median(samples)
+
+
+def _key(best: object) -> object:
+    """A best plan's layout and options (None when nothing fits), for comparing two searches."""
+    if best is None:
+        return None
+    return (best.plan, best.recompute, best.sequence_parallel, best.distributed_optimizer, best.precision)  # type: ignore[attr-defined]
 
 
 def _gpus(text: str) -> list[int]:
@@ -52,28 +62,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Planner search speed on the SC21 1T row.")
     parser.add_argument("--gpus", type=_gpus, default=list(DEFAULT_GPUS), help="comma-separated GPU counts")
     parser.add_argument("--repeat", type=int, default=5, help="runs per size (median reported)")
+    parser.add_argument("--fp8", action="store_true", help="H100 (p5.48xlarge) with bf16 and fp8 searched")
     args = parser.parse_args(argv)
+    knobs = Knobs(precision=(Precision.BF16, Precision.FP8)) if args.fp8 else Knobs()
+    options = SearchOptions(knobs=knobs)
+    gpu = {"instance_type": "p5.48xlarge"} if args.fp8 else {"gpu": "A100-80GB", "network_gbits": 1600.0}
     repeat = max(1, args.repeat)
 
     print(
         f"model: {MODEL.params / 1e9:.0f}B parameters ({MODEL.layers} layers, hidden {MODEL.hidden}, "
-        f"{MODEL.heads} heads, seq {MODEL.seq}, global batch {MODEL.global_batch}); A100-80GB, 8 per node, "
-        "1600 Gb/s per node"
+        f"{MODEL.heads} heads, seq {MODEL.seq}, global batch {MODEL.global_batch}); "
+        + (
+            "p5.48xlarge (H100, 3200 Gb/s per node)"
+            if args.fp8
+            else "A100-80GB, 8 per node, 1600 Gb/s per node"
+        )
     )
-    one = cluster(3072, gpu="A100-80GB", gpus_per_node=8, network_gbits=1600)
+    print(
+        "options searched: recompute x sequence parallelism x distributed optimizer"
+        + (" x precision (bf16, fp8)" if args.fp8 else "")
+    )
+    one = cluster(3072, gpus_per_node=8, **gpu)  # type: ignore[arg-type]
     plan = Plan(tp=8, pp=64, dp=6, micro_batch=1)
     evaluations = 200
     per_plan = _median_seconds(lambda: [evaluate(MODEL, one, plan) for _ in range(evaluations)], repeat)
     print(f"baseline: one plan evaluation = {per_plan / evaluations * 1e6:.1f} us")
     slowest = 0.0
     for gpus in args.gpus:
-        target = cluster(gpus, gpu="A100-80GB", gpus_per_node=8, network_gbits=1600)
-        result = search(MODEL, target)
-        seconds = _median_seconds(lambda target=target: search(MODEL, target), repeat)  # type: ignore[misc]
-        baseline = search_exhaustive(MODEL, target)
-        baseline_s = _median_seconds(lambda target=target: search_exhaustive(MODEL, target), repeat)  # type: ignore[misc]
-        same = (result.best.plan if result.best else None) == (baseline.best.plan if baseline.best else None)
-        best = result.best.plan.key() if result.best else "none fits"
+        target = cluster(gpus, gpus_per_node=8, **gpu)  # type: ignore[arg-type]
+        result = search(MODEL, target, options)
+        seconds = _median_seconds(lambda target=target: search(MODEL, target, options), repeat)  # type: ignore[misc]
+        baseline = search_exhaustive(MODEL, target, options)
+        baseline_s = _median_seconds(lambda target=target: search_exhaustive(MODEL, target, options), repeat)  # type: ignore[misc]
+        same = _key(result.best) == _key(baseline.best)
+        best = f"{result.best.plan.key()} {result.best.recompute}" if result.best else "none fits"
         print(f"gpus={gpus} candidates={result.evaluated} seconds={seconds:.4f}")
         print(
             f"  baseline exhaustive: candidates={baseline.evaluated} seconds={baseline_s:.4f} "

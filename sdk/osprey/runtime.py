@@ -14,6 +14,10 @@ metric name                         unit            reported by
 ``RemainingSeconds``                Seconds         :func:`report_progress`: ``(total - step) x step time``
                                                     (policy metric ``remaining_time``)
 ``StepTimeSeconds``                 Seconds         :func:`report_step_time` only (the planner's re-plan)
+``SlowestNodeSpeed``                None            :func:`report_node_speeds`: the slowest node's speed
+                                                    relative to the median rank (1.0 nominal)
+``SlowestNodeIndex``                None            :func:`report_node_speeds`: that node's index in
+                                                    rank order (the planner's straggler signal)
 ==================================  ==============  ===================================================
 
 The control plane reads ``RemainingSeconds`` as the policy metric ``remaining_time``, less the time since the
@@ -34,8 +38,9 @@ queries ``GetMetricData`` MetricStat with exactly these three dimensions:
 Cost: each (metric, dimension set) is one CloudWatch custom metric, billed monthly ($0.30), and each series
 the control plane reads is one GetMetricData metric per read. Every rank of a synchronous job has the same
 progress, step time and collective latency, so every ``report_*`` prints only on the lead process: at most
-three series per job whatever its size, on the host the control plane reads (the lead host: Batch node ``0``,
-SageMaker ``algo-1``, the first pod). The collector reads ``InterconnectLatencyMicroseconds`` and
+five series per job whatever its size, on the host the control plane reads (the lead host: Batch node ``0``,
+SageMaker ``algo-1``, the first pod). Per-rank speed differs, so :func:`report_node_speeds` takes every
+rank's compute time (gathered by a collective) and the lead reports only the slowest node. The collector reads ``InterconnectLatencyMicroseconds`` and
 ``RemainingSeconds`` (when the job's policy uses them); only the planner reads ``StepTimeSeconds``, so a job
 that does not ask to be re-planned need not report it.
 
@@ -52,11 +57,12 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from osprey_control.contract import OspreyBlock, from_environment
+from osprey_control.planner.placement import node_speeds_from_rank_times
 from osprey_control.wiring import METRICS_NAMESPACE, METRICS_NAMESPACE_VARIABLE
 
 __all__ = [
@@ -65,13 +71,17 @@ __all__ = [
     "INTERCONNECT_LATENCY_METRIC",
     "REMAINING_SECONDS_METRIC",
     "RESOURCE_CONFIG_PATH",
+    "SLOWEST_NODE_INDEX_METRIC",
+    "SLOWEST_NODE_SPEED_METRIC",
     "STEP_TIME_METRIC",
     "config",
     "emf_record",
+    "gather_compute_times",
     "is_lead",
     "job_dimensions",
     "measure_interconnect_latency",
     "report_interconnect_latency",
+    "report_node_speeds",
     "report_progress",
     "report_step_time",
 ]
@@ -79,6 +89,8 @@ __all__ = [
 DEFAULT_NAMESPACE = METRICS_NAMESPACE
 INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
 STEP_TIME_METRIC = "StepTimeSeconds"
+SLOWEST_NODE_SPEED_METRIC = "SlowestNodeSpeed"
+SLOWEST_NODE_INDEX_METRIC = "SlowestNodeIndex"
 REMAINING_SECONDS_METRIC = "RemainingSeconds"
 DIMENSIONS = ("Backend", "JobId", "Host")
 RESOURCE_CONFIG_PATH = Path("/opt/ml/input/config/resourceconfig.json")
@@ -225,6 +237,43 @@ def report_step_time(seconds: float, *, stream: TextIO | None = None) -> dict[st
     if seconds < 0:
         raise ValueError(f"step time must be >= 0 seconds, got {seconds!r}")
     return _emit({STEP_TIME_METRIC: (seconds, "Seconds")}, stream)
+
+
+def report_node_speeds(
+    rank_compute_seconds: Sequence[float], gpus_per_node: int, *, stream: TextIO | None = None
+) -> dict[str, Any]:
+    """Print one EMF line with ``SlowestNodeSpeed`` and ``SlowestNodeIndex`` on the lead process; returns it.
+
+    ``rank_compute_seconds``: every rank's compute time per step (forward + backward + optimizer, without
+    the time spent waiting in collectives), in rank order, e.g. from :func:`gather_compute_times`. A rank's
+    speed is the median rank's time over its own and a node's that of its slowest rank; only the slowest
+    node is reported (two series per job, whatever its size), which is the straggler the planner places off
+    the critical pipeline stage. Every rank may call it.
+    """
+    speeds = node_speeds_from_rank_times(list(rank_compute_seconds), gpus_per_node)
+    slowest = min(range(len(speeds)), key=speeds.__getitem__)
+    return _emit(
+        {
+            SLOWEST_NODE_SPEED_METRIC: (min(1.0, speeds[slowest]), "None"),
+            SLOWEST_NODE_INDEX_METRIC: (float(slowest), "None"),
+        },
+        stream,
+    )
+
+
+def gather_compute_times(seconds: float) -> list[float] | None:
+    """Every rank's ``seconds`` (its own compute time per step), in rank order, via
+    ``torch.distributed.all_gather_object``; None without torch or an initialised process group. A
+    collective: every rank must call it."""
+    try:
+        import torch.distributed as dist  # noqa: PLC0415 - optional and heavy
+    except ImportError:
+        return None
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, float(seconds))
+    return [float(value) for value in gathered]
 
 
 class _ProgressClock:

@@ -13,7 +13,8 @@ from bench.plan_bench import main
 def test_benchmark_prints_one_line_per_size_with_its_baseline(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--gpus", "64,512", "--repeat", "1"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert re.fullmatch(r"baseline: one plan evaluation = \d+\.\d us", lines[1])
+    assert lines[1].startswith("options searched: recompute x sequence parallelism")
+    assert re.fullmatch(r"baseline: one plan evaluation = \d+\.\d us", lines[2])
     rows = [line for line in lines if line.startswith("gpus=")]
     assert [re.fullmatch(r"gpus=(\d+) candidates=\d+ seconds=\d+\.\d{4}", row).group(1) for row in rows] == [  # type: ignore[union-attr]
         "64",

@@ -318,7 +318,7 @@ def test_the_plan_step_measures_the_lead_hosts_latency_not_the_other_hosts(
     assert report["decisions"] == {"switch": 1}
 
 
-def test_the_plan_step_reads_two_series_per_job_on_the_lead_host(aws: Aws) -> None:
+def test_the_plan_step_reads_four_series_per_job_on_the_lead_host(aws: Aws) -> None:
     # Given a planned job on two instances
     _job(aws, "llm")
     sent: list[dict[str, Any]] = []
@@ -330,7 +330,7 @@ def test_the_plan_step_reads_two_series_per_job_on_the_lead_host(aws: Aws) -> No
 
     # When the plan step runs
     run_plan_step(PlanStepConfig(TABLE), dynamodb=aws.dynamodb, cloudwatch=Recording())
-    # Then it asked for the lead host's latency and step time, nothing per host
+    # Then it asked for the lead host's latency, step time and slowest node, nothing per host
     assert sorted(
         (
             q["MetricStat"]["Metric"]["MetricName"],
@@ -339,6 +339,8 @@ def test_the_plan_step_reads_two_series_per_job_on_the_lead_host(aws: Aws) -> No
         for q in sent
     ) == [
         ("InterconnectLatencyMicroseconds", ("batch", "llm", "0")),
+        ("SlowestNodeIndex", ("batch", "llm", "0")),
+        ("SlowestNodeSpeed", ("batch", "llm", "0")),
         ("StepTimeSeconds", ("batch", "llm", "0")),
     ]
 
@@ -396,16 +398,16 @@ def test_a_failed_metrics_call_keeps_the_nominal_network_and_is_not_a_job_error(
 
 
 def test_metric_queries_are_sent_at_most_500_a_call(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given three planned jobs (6 series: latency and step time of each job's lead host), and the call size
-    # lowered from GetMetricData's 500 to 4 so that a few jobs fill a call
+    # Given three planned jobs (12 series: latency, step time and slowest node of each job's lead host), and
+    # the call size lowered from GetMetricData's 500 to 5 so that a few jobs fill a call
     assert plan_step.MAX_QUERIES_PER_CALL == 500
-    monkeypatch.setattr(plan_step, "MAX_QUERIES_PER_CALL", 4)
+    monkeypatch.setattr(plan_step, "MAX_QUERIES_PER_CALL", 5)
     for job in ("a", "b", "c"):
         _job(aws, job)
     cloudwatch = _CountingCloudWatch()
-    # When the plan step runs, then GetMetricData is called twice, 4 + 2 queries
+    # When the plan step runs, then GetMetricData is called three times, 5 + 5 + 2 queries
     run_plan_step(PlanStepConfig(TABLE), dynamodb=aws.dynamodb, cloudwatch=cloudwatch)
-    assert cloudwatch.calls == [4, 2]
+    assert cloudwatch.calls == [5, 5, 2]
 
 
 def test_the_report_the_state_machine_gets_is_bounded_whatever_the_errors() -> None:

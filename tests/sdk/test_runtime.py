@@ -387,3 +387,37 @@ def test_the_exported_metric_names_are_the_ones_printed() -> None:
     assert "REMAINING_SECONDS_METRIC" in runtime.__all__
     assert not hasattr(runtime, "TRAINING_STEP_METRIC")
     assert not hasattr(runtime, "TOTAL_STEPS_METRIC")
+
+
+def test_given_per_rank_compute_times_when_reporting_node_speeds_then_the_slowest_node_is_one_line() -> None:
+    # Given 4 nodes of 2 ranks; one rank of node 2 computes 5% slower than the others
+    times = [1.0, 1.0, 1.0, 1.0, 1.0, 1.05, 1.0, 1.0]
+    # When the lead reports them
+    document = emitted(runtime.report_node_speeds, times, 2)
+    # Then one valid EMF line names node 2 and its speed relative to the median rank
+    assert_valid_emf(document)
+    assert document["SlowestNodeIndex"] == 2
+    assert document["SlowestNodeSpeed"] == pytest.approx(1 / 1.05)
+    names = [m["Name"] for m in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
+    assert names == ["SlowestNodeSpeed", "SlowestNodeIndex"]
+
+
+def test_given_ragged_or_bad_compute_times_when_reporting_node_speeds_then_value_error() -> None:
+    with pytest.raises(ValueError, match="whole nodes of 2"):
+        runtime.report_node_speeds([1.0, 1.0, 1.0], 2, stream=io.StringIO())
+    with pytest.raises(ValueError, match="positive"):
+        runtime.report_node_speeds([1.0, 0.0], 2, stream=io.StringIO())
+
+
+def test_given_a_real_process_group_when_gathering_compute_times_then_every_rank_value_comes_back(
+    tmp_path: Path,
+) -> None:
+    # Given a real single-rank gloo process group (torch is installed for examples/train.py)
+    dist = pytest.importorskip("torch.distributed")
+    assert runtime.gather_compute_times(0.5) is None  # no process group yet
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        # When the rank gathers its compute time, then the list has one value per rank, in rank order
+        assert runtime.gather_compute_times(0.5) == [0.5]
+    finally:
+        dist.destroy_process_group()

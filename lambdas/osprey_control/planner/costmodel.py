@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
+from osprey_control.planner.placement import Placement, place, rank_order
 from osprey_control.planner.plan import Evaluation, Plan, PlanError, check_plan
 
 __all__ = [
@@ -79,11 +80,8 @@ DEFAULT_EFFICIENCY = Efficiency()
 
 
 def stage_speeds(cluster: Cluster, pp: int) -> list[float]:
-    """Speed of each stage = its slowest GPU over every replica (ranks are stage-major, tp/dp inside)."""
-    if cluster.uniform:
-        return [cluster.speed(0)] * pp
-    block = cluster.gpus // pp
-    return [min(cluster.speed_factors[i * block : (i + 1) * block]) for i in range(pp)]
+    """Speed of each stage under the planner's placement (:func:`placement.place`)."""
+    return list(place(cluster, pp).speeds)
 
 
 def _ring_allreduce(size: float, members: int, bandwidth: float, latency: float, chunks: float) -> float:
@@ -262,11 +260,12 @@ def evaluate(
     memory_headroom: float = 0.9,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     uneven_pipeline: bool = False,
-    speeds: list[float] | None = None,
+    placement: Placement | str = "auto",
 ) -> Evaluation:
     """Predict one plan's step. Raises PlanError if the plan cannot be laid out; a plan that runs but needs
-    more than ``memory_headroom`` of GPU memory comes back with ``feasible`` False. ``speeds`` (one per
-    stage, from :func:`stage_speeds`) may be passed in when many plans share a pipeline depth."""
+    more than ``memory_headroom`` of GPU memory comes back with ``feasible`` False. ``placement``: ``"auto"``
+    (slow nodes off the critical stage, :func:`placement.place`), ``"rank-order"`` (Megatron's default
+    layout), or a :class:`Placement` computed once for many plans of one pipeline depth."""
     check_plan(model, cluster, plan, uneven_pipeline=uneven_pipeline)
     eff = efficiency
     pp, dp, v = plan.pp, plan.dp, plan.virtual
@@ -275,7 +274,11 @@ def evaluate(
     peak, hbm = links.peak_flops, links.hbm_bw
     work = _stage_work(model, plan, links, eff)
 
-    speeds = speeds if speeds is not None else stage_speeds(cluster, pp)
+    if isinstance(placement, str):
+        if placement not in {"auto", "rank-order"}:
+            raise ValueError(f"placement must be auto or rank-order, got {placement!r}")
+        placement = place(cluster, pp) if placement == "auto" else rank_order(cluster, pp)
+    speeds = placement.speeds
     fixed = work.tp_s + work.pp_s
     stage_times = [
         (work.compute_s + (work.logits_s if i == pp - 1 else 0.0)) / speeds[i] + fixed for i in range(pp)
@@ -343,4 +346,5 @@ def evaluate(
         sequence_parallel=model.sp,
         distributed_optimizer=model.distributed_optimizer,
         precision=model.precision.value,
+        stage_nodes=placement.stage_nodes if not cluster.uniform else (),
     )

@@ -14,7 +14,14 @@ runtime prints them from the lead process only):
   prediction at nominal bandwidth keeps the nominal bandwidth (the model's own error is about 3%); a step
   slower than predicted even at ``min_bandwidth_fraction`` (1%) of nominal is not the network's doing (GPU or
   input-pipeline slowdown, which re-planning cannot fix) and also keeps the nominal bandwidth.
-- per-GPU speed factors: no per-GPU speed signal is published; always nominal.
+- ``SlowestNodeSpeed`` / ``SlowestNodeIndex`` (``report_node_speeds``: every rank's compute time, gathered,
+  the lead reports the slowest node): the speed factors, that node's GPUs at its speed and the rest nominal.
+  A speed of 0.98 or more is noise and keeps all nominal. The slow node is also part of the cluster the
+  bandwidth is inferred on, so its slowdown is not taken for the network's.
+- calibration: when the step time is faster than predicted, or slower than the network can explain, the
+  measured plan calibrates the model instead: the ``compute`` factor of
+  :func:`~osprey_control.planner.calibrate.fit` (one measured plan fixes one factor), and the search
+  re-ranks with the fitted efficiency. The ``calibration`` signal reports the factor and the fit's error.
 
 A missing signal keeps the nominal value and says so in the job's ``signals`` (never zero).
 """
@@ -25,7 +32,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.planner.costmodel import evaluate
+from osprey_control.planner.calibrate import Measured, fit
+from osprey_control.planner.costmodel import Efficiency, evaluate
+from osprey_control.planner.hardware import Cluster
+from osprey_control.planner.placement import speed_factors_with_slow_node
 from osprey_control.planner.replan import Measurement
 from osprey_control.planner.request import PlanRequest
 
@@ -39,6 +49,8 @@ __all__ = [
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_MIN_BANDWIDTH_FRACTION = 0.01
+# Below this a node is a straggler; above, a difference of a couple of percent is noise between ranks.
+STRAGGLER_SPEED = 0.98
 _BISECTION_STEPS = 40
 
 
@@ -48,6 +60,8 @@ class Observed:
 
     latency_us: float | None = None
     step_time_s: float | None = None
+    slowest_node_speed: float | None = None
+    slowest_node_index: float | None = None
     missing: str = ""
 
 
@@ -68,8 +82,14 @@ def _valid(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-def _step_time(request: PlanRequest, latency_us: float | None, network_gbits: float | None) -> float:
-    observed = request.cluster.with_changes(network_gbits=network_gbits, network_latency_us=latency_us)
+def _step_time(
+    request: PlanRequest,
+    latency_us: float | None,
+    network_gbits: float | None,
+    nominal: Cluster | None = None,
+) -> float:
+    base = nominal or request.cluster
+    observed = base.with_changes(network_gbits=network_gbits, network_latency_us=latency_us)
     return evaluate(
         request.model, observed, request.current, memory_headroom=request.options.memory_headroom
     ).step_time_s
@@ -83,12 +103,13 @@ def _bandwidth(
     tolerance: float,
     min_fraction: float,
     why_missing: str,
+    base: Cluster,
 ) -> Signal:
-    nominal = request.cluster.network_gbits
+    nominal = base.network_gbits
     if step_time_s is None or step_time_s <= 0:
         note = f"no StepTimeSeconds datapoint{why_missing}; nominal {nominal:g} Gb/s kept"
         return Signal(None, "nominal", note, missing=True)
-    predicted = _step_time(request, latency_us, None)
+    predicted = _step_time(request, latency_us, None, base)
     if step_time_s <= predicted * (1.0 + tolerance):
         note = (
             f"step {step_time_s:.3g} s is within {tolerance:.0%} of the {predicted:.3g} s predicted at the nominal "
@@ -96,7 +117,7 @@ def _bandwidth(
         )
         return Signal(None, "nominal", note)
     low = nominal * min_fraction
-    if _step_time(request, latency_us, low) < step_time_s:
+    if _step_time(request, latency_us, low, base) < step_time_s:
         note = (
             f"step {step_time_s:.3g} s is slower than predicted even at {low:g} Gb/s: not the network (a GPU or "
             f"input slowdown re-planning cannot fix); nominal {nominal:g} Gb/s kept"
@@ -106,7 +127,7 @@ def _bandwidth(
     lo, hi = math.log(low), math.log(nominal)
     for _ in range(_BISECTION_STEPS):
         middle = (lo + hi) / 2.0
-        if _step_time(request, latency_us, math.exp(middle)) > step_time_s:
+        if _step_time(request, latency_us, math.exp(middle), base) > step_time_s:
             lo = middle
         else:
             hi = middle
@@ -131,6 +152,7 @@ def measure(
         latency = Signal(None, "nominal", note, missing=True)
     else:
         latency = Signal(latency_value, "InterconnectLatencyMicroseconds", "the lead host's")
+    speeds, base = _speeds(request, observed, why)
     bandwidth = _bandwidth(
         request,
         _valid(observed.step_time_s),
@@ -138,13 +160,71 @@ def measure(
         tolerance=tolerance,
         min_fraction=min_bandwidth_fraction,
         why_missing=why,
+        base=base,
+    )
+    calibration, efficiency = _calibration(
+        request, observed, bandwidth=bandwidth, latency_us=latency.value, base=base, tolerance=tolerance
     )
     signals = {
         "network_latency_us": latency,
         "network_gbits": bandwidth,
-        "speed_factors": Signal(None, "nominal", "no per-GPU speed signal is published"),
+        "speed_factors": speeds,
+        "calibration": calibration,
     }
     measurement = Measurement(
-        step=request.step, network_gbits=bandwidth.value, network_latency_us=latency.value
+        step=request.step,
+        network_gbits=bandwidth.value,
+        network_latency_us=latency.value,
+        speed_factors=base.speed_factors or None,
+        efficiency=efficiency,
     )
     return measurement, signals
+
+
+def _speeds(request: PlanRequest, observed: Observed, why: str) -> tuple[Signal, Cluster]:
+    """The straggler signal as per-GPU speed factors on the request's cluster."""
+    cluster = request.cluster
+    speed, index = _valid(observed.slowest_node_speed), _valid(observed.slowest_node_index)
+    if speed is None or index is None:
+        return Signal(
+            None, "nominal", f"no SlowestNodeSpeed datapoint{why}; all GPUs nominal", missing=True
+        ), cluster
+    node = int(index)
+    if speed >= STRAGGLER_SPEED or node >= cluster.nodes:
+        note = f"slowest node {node} at {speed:.3f} of the median rank: within noise, all GPUs nominal"
+        if node >= cluster.nodes:
+            note = f"slowest node {node} is not one of the plan's {cluster.nodes} nodes; all GPUs nominal"
+        return Signal(None, "nominal", note), cluster
+    factors = speed_factors_with_slow_node(cluster, node, speed)
+    note = f"node {node} runs at {speed:.3f} of the median rank; its GPUs get that speed"
+    return Signal(speed, "SlowestNodeSpeed", note), cluster.with_changes(speed_factors=factors)
+
+
+def _calibration(
+    request: PlanRequest,
+    observed: Observed,
+    *,
+    bandwidth: Signal,
+    latency_us: float | None,
+    base: Cluster,
+    tolerance: float,
+) -> tuple[Signal, Efficiency | None]:
+    """Fit the compute factor to the measured step when the network does not explain the difference."""
+    step = _valid(observed.step_time_s)
+    if step is None or step <= 0:
+        return Signal(None, "nominal", "no step time: the calibrated model is used as is"), None
+    if bandwidth.value is not None:
+        return Signal(None, "nominal", "the step time is explained by the network: not calibrated"), None
+    cluster = base.with_changes(network_latency_us=latency_us)
+    calibration = fit([Measured(request.model, request.current, step)], cluster, request.options.efficiency)
+    before = calibration.errors_before[0]
+    if abs(before) <= tolerance:
+        return Signal(
+            None, "nominal", f"predicted within {abs(before):.1%} of the measured step: not calibrated"
+        ), None
+    factor = calibration.factors["compute"]
+    note = (
+        f"compute x{factor:.3f} fitted to the measured step {step:.3g} s: error {before:+.1%} -> "
+        f"{calibration.errors_after[0]:+.1%}; the search ranks with the fitted model"
+    )
+    return Signal(factor, "StepTimeSeconds", note), calibration.efficiency

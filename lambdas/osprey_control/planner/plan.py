@@ -68,6 +68,8 @@ class Evaluation:
     sequence_parallel: bool = False
     distributed_optimizer: bool = False
     precision: str = "bf16"
+    # Node indices per pipeline stage when nodes differ in speed (empty: all nominal, any order).
+    stage_nodes: tuple[tuple[int, ...], ...] = ()
 
     def options(self) -> dict[str, object]:
         return {
@@ -106,6 +108,7 @@ class Evaluation:
             "reason": self.reason,
             "score": self.score,
             "tokens_per_s": self.tokens_per_s,
+            "stage_nodes": [list(stage) for stage in self.stage_nodes] or None,
             "breakdown": {
                 "compute_s": self.compute_s,
                 "tp_comm_s": self.tp_comm_s,

@@ -5,11 +5,12 @@ than every ``OSPREY_INTERVAL`` steps, so a job never flaps between two nearly eq
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from osprey_control.planner.costmodel import evaluate
+from osprey_control.planner.costmodel import Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.plan import Evaluation, Plan
@@ -65,6 +66,8 @@ class Measurement:
     network_latency_us: float | None = None
     nvlink_gbytes: float | None = None
     speed_factors: Sequence[float] | None = field(default=None)
+    # The efficiency model fitted to the job's measured step time (calibrate.fit), if any.
+    efficiency: Efficiency | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,8 @@ def replan(
         raise ValueError(f"hysteresis must be a fraction in [0, 1), got {hysteresis!r}")
     interval = interval_from_env() if interval is None else interval
     options = options or SearchOptions()
+    if measured.efficiency is not None:
+        options = dataclasses.replace(options, efficiency=measured.efficiency)
     observed = measured_cluster(current.cluster, measured)
     now = evaluate(
         current.model,

@@ -18,9 +18,10 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate, stage_speeds
+from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
+from osprey_control.planner.placement import Placement, place
 from osprey_control.planner.plan import Evaluation, Plan
 
 __all__ = [
@@ -182,9 +183,9 @@ def search(
             dp = cluster.gpus // (tp * pp)
             if model.global_batch % dp:
                 continue
-            speeds = stage_speeds(cluster, pp)
+            placement = place(cluster, pp)
             for variant in variants(model, cluster, options.knobs, tp, dp):
-                found = _search_shape(variant, cluster, options, (tp, pp, dp), speeds)
+                found = _search_shape(variant, cluster, options, (tp, pp, dp), placement)
                 evaluations.extend(found)
                 feasible.extend(e for e in found if e.feasible or not options.enforce_memory)
     return _rank(evaluations, feasible, options.top_k, keep_all)
@@ -195,7 +196,7 @@ def _search_shape(
     cluster: Cluster,
     options: SearchOptions,
     shape: tuple[int, int, int],
-    speeds: list[float],
+    placement: Placement,
 ) -> list[Evaluation]:
     """Every micro-batch and interleaving of one (tp, pp, dp), smallest micro-batch first."""
     tp, pp, dp = shape
@@ -211,7 +212,7 @@ def _search_shape(
                 memory_headroom=options.memory_headroom,
                 efficiency=options.efficiency,
                 uneven_pipeline=options.uneven_pipeline,
-                speeds=speeds,
+                placement=placement,
             )
             evaluations.append(evaluation)
             fits = fits or evaluation.feasible or not options.enforce_memory

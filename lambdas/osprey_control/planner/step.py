@@ -56,6 +56,8 @@ MAX_REPORTED = 20  # per list in the report: the state machine's payload stays s
 MESSAGE_CHARS = 600
 _LATENCY = "InterconnectLatencyMicroseconds"
 _STEP_TIME = "StepTimeSeconds"
+_NODE_SPEED = "SlowestNodeSpeed"
+_NODE_INDEX = "SlowestNodeIndex"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _EARLY_SLACK_S = 5.0
 
@@ -135,12 +137,14 @@ def _requests(plans: PlanItems, pks: Sequence[str], report: PlanStepReport) -> d
 
 
 def _series(records: Iterable[JobRecord], namespace: str) -> list[SeriesSpec]:
-    """Latency and step time of each job's lead host, on the runtime's [Backend, JobId, Host] dimensions:
-    two series per job, whatever its size."""
+    """Latency, step time and the slowest node of each job's lead host, on the runtime's [Backend, JobId,
+    Host] dimensions: four series per job, whatever its size."""
     jobs = list(records)
     return [
         *lead_series(jobs, "latency", _LATENCY, osprey_namespace=namespace),
         *lead_series(jobs, "step_time", _STEP_TIME, osprey_namespace=namespace),
+        *lead_series(jobs, "node_speed", _NODE_SPEED, osprey_namespace=namespace),
+        *lead_series(jobs, "node_index", _NODE_INDEX, osprey_namespace=namespace),
     ]
 
 
@@ -170,7 +174,12 @@ def _metrics(
         if found is not None and str(spec.job) not in failed:
             values.setdefault(str(spec.job), {})[spec.metric_name] = found[1]
     observed = {
-        job: Observed(latency_us=found.get(_LATENCY), step_time_s=found.get(_STEP_TIME))
+        job: Observed(
+            latency_us=found.get(_LATENCY),
+            step_time_s=found.get(_STEP_TIME),
+            slowest_node_speed=found.get(_NODE_SPEED),
+            slowest_node_index=found.get(_NODE_INDEX),
+        )
         for job, found in values.items()
     }
     return observed, failed

@@ -1,0 +1,119 @@
+"""Which nodes run which pipeline stage, when nodes differ in speed (stragglers).
+
+A stage runs at the speed of its slowest GPU over every data-parallel replica, and the pipeline at the speed
+of its slowest stage, so one slow node slows the whole step unless it sits on a stage with slack. The last
+stage is the critical one: it also runs the output projection onto the vocabulary (the logits), so it is the
+heaviest; the others carry the same blocks (the first also the embedding lookup, which is memory traffic,
+not FLOPs).
+
+Megatron's rank order (tp innermost, then dp, then pp) puts the last nodes of the job on the last stage
+(``rank_order``). ``place`` instead gives the fastest nodes to the last stage and the slowest to the first:
+pairing the heaviest stage with the fastest node group minimises the slowest stage's time (sorted loads
+against sorted speeds), and slow nodes grouped on one stage cost no more than one of them alone (a stage
+is as slow as its slowest node). Placement is by whole nodes; when a node holds GPUs of several stages
+(fewer GPUs per stage than a node has), nodes cannot be moved between stages and the rank order stands.
+
+Decision: a job adopts a placement by ordering its hosts (e.g. torchrun's node rank, or a hostfile) so
+that the nodes of ``stage_nodes`` come in that order; the plan's JSON carries it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from osprey_control.planner.hardware import Cluster
+
+__all__ = [
+    "Placement",
+    "node_speeds",
+    "node_speeds_from_rank_times",
+    "place",
+    "rank_order",
+    "speed_factors_with_slow_node",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Per-stage speed (1.0 nominal) and, when nodes could be placed, the node indices of each stage."""
+
+    speeds: tuple[float, ...]
+    stage_nodes: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def moved(self) -> bool:
+        """Whether the nodes differ from Megatron's rank order."""
+        if not self.stage_nodes:
+            return False
+        flat = [node for stage in self.stage_nodes for node in stage]
+        return flat != sorted(flat)
+
+
+def node_speeds(cluster: Cluster) -> list[float]:
+    """Each node's speed: its slowest GPU's."""
+    per = cluster.gpus_per_node
+    return [min(cluster.speed(node * per + i) for i in range(per)) for node in range(cluster.nodes)]
+
+
+def _nodes_per_stage(cluster: Cluster, pp: int) -> int:
+    per_stage = cluster.gpus // pp
+    return per_stage // cluster.gpus_per_node if per_stage % cluster.gpus_per_node == 0 else 0
+
+
+def rank_order(cluster: Cluster, pp: int) -> Placement:
+    """Megatron's layout: stage i on GPUs [i*G/pp, (i+1)*G/pp)."""
+    if cluster.uniform:
+        return Placement((cluster.speed(0),) * pp)
+    block = cluster.gpus // pp
+    speeds = tuple(min(cluster.speed_factors[i * block : (i + 1) * block]) for i in range(pp))
+    per = _nodes_per_stage(cluster, pp)
+    nodes = tuple(tuple(range(i * per, (i + 1) * per)) for i in range(pp)) if per else ()
+    return Placement(speeds, nodes)
+
+
+def place(cluster: Cluster, pp: int) -> Placement:
+    """The fastest node groups on the last (critical) stage, the slowest on the first."""
+    per = _nodes_per_stage(cluster, pp)
+    if cluster.uniform or pp == 1 or not per:
+        return rank_order(cluster, pp)
+    speeds = node_speeds(cluster)
+    # Fastest first; ties keep rank order so a uniform group never moves.
+    order = sorted(range(cluster.nodes), key=lambda node: (-speeds[node], node))
+    groups = [tuple(sorted(order[i * per : (i + 1) * per])) for i in range(pp)]
+    stage_nodes = tuple(reversed(groups))
+    candidate = Placement(tuple(min(speeds[n] for n in group) for group in stage_nodes), stage_nodes)
+    default = rank_order(cluster, pp)
+    # Keep the rank order when moving nodes gains nothing (the last stage is already on the fastest).
+    if candidate.speeds[-1] <= default.speeds[-1] and min(candidate.speeds) <= min(default.speeds):
+        return default
+    return candidate
+
+
+def node_speeds_from_rank_times(rank_seconds: Sequence[float], gpus_per_node: int) -> list[float]:
+    """Per-node speed from each rank's compute time per step (ranks in order, ``gpus_per_node`` to a node):
+    a rank's speed is the median rank's time over its own, a node's that of its slowest rank. Compute time,
+    not step time: a synchronous step takes as long on every rank (the fast ones wait)."""
+    if gpus_per_node < 1 or not rank_seconds or len(rank_seconds) % gpus_per_node:
+        raise ValueError(
+            f"need one compute time per rank for whole nodes of {gpus_per_node}, got {len(rank_seconds)}"
+        )
+    if any(not math.isfinite(t) or t <= 0 for t in rank_seconds):
+        raise ValueError("compute times must be positive numbers")
+    typical = statistics.median(rank_seconds)
+    return [
+        min(typical / t for t in rank_seconds[node * gpus_per_node : (node + 1) * gpus_per_node])
+        for node in range(len(rank_seconds) // gpus_per_node)
+    ]
+
+
+def speed_factors_with_slow_node(cluster: Cluster, node: int, speed: float) -> tuple[float, ...]:
+    """Per-GPU speed factors of ``cluster`` with every GPU of ``node`` at ``speed`` and the rest nominal."""
+    if not 0 <= node < cluster.nodes:
+        raise ValueError(f"node {node} is not one of the {cluster.nodes} nodes")
+    if not math.isfinite(speed) or speed <= 0:
+        raise ValueError(f"speed must be a positive number, got {speed!r}")
+    per = cluster.gpus_per_node
+    return tuple(speed if rank // per == node else 1.0 for rank in range(cluster.gpus))

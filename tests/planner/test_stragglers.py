@@ -1,0 +1,127 @@
+"""Given per-node speeds (a straggler), when the planner evaluates and searches plans, then a plan that puts
+the critical pipeline stage (the last: it also runs the output layer) on the slow node is penalised, the
+planner moves that node to a stage with slack, and a 5%-slow node changes the recommended placement; the
+plan step turns the runtime's slowest-node signal into per-GPU speeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from osprey_control.planner import ModelSpec, Plan, cluster, evaluate, search
+from osprey_control.planner.measure import Observed, measure
+from osprey_control.planner.model import OptimizerSharding, Recompute
+from osprey_control.planner.placement import node_speeds_from_rank_times, place, speed_factors_with_slow_node
+from osprey_control.planner.request import build_request, request_from_item
+from osprey_control.planner.search import SearchOptions
+
+# A 70B-class model (80 x 8192, 64 heads, Megatron-Core's untied embeddings) on 8 p5.48xlarge nodes.
+MODEL = ModelSpec(
+    layers=80,
+    hidden=8192,
+    heads=64,
+    seq=4096,
+    vocab=131072,
+    global_batch=64,
+    recompute=Recompute.SELECTIVE,
+    optimizer_sharding=OptimizerSharding.ZERO1,
+    flash_attention=True,
+    tied_embeddings=False,
+    comm_overlap=True,
+)
+NOMINAL = cluster(64, instance_type="p5.48xlarge")
+PIPELINE = Plan(tp=8, pp=8, dp=1, micro_batch=1)
+LAST_NODE = 7
+
+
+def _slow(node: int, speed: float = 0.95):  # type: ignore[no-untyped-def]
+    return NOMINAL.with_changes(speed_factors=speed_factors_with_slow_node(NOMINAL, node, speed))
+
+
+def test_the_critical_stage_on_a_5_percent_slow_node_is_penalised() -> None:
+    # Given the last node 5% slow; in Megatron's rank order it runs the last (critical) stage
+    slow = _slow(LAST_NODE)
+    nominal = evaluate(MODEL, NOMINAL, PIPELINE)
+    on_critical = evaluate(MODEL, slow, PIPELINE, placement="rank-order")
+    # When the planner places the nodes itself
+    placed = evaluate(MODEL, slow, PIPELINE)
+    # Then the rank order pays about the full 5%, and the planner's placement (slow node on the first stage,
+    # whose slack is the output layer's time) pays much less
+    assert on_critical.step_time_s == pytest.approx(nominal.step_time_s * 1.05, rel=0.01)
+    assert placed.step_time_s < nominal.step_time_s * 1.02
+    assert placed.stage_nodes[0] == (LAST_NODE,)
+    assert LAST_NODE not in placed.stage_nodes[-1]
+
+
+def test_a_uniform_cluster_and_a_slow_node_already_off_the_critical_stage_keep_the_rank_order() -> None:
+    assert evaluate(MODEL, NOMINAL, PIPELINE).stage_nodes == ()
+    # Node 0 runs the first stage, which has slack: moving nodes would gain nothing
+    kept = place(_slow(0), 8)
+    assert not kept.moved
+    assert kept.stage_nodes[0] == (0,)
+
+
+def test_a_5_percent_slow_node_changes_the_recommended_placement() -> None:
+    options = SearchOptions(top_k=3)
+    # Given the nominal cluster's recommendation
+    before = search(MODEL, NOMINAL, options).best
+    assert before is not None
+    assert before.stage_nodes == ()
+    # When the last node turns out 5% slow
+    after = search(MODEL, _slow(LAST_NODE), options).best
+    assert after is not None
+    # Then the recommendation changes: a pipelined plan now names its node order, the slow node off the last
+    # stage (or, for a plan without a pipeline, the plan itself changed)
+    if after.plan.pp > 1:
+        assert after.stage_nodes
+        assert LAST_NODE not in after.stage_nodes[-1]
+        assert [n for stage in after.stage_nodes for n in stage] != list(range(NOMINAL.nodes))
+    else:
+        assert after.plan != before.plan
+    # And it is never slower than the same plan left in rank order
+    assert (
+        after.step_time_s <= evaluate(MODEL, _slow(LAST_NODE), after.plan, placement="rank-order").step_time_s
+    )
+
+
+def test_rank_compute_times_become_node_speeds() -> None:
+    # Given 3 nodes of 2 ranks, one rank of node 1 10% slower (compute time, not step time)
+    speeds = node_speeds_from_rank_times([2.0, 2.0, 2.0, 2.2, 2.0, 2.0], 2)
+    # Then node 1 runs at 1/1.1 of the median rank, the others at full speed
+    assert speeds == pytest.approx([1.0, 1 / 1.1, 1.0])
+    with pytest.raises(ValueError, match="whole nodes"):
+        node_speeds_from_rank_times([1.0, 1.0, 1.0], 2)
+
+
+def _request():  # type: ignore[no-untyped-def]
+    item = build_request(
+        "JOB#batch#llm",
+        model={
+            "layers": 80,
+            "hidden": 8192,
+            "heads": 64,
+            "seq": 4096,
+            "vocab": 131072,
+            "global_batch": 64,
+            "tied_embeddings": "off",
+        },
+        cluster="p5.48xlarge",
+        current=PIPELINE,
+        gpus=64,
+    )
+    return request_from_item(item)
+
+
+def test_the_plan_step_turns_the_slowest_node_signal_into_gpu_speeds() -> None:
+    request = _request()
+    # Given the runtime reported node 7 at 0.95 of the median rank
+    measurement, signals = measure(request, Observed(slowest_node_speed=0.95, slowest_node_index=7))
+    # Then node 7's eight GPUs have speed 0.95 and the rest are nominal
+    assert measurement.speed_factors is not None
+    assert list(measurement.speed_factors) == [1.0] * 56 + [0.95] * 8
+    assert signals["speed_factors"].source == "SlowestNodeSpeed"
+    # And a difference within noise, or no datapoint, keeps every GPU nominal
+    noise, _ = measure(request, Observed(slowest_node_speed=0.99, slowest_node_index=7))
+    assert noise.speed_factors is None
+    missing, signals = measure(request, Observed())
+    assert missing.speed_factors is None
+    assert signals["speed_factors"].missing
