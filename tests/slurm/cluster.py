@@ -158,21 +158,25 @@ class LocalSlurm:
         """Cancel every job, stop the daemons, kill whatever still carries the marker, remove the directory."""
         if self.started:
             self.run("scancel", "--partition=gpu", "--full", check=False)
+            # Let slurmd reap the cancelled jobs (a daemon stopped mid-kill waits long before it exits).
+            end = time.monotonic() + 5
+            while time.monotonic() < end and self.squeue_states():
+                time.sleep(0.1)
         for process in reversed(self._processes):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 3
         for process in self._processes:
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=5)
+        self.started = False  # the daemons are gone on purpose from here on
         for pid in self.leftovers():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self._wait(lambda: not self.leftovers(), 10, "marked processes gone")
-        self.started = False
         shutil.rmtree(self.root, ignore_errors=True)
 
     def leftovers(self) -> list[int]:

@@ -28,6 +28,7 @@ from osprey.cli.local import local_app
 from osprey.cli.plan import plan_command
 from osprey.cli.policy import policy_app
 from osprey.cli.simulate import simulate_command
+from osprey.cli.slurm import slurm_app
 from osprey.cli.target import DEBUG_VARIABLE, describe_error
 
 __all__ = ["GuardedGroup", "app", "main"]
@@ -74,6 +75,7 @@ app.command("plan")(plan_command)
 app.command("simulate")(simulate_command)
 app.add_typer(local_app, name="local")
 app.command("cost")(cost_command)
+app.add_typer(slurm_app, name="slurm")
 
 
 def _version(value: bool) -> None:
