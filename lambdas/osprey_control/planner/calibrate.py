@@ -8,8 +8,9 @@ constants, are fitted (the model has more constants, but a job's measurements ca
 - ``nvlink``: the achieved fraction of NVLink bandwidth (tensor-parallel collectives, intra-node sends);
 - ``network``: the achieved fraction of the inter-node bandwidth (data-parallel all-reduce, pipeline sends).
 
-The fit minimises the squared log error of predicted against measured step times by coordinate descent on a
-log grid within ``[1/4, 4]`` of the calibrated constants: bounded, so one noisy measurement cannot make the
+The fit minimises the squared log error of predicted against measured step times by a pattern search in log
+space (every direction, diagonals too; the step halves when nothing improves) within ``[1/4, 4]`` of the
+calibrated constants: bounded, so one noisy measurement cannot make the
 model absurd, and a factor the measurements do not constrain (a network term of plans that never leave the
 node) stays at 1. With one measured plan only ``compute`` is fitted (one number fixes one factor).
 
@@ -20,6 +21,7 @@ before and after, so a user can see whether the measurements agree with the mode
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -34,7 +36,12 @@ __all__ = ["FACTORS", "Calibration", "Measured", "apply_factors", "fit"]
 
 FACTORS = ("compute", "nvlink", "network")
 _BOUND = 4.0
-_ROUNDS = 6
+_MAX_ITERATIONS = 400
+_MIN_STEP = 1e-4
+
+
+def _factors(logs: dict[str, float]) -> dict[str, float]:
+    return {name: math.exp(value) for name, value in logs.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,20 +113,27 @@ def fit(measured: Sequence[Measured], cluster: Cluster, base: Efficiency = DEFAU
     if not measured:
         raise ValueError("calibration needs at least one measured plan")
     free = FACTORS if len(measured) > 1 else ("compute",)
-    factors = dict.fromkeys(FACTORS, 1.0)
-    best = _loss(measured, cluster, base)
     span = math.log(_BOUND)
-    for round_index in range(_ROUNDS):
-        # Each round tries a finer grid around the current value of each factor in turn.
-        width = span / (2**round_index)
-        for name in free:
-            centre = math.log(factors[name])
-            for k in range(-4, 5):
-                candidate = math.exp(max(-span, min(span, centre + width * k / 4)))
-                trial = {**factors, name: candidate}
-                loss = _loss(measured, cluster, apply_factors(base, trial))
-                if loss < best - 1e-15:
-                    best, factors = loss, trial
+    point = dict.fromkeys(FACTORS, 0.0)  # log of each factor
+    best = _loss(measured, cluster, base)
+    moves = [m for m in itertools.product((-1, 0, 1), repeat=len(free)) if any(m)]
+    step = span / 2
+    for _ in range(_MAX_ITERATIONS):
+        if step < _MIN_STEP:
+            break
+        # Pattern search over every direction of the free factors (diagonals too: the factors are
+        # correlated, a valley along a diagonal is common); halve the step when nothing improves.
+        improved = False
+        for move in moves:
+            trial = dict(point)
+            for name, sign in zip(free, move, strict=True):
+                trial[name] = max(-span, min(span, point[name] + sign * step))
+            loss = _loss(measured, cluster, apply_factors(base, _factors(trial)))
+            if loss < best - 1e-15:
+                best, point, improved = loss, trial, True
+        if not improved:
+            step /= 2
+    factors = _factors(point)
     fitted = apply_factors(base, factors)
     return Calibration(
         factors=factors,

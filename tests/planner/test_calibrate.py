@@ -1,0 +1,161 @@
+"""Given measured step times of several plans, when the planner calibrates, then it recovers the efficiency
+factors that produced them, reports the fit's error before and after, re-ranks with the fitted model; the
+plan step does the same from the job's own step time, and ``osprey plan --measured FILE`` offline.
+
+The measured times here are synthetic with a known truth (the cost model with compute at 0.8x and the
+network at 0.5x of the calibrated constants), so the test can check that the fit finds it; the published
+tables check the model itself (test_validation.py, test_cross_generation.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from osprey.cli.main import app
+from osprey_control.planner import DEFAULT_EFFICIENCY, ModelSpec, Plan, cluster, evaluate, search
+from osprey_control.planner.calibrate import Measured, apply_factors, fit
+from osprey_control.planner.measure import Observed, measure
+from osprey_control.planner.request import build_request, request_from_item
+from osprey_control.planner.search import SearchOptions
+
+MODEL = ModelSpec(layers=48, hidden=8192, heads=64, seq=2048, vocab=51200, global_batch=1536)
+CLUSTER = cluster(512, instance_type="p4de.24xlarge")
+TRUTH = apply_factors(DEFAULT_EFFICIENCY, {"compute": 0.8, "network": 0.5})
+PLANS = [
+    Plan(8, 2, 32, 4),
+    Plan(8, 4, 16, 1, 2),
+    Plan(4, 8, 16, 1),
+    Plan(2, 8, 32, 1, 3),
+    Plan(8, 8, 8, 2),
+    Plan(4, 4, 32, 2),
+]
+
+
+def _measured(plans: list[Plan]) -> list[Measured]:
+    return [
+        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=TRUTH).step_time_s) for plan in plans
+    ]
+
+
+def test_the_fit_recovers_the_factors_and_reports_its_error() -> None:
+    # Given six plans measured on a cluster slower than the model thinks
+    calibration = fit(_measured(PLANS), CLUSTER)
+    # Then the fit finds compute 0.8 and network 0.5, and its error falls from over 10% to under 1%
+    assert calibration.factors["compute"] == pytest.approx(0.8, rel=0.03)
+    assert calibration.factors["network"] == pytest.approx(0.5, rel=0.1)
+    summary = calibration.to_dict()
+    assert summary["before"]["median_abs_error"] > 0.10  # type: ignore[index]
+    assert summary["after"]["max_abs_error"] < 0.01  # type: ignore[index]
+    # And the search with the fitted model picks the plan the true model picks
+    fitted = search(MODEL, CLUSTER, SearchOptions(efficiency=calibration.efficiency)).best
+    truth = search(MODEL, CLUSTER, SearchOptions(efficiency=TRUTH)).best
+    assert fitted is not None
+    assert truth is not None
+    assert fitted.plan == truth.plan
+
+
+def test_one_measured_plan_fits_only_the_compute_factor() -> None:
+    calibration = fit(_measured(PLANS[:1]), CLUSTER)
+    assert (calibration.factors["nvlink"], calibration.factors["network"]) == (1.0, 1.0)
+    assert abs(calibration.errors_after[0]) < 0.01
+    with pytest.raises(ValueError, match="at least one"):
+        fit([], CLUSTER)
+
+
+def _request():  # type: ignore[no-untyped-def]
+    model = {"layers": 48, "hidden": 8192, "heads": 64, "seq": 2048, "vocab": 51200, "global_batch": 1536,
+             "recompute": "full", "sequence_parallel": "off", "optimizer_sharding": "none",
+             "flash_attention": "off", "comm_overlap": "off"}  # fmt: skip
+    item = build_request("JOB#batch#llm", model=model, cluster="p4de.24xlarge", current=PLANS[0], gpus=512)
+    return request_from_item(item)
+
+
+def test_the_plan_step_calibrates_from_a_step_faster_than_predicted() -> None:
+    request = _request()
+    predicted = evaluate(request.model, request.cluster, request.current).step_time_s
+    # Given the job runs 20% faster than the model predicts (better kernels, say)
+    measurement, signals = measure(request, Observed(latency_us=15.0, step_time_s=0.8 * predicted))
+    # Then the compute factor is fitted (above 1.25: communication does not speed up with it), the signal
+    # reports it and the error, and replanning uses it
+    assert signals["calibration"].source == "StepTimeSeconds"
+    assert signals["calibration"].value > 1.25
+    assert "-> +0.0%" in signals["calibration"].note or "-> -0.0%" in signals["calibration"].note
+    assert measurement.efficiency is not None
+    refit = evaluate(request.model, request.cluster, request.current, efficiency=measurement.efficiency)
+    assert refit.step_time_s == pytest.approx(0.8 * predicted, rel=0.01)
+    # And a step within the tolerance is not calibrated
+    same, signals = measure(request, Observed(latency_us=15.0, step_time_s=predicted))
+    assert same.efficiency is None
+    assert signals["calibration"].value is None
+
+
+runner = CliRunner()
+FLAGS = [
+    "--layers", "48", "--hidden", "8192", "--heads", "64", "--seq", "2048", "--vocab", "51200",
+    "--global-batch", "1536", "--gpus", "512", "--instance-type", "p4de.24xlarge",
+    "--recompute", "full", "--sequence-parallel", "off", "--optimizer-sharding", "none",
+    "--flash-attention", "off", "--comm-overlap", "off",
+]  # fmt: skip
+
+
+def test_osprey_plan_measured_fits_ranks_and_reports(tmp_path: Path) -> None:
+    # Given a CSV of measured step times per plan
+    path = tmp_path / "measured.csv"
+    rows = ["tp,pp,micro_batch,virtual,step_time_s"] + [
+        f"{m.plan.tp},{m.plan.pp},{m.plan.micro_batch},{m.plan.virtual},{m.step_time_s}"
+        for m in _measured(PLANS)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    # When osprey plan is given it
+    result = runner.invoke(app, ["plan", *FLAGS, "--measured", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    # Then the JSON carries the fit (6 points, its error before and after) and the ranking uses it
+    calibration = out["calibration"]
+    assert calibration["points"] == 6
+    assert calibration["factors"]["compute"] == pytest.approx(0.8, rel=0.03)
+    assert calibration["after"]["max_abs_error"] < 0.01
+    truth = search(MODEL, CLUSTER, SearchOptions(efficiency=TRUTH)).best
+    assert truth is not None
+    assert (out["best"]["tp"], out["best"]["pp"], out["best"]["micro_batch"]) == (
+        truth.plan.tp,
+        truth.plan.pp,
+        truth.plan.micro_batch,
+    )
+    # And the table says so in one line
+    table = runner.invoke(app, ["plan", *FLAGS, "--measured", str(path)])
+    assert "calibrated on 6 measured plan(s): compute x0.8" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tp,pp,micro_batch\n8,2,4\n", "row 1: step_time_s is required"),
+        ("tp,pp,micro_batch,step_time_s\n8,3,4,10\n", "row 1: tp*pp = 24 must divide the 512 GPUs"),
+        (
+            '[{"tp": 8, "pp": 2, "micro_batch": 4, "step_time_s": -1}]',
+            "row 1: step_time_s must be a positive",
+        ),
+        (
+            '[{"tp": 8, "pp": 2, "micro_batch": 4, "step_time_s": 9, "colour": 1}]',
+            "row 1: unknown field 'colour'",
+        ),
+        ("", "no measured plans"),
+    ],
+)
+def test_a_bad_measured_file_names_the_row_and_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "measured.csv"
+    path.write_text(text)
+    result = runner.invoke(app, ["plan", *FLAGS, "--measured", str(path)])
+    assert result.exit_code == 1
+    assert f"error: --measured {path}: {message}" in result.stderr
+
+
+def test_calibrated_efficiency_is_a_plain_efficiency() -> None:
+    # The fitted model is the same dataclass, usable anywhere an Efficiency is
+    fitted = apply_factors(DEFAULT_EFFICIENCY, {"compute": 2.0})
+    assert dataclasses.replace(fitted).gemm_scale == 2.0
