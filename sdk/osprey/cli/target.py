@@ -458,9 +458,16 @@ def find_job(registry: JobRegistry, job: str) -> JobRecord:
         raise TargetError(f"{job!r} matches several jobs ({keys}); name one as BACKEND#ID")
     if matches:
         return matches[0]
-    names = sorted({record.name for record in active} | {str(record.key) for record in active})
-    close = difflib.get_close_matches(job, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+    # Compared with what the user may have typed (a name, a native id, a key), suggested as a name, or as the
+    # key when the user typed one.
+    shown: dict[str, str] = {}
+    for record in active:
+        shown.setdefault(record.name, record.name)
+        shown.setdefault(record.native_id, record.name)
+        if "#" in job:
+            shown.setdefault(str(record.key), str(record.key))
+    close = list(dict.fromkeys(shown[found] for found in difflib.get_close_matches(job, list(shown), 5, 0.6)))
+    hint = f"; did you mean {' or '.join(repr(name) for name in close[:3])}?" if close else ""
     raise TargetError(
         f"no job {job!r} in the registry{hint} ({len(active)} active job(s): `osprey jobs` lists them; a "
         "finished job needs BACKEND#ID)"
