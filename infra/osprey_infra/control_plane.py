@@ -25,6 +25,9 @@ from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,
     CYCLE_SECONDS_VARIABLE,
+    EKS_CLUSTERS_VARIABLE,
+    EVERY_N_CYCLES_VARIABLE,
+    HISTORY_RETENTION_VARIABLE,
     LEASE_SECONDS_VARIABLE,
     METRICS_NAMESPACE_VARIABLE,
     PER_JOB_METRICS_VARIABLE,
@@ -113,9 +116,11 @@ class OspreyControlPlane(Construct):
             "ingest",
             "Osprey: job and instance events → registry",
             timeout=60,
-            OSPREY_HISTORY_RETENTION_DAYS=str(config.history_retention_days),
             # The policies' coScheduling decides which jobs are gangs.
-            **{POLICY_PREFIX_VARIABLE: POLICY_PREFIX},
+            **{
+                HISTORY_RETENTION_VARIABLE: str(config.history_retention_days),
+                POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
+            },
         )
         self.lease = function(
             "Lease",
@@ -135,8 +140,8 @@ class OspreyControlPlane(Construct):
             "collect",
             "Osprey: read the cycle's metrics once for every shard",
             timeout=60,
-            OSPREY_METRICS_EVERY_N_CYCLES=str(DEFAULT_EVERY_N_CYCLES),
             **{
+                EVERY_N_CYCLES_VARIABLE: str(DEFAULT_EVERY_N_CYCLES),
                 POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
                 CYCLE_SECONDS_VARIABLE: str(config.cycle_interval_seconds),
             },
@@ -150,8 +155,8 @@ class OspreyControlPlane(Construct):
             timeout=120,
             # Each job's CloudWatch series read on one cycle in N, reused from its last decision otherwise
             # (docs/metrics-and-actuation.md, Cadence); the cycle interval numbers the cycles.
-            OSPREY_METRICS_EVERY_N_CYCLES=str(DEFAULT_EVERY_N_CYCLES),
             **{
+                EVERY_N_CYCLES_VARIABLE: str(DEFAULT_EVERY_N_CYCLES),
                 POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
                 ALLOWED_RULE_PREFIX_VARIABLE: config.allowed_rule_prefix,
                 PER_JOB_METRICS_VARIABLE: str(config.per_job_metrics).lower(),
@@ -169,8 +174,10 @@ class OspreyControlPlane(Construct):
                 "eks_discovery",
                 "Osprey: discover Osprey jobs on EKS",
                 timeout=120,
-                OSPREY_EKS_CLUSTERS=",".join(config.eks_clusters),
-                **{POLICY_PREFIX_VARIABLE: POLICY_PREFIX},
+                **{
+                    EKS_CLUSTERS_VARIABLE: ",".join(config.eks_clusters),
+                    POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
+                },
             )
 
         self.gangs = GangWatch(

@@ -23,6 +23,8 @@ from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE
 from osprey_control.eks import KubernetesApiError, KubernetesClient, connect, discover
 from osprey_control.registry.observation import JobObservation
 from osprey_control.wiring import (
+    EKS_CLUSTERS_VARIABLE,
+    EKS_INCLUDE_PODS_VARIABLE,
     GANG_STATE_MACHINE_VARIABLE,
     POLICY_PREFIX,
     POLICY_PREFIX_VARIABLE,
@@ -67,10 +69,10 @@ class EksDiscoveryEnvironment(BaseModel):
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> EksDiscoveryEnvironment:
         env = os.environ if environ is None else environ
-        clusters = env.get("OSPREY_EKS_CLUSTERS", "")
+        clusters = env.get(EKS_CLUSTERS_VARIABLE, "")
         if not clusters.strip():
-            raise ValueError("set OSPREY_EKS_CLUSTERS to a comma-separated list of EKS cluster names")
-        include = env.get("OSPREY_EKS_INCLUDE_PODS", "true").strip().lower() not in ("false", "0")
+            raise ValueError(f"set {EKS_CLUSTERS_VARIABLE} to a comma-separated list of EKS cluster names")
+        include = env.get(EKS_INCLUDE_PODS_VARIABLE, "true").strip().lower() not in ("false", "0")
         return cls(
             cluster_names=clusters,
             include_pods=include,

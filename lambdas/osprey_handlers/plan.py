@@ -15,6 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from osprey_control.planner.step import PlanStepConfig, run_plan_step
+from osprey_control.wiring import PLAN_EVERY_VARIABLE, PLAN_HYSTERESIS_VARIABLE, PLAN_WINDOW_VARIABLE
 from osprey_handlers._settings import HandlerSettings
 
 __all__ = ["PlanSettings", "handler"]
@@ -25,11 +26,11 @@ logger = Logger(service="osprey-plan")
 class PlanSettings(HandlerSettings):
     """The function's environment (set by the CDK construct)."""
 
-    hysteresis: float = Field(default=0.10, alias="OSPREY_PLAN_HYSTERESIS", ge=0.0, lt=1.0)
-    window_seconds: int = Field(default=600, alias="OSPREY_PLAN_WINDOW_SECONDS", ge=60, le=86400)
+    hysteresis: float = Field(default=0.10, alias=PLAN_HYSTERESIS_VARIABLE, ge=0.0, lt=1.0)
+    window_seconds: int = Field(default=600, alias=PLAN_WINDOW_VARIABLE, ge=60, le=86400)
     # Each job at most every 5 minutes: the cycle runs every minute, a job reads its plan every OSPREY_INTERVAL
     # steps, and every planning queries two CloudWatch series per job (its lead host's).
-    every_seconds: int = Field(default=300, alias="OSPREY_PLAN_EVERY_SECONDS", ge=0, le=86400)
+    every_seconds: int = Field(default=300, alias=PLAN_EVERY_VARIABLE, ge=0, le=86400)
 
     def step_config(self) -> PlanStepConfig:
         return PlanStepConfig(

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from osprey_control.registry.model import JobKey
+from osprey_control.wiring import CYCLE_SECONDS_VARIABLE, EVERY_N_CYCLES_VARIABLE
 
 __all__ = [
     "CYCLE_SECONDS_VARIABLE",
@@ -31,8 +32,6 @@ __all__ = [
     "turn_of",
 ]
 
-EVERY_N_CYCLES_VARIABLE = "OSPREY_METRICS_EVERY_N_CYCLES"
-CYCLE_SECONDS_VARIABLE = "OSPREY_CYCLE_SECONDS"
 # What the CDK app deploys (docs/metrics-and-actuation.md, Cadence): at 60 s cycles a job's metrics are at
 # most 5 minutes old, and GetMetricData costs a fifth. The collector's own default stays 1 (every cycle).
 DEFAULT_EVERY_N_CYCLES = 5

@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from osprey_control.wiring import (
     GANG_STATE_MACHINE_VARIABLE,
+    HISTORY_RETENTION_VARIABLE,
     METRICS_NAMESPACE,
     METRICS_NAMESPACE_VARIABLE,
     POLICY_PREFIX,
     POLICY_PREFIX_VARIABLE,
+    RECOGNISE_BY_ENVIRONMENT_VARIABLE,
     REGISTRY_SHARDS_VARIABLE,
     TABLE_NAME_VARIABLE,
 )
@@ -22,8 +24,8 @@ __all__ = ["ENVIRONMENT_VARIABLES", "IngestSettings", "SettingsError"]
 ENVIRONMENT_VARIABLES = {
     "table_name": TABLE_NAME_VARIABLE,
     "shards": REGISTRY_SHARDS_VARIABLE,
-    "history_retention_days": "OSPREY_HISTORY_RETENTION_DAYS",
-    "recognise_by_environment": "OSPREY_RECOGNISE_BY_ENVIRONMENT",
+    "history_retention_days": HISTORY_RETENTION_VARIABLE,
+    "recognise_by_environment": RECOGNISE_BY_ENVIRONMENT_VARIABLE,
     "gang_state_machine_arn": GANG_STATE_MACHINE_VARIABLE,
     "policy_prefix": POLICY_PREFIX_VARIABLE,
     "metrics_namespace": METRICS_NAMESPACE_VARIABLE,

@@ -46,6 +46,7 @@ from osprey.cost.source import (
     shipped_policy_names,
     synthesize,
 )
+from osprey_control.wiring import REGISTRY_SHARDS_VARIABLE
 
 __all__ = ["cost_command", "parse_flags"]
 
@@ -201,7 +202,7 @@ def cost_command(
     try:
         facts = read_template(_template(template))
         agent = agent_metrics(agent_file, gpus_per_node=shape.gpus_per_node)
-        load = metric_load(synthetic_fleet(shape), int(facts.setting("shards", "OSPREY_REGISTRY_SHARDS")))
+        load = metric_load(synthetic_fleet(shape), int(facts.setting("shards", REGISTRY_SHARDS_VARIABLE)))
         assumptions = Assumptions(replanned_jobs=replanned or 0)
         with_agent = estimate(facts, shape, load, seconds, agent=agent, assumptions=assumptions)
     except (TemplateError, ValueError, KeyError) as error:
