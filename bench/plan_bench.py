@@ -82,14 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "options searched: recompute x sequence parallelism x distributed optimizer"
         + (" x precision (bf16, fp8)" if args.fp8 else "")
     )
-    one = cluster(3072, gpus_per_node=8, **gpu)  # type: ignore[arg-type]
+    one = cluster(3072, gpus_per_node=8, **gpu)
     plan = Plan(tp=8, pp=64, dp=6, micro_batch=1)
     evaluations = 200
     per_plan = _median_seconds(lambda: [evaluate(MODEL, one, plan) for _ in range(evaluations)], repeat)
     print(f"baseline: one plan evaluation = {per_plan / evaluations * 1e6:.1f} us")
     slowest = 0.0
     for gpus in args.gpus:
-        target = cluster(gpus, gpus_per_node=8, **gpu)  # type: ignore[arg-type]
+        target = cluster(gpus, gpus_per_node=8, **gpu)
         result = search(MODEL, target, options)
         seconds = _median_seconds(lambda target=target: search(MODEL, target, options), repeat)  # type: ignore[misc]
         baseline = search_exhaustive(MODEL, target, options)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from osprey_control.planner import ModelSpec, Plan, cluster, evaluate, search
+from osprey_control.planner import Cluster, ModelSpec, Plan, PlanRequest, cluster, evaluate, search
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.model import OptimizerSharding, Recompute
 from osprey_control.planner.placement import node_speeds_from_rank_times, place, speed_factors_with_slow_node
@@ -33,7 +33,7 @@ PIPELINE = Plan(tp=8, pp=8, dp=1, micro_batch=1)
 LAST_NODE = 7
 
 
-def _slow(node: int, speed: float = 0.95):  # type: ignore[no-untyped-def]
+def _slow(node: int, speed: float = 0.95) -> Cluster:
     return NOMINAL.with_changes(speed_factors=speed_factors_with_slow_node(NOMINAL, node, speed))
 
 
@@ -92,7 +92,7 @@ def test_rank_compute_times_become_node_speeds() -> None:
         node_speeds_from_rank_times([1.0, 1.0, 1.0], 2)
 
 
-def _request():  # type: ignore[no-untyped-def]
+def _request() -> PlanRequest:
     item = build_request(
         "JOB#batch#llm",
         model={
