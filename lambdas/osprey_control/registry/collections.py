@@ -13,11 +13,9 @@ CloudWatch itself, which costs calls, not correctness.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from osprey_control.aws import client_for
 from osprey_control.registry.keys import collection_key
-from osprey_control.registry.table import TTL_ATTRIBUTE
+from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
 __all__ = ["MAX_BODY_BYTES", "CollectionStore"]
 
@@ -25,18 +23,8 @@ MAX_BODY_BYTES = 350_000
 _TTL_SECONDS = 3600
 
 
-class CollectionStore:
+class CollectionStore(RegistryTable):
     """Per-shard collection bodies under a lease token. ``client``: a DynamoDB client (created when None)."""
-
-    def __init__(self, table_name: str, client: Any = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = client_for("dynamodb")
-        return self._client
 
     def put(self, shard: int, token: int, body: bytes, *, now: float | None = None) -> bool:
         """Store ``body`` for ``shard`` under ``token``; False (nothing written) when it is too large."""

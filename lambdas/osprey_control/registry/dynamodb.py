@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from osprey_control.aws import client_for
 from osprey_control.errors import TransientError, condition_failed
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
 from osprey_control.registry.fence import Fence, failed_checks, fenced_transaction
@@ -56,7 +55,7 @@ from osprey_control.registry.items import (
 )
 from osprey_control.registry.model import JobKey, JobRecord, decision_changes
 from osprey_control.registry.observation import JobObservation, merge_observation, merge_spot_risk
-from osprey_control.registry.table import TTL_ATTRIBUTE, create_table
+from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable, create_table
 
 __all__ = [
     "DEFAULT_HISTORY_RETENTION",
@@ -106,7 +105,7 @@ class ApplyResult:
     changed: bool  # False: the registry already held everything the observation says (a duplicate)
 
 
-class JobRegistry:
+class JobRegistry(RegistryTable):
     """Read and write Osprey's jobs. ``client``: a boto3 DynamoDB client (created on first use if None)."""
 
     def __init__(
@@ -120,17 +119,10 @@ class JobRegistry:
     ) -> None:
         if not 1 <= shards <= 1000:
             raise ValueError(f"shards must be 1..1000, got {shards}")
-        self.table_name = table_name
+        super().__init__(table_name, client)
         self.shards = shards
         self.history_retention = history_retention
         self.max_attempts = max_attempts
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = client_for("dynamodb")
-        return self._client
 
     def create_table(self) -> str:
         return create_table(self.client, self.table_name)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from osprey_control.aws import client_for
 from osprey_control.errors import aws_error_code
 from osprey_control.registry.keys import LEASE_KEY
+from osprey_control.registry.table import RegistryTable
 
 __all__ = ["LEASE_KEY", "TOKEN_ATTRIBUTE", "Fence", "FenceLostError", "failed_checks", "fenced_transaction"]
 
@@ -32,19 +32,13 @@ class FenceLostError(Exception):
         )
 
 
-class Fence:
+class Fence(RegistryTable):
     """This execution's lease token on ``table_name``. ``client`` (DynamoDB, created on first use if None)
     is used only by :meth:`holds`; :meth:`condition_check` goes into the caller's own transaction."""
 
     def __init__(self, table_name: str, token: int, client: Any = None) -> None:
-        self.table_name = table_name
+        super().__init__(table_name, client)
         self.token = token
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("dynamodb", self._client)
-        return self._client
 
     def condition_check(self) -> dict[str, Any]:
         """A TransactWriteItems entry that cancels the transaction unless the lease is still at our token."""

@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from osprey_control.aws import client_for
 from osprey_control.errors import condition_failed
 from osprey_control.registry.batch import batch_get
 from osprey_control.registry.items import format_time, from_attribute, to_attribute
 from osprey_control.registry.keys import GANG_SK, job_pk, key_from_pk
 from osprey_control.registry.model import JobKey
+from osprey_control.registry.table import RegistryTable
 
 __all__ = ["GangItems", "StaleGangStateError"]
 
@@ -36,18 +36,9 @@ def _key(key: JobKey) -> dict[str, dict[str, str]]:
     return {"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}}
 
 
-class GangItems:
+class GangItems(RegistryTable):
     """Read and write the gang state items of one registry table. ``client=None`` creates a DynamoDB client on
     first use."""
-
-    def __init__(self, table_name: str, client: Any = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("dynamodb", self._client)
-        return self._client
 
     def load(self, key: JobKey) -> tuple[dict[str, Any] | None, int]:
         """The job's gang values and their version (0 when there are none yet); a consistent read."""

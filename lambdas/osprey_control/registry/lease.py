@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.aws import client_for
 from osprey_control.registry.fence import TOKEN_ATTRIBUTE
 from osprey_control.registry.keys import LEASE_KEY, LEASE_PK
+from osprey_control.registry.table import RegistryTable
 
 __all__ = ["LEASE_PK", "CycleLease", "LeaseState"]
 
@@ -50,17 +50,8 @@ def _now_epoch(now: datetime | None) -> int:
     return int((now or datetime.now(UTC)).timestamp())
 
 
-class CycleLease:
+class CycleLease(RegistryTable):
     """The cycle lease of one registry table. ``client=None`` creates a DynamoDB client on first use."""
-
-    def __init__(self, table_name: str, client: Any = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("dynamodb", self._client)
-        return self._client
 
     def _key(self) -> dict[str, dict[str, str]]:
         return {name: dict(value) for name, value in LEASE_KEY.items()}

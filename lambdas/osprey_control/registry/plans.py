@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.aws import client_for
 from osprey_control.errors import condition_failed
 from osprey_control.registry.batch import batch_get
 from osprey_control.registry.keys import PLAN_REQUEST_SK, PLAN_SK
+from osprey_control.registry.table import RegistryTable
 
 __all__ = ["PlanItems", "ProgressUpdate"]
 
@@ -46,18 +46,9 @@ class ProgressUpdate:
     plan_json: str | None = None
 
 
-class PlanItems:
+class PlanItems(RegistryTable):
     """Plan requests and records of one registry table. ``client=None`` creates a DynamoDB client on first use
     (pass one: a job's worker thread needs a client of its own session)."""
-
-    def __init__(self, table_name: str, client: Any = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("dynamodb", self._client)
-        return self._client
 
     def requests(self, pks: Sequence[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """The request item of each job partition in ``pks`` that has one (consistent reads, 100 keys a call),

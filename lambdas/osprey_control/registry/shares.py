@@ -14,10 +14,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.aws import client_for
 from osprey_control.registry.batch import batch_get
 from osprey_control.registry.keys import META, SHARES_PK, job_pk, share_sk
 from osprey_control.registry.model import ACTIVE_STATUSES, JobKey, JobStatus
+from osprey_control.registry.table import RegistryTable
 
 __all__ = ["ShareEntry", "ShareLedger"]
 
@@ -35,18 +35,9 @@ class ShareEntry:
         return {"pk": {"S": SHARES_PK}, "sk": {"S": share_sk(self.policy_arn, self.share)}}
 
 
-class ShareLedger:
+class ShareLedger(RegistryTable):
     """The share entries Osprey added, in one registry table. ``client=None`` creates a DynamoDB client on first
     use."""
-
-    def __init__(self, table_name: str, client: Any = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        self._client = client_for("dynamodb", self._client)
-        return self._client
 
     def _pages(self) -> Iterator[dict[str, Any]]:
         request: dict[str, Any] = {

@@ -11,7 +11,14 @@ from typing import Any
 from osprey_control.aws import client_for
 from osprey_control.registry.items import ACTIVE_INDEX, APPLY_PENDING_ATTRIBUTE, APPLY_PENDING_INDEX
 
-__all__ = ["ATTRIBUTE_DEFINITIONS", "GLOBAL_SECONDARY_INDEXES", "KEY_SCHEMA", "TTL_ATTRIBUTE", "create_table"]
+__all__ = [
+    "ATTRIBUTE_DEFINITIONS",
+    "GLOBAL_SECONDARY_INDEXES",
+    "KEY_SCHEMA",
+    "TTL_ATTRIBUTE",
+    "RegistryTable",
+    "create_table",
+]
 
 TTL_ATTRIBUTE = "ttl"
 ATTRIBUTE_DEFINITIONS: list[dict[str, str]] = [
@@ -67,3 +74,17 @@ def create_table(client: Any = None, name: str = "osprey-jobs") -> str:
         TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
     )
     return name
+
+
+class RegistryTable:
+    """Base of the registry's adapters (jobs, lease, fence, gangs, plans, shares, collections): the table's name
+    and a DynamoDB client, ``client=None`` creating one on first use (never at import)."""
+
+    def __init__(self, table_name: str, client: Any = None) -> None:
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        self._client = client_for("dynamodb", self._client)
+        return self._client
