@@ -31,16 +31,19 @@ from typing import Any
 
 from osprey.checkout import find_checkout
 from osprey.local.lambdas import Handler, InProcessLambdas
+from osprey_control.derivation import CustomRuleError, JobMetrics, NodeMetrics, build_event, parse_answer
 from osprey_control.policy import DEFAULT_ALLOWED_PREFIX, RuleAllowList, load_policy_files, rule_arn_issues
 from osprey_control.policy.shipped import shipped_policy_dir
 from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = [
+    "CHECK_JOB",
     "DEMO_POLICY",
     "DEMO_RULE_NAME",
     "DEMO_RULE_SOURCE",
     "RuleDeployError",
     "apply_policy",
+    "check_rule",
     "deploy_demo_rule",
     "deploy_rule",
     "handler_from_zip",
@@ -52,6 +55,7 @@ DEMO_RULE_NAME = "osprey-rule-spot"
 DEMO_RULE_SOURCE = Path("examples/rules/spot_risk.py")  # in the checkout
 DEMO_POLICY = "spot-aware-policy"
 RULE_ROLE = "osprey-local-rule"
+CHECK_JOB = "osprey-local-check"  # the job name of check_rule's sample event
 _RUNTIME = "python3.12"
 
 
@@ -158,6 +162,27 @@ def apply_policy(
     return [item.policy.name for item in loaded.policies]
 
 
+def check_rule(client: ClientFactory, name: str) -> float:
+    """Invoke the rule ``name`` once with a sample event of the contract (``aws lambda invoke``, as a user
+    tries a new function); returns its answer, or :class:`RuleDeployError` saying what it answered instead."""
+    event = build_event(
+        "osprey-local-check",
+        JobMetrics(
+            "check", (NodeMetrics("i-0", {"gpu_utilization": 90.0}),), backend="batch", name=CHECK_JOB
+        ),
+        current_priority=50,
+        base_priority=80.0,
+    )
+    response = client("lambda").invoke(FunctionName=name, Payload=json.dumps(event).encode())
+    payload = response["Payload"].read()
+    if response.get("FunctionError"):
+        raise RuleDeployError(f"{name} failed on a sample event: {payload[:300]!r}")
+    try:
+        return parse_answer(payload)
+    except CustomRuleError as error:
+        raise RuleDeployError(f"{name} answered a sample event with {payload[:300]!r}: {error}") from None
+
+
 def deploy_demo_rule(
     client: ClientFactory, runtime: InProcessLambdas, config: Mapping[str, Any], *, region: str, account: str
 ) -> str:
@@ -166,6 +191,7 @@ def deploy_demo_rule(
     source = find_checkout() / DEMO_RULE_SOURCE
     code = rule_zip({source.name: source.read_text()})
     arn = deploy_rule(client, runtime, DEMO_RULE_NAME, code, f"{source.stem}.handler")
+    check_rule(client, DEMO_RULE_NAME)
     allow = RuleAllowList.for_deployment(
         str(config.get("allowedRulePrefix") or DEFAULT_ALLOWED_PREFIX), account=account, region=region
     )

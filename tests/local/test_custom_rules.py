@@ -1,0 +1,182 @@
+"""Custom rules end to end: a user's Lambda function, deployed from its source, invoked by the deployed cycle.
+
+The synthesized app's resources are created in moto (``tests/infra/e2e/harness.py``); each rule is a deployment
+package of one Python file, created as a Lambda function named with the deployment's allowed prefix
+(:func:`osprey.local.rules.deploy_rule`, what ``osprey local up`` does with ``examples/rules/spot_risk.py``),
+and named by ARN in a policy stored as the derive step reads it. The cycle state machine runs; the derive handler
+invokes the function through Lambda ``Invoke`` and the package's own handler answers. What a user checks is the
+registry's decision: the rule's outcome and value, the priority, the reason.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osprey.local.rules import apply_policy, deploy_rule, rule_zip
+from osprey_control.policy import RuleAllowList
+from osprey_control.registry.dynamodb import JobRegistry
+from tests.infra.e2e.fleet import Fleet
+from tests.infra.e2e.harness import CycleHarness, deployed
+
+ACCOUNT, REGION = "123456789012", "us-east-1"
+ROOT = Path(__file__).resolve().parents[2]
+
+PLAIN = """
+def handler(event, context):
+    return {"derived_priority": 60}
+"""
+API_GATEWAY = """
+import json
+
+def handler(event, context):
+    # A function also served through API Gateway answers in its proxy form.
+    return {"statusCode": 200, "headers": {"Content-Type": "application/json"},
+            "body": json.dumps({"derived_priority": 70})}
+"""
+SLOW = """
+import time
+
+def handler(event, context):
+    time.sleep(3)  # far beyond the rule's timeoutMs
+    return {"derived_priority": 10}
+"""
+CRASH = """
+def handler(event, context):
+    raise KeyError("checkpoint_age")  # a bug in the rule
+"""
+
+
+def policy_text(name: str, function: str, timeout_ms: int) -> str:
+    """GPU utilisation (linear 0..100) and the custom rule weighted equally; one cycle reaches the target."""
+    return textwrap.dedent(f"""
+        apiVersion: osprey.aws/v1
+        kind: PriorityDerivationPolicy
+        metadata: {{name: {name}}}
+        spec:
+          maxPriorityChange: 100
+          derivationRules:
+          - {{metric: gpu_utilization, weight: 1, scaling: linear, minPriority: 0, maxPriority: 100}}
+          - custom:
+              arn: arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}
+              weight: 1
+              fallbackPriority: 90
+              timeoutMs: {timeout_ms}
+    """)
+
+
+@pytest.fixture
+def cycle(template: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[CycleHarness]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with deployed(template) as harness:
+        yield harness
+        # A rule still running past its timeout answers into a mock that must still exist.
+        assert harness.runtime.wait_idle(timeout=10)
+
+
+@pytest.fixture
+def fleet(cycle: CycleHarness) -> Fleet:
+    variables = cycle.client("lambda").get_function_configuration(FunctionName=cycle.function("derive"))
+    environment = variables["Environment"]["Variables"]
+    registry = JobRegistry(
+        environment["OSPREY_TABLE_NAME"],
+        client=cycle.client("dynamodb"),
+        shards=int(environment["OSPREY_REGISTRY_SHARDS"]),
+    )
+    fleet = Fleet(registry, cycle.client("batch"), cycle.client("cloudwatch"), cycle.service_jobs)
+    fleet.create_queues(cycle.client("iam"))
+    return fleet
+
+
+@dataclass(frozen=True)
+class Case:
+    source: str  # the rule's code
+    outcome: str  # what the decision records for the rule
+    rule_priority: float  # its answer, or the fallback
+    priority: int  # the job's priority after one cycle
+    # The rule's timeoutMs: generous where it answers (the derive step's first call also creates its Lambda
+    # client, on a busy machine), short where it must time out.
+    timeout_ms: int = 5000
+
+
+def deploy_rule_and_policy(cycle: CycleHarness, tmp_path: Path, function: str, case: Case) -> str:
+    """The user's steps: deploy the function from its source, then apply a policy naming its ARN."""
+    arn = deploy_rule(
+        cycle.client, cycle.runtime, function, rule_zip({"rule.py": case.source}), "rule.handler"
+    )
+    policy = tmp_path / f"{function}.yaml"
+    policy.write_text(policy_text(f"{function}-policy", function, case.timeout_ms))
+    allow = RuleAllowList.for_deployment(account=ACCOUNT, region=REGION)
+    assert apply_policy(cycle.client, policy, allow) == [f"{function}-policy"]
+    return arn
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(Case(PLAIN, "answered", 60.0, 40), id="plain-answer"),
+        pytest.param(Case(API_GATEWAY, "answered", 70.0, 45), id="api-gateway-answer"),
+        pytest.param(Case(SLOW, "fallback:timeout", 90.0, 55, timeout_ms=500), id="times-out"),
+        pytest.param(Case(CRASH, "fallback:error", 90.0, 55), id="crashes"),
+    ],
+)
+def test_a_custom_rule_s_answer_or_fallback_is_in_the_registry_s_decision(
+    cycle: CycleHarness, fleet: Fleet, tmp_path: Path, case: Case
+) -> None:
+    # Given a rule function deployed from its source, a policy naming it, and a job at 20 % GPU under that policy
+    arn = deploy_rule_and_policy(cycle, tmp_path, "osprey-rule-e2e", case)
+    fleet.batch_job("scored", gpu=20, memory_bandwidth=10, policy="osprey-rule-e2e-policy")
+
+    # When the deployed cycle runs
+    execution = cycle.run("cycle-1")
+
+    # Then the cycle succeeded and the function was really invoked with the job's event
+    assert execution.status == "SUCCEEDED", execution
+    events = [event for name, event in cycle.runtime.invocations if name == "osprey-rule-e2e"]
+    assert [event["job"]["name"] for event in events] == ["scored"]
+    assert events[0]["node_metrics"][0]["gpu_util"] == pytest.approx(0.2)
+    # ... and the decision holds the rule's answer (or its fallback, with the reason) averaged with the GPU rule's 20
+    decision = fleet.decision("scored")
+    [custom] = [rule for rule in decision["rules"] if rule["kind"] == "custom"]
+    assert (custom["arn"], custom["outcome"], custom["priority"]) == (arn, case.outcome, case.rule_priority)
+    assert decision["base"] == pytest.approx((20 + case.rule_priority) / 2)
+    assert (decision["previous"], decision["priority"], decision["reason"]) == (50, case.priority, "derived")
+    assert fleet.record("scored").applied_priority == case.priority
+
+
+def test_the_shipped_spot_rule_lowers_a_warned_job_below_its_twin(
+    cycle: CycleHarness, fleet: Fleet, tmp_path: Path
+) -> None:
+    # Given the demo's rule (examples/rules/spot_risk.py, unchanged) deployed as osprey-rule-spot under the
+    # example spot-aware-policy, and two jobs with the same load, one on an instance with a rebalance warning
+    source = ROOT / "examples/rules/spot_risk.py"
+    deploy_rule(
+        cycle.client,
+        cycle.runtime,
+        "osprey-rule-spot",
+        rule_zip({source.name: source.read_text()}),
+        "spot_risk.handler",
+    )
+    allow = RuleAllowList.for_deployment(account=ACCOUNT, region=REGION)
+    apply_policy(cycle.client, ROOT / "policies/examples/spot-aware-policy.yaml", allow)
+    fleet.batch_job("steady", gpu=80, memory_bandwidth=50, policy="spot-aware-policy")
+    warned_key = fleet.batch_job("warned", gpu=80, memory_bandwidth=50, policy="spot-aware-policy")
+    [warned_node] = fleet.record("warned").nodes
+    assert fleet.registry.mark_spot_risk(warned_node.node_id, 0.5, datetime.now(UTC)) == [warned_key]
+
+    # When a cycle runs
+    assert cycle.run("cycle-1").status == "SUCCEEDED"
+
+    # Then the rule answered for both; it took 40 x 0.5 = 20 points off the warned job's running value only
+    rules = {label: fleet.decision(label)["rules"][2] for label in ("steady", "warned")}
+    assert {rule["outcome"] for rule in rules.values()} == {"answered"}
+    steady, warned = fleet.decision("steady"), fleet.decision("warned")
+    assert rules["steady"]["priority"] == pytest.approx(steady["base"], abs=0.01)
+    assert rules["warned"]["priority"] == pytest.approx(warned["base"] - 20, abs=0.01)
+    assert warned["target"] < steady["target"]
