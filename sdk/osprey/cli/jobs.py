@@ -267,12 +267,20 @@ def watch(frame: Callable[[int], None], interval: float, count: int, out: Consol
 def jobs_command(
     backend: Annotated[
         list[str] | None,
-        typer.Option("--backend", help=f"Only jobs on this backend ({', '.join(b.value for b in Backend)})."),
+        typer.Option(
+            "--backend",
+            help=f"Only jobs on this backend ({', '.join(b.value for b in Backend)}).",
+            autocompletion=lambda: [b.value for b in Backend],
+        ),
     ] = None,
     policy: Annotated[list[str] | None, typer.Option("--policy", help="Only jobs under this policy.")] = None,
     status: Annotated[
         list[str] | None,
-        typer.Option("--status", help=f"Only jobs in this status ({', '.join(s.value for s in JobStatus)})."),
+        typer.Option(
+            "--status",
+            help=f"Only jobs in this status ({', '.join(s.value for s in JobStatus)}).",
+            autocompletion=lambda: [s.value for s in JobStatus],
+        ),
     ] = None,
     output: Annotated[
         Output,

@@ -182,7 +182,7 @@ def _bring_up(
     return bring_up(aws, body, path, gang_timeout=gang_timeout)
 
 
-@local_app.command("up")
+@local_app.command("up", short_help="Start the embedded AWS, deploy Osprey, seed a fleet.")
 def up_command(
     port: Annotated[int, typer.Option(help="Port of the embedded AWS on localhost.")] = DEFAULT_PORT,
     template: Annotated[
@@ -193,7 +193,7 @@ def up_command(
     deploy: Annotated[
         str,
         typer.Option(
-            help="cdk: `npx cdk bootstrap` + `npx cdk deploy` into the embedded AWS; template: create the "
+            help="cdk: npx cdk bootstrap and npx cdk deploy into the embedded AWS; template: create the "
             "synthesized template's resources directly (faster, no Node.js). --template implies template."
         ),
     ] = "cdk",
@@ -259,7 +259,7 @@ def up_command(
     typer.echo("osprey local stopped")
 
 
-@local_app.command("cycle")
+@local_app.command("cycle", short_help="Publish the next minute of metrics, run a cycle.")
 def cycle_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the decisions as JSON.")] = False,
     count: Annotated[int, typer.Option(min=1, max=1000, help="How many cycles to run.")] = 1,
@@ -300,7 +300,7 @@ def cycle_command(
         typer.echo(f"wrote {plot} ({max(map(len, history.values()), default=0)} cycles)", err=json_output)
 
 
-@local_app.command("status")
+@local_app.command("status", short_help="Where the embedded AWS is, and the priorities.")
 def status_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
@@ -318,9 +318,9 @@ def status_command(
     typer.echo(_table(decisions))
 
 
-@local_app.command("down")
+@local_app.command("down", short_help="Stop the embedded AWS (everything in it is gone).")
 def down_command() -> None:
-    """Stop the embedded AWS started by `osprey local up` (everything in it is gone)."""
+    """Stop the embedded AWS started by "osprey local up" (everything in it is gone)."""
     from osprey.local.session import LocalState, state_path  # noqa: PLC0415 - keep other commands fast
 
     path = state_path()

@@ -65,17 +65,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-app.add_typer(policy_app, name="policy")
-app.command("derive")(derive_command)
-# Further command groups (eks, jobs, local, plan, ...) are registered below, one line each.
-app.add_typer(eks_app, name="eks")
-app.command("jobs")(jobs_command)
-app.command("explain")(explain_command)
-app.command("plan")(plan_command)
-app.command("simulate")(simulate_command)
-app.add_typer(local_app, name="local")
-app.command("cost")(cost_command)
-app.add_typer(slurm_app, name="slurm")
+# One line each; the short help is what `osprey --help` lists, kept under 55 characters so an 80-column
+# terminal shows it whole (click cuts a longer first sentence with "...").
+app.add_typer(policy_app, name="policy", short_help="Validate policies and print their JSON Schema.")
+app.command("derive", short_help="Derive one job's next priority, rule by rule.")(derive_command)
+app.add_typer(eks_app, name="eks", short_help="Add Osprey's labels and env to EKS manifests.")
+app.command("jobs", short_help="List the jobs Osprey manages, highest first.")(jobs_command)
+app.command("explain", short_help="Explain a job's last decision, rule by rule.")(explain_command)
+app.command("plan", short_help="Recommend a parallel plan (tp, pp, dp, micro-batch).")(plan_command)
+app.command("simulate", short_help="Compare schedulers with and without Osprey.")(simulate_command)
+app.add_typer(local_app, name="local", short_help="Run Osprey on an embedded AWS with a fake fleet.")
+app.command("cost", short_help="The control plane's monthly bill for a fleet.")(cost_command)
+app.add_typer(slurm_app, name="slurm", short_help="Add Osprey's block to Slurm batch scripts.")
 
 
 def _version(value: bool) -> None:
