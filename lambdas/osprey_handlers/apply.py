@@ -24,6 +24,7 @@ from osprey_control.coordination.deadline import Deadline
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.fence import Fence
 from osprey_control.registry.shares import ShareLedger
+from osprey_control.slurm.bridge import slurm_appliers
 from osprey_control.telemetry import MetricPoint
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
@@ -42,7 +43,8 @@ def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
     settings = ApplySettings.model_validate(dict(os.environ))
     registry = JobRegistry(settings.table_name, shards=settings.shards)
     ledger = ShareLedger(settings.table_name, registry.client)
-    return settings, registry, default_appliers(share_ledger=ledger)
+    # Slurm jobs go through the bridge function in the cluster's VPC, when the deployment has one.
+    return settings, registry, [*default_appliers(share_ledger=ledger), *slurm_appliers(os.environ)]
 
 
 @logger.inject_lambda_context

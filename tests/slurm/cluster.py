@@ -207,6 +207,10 @@ class LocalSlurm:
             lambda: not self.squeue_states() and self._all_idle(), timeout, "no jobs and every node idle"
         )
 
+    def wait_state(self, job_id: int, state: str, timeout: float = 20.0) -> None:
+        """Until ``squeue`` shows ``job_id`` in ``state`` (RUNNING, PENDING, ...)."""
+        self._wait(lambda: self.squeue_states().get(job_id) == state, timeout, f"job {job_id} {state}")
+
     # -- jobs --------------------------------------------------------------------------------------------
 
     def sbatch(self, *options: str, script: str | None = None, wrap: str | None = None) -> int:
