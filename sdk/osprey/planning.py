@@ -92,8 +92,10 @@ def request_planning(
     """Write (or replace) this job's plan request; returns the item written.
 
     ``model``: a :class:`ModelSpec` or a mapping of ``layers hidden heads seq vocab global_batch`` (plus
-    ``recompute precision optimizer_sharding``); ``cluster``: an instance-type preset (``"p5.48xlarge"``) or a
-    mapping of ``gpus gpus_per_node instance_type gpu peak_tflops gpu_memory_gib nvlink_gbytes network_gbits
+    ``recompute sequence_parallel optimizer_sharding precision``, each a value or ``any`` for the plan step to
+    search, and ``flash_attention comm_overlap tied_embeddings``, ``on`` or ``off``); ``cluster``: an
+    instance-type preset (``"p5.48xlarge"``, ``"p6-b200.48xlarge"``) or a mapping of ``gpus gpus_per_node
+    instance_type gpu peak_tflops peak_tflops_fp8 gpu_memory_gib hbm_gbytes nvlink_gbytes network_gbits
     memory_headroom``; ``current``: the plan the job runs now (``virtual`` defaults to 1), adopted at ``step``.
     ``gpus`` defaults to ``tp * pp * dp``, ``interval`` to ``OSPREY_INTERVAL`` (60). Raises
     :class:`PlanRequestError` (a ValueError) naming every bad field before anything is written."""
