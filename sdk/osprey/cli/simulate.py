@@ -2,7 +2,9 @@
 
 The ``<backend>+osprey`` schedulers are the backend models with Osprey layered on them: the production
 derivation engine, appliers' mappings and gang watch (docs/scheduling.md). Output: a table in which each
-layered scheduler shows its ratio to its native one; ``--json`` prints one JSON object per scheduler, one per line;
+layered scheduler shows its ratio to its native one, each column says which way is better (↓ lower, ↑ higher)
+and a cell where Osprey does worse than the native scheduler is marked ✗ (and listed under the table; a
+difference under 0.5% is not a loss); ``--json`` prints one JSON object per scheduler, one per line;
 ``--plot DIR`` writes PNGs (queue length and utilization over time, CDF of queueing delay). Exit 1 on
 invalid input, naming the flag and what it allows.
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -36,7 +40,7 @@ from osprey_control.simulate import (
     simulate,
 )
 
-__all__ = ["build_workload", "parse_schedulers", "simulate_command"]
+__all__ = ["build_workload", "losses", "parse_schedulers", "simulate_command"]
 
 WORKLOADS = ("alibaba", "llm", "seed")
 DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}
@@ -115,6 +119,41 @@ def _ratio(value: float, reference: float) -> str:
     return f"{value / reference:.2f}x"
 
 
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    value: Callable[[Result], float]
+    fmt: str
+    lower_is_better: bool
+
+
+# Which way is better, per column: waits, completion time, idle GPUs and preemptions are costs (lower);
+# goodput is the useful fraction of GPU time (higher).
+_COLUMNS = (
+    _Column("mean wait (min)", lambda r: r.mean_wait_s / 60, ".1f", lower_is_better=True),
+    _Column("p95 wait (min)", lambda r: r.p95_wait_s / 60, ".1f", lower_is_better=True),
+    _Column("first step (min)", lambda r: r.mean_first_step_s / 60, ".1f", lower_is_better=True),
+    _Column("mean JCT (h)", lambda r: r.mean_jct_s / 3600, ".2f", lower_is_better=True),
+    _Column("idle %", lambda r: r.idle_pct, ".1f", lower_is_better=True),
+    _Column("goodput", lambda r: r.goodput, ".3f", lower_is_better=False),
+    _Column("preempt", lambda r: float(r.preemptions), ".0f", lower_is_better=True),
+)
+# Differences smaller than this share of the native value are noise, not a loss.
+_TOLERANCE = 0.005
+
+
+def _worse(column: _Column, value: float, reference: float) -> bool:
+    margin = abs(reference) * _TOLERANCE
+    return value > reference + margin if column.lower_is_better else value < reference - margin
+
+
+def losses(result: Result, native: Result) -> list[str]:
+    """The columns where ``result`` (a ``<backend>+osprey`` scheduler) does worse than its native one."""
+    return [
+        column.header for column in _COLUMNS if _worse(column, column.value(result), column.value(native))
+    ]
+
+
 def _table(results: list[Result], console: Console) -> None:
     by_name = {r.scheduler: r for r in results}
     natives = {layered: by_name.get(native) for native, layered in LAYERED_PAIRS}
@@ -122,38 +161,36 @@ def _table(results: list[Result], console: Console) -> None:
         title=f"{results[0].workload} on {results[0].gpus} GPUs ({results[0].jobs} jobs)"
         + ("; ratios: <backend>+osprey against <backend>" if any(natives.values()) else ""),
         box=box.SIMPLE_HEAVY,
+        caption="↓ lower is better, ↑ higher is better; ✗ marks where Osprey does worse than the native scheduler",
+        caption_justify="left",
     )
-    for column in (
-        "scheduler",
-        "mean wait (min)",
-        "p95 wait (min)",
-        "first step (min)",
-        "mean JCT (h)",
-        "idle %",
-        "goodput",
-        "preempt",
-        "prio changes /job-h",
-    ):
-        table.add_column(column, justify="left" if column == "scheduler" else "right")
+    table.add_column("scheduler", justify="left")
+    for column in _COLUMNS:
+        table.add_column(f"{column.header} {'↓' if column.lower_is_better else '↑'}", justify="right")
+    table.add_column("prio changes /job-h", justify="right")
 
-    def cell(value: float, reference: float | None, fmt: str) -> str:
-        text = format(value, fmt)
-        return text if reference is None else f"{text} ({_ratio(value, reference)})"
+    def cell(column: _Column, result: Result, native: Result | None) -> str:
+        value = column.value(result)
+        text = format(value, column.fmt)
+        if native is None:
+            return text
+        reference = column.value(native)
+        ratio = _ratio(value, reference)
+        return f"[red]{text} ({ratio}) ✗[/red]" if _worse(column, value, reference) else f"{text} ({ratio})"
 
+    lost: list[str] = []
     for r in results:
-        ref = natives.get(r.scheduler)
+        native = natives.get(r.scheduler)
         table.add_row(
             r.scheduler,
-            cell(r.mean_wait_s / 60, ref.mean_wait_s / 60 if ref else None, ".1f"),
-            cell(r.p95_wait_s / 60, ref.p95_wait_s / 60 if ref else None, ".1f"),
-            cell(r.mean_first_step_s / 60, ref.mean_first_step_s / 60 if ref else None, ".1f"),
-            cell(r.mean_jct_s / 3600, ref.mean_jct_s / 3600 if ref else None, ".2f"),
-            cell(r.idle_pct, ref.idle_pct if ref else None, ".1f"),
-            cell(r.goodput, ref.goodput if ref else None, ".3f"),
-            str(r.preemptions),
+            *(cell(column, r, native) for column in _COLUMNS),
             "-" if r.priority_changes_per_job_hour is None else f"{r.priority_changes_per_job_hour:.2f}",
         )
+        if native is not None and (worse := losses(r, native)):
+            lost.append(f"where Osprey loses: {r.scheduler} against {native.scheduler} on {', '.join(worse)}")
     console.print(table)
+    for line in lost:
+        console.print(line, markup=False)
 
 
 def simulate_command(
