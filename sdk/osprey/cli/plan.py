@@ -23,17 +23,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import sys
-import textwrap
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
-from osprey_control.planner import Evaluation, PlanError, SearchResult, evaluate, search
+from osprey.cli.plan_output import describe, fail, plot_search, print_evaluated, print_search
+from osprey_control.planner import Evaluation, PlanError, evaluate, search
 from osprey_control.planner.calibrate import Calibration, fit, measured_from_rows
 from osprey_control.planner.config import (
     ConfigProblem,
@@ -42,22 +38,11 @@ from osprey_control.planner.config import (
     normalise_keys,
     resolve,
 )
-from osprey_control.planner.diagnose import no_plan_reason
 from osprey_control.planner.search import variants
 
-__all__ = ["plan_command", "plot_search"]
+__all__ = ["plan_command"]
 
 _REGISTER_FIELDS = {"current": "--evaluate", "job": "--register-job", "step": "--step", "table": "--table"}
-
-
-def _console() -> Console:
-    return Console(width=None if sys.stdout.isatty() else 200)
-
-
-def _fail(lines: list[str]) -> NoReturn:
-    for line in lines:
-        typer.echo(f"error: {line}", err=True)
-    raise typer.Exit(1)
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -67,14 +52,14 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         documents = read_documents(path.read_text())
     except (OSError, UnicodeDecodeError) as error:
-        _fail([f"--config {path}: cannot read: {error}"])
+        fail([f"--config {path}: cannot read: {error}"])
     except UnsafeYamlError as error:
-        _fail([f"--config {path}: {error.location}: {error.message}"])
+        fail([f"--config {path}: {error.location}: {error.message}"])
     if len(documents) != 1:
-        _fail([f"--config {path}: expected one YAML document (a mapping of keys), found {len(documents)}"])
+        fail([f"--config {path}: expected one YAML document (a mapping of keys), found {len(documents)}"])
     values, errors = normalise_keys(documents[0][1])
     if errors:
-        _fail([f"{path}: {e.key}: {e.message}" for e in errors])
+        fail([f"{path}: {e.key}: {e.message}" for e in errors])
     return values
 
 
@@ -82,128 +67,6 @@ def _where(error: ConfigProblem, flags: set[str], config: Path | None) -> str:
     if error.key in flags or config is None:
         return f"--{error.key}"
     return f"{config}: {error.key}"
-
-
-def _row(rank: str, e: Evaluation) -> list[str]:
-    p = e.plan
-    return [
-        rank,
-        str(p.tp),
-        str(p.pp),
-        str(p.dp),
-        str(p.micro_batch),
-        str(p.virtual),
-        e.recompute,
-        "on" if e.sequence_parallel else "off",
-        "on" if e.distributed_optimizer else "off",
-        e.precision,
-        f"{e.step_time_s:.3f}",
-        f"{e.tflops_per_gpu:.1f}",
-        f"{e.model_flops_utilization:.1%}",
-        f"{e.memory_gib_per_gpu:.1f}",
-        f"{e.bubble_fraction:.3f}",
-        f"{e.compute_s:.2f}",
-        f"{e.tp_comm_s:.2f}",
-        f"{e.pp_comm_s:.2f}",
-        f"{e.bubble_s:.2f}",
-        f"{e.dp_exposed_s:.2f}",
-        f"{e.score:.4g}",
-        "yes" if e.feasible else "NO",
-    ]
-
-
-def _table(title: str, rows: list[tuple[str, Evaluation]]) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    headers = (
-        "#",
-        "TP",
-        "PP",
-        "DP",
-        "MB",
-        "V",
-        "RECOMPUTE",
-        "SP",
-        "DIST-OPT",
-        "PREC",
-        "STEP s",
-        "TFLOP/s/GPU",
-        "MFU",
-        "MEM GiB",
-        "BUBBLE",
-        "COMPUTE s",
-        "TP s",
-        "PP s",
-        "BUBBLE s",
-        "DP s",
-        "SCORE",
-        "FITS",
-    )
-    left = {"#", "FITS", "RECOMPUTE", "SP", "DIST-OPT", "PREC"}
-    for header in headers:
-        table.add_column(header, justify="left" if header in left else "right", no_wrap=True)
-    for rank, evaluation in rows:
-        table.add_row(*_row(rank, evaluation))
-    return table
-
-
-def _describe(config: PlanConfig) -> str:
-    m, c = config.model, config.cluster
-    return (
-        f"{m.params / 1e9:.1f}B parameters ({m.layers} layers, hidden {m.hidden}, {m.heads} heads, seq {m.seq}, "
-        f"global batch {m.global_batch}) on {c.gpus} x {c.gpu.name} "
-        f"({c.nodes} nodes of {c.gpus_per_node}, {c.network_gbits:g} Gb/s per node), memory limit "
-        f"{c.gpu.memory_gib * config.options.memory_headroom:.1f} GiB per GPU"
-    )
-
-
-def plot_search(result: SearchResult, path: Path, *, title: str, marked: Evaluation | None = None) -> None:
-    """Every evaluated plan as throughput against memory per GPU, coloured by pipeline depth; infeasible
-    plans hollow, the memory limit dashed, the best plan (and ``marked``) starred."""
-    import matplotlib  # noqa: PLC0415 - optional and slow to import: only for --plot
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    points = result.everything
-    figure, axes = plt.subplots(figsize=(9, 6))
-    try:
-        depths = sorted({e.plan.pp for e in points})
-        colours = plt.get_cmap("viridis")
-        for index, depth in enumerate(depths):
-            colour = colours(index / max(1, len(depths) - 1))
-            for feasible in (True, False):
-                chosen = [e for e in points if e.plan.pp == depth and e.feasible is feasible]
-                if not chosen:
-                    continue
-                axes.scatter(
-                    [e.memory_gib_per_gpu for e in chosen],
-                    [e.tflops_per_gpu for e in chosen],
-                    s=18,
-                    facecolors=colour if feasible else "none",
-                    edgecolors=colour,
-                    label=f"pp={depth}" if feasible else f"pp={depth}, does not fit",
-                )
-        if points:
-            axes.axvline(points[0].memory_limit_gib, linestyle="--", color="grey", label="memory limit")
-        for star, label, star_colour in ((result.best, "best", "red"), (marked, "evaluated", "black")):
-            if star is not None:
-                axes.scatter(
-                    [star.memory_gib_per_gpu],
-                    [star.tflops_per_gpu],
-                    marker="*",
-                    s=220,
-                    color=star_colour,
-                    label=label,
-                )
-        axes.set_xscale("log")
-        axes.set_xlabel("memory per GPU (GiB, log scale)")
-        axes.set_ylabel("predicted TFLOP/s per GPU")
-        axes.set_title("\n".join(textwrap.wrap(title, 110)), fontsize=8)
-        axes.legend(fontsize=7, loc="best")
-        figure.tight_layout()
-        figure.savefig(path, dpi=120)
-    finally:
-        plt.close(figure)
 
 
 def _register(
@@ -215,9 +78,9 @@ def _register(
     from osprey_control.planner.request import CLUSTER_KEYS, MODEL_KEYS  # noqa: PLC0415
 
     if config.evaluate is None:
-        _fail(["--evaluate: --register-job needs the plan the job runs now, e.g. tp=8,pp=1,micro_batch=1"])
+        fail(["--evaluate: --register-job needs the plan the job runs now, e.g. tp=8,pp=1,micro_batch=1"])
     if "#" not in job.strip("#"):
-        _fail([f"--register-job: expected <backend>#<native id> (e.g. batch#<job id>), got {job!r}"])
+        fail([f"--register-job: expected <backend>#<native id> (e.g. batch#<job id>), got {job!r}"])
     model = {key: value for key, value in values.items() if key in MODEL_KEYS}
     cluster = {key: value for key, value in values.items() if key in CLUSTER_KEYS}
     try:
@@ -225,14 +88,14 @@ def _register(
             model, cluster, config.evaluate, step=step, job_key=job, table=_table_name(table), environ={}
         )
     except PlanRequestError as problems:
-        _fail(
+        fail(
             [
                 f"{_REGISTER_FIELDS.get(e.field, '--' + e.field.split('.')[-1].replace('_', '-'))}: {e.message}"
                 for e in problems.errors
             ]
         )
     except Exception as error:
-        _fail([f"--register-job {job}: cannot write the plan request ({type(error).__name__}: {error})"])
+        fail([f"--register-job {job}: cannot write the plan request ({type(error).__name__}: {error})"])
     if as_json:
         typer.echo(json.dumps({"registered": job, "current": config.evaluate.to_dict(), "step": step}))
         return
@@ -248,24 +111,24 @@ def _read_measured(path: Path, config: PlanConfig) -> Calibration:
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as error:
-        _fail([f"--measured {path}: cannot read: {error}"])
+        fail([f"--measured {path}: cannot read: {error}"])
     rows: Any
     if text.lstrip().startswith(("[", "{")):
         try:
             rows = json.loads(text)
         except json.JSONDecodeError as error:
-            _fail([f"--measured {path}: not valid JSON: {error}"])
+            fail([f"--measured {path}: not valid JSON: {error}"])
         if not isinstance(rows, list):
-            _fail([f"--measured {path}: expected a JSON list of measured plans"])
+            fail([f"--measured {path}: expected a JSON list of measured plans"])
     else:
         rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
     if not rows:
-        _fail([f"--measured {path}: no measured plans (tp, pp, micro_batch, step_time_s per row)"])
+        fail([f"--measured {path}: no measured plans (tp, pp, micro_batch, step_time_s per row)"])
     try:
         measured = measured_from_rows(rows, config.model, config.cluster.gpus)
         return fit(measured, config.cluster, config.options.efficiency)
     except (ValueError, PlanError) as error:
-        _fail([f"--measured {path}: {error}"])
+        fail([f"--measured {path}: {error}"])
 
 
 def _best_variant(config: PlanConfig, efficiency: Any) -> Evaluation:
@@ -286,17 +149,6 @@ def _best_variant(config: PlanConfig, efficiency: Any) -> Evaluation:
     ]
     fitting = [e for e in found if e.feasible] or found
     return max(fitting, key=lambda e: (e.feasible, e.score))
-
-
-def _calibration_line(calibration: Calibration) -> str:
-    before = Calibration.summary(calibration.errors_before)
-    after = Calibration.summary(calibration.errors_after)
-    factors = ", ".join(f"{name} x{value:.2f}" for name, value in calibration.factors.items())
-    return (
-        f"calibrated on {calibration.points} measured plan(s): {factors}; step-time error median "
-        f"{before['median_abs_error']:.1%} -> {after['median_abs_error']:.1%}, largest "
-        f"{before['max_abs_error']:.1%} -> {after['max_abs_error']:.1%}"
-    )
 
 
 def _show_help(context: typer.Context, value: bool) -> None:
@@ -486,13 +338,13 @@ def plan_command(
     given = {key for key, value in flags.items() if value is not None}
     values.update({key: flags[key] for key in given})
     if plot is not None and plot.suffix.lower() != ".png":
-        _fail([f"--plot {plot}: the file name must end in .png"])
+        fail([f"--plot {plot}: the file name must end in .png"])
     try:
         config = resolve(values)
     except PlanConfigError as problems:
-        _fail([f"{_where(e, given, config_file)}: {e.message}" for e in problems.errors])
+        fail([f"{_where(e, given, config_file)}: {e.message}" for e in problems.errors])
     if step is not None and step < 0:
-        _fail([f"--step: must be a non-negative integer, got {step}"])
+        fail([f"--step: must be a non-negative integer, got {step}"])
     if register_job is not None:
         _register(register_job, values, config, table, step or 0, as_json)
         return
@@ -507,58 +359,15 @@ def plan_command(
         try:
             marked = _best_variant(config, options.efficiency)
         except PlanError as error:
-            _fail([f"{_where(ConfigProblem('evaluate', ''), given, config_file)}: {error}"])
+            fail([f"{_where(ConfigProblem('evaluate', ''), given, config_file)}: {error}"])
     result = search(config.model, config.cluster, options, keep_all=plot is not None)
     if plot is not None:
         try:
-            plot_search(result, plot, title=_describe(config), marked=marked)
+            plot_search(result, plot, title=describe(config), marked=marked)
         except OSError as error:
-            _fail([f"--plot {plot}: cannot write: {error}"])
+            fail([f"--plot {plot}: cannot write: {error}"])
     if marked is not None:
         extra = {"calibration": calibration.to_dict()} if calibration is not None else {}
-        _print_evaluated(config, marked, result, extra, as_json)
+        print_evaluated(config, marked, result, extra, as_json)
         return
-    _print_search(config, result, calibration, plot, as_json)
-
-
-def _print_search(
-    config: PlanConfig,
-    result: SearchResult,
-    calibration: Calibration | None,
-    plot: Path | None,
-    as_json: bool,
-) -> None:
-    """The ranking (table or JSON); exit 1 with the reason when no plan exists."""
-    reason = no_plan_reason(config.model, config.cluster, config.options, result)
-    if as_json:
-        extra = {"calibration": calibration.to_dict()} if calibration is not None else {}
-        typer.echo(json.dumps({**result.to_dict(), **extra, **({"reason": reason} if reason else {})}))
-    else:
-        console = _console()
-        console.print(_describe(config))
-        if calibration is not None:
-            console.print(_calibration_line(calibration))
-        if result.candidates:
-            title = f"top {len(result.candidates)} of {result.feasible} feasible plans ({result.evaluated} evaluated)"
-            if result.best is None:
-                title = f"no plan fits in memory; the {len(result.candidates)} needing least memory"
-            console.print(_table(title, [(str(i), e) for i, e in enumerate(result.candidates, start=1)]))
-        if plot is not None:
-            console.print(f"search space drawn to {plot}")
-    if reason:
-        _fail([reason])
-
-
-def _print_evaluated(
-    config: PlanConfig, marked: Evaluation, result: SearchResult, extra: dict[str, Any], as_json: bool
-) -> None:
-    if as_json:
-        typer.echo(json.dumps({"plan": marked.to_dict(), **extra}))
-        return
-    console = _console()
-    console.print(_describe(config))
-    console.print(_table("evaluated plan", [("-", marked)]))
-    if not marked.feasible:
-        console.print(f"does not fit: {marked.reason}")
-    if result.best is not None:
-        console.print(_table("planner's best, for comparison", [("1", result.best)]))
+    print_search(config, result, calibration, plot, as_json)
