@@ -34,8 +34,8 @@ def _risk(node_metrics: Any) -> float:
 
 
 def derived_priority(event: dict[str, Any]) -> float:
-    """The priority for the job in ``event``: the running value (``base_priority``, or ``current_priority``
-    when the policy has no weighted rule) lowered by the nodes' interruption risk."""
+    """The priority for the job in ``event``: the running value ``base_priority`` (``current_priority`` when
+    it is null: used as a weighted rule, with no built-in rule's data) lowered by the nodes' interruption risk."""
     start = event.get("base_priority")
     if not isinstance(start, int | float) or isinstance(start, bool):
         start = event["current_priority"]
