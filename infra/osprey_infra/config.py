@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from osprey_control.policy import DEFAULT_ALLOWED_PREFIX
 from osprey_control.wiring import METRICS_NAMESPACE
+from osprey_infra.slurm_config import SlurmBridgeConfig
 
 __all__ = ["CONTEXT_KEYS", "ConfigError", "ControlPlaneConfig"]
 
@@ -41,6 +42,7 @@ CONTEXT_KEYS: dict[str, str] = {
     "sagemaker_queue": "osprey:sagemakerQueue",
     "sagemaker_queue_name": "osprey:sagemakerQueueName",
     "sagemaker_queue_max_instances": "osprey:sagemakerQueueMaxInstances",
+    "slurm": "osprey:slurm",
 }
 
 
@@ -74,6 +76,8 @@ class ControlPlaneConfig(BaseModel):
     sagemaker_queue: bool = False
     sagemaker_queue_name: str = Field(default="osprey-sagemaker-training", min_length=1, max_length=120)
     sagemaker_queue_max_instances: int = Field(default=8, ge=1, le=10000)
+    # The Slurm bridge (docs/slurm.md): off unless the context names a cluster, its slurmrestd, VPC and secret.
+    slurm: SlurmBridgeConfig | None = None
 
     @field_validator("backends")
     @classmethod
@@ -202,6 +206,11 @@ def _parse(field: str, raw: Any) -> Any:
         if text.startswith("["):
             return json.loads(text)
         return [part.strip() for part in text.split(",") if part.strip()]
+    if field == "slurm":
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text  # validation then says a JSON object is expected
     if field in {"per_job_metrics", "retain_registry", "sagemaker_queue"}:
         if text.lower() in {"true", "false"}:
             return text.lower() == "true"

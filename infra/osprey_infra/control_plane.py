@@ -49,6 +49,7 @@ from osprey_infra.planning import Planning
 from osprey_infra.policy_store import PolicyStore, rule_allow_list
 from osprey_infra.registry_table import RegistryTable
 from osprey_infra.sagemaker_queue import SageMakerTrainingQueue
+from osprey_infra.slurm_bridge import SlurmBridge
 from osprey_infra.state_machines import EXPRESS_MAX_SECONDS
 
 __all__ = ["CONFIG_PARAMETER", "OspreyControlPlane"]
@@ -179,6 +180,11 @@ class OspreyControlPlane(Construct):
                     POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
                 },
             )
+
+        # Slurm (context osprey:slurm): the bridge into the cluster's VPC; apply invokes it (docs/slurm.md).
+        self.slurm = SlurmBridge.compose(
+            self, config.slurm, table=table, environment=common, layer=layer, code=code, apply=self.apply
+        )
 
         self.gangs = GangWatch(
             self,
