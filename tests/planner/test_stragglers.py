@@ -125,3 +125,17 @@ def test_the_plan_step_turns_the_slowest_node_signal_into_gpu_speeds() -> None:
     missing, signals = measure(request, Observed())
     assert missing.speed_factors is None
     assert signals["speed_factors"].missing
+
+
+def test_the_plan_record_carries_the_options_and_the_node_order() -> None:
+    from osprey_control.planner.record import plan_id, plan_record  # noqa: PLC0415
+
+    # Given the planner's recommendation on the cluster with a slow last node
+    best = search(MODEL, _slow(LAST_NODE)).best
+    assert best is not None
+    # When it becomes the job's plan record
+    record = plan_record("batch#llm", best)
+    # Then the job learns the options to run with and the node order per stage; the id is the layout's
+    assert record["options"] == best.options()
+    assert record["stage_nodes"] == [list(stage) for stage in best.stage_nodes]
+    assert record["plan_id"] == plan_id("batch#llm", best.plan)

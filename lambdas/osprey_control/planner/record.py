@@ -4,7 +4,14 @@ Format (JSON object, version "1"; docs/planner.md):
 
     {"version": "1", "job_id": "...", "plan_id": "<16 hex digits>", "created_at": "2025-01-01T00:00:00Z",
      "tp": 4, "pp": 4, "dp": 8, "micro_batch": 1, "virtual": 1,
-     "step_time_s": 12.3, "expected_saving_fraction": 0.21, "reason": "switch"}
+     "step_time_s": 12.3, "expected_saving_fraction": 0.21, "reason": "switch",
+     "options": {"recompute": "selective", "sequence_parallel": true, "distributed_optimizer": true,
+                 "precision": "bf16"},
+     "stage_nodes": null}
+
+``options`` are the model options the plan was scored with (the search chooses them, issue #18) and
+``stage_nodes`` the node order per pipeline stage when nodes differ in speed (null otherwise); both are
+advice the job applies when it re-shapes, and neither is part of ``plan_id``.
 
 ``plan_id`` is a digest of the job and the five degrees, so the same plan written twice has the same id
 and a job re-shapes only when the id changes. Pure Python, no AWS import.
@@ -77,6 +84,8 @@ def plan_record(
         "step_time_s": evaluation.step_time_s,
         "expected_saving_fraction": expected_saving_fraction,
         "reason": reason,
+        "options": evaluation.options(),
+        "stage_nodes": [list(stage) for stage in evaluation.stage_nodes] or None,
     }
 
 
