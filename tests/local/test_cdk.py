@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import boto3
 from moto import mock_aws
 
 from osprey.local.cdk import make_executable, published_config
+from osprey.local.session import cloud_assembly_dir
 
 TEMPLATE = {
     "Resources": {
@@ -108,3 +110,23 @@ def test_the_cloudformation_state_machines_run_after_make_executable() -> None:
         assert (cycle["status"], json.loads(cycle["output"])) == ("SUCCEEDED", {"ok": True})
         assert _run(sfn, config["gangStateMachineArn"], {"step": {"waitSeconds": 0}})["status"] == "SUCCEEDED"
         assert make_executable(_client) == []
+
+
+def test_the_local_cloud_assembly_never_collides_with_npx_cdk_synth(tmp_path: Path) -> None:
+    # Given a repository after `npx cdk synth` (every cloud assembly holds a *file* named cdk.out)
+    synth = tmp_path / "cdk.out"
+    synth.mkdir()
+    (synth / "cdk.out").write_text('{"version":"36.0.0"}')
+
+    # When osprey local picks where its own `cdk deploy` writes, for the demo's state file, the default one,
+    # and even a state file a user put inside cdk.out
+    for state in (tmp_path / "build" / "osprey-demo" / "local.json", tmp_path / ".osprey" / "local.json"):
+        assembly = cloud_assembly_dir(state)
+        assert assembly.parent == state.parent
+        assert assembly.name == "local.cdk.out"
+    inside = cloud_assembly_dir(synth / "demo-local.json")
+
+    # Then it is never a directory named cdk.out, so neither `mkdir` here nor a later synth there fails
+    assert inside == synth / "demo-local.cdk.out"
+    inside.mkdir()
+    assert (synth / "cdk.out").is_file()

@@ -89,6 +89,16 @@ def test_cycle_runs_the_deployed_state_machine_and_prints_the_applied_decisions(
     assert second.exit_code == 0, second.output
     assert "SUCCEEDED (tick 1)" in second.output
     assert "resnet-batch" in second.output
+    # ... with the load behind each priority (what the rules read) and what a Batch weightFactor means
+    resnet_row = next(line for line in second.output.splitlines() if line.startswith("resnet-batch "))
+    assert re.search(r"gpu \d+ membw \d+ latency \d+", resnet_row), resnet_row
+    assert re.search(r"weightFactor [\d.]+ \(\d+% share\)", resnet_row), resnet_row
+    assert "ON BACKEND: Batch weightFactor, LOWER gets more of the queue" in second.output
+    # ... and `osprey explain`, with no flags, reads the same registry through the running local
+    explained = runner.invoke(app, ["explain", "resnet-batch"])
+    assert explained.exit_code == 0, explained.output
+    assert "EFFECTIVE" in explained.output
+    assert f"osprey local at {local.endpoint}" in runner.invoke(app, ["jobs"]).output
     # ... and the plot covers both cycles (a PNG file, from the registry's decision history)
     assert f"wrote {plot} (2 cycles)" in second.output
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -146,6 +156,11 @@ def test_a_detached_server_serves_cycles_to_other_processes_until_down(
         timeout=200,
     )
     assert up.returncode == 0, up.stdout + up.stderr
+    # ... which showed its progress with the time since it started, the last line once it was up
+    progress = up.stdout.strip().splitlines()
+    assert all(re.match(r"\[\d+:\d\d\] ", line) for line in progress), up.stdout
+    assert any("creating the template's resources" in line for line in progress)
+    assert "osprey local is up at http://localhost:" in progress[-1]
     pid = LocalState.load(state_file).pid
     try:
         # When another process runs a cycle
@@ -155,6 +170,17 @@ def test_a_detached_server_serves_cycles_to_other_processes_until_down(
         result = json.loads(cycle.stdout)
         assert result["status"] == "SUCCEEDED"
         assert {item["previous"] for item in result["decisions"]} == {50}
+        # ... and `osprey jobs`, given no table, finds the running local by itself (its state file), and
+        # --watch redraws it
+        watched = _osprey(
+            "jobs", "--watch", "--interval", "0.2", "--count", "2", "--backend", "batch", env=env
+        )
+        assert watched.returncode == 0, watched.stdout + watched.stderr
+        assert (
+            watched.stdout.count(f"osprey local at {LocalState.load(state_file).endpoint} (pid {pid})") == 2
+        )
+        assert watched.stdout.count("resnet-batch") == 2
+        assert "vit-eks" not in watched.stdout
     finally:
         down = _osprey("local", "down", env=env)
     # ... and `down` stops the server, first the gang watches still waiting (the two seeded gangs, and any
