@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from osprey.local.rules import apply_policy, deploy_rule, rule_zip
+from osprey.local.rules import RuleDeployError, apply_policy, deploy_rule, handler_from_zip, rule_zip
 from osprey_control.policy import RuleAllowList
 from osprey_control.registry.dynamodb import JobRegistry
 from tests.infra.e2e.fleet import Fleet
@@ -180,3 +180,67 @@ def test_the_shipped_spot_rule_lowers_a_warned_job_below_its_twin(
     assert rules["steady"]["priority"] == pytest.approx(steady["base"], abs=0.01)
     assert rules["warned"]["priority"] == pytest.approx(warned["base"] - 20, abs=0.01)
     assert warned["target"] < steady["target"]
+
+
+def spot_rule() -> Any:
+    """The example's handler, loaded from its deployment package as osprey local loads it."""
+    source = ROOT / "examples/rules/spot_risk.py"
+    return handler_from_zip(rule_zip({source.name: source.read_text()}), "spot_risk.handler", label="spot")
+
+
+@pytest.mark.parametrize(
+    ("event", "answer"),
+    [
+        pytest.param(
+            {
+                "current_priority": 50,
+                "base_priority": 67.935,
+                "node_metrics": [{"spot_interruption_risk": 0.5}],
+            },
+            47.94,
+            id="rebalance-takes-20",
+        ),
+        pytest.param(
+            {"current_priority": 50, "base_priority": 80, "node_metrics": [{"spot_interruption_risk": 1}]},
+            40.0,
+            id="interruption-takes-40",
+        ),
+        pytest.param(
+            {
+                "current_priority": 50,
+                "base_priority": 80,
+                "node_metrics": [{"spot_interruption_risk": None}, {}],
+            },
+            80.0,
+            id="unknown-risk-is-no-warning",
+        ),
+        pytest.param(
+            {
+                "current_priority": 30,
+                "base_priority": None,
+                "node_metrics": [{"spot_interruption_risk": 0.5}],
+            },
+            10.0,
+            id="no-base-starts-from-current",
+        ),
+        pytest.param(
+            {"current_priority": 50, "base_priority": 20, "node_metrics": [{"spot_interruption_risk": 1.0}]},
+            5.0,
+            id="never-below-the-floor",
+        ),
+        pytest.param({"current_priority": 50, "base_priority": 3, "node_metrics": []}, 3.0, id="queued-job"),
+    ],
+)
+def test_the_spot_rule_answers_the_contract(event: dict[str, Any], answer: float) -> None:
+    # Given the example rule as deployed; when it gets an event of the contract; then it answers the plain form
+    assert spot_rule()(event, None) == {"derived_priority": answer}
+
+
+def test_a_package_without_the_handler_is_refused_with_what_is_missing() -> None:
+    # Given a package whose module has no `handler`; when it is loaded by a wrong or a missing name, then the
+    # error names the handler setting and what the package lacks
+    code = rule_zip({"rule.py": "def other(event, context):\n    return {}\n"})
+    with pytest.raises(RuleDeployError, match=r"'handler.handler': the deployment package has no handler.py"):
+        handler_from_zip(code, "handler.handler", label="x")
+    with pytest.raises(RuleDeployError, match=r"rule.py has no callable 'handler'"):
+        handler_from_zip(code, "rule.handler", label="x")

@@ -6,9 +6,9 @@ function with a name the deployment allows (``osprey-rule-*``), and apply a poli
 the ``<policyPrefix>/<name>`` parameter the derive step reads). The derive step then invokes the function
 through Lambda ``Invoke``, as in AWS.
 
-moto runs no function code without Docker, so the code moto holds is run in this process: the zip uploaded is
-unpacked and its handler registered with :class:`~osprey.local.lambdas.InProcessLambdas` under the function's
-name, after checking that moto's ``CodeSha256`` is that zip's (the code invoked is the code deployed). A rule
+moto runs no function code without Docker, so the code moto holds is run in this process: the handler module of
+the zip uploaded is loaded and registered with :class:`~osprey.local.lambdas.InProcessLambdas` under the
+function's name, after checking that moto's ``CodeSha256`` is that zip's (the code invoked is the code deployed). A rule
 of one Python file using the standard library is what runs here; anything it imports from a layer or from
 other files of its package would have to be importable in this process too.
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import io
 import json
-import tempfile
+import sys
+import types
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -73,22 +73,21 @@ def rule_zip(sources: Mapping[str, str]) -> bytes:
 
 
 def handler_from_zip(code: bytes, spec: str, *, label: str) -> Handler:
-    """The function ``spec`` (``module.function``) of the deployment package ``code``, unpacked to a
-    temporary directory and imported under a private name (two rules' ``handler`` modules never collide)."""
+    """The function ``spec`` (``module.function``) of the deployment package ``code``: the module's source is
+    read from the zip and run as a module of a private name (two rules' ``handler`` modules never collide)."""
     module_name, _, attribute = spec.rpartition(".")
     if not module_name or "." in module_name:
         raise RuleDeployError(f"handler {spec!r}: expected 'module.function' of a file at the zip's root")
-    directory = Path(tempfile.mkdtemp(prefix=f"osprey-rule-{label}-"))
     with zipfile.ZipFile(io.BytesIO(code)) as archive:
-        archive.extractall(directory)
-    path = directory / f"{module_name}.py"
-    if not path.is_file():
-        raise RuleDeployError(f"handler {spec!r}: the deployment package has no {module_name}.py")
-    loader_spec = importlib.util.spec_from_file_location(f"osprey_local_rule_{label}_{module_name}", path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise RuleDeployError(f"handler {spec!r}: cannot load {path}")
-    module = importlib.util.module_from_spec(loader_spec)
-    loader_spec.loader.exec_module(module)
+        if f"{module_name}.py" not in archive.namelist():
+            raise RuleDeployError(f"handler {spec!r}: the deployment package has no {module_name}.py")
+        source = archive.read(f"{module_name}.py")
+    module = types.ModuleType(f"osprey_local_rule_{label.replace('-', '_')}_{module_name}")
+    module.__file__ = f"{label}.zip/{module_name}.py"  # what tracebacks of the rule name
+    # Registered first, as importlib does: dataclasses and typing look their module up while it runs.
+    sys.modules[module.__name__] = module
+    # The user's own code, run as the Lambda runtime would import it.
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
     function = getattr(module, attribute, None)
     if not callable(function):
         raise RuleDeployError(f"handler {spec!r}: {module_name}.py has no callable {attribute!r}")
