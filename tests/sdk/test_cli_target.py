@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -261,3 +263,34 @@ def test_find_job_suggests_close_names_and_refuses_ambiguous_ones(deployment: Jo
         find_job(deployment, "llama-pretrian")
     with pytest.raises(TargetError, match=r"no job 'resnet' in the registry \(3 active job"):
         find_job(deployment, "resnet")
+
+
+def test_the_installed_command_without_credentials_prints_one_line_and_exits_1(tmp_path: Path) -> None:
+    # Given a fresh shell: no credentials, no AWS config, no osprey local (instance metadata off: no network)
+    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT")
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env |= {
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "OSPREY_LOCAL_STATE": str(tmp_path / "local.json"),
+    }
+
+    # When the user runs `osprey jobs` (the console script's entry point, in its own process)
+    done = subprocess.run(
+        [sys.executable, "-c", "from osprey.cli.main import main; main()", "jobs"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    # Then one line on stderr says what to set, nothing on stdout, exit 1
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: no AWS credentials found: set AWS_PROFILE (and run `aws sso login` if it uses SSO) or "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --profile; without an account, run `osprey local up`"
+    ]
