@@ -13,7 +13,6 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +104,14 @@ class Case:
     timeout_ms: int = 5000
 
 
+CASES = {
+    "plain": Case(PLAIN, "answered", 60.0, 40),
+    "apigw": Case(API_GATEWAY, "answered", 70.0, 45),
+    "slow": Case(SLOW, "fallback:timeout", 90.0, 55, timeout_ms=500),
+    "crash": Case(CRASH, "fallback:error", 90.0, 55),
+}
+
+
 def deploy_rule_and_policy(cycle: CycleHarness, tmp_path: Path, function: str, case: Case) -> str:
     """The user's steps: deploy the function from its source, then apply a policy naming its ARN."""
     arn = deploy_rule(
@@ -117,69 +124,43 @@ def deploy_rule_and_policy(cycle: CycleHarness, tmp_path: Path, function: str, c
     return arn
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(Case(PLAIN, "answered", 60.0, 40), id="plain-answer"),
-        pytest.param(Case(API_GATEWAY, "answered", 70.0, 45), id="api-gateway-answer"),
-        pytest.param(Case(SLOW, "fallback:timeout", 90.0, 55, timeout_ms=500), id="times-out"),
-        pytest.param(Case(CRASH, "fallback:error", 90.0, 55), id="crashes"),
-    ],
-)
-def test_a_custom_rule_s_answer_or_fallback_is_in_the_registry_s_decision(
-    cycle: CycleHarness, fleet: Fleet, tmp_path: Path, case: Case
-) -> None:
-    # Given a rule function deployed from its source, a policy naming it, and a job at 20 % GPU under that policy
-    arn = deploy_rule_and_policy(cycle, tmp_path, "osprey-rule-e2e", case)
-    fleet.batch_job("scored", gpu=20, memory_bandwidth=10, policy="osprey-rule-e2e-policy")
-
-    # When the deployed cycle runs
-    execution = cycle.run("cycle-1")
-
-    # Then the cycle succeeded and the function was really invoked with the job's event
-    assert execution.status == "SUCCEEDED", execution
-    events = [event for name, event in cycle.runtime.invocations if name == "osprey-rule-e2e"]
-    assert [event["job"]["name"] for event in events] == ["scored"]
-    assert events[0]["node_metrics"][0]["gpu_util"] == pytest.approx(0.2)
-    # ... and the decision holds the rule's answer (or its fallback, with the reason) averaged with the GPU rule's 20
-    decision = fleet.decision("scored")
-    [custom] = [rule for rule in decision["rules"] if rule["kind"] == "custom"]
-    assert (custom["arn"], custom["outcome"], custom["priority"]) == (arn, case.outcome, case.rule_priority)
-    assert decision["base"] == pytest.approx((20 + case.rule_priority) / 2)
-    assert (decision["previous"], decision["priority"], decision["reason"]) == (50, case.priority, "derived")
-    assert fleet.record("scored").applied_priority == case.priority
-
-
-def test_the_shipped_spot_rule_lowers_a_warned_job_below_its_twin(
+def test_each_rule_s_answer_or_fallback_and_its_reason_are_in_the_registry_s_decision(
     cycle: CycleHarness, fleet: Fleet, tmp_path: Path
 ) -> None:
-    # Given the demo's rule (examples/rules/spot_risk.py, unchanged) deployed as osprey-rule-spot under the
-    # example spot-aware-policy, and two jobs with the same load, one on an instance with a rebalance warning
-    source = ROOT / "examples/rules/spot_risk.py"
-    deploy_rule(
-        cycle.client,
-        cycle.runtime,
-        "osprey-rule-spot",
-        rule_zip({source.name: source.read_text()}),
-        "spot_risk.handler",
-    )
-    allow = RuleAllowList.for_deployment(account=ACCOUNT, region=REGION)
-    apply_policy(cycle.client, ROOT / "policies/examples/spot-aware-policy.yaml", allow)
-    fleet.batch_job("steady", gpu=80, memory_bandwidth=50, policy="spot-aware-policy")
-    warned_key = fleet.batch_job("warned", gpu=80, memory_bandwidth=50, policy="spot-aware-policy")
-    [warned_node] = fleet.record("warned").nodes
-    assert fleet.registry.mark_spot_risk(warned_node.node_id, 0.5, datetime.now(UTC)) == [warned_key]
+    # Given four rule functions deployed from their source (one answers plainly, one in API Gateway's form, one
+    # times out, one crashes), a policy naming each, and a job at 20 % GPU under each policy
+    arns = {
+        label: deploy_rule_and_policy(cycle, tmp_path, f"osprey-rule-{label}", case)
+        for label, case in CASES.items()
+    }
+    for label in CASES:
+        fleet.batch_job(label, gpu=20, memory_bandwidth=10, policy=f"osprey-rule-{label}-policy")
 
-    # When a cycle runs
-    assert cycle.run("cycle-1").status == "SUCCEEDED"
+    # When the deployed cycle runs once
+    execution = cycle.run("cycle-1")
 
-    # Then the rule answered for both; it took 40 x 0.5 = 20 points off the warned job's running value only
-    rules = {label: fleet.decision(label)["rules"][2] for label in ("steady", "warned")}
-    assert {rule["outcome"] for rule in rules.values()} == {"answered"}
-    steady, warned = fleet.decision("steady"), fleet.decision("warned")
-    assert rules["steady"]["priority"] == pytest.approx(steady["base"], abs=0.01)
-    assert rules["warned"]["priority"] == pytest.approx(warned["base"] - 20, abs=0.01)
-    assert warned["target"] < steady["target"]
+    # Then the cycle succeeded, and each function was really invoked, once, with its job's event
+    assert execution.status == "SUCCEEDED", execution
+    for label, case in CASES.items():
+        events = [event for name, event in cycle.runtime.invocations if name == f"osprey-rule-{label}"]
+        assert [event["job"]["name"] for event in events] == [label]
+        assert events[0]["node_metrics"][0]["gpu_util"] == pytest.approx(0.2)
+        # ... and the decision holds the rule's answer, or its fallback with the reason, averaged with the GPU
+        # rule's 20, applied in one step (maxPriorityChange 100)
+        decision = fleet.decision(label)
+        [custom] = [rule for rule in decision["rules"] if rule["kind"] == "custom"]
+        assert (custom["arn"], custom["outcome"], custom["priority"]) == (
+            arns[label],
+            case.outcome,
+            case.rule_priority,
+        ), label
+        assert decision["base"] == pytest.approx((20 + case.rule_priority) / 2), label
+        assert (decision["previous"], decision["priority"], decision["reason"]) == (
+            50,
+            case.priority,
+            "derived",
+        )
+        assert fleet.record(label).applied_priority == case.priority, label
 
 
 def spot_rule() -> Any:
