@@ -89,7 +89,7 @@ class ApplyRegistry(PendingSource, Protocol):
     """The registry as the apply step uses it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
 
     def record_applied(
-        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None
+        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None, detail: str = ""
     ) -> JobRecord | None: ...
 
     def record_apply_failure(
@@ -155,7 +155,8 @@ def record_outcomes(
             continue
         try:
             if result.outcome is Outcome.APPLIED:
-                registry.record_applied(result.job, result.priority, now, fence=fence)
+                detail = f"{result.reason}: {result.native_value}" if result.native_value else result.reason
+                registry.record_applied(result.job, result.priority, now, fence=fence, detail=detail)
             else:
                 # A skip (not opted in, finished, no applier) is as final as a non-transient failure.
                 permanent = result.outcome is Outcome.SKIPPED or not result.transient

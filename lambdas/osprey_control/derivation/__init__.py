@@ -31,6 +31,13 @@ from osprey_control.derivation.job_signals import (
     remaining_time_s,
 )
 from osprey_control.derivation.metrics_file import MetricsFileError, parse_metrics_document, read_metrics_file
+from osprey_control.derivation.replay import (
+    RecordedAnswers,
+    ReplayedDecision,
+    metrics_from_inputs,
+    replay_job,
+    summarize_inputs,
+)
 
 __all__ = [
     "EVENT_VERSION",
@@ -46,6 +53,8 @@ __all__ = [
     "NodeMetrics",
     "ProgressReport",
     "Reason",
+    "RecordedAnswers",
+    "ReplayedDecision",
     "RuleExplanation",
     "attained_service_gpu_hours",
     "build_event",
@@ -54,8 +63,11 @@ __all__ = [
     "held_seconds",
     "job_level_values",
     "mean_of_gpus",
+    "metrics_from_inputs",
     "parse_answer",
     "parse_metrics_document",
     "read_metrics_file",
     "remaining_time_s",
+    "replay_job",
+    "summarize_inputs",
 ]

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from osprey_control.coordination.deadline import Deadline
 from osprey_control.derivation import CompiledPolicy, CustomRuleInvoker, Decision, JobMetrics, derive
+from osprey_control.derivation.replay import INPUTS_KEY, summarize_inputs
 from osprey_control.derive.bulkhead import run_in_lanes
 from osprey_control.registry import JobKey, JobRecord
 from osprey_control.registry.dynamodb import VersionConflictError
@@ -160,8 +161,10 @@ def _derive_one(
     if fence is not None and lost is not None and lost.is_set():  # in flight when the fence failed: no write
         return JobOutcome(record, decision, error=str(FenceLostError(fence.token)), error_kind="fence-lost")
     try:
+        # The inputs go with the decision, so the history can be re-derived under another policy (replay).
+        explained = {**decision.to_dict(), INPUTS_KEY: summarize_inputs(job)}
         written = store.record_decision(
-            record.key, decision.to_dict(), decision.priority, record.version, now, fence=fence
+            record.key, explained, decision.priority, record.version, now, fence=fence
         )
     except FenceLostError as error:
         if lost is not None:

@@ -34,11 +34,11 @@ from typing import Any
 from osprey_control.errors import TransientError, condition_failed
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
 from osprey_control.registry.fence import Fence, failed_checks, fenced_transaction
+from osprey_control.registry.history import APPLIED, APPLY_FAILED, JobHistory
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,
     APPLY_PENDING_INDEX,
-    DECISION_PREFIX,
     JOB_PREFIX,
     META,
     RISK,
@@ -202,16 +202,14 @@ class JobRegistry(RegistryTable):
                 risk[instance_id] = float(from_attribute(item["risk"]))
         return risk
 
+    @property
+    def events(self) -> JobHistory:
+        """The jobs' decision and apply history (:mod:`osprey_control.registry.history`)."""
+        return JobHistory(self.table_name, self.client)
+
     def history(self, key: JobKey, limit: int = 20) -> list[dict[str, Any]]:
         """The most recent recorded decisions of a job, newest first."""
-        response = self.client.query(
-            TableName=self.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :decision)",
-            ExpressionAttributeValues={":pk": {"S": job_pk(key)}, ":decision": {"S": DECISION_PREFIX}},
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return [{name: from_attribute(value) for name, value in item.items()} for item in response["Items"]]
+        return self.events.decisions(key, limit=limit)
 
     # Writes ----------------------------------------------------------------------------------------------
 
@@ -397,16 +395,31 @@ class JobRegistry(RegistryTable):
         return updated
 
     def record_applied(
-        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None
+        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None, detail: str = ""
     ) -> JobRecord | None:
         """The apply step confirmed ``priority`` on the backend (None: the job left the registry).
 
         Conditional on the version read and retried on conflict (the merge only sets the applied fields, so
         re-reading and merging again is safe); never touches the derived priority or the decision. With a
-        ``fence``: :class:`FenceLostError` (nothing written) when another execution holds the lease.
+        ``fence``: :class:`FenceLostError` (nothing written) when another execution holds the lease. The
+        outcome also goes into the job's history (``detail``: what the backend now holds).
         """
         result = self._converge(key, lambda record: merge_applied(record, priority, now), fence=fence)
+        if result is not None:
+            self._note_apply(key, priority, APPLIED, detail or "applied", now)
         return result.record if result else None
+
+    def _note_apply(self, key: JobKey, priority: int, outcome: str, detail: str, now: datetime) -> None:
+        """The history's line for an apply outcome; best effort: the record above is what the cycle needs."""
+        expires = int((now + self.history_retention).timestamp())
+        try:
+            self.events.record_apply(
+                key, priority=priority, outcome=outcome, detail=detail, now=now, expires=expires
+            )
+        except Exception as error:
+            logger.warning(
+                "apply outcome not added to the history", extra={"job": str(key), "error": repr(error)}
+            )
 
     def record_apply_failure(
         self,
@@ -425,4 +438,6 @@ class JobRegistry(RegistryTable):
             lambda record: merge_apply_failure(record, priority, reason, permanent=permanent, now=now),
             fence=fence,
         )
+        if result is not None:
+            self._note_apply(key, priority, APPLY_FAILED, reason, now)
         return result.record if result else None

@@ -5,7 +5,8 @@ names. Pure Python (no boto3).
 item                          ``pk``                     ``sk``
 ============================  =========================  ==========================================
 job                           ``JOB#<backend>#<id>``     ``META``
-decision history              ``JOB#<backend>#<id>``     ``DECISION#<time>``
+decision history              ``JOB#<backend>#<id>``     ``DECISION#<time>#<version>``
+apply outcomes                ``JOB#<backend>#<id>``     ``APPLY#<time>#<priority>``
 gang watch state              ``JOB#<backend>#<id>``     ``GANG``
 plan request / plan record    ``JOB#<backend>#<id>``     ``PLANREQ`` / ``PLAN``
 instance (spot risk)          ``INSTANCE#<id>``          ``RISK``
@@ -27,6 +28,7 @@ __all__ = [
     "ACTIVE_INDEX",
     "APPLY_PENDING_ATTRIBUTE",
     "APPLY_PENDING_INDEX",
+    "APPLY_PREFIX",
     "COLLECTION_PREFIX",
     "DECISION_PREFIX",
     "GANG_SK",
@@ -50,6 +52,7 @@ __all__ = [
 JOB_PREFIX = "JOB#"
 INSTANCE_PREFIX = "INSTANCE#"
 DECISION_PREFIX = "DECISION#"
+APPLY_PREFIX = "APPLY#"
 COLLECTION_PREFIX = "COLLECTION#"
 META = "META"
 RISK = "RISK"

@@ -40,7 +40,7 @@ class Registry:
         return self.records.get(key)
 
     def record_applied(
-        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None
+        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None, detail: str = ""
     ) -> JobRecord:
         self.records[key] = self.records[key].model_copy(update={"applied_priority": priority})
         return self.records[key]

@@ -23,7 +23,8 @@ def test_cycle_benchmark_runs_and_reports(capsys: pytest.CaptureFixture[str]) ->
     # rule reads remaining_time.
     assert series == 14 * 2 + 6
     assert calls == 1
-    assert writes == 6 + 6 + 1  # decisions, applied priorities, one UpdateSchedulingPolicy
+    # decisions, applied priorities, their lines in the jobs' history, one UpdateSchedulingPolicy
+    assert writes == 6 + 6 + 6 + 1
     assert any(
         line.startswith("apply: applied 6, skipped 0, failed 0; UpdateSchedulingPolicy calls 1")
         for line in lines

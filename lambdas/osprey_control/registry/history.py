@@ -1,0 +1,97 @@
+"""A job's history in the registry: its recorded decisions (``DECISION#<time>#<version>``, written by the derive
+step with the decision) and the apply step's outcomes (``APPLY#<time>#<priority>``: the value that reached the
+backend, or why it did not). Both expire with the history retention (14 days by default). ``osprey history``
+and ``osprey policy replay`` read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from osprey_control.registry.items import format_time, from_attribute
+from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, job_pk
+from osprey_control.registry.model import JobKey
+from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
+
+__all__ = ["APPLIED", "APPLY_FAILED", "JobHistory"]
+
+APPLIED = "applied"
+APPLY_FAILED = "apply-failed"
+_DETAIL_CHARS = 500  # an apply failure's reason can be long (an API error); the history keeps its start
+
+
+class JobHistory(RegistryTable):
+    """Read a job's decisions and apply outcomes; record an apply outcome. ``client=None`` creates a DynamoDB
+    client on first use."""
+
+    def _items(
+        self, key: JobKey, prefix: str, since: datetime | None, limit: int | None, newest_first: bool
+    ) -> Iterator[dict[str, Any]]:
+        start = prefix + (format_time(since) if since is not None else "")
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            # "~" sorts after every character a time or a number uses: the end of the prefix's range.
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :start AND :end",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": job_pk(key)},
+                ":start": {"S": start},
+                ":end": {"S": prefix + "~"},
+            },
+            "ScanIndexForward": not newest_first,
+        }
+        if limit is not None:
+            request["Limit"] = limit
+        count = 0
+        while True:
+            page = self.client.query(**request)
+            for item in page.get("Items", ()):
+                yield {name: from_attribute(value) for name, value in item.items()}
+                count += 1
+                if limit is not None and count >= limit:
+                    return
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def decisions(
+        self,
+        key: JobKey,
+        *,
+        since: datetime | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[dict[str, Any]]:
+        """The job's recorded decisions (``recorded_at``, ``policy``, ``derived_priority``,
+        ``previous_priority``, ``decision``: the explanation with the ``inputs`` it was derived from)."""
+        return list(self._items(key, DECISION_PREFIX, since, limit, newest_first))
+
+    def apply_events(
+        self,
+        key: JobKey,
+        *,
+        since: datetime | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[dict[str, Any]]:
+        """The apply step's outcomes for the job (``recorded_at``, ``outcome``, ``priority``, ``detail``)."""
+        return list(self._items(key, APPLY_PREFIX, since, limit, newest_first))
+
+    def record_apply(
+        self, key: JobKey, *, priority: int, outcome: str, detail: str, now: datetime, expires: int
+    ) -> None:
+        """Note an apply outcome (:data:`APPLIED`, with ``native_value`` or "already set" as detail, or
+        :data:`APPLY_FAILED` with the reason)."""
+        self.client.put_item(
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": job_pk(key)},
+                "sk": {"S": f"{APPLY_PREFIX}{format_time(now)}#{priority:03d}"},
+                "recorded_at": {"S": format_time(now)},
+                "outcome": {"S": outcome},
+                "priority": {"N": str(priority)},
+                "detail": {"S": detail[:_DETAIL_CHARS]},
+                TTL_ATTRIBUTE: {"N": str(expires)},
+            },
+        )
