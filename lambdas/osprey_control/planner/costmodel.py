@@ -55,6 +55,9 @@ class Efficiency:
       about twice the kernel's own utilisation).
     - ``gemm_scale``: multiplier on the GEMM efficiency in use (``gemm``, or the GPU's own
       ``gemm_efficiency``); 1 unless fitted to measured step times (``calibrate``).
+    - ``loss_bytes_per_logit``: HBM traffic of the cross-entropy per logit (s x b x V / tp of them on the
+      last stage): fp32 logits read and written by about four elementwise passes (cast, max, exp-sum,
+      gradient), 4 passes x 2 touches x 4 bytes. Negligible at V/h ~ 4 (GPT-3), not at V = 131072, h = 2048.
     - ``tp_overlap``: share of the tensor-parallel communication hidden behind the GEMMs with
       ``comm_overlap`` (Megatron-Core's --tp-comm-overlap pipelines the all-gather/reduce-scatter chunks).
     """
@@ -74,6 +77,7 @@ class Efficiency:
     flash_attention: float = 0.7
     tp_overlap: float = 0.7
     gemm_scale: float = 1.0
+    loss_bytes_per_logit: float = 32.0
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -165,6 +169,8 @@ def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) ->
     block_s = gemm_s + attention_s + elementwise_s + passes.elementwise * eff.layer_overhead_s
     # The output projection (never recomputed) sits on the last stage, which is therefore the heaviest.
     logits_s = 3.0 * model.logits_flops() * b / tp / gemm_rate
+    # The loss over the vocabulary is memory-bound: fp32 logits cast, max, exp-sum and gradient passes.
+    logits_s += eff.loss_bytes_per_logit * model.seq * b * model.vocab / tp / hbm
 
     # Tensor-parallel all-reduces of the s*b*h block output: 2 per pass forward and backward, 2 more when
     # the forward is recomputed. Across nodes only when allowed, at network speed and penalised.
