@@ -6,11 +6,12 @@ function with a name the deployment allows (``osprey-rule-*``), and apply a poli
 the ``<policyPrefix>/<name>`` parameter the derive step reads). The derive step then invokes the function
 through Lambda ``Invoke``, as in AWS.
 
-moto runs no function code without Docker, so the code moto holds is run in this process: the handler module of
-the zip uploaded is loaded and registered with :class:`~osprey.local.lambdas.InProcessLambdas` under the
-function's name, after checking that moto's ``CodeSha256`` is that zip's (the code invoked is the code deployed). A rule
-of one Python file using the standard library is what runs here; anything it imports from a layer or from
-other files of its package would have to be importable in this process too.
+moto runs no function code without Docker, so the code moto holds is run in this process: the handler module
+of the zip uploaded is loaded and registered with :class:`~osprey.local.lambdas.InProcessLambdas` under the
+function's name, after checking that moto's ``CodeSha256`` is that zip's (the code invoked is the code
+deployed; to change it, deploy it again). A rule of one Python file using the standard library is what runs
+here; anything it imports from a layer or from other files of its package would have to be importable in this
+process too.
 
 The demo (:func:`deploy_demo_rule`) deploys ``examples/rules/spot_risk.py`` as ``osprey-rule-spot`` and applies
 ``policies/examples/spot-aware-policy.yaml``, whose rule names that function in moto's account and region.
