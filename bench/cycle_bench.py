@@ -68,9 +68,9 @@ def fair_share_queue(clients: Mapping[str, Any]) -> str:
 def _seed(clients: dict[str, Any], jobs: int, nodes: int, registry: Any) -> list[str]:
     from osprey_control.contract import parse_block  # noqa: PLC0415 - imported inside moto's context
     from osprey_control.policy import load_policies  # noqa: PLC0415
+    from osprey_control.policy.stored import policy_parameter_value  # noqa: PLC0415
     from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef  # noqa: PLC0415
     from osprey_control.registry.observation import JobObservation  # noqa: PLC0415
-    from osprey_infra.policy_store import policy_parameter_value  # noqa: PLC0415
 
     for policy in load_policies([REPO_ROOT / "policies"]):
         clients["ssm"].put_parameter(

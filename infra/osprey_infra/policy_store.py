@@ -12,7 +12,6 @@ call, and the derive step falls back with ``not-allowed``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,7 +19,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from osprey_control.policy import PriorityDerivationPolicy, RuleAllowList, load_policy_files, rule_arn_issues
+from osprey_control.policy import RuleAllowList, load_policy_files, rule_arn_issues
+from osprey_control.policy.stored import parameter_name, parameter_tier, policy_parameter_value
 from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = [
@@ -32,8 +32,6 @@ __all__ = [
 ]
 
 DEFAULT_PARAMETER_PREFIX = POLICY_PREFIX
-_STANDARD_LIMIT = 4096
-_ADVANCED_LIMIT = 8192
 
 
 class PolicySynthError(ValueError):
@@ -53,11 +51,6 @@ def rule_allow_list(
     account = _known(stack.account) or _known(fallback.account)
     region = _known(stack.region) or _known(fallback.region)
     return RuleAllowList.for_deployment(prefix, account=account, region=region)
-
-
-def policy_parameter_value(policy: PriorityDerivationPolicy) -> str:
-    """The canonical JSON stored in SSM: every default filled in, so readers need no defaults of their own."""
-    return json.dumps(policy.model_dump(mode="json", by_alias=True), separators=(",", ":"), sort_keys=True)
 
 
 class PolicyStore(Construct):
@@ -96,20 +89,14 @@ class PolicyStore(Construct):
         self.parameters: dict[str, ssm.StringParameter] = {}
         for loaded in result.policies:
             value = policy_parameter_value(loaded.policy)
-            if len(value.encode()) > _ADVANCED_LIMIT:
-                raise PolicySynthError(
-                    f"{loaded.source}: (document): policy is {len(value.encode())} bytes as JSON; SSM allows "
-                    f"at most {_ADVANCED_LIMIT}: split it or use fewer rules"
-                )
-            tier = (
-                ssm.ParameterTier.STANDARD
-                if len(value.encode()) <= _STANDARD_LIMIT
-                else ssm.ParameterTier.ADVANCED
-            )
+            try:
+                tier = ssm.ParameterTier[parameter_tier(value).upper()]
+            except ValueError as error:
+                raise PolicySynthError(f"{loaded.source}: (document): {error}") from None
             self.parameters[loaded.policy.name] = ssm.StringParameter(
                 self,
                 f"Policy-{loaded.policy.name}",
-                parameter_name=f"{parameter_prefix}/{loaded.policy.name}",
+                parameter_name=parameter_name(parameter_prefix, loaded.policy.name),
                 string_value=value,
                 tier=tier,
                 description=f"Osprey PriorityDerivationPolicy {loaded.policy.name} (from {Path(loaded.source).name})",

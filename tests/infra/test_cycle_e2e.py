@@ -24,9 +24,9 @@ import pytest
 from osprey_control.apply import weight_factor
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.policy.loader import load_policy_text
+from osprey_control.policy.stored import policy_parameter_value
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_infra.policy_store import policy_parameter_value
 from tests.control.eks.fake_k8s import FakeKubernetes, run_fake
 from tests.control.eks.objects import OSPREY_LABELS, add_job, add_workload
 from tests.infra.e2e.fleet import Fleet

@@ -15,9 +15,9 @@ from osprey_control.cycle import run_shard
 from osprey_control.derive import PolicySource
 from osprey_control.ingest import Ingestor, Recogniser
 from osprey_control.policy import load_policies
+from osprey_control.policy.stored import policy_parameter_value
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_infra.policy_store import policy_parameter_value
 from tests.conftest import REPO_ROOT
 from tests.sdk.conftest import REGION, AwsCalls
 from tests.sdk.test_sagemaker_seed import SEED_DISTRIBUTION, seed_estimator

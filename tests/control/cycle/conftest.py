@@ -12,10 +12,10 @@ from moto import mock_aws
 
 from osprey_control.contract import parse_block
 from osprey_control.policy import load_policies
+from osprey_control.policy.stored import policy_parameter_value
 from osprey_control.registry import Backend, JobKey, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
-from osprey_infra.policy_store import policy_parameter_value
 from tests.conftest import REPO_ROOT
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from osprey_control.derive import PolicySource, UnknownPolicyError
 from osprey_control.policy import load_policies
-from osprey_infra.policy_store import policy_parameter_value
+from osprey_control.policy.stored import policy_parameter_value
 from tests.conftest import REPO_ROOT
 
 
