@@ -20,7 +20,7 @@ from moto import mock_aws
 import osprey
 from osprey.planning import report_progress
 from osprey_control.contract import OspreyBlock
-from osprey_control.planner import Plan, evaluate
+from osprey_control.planner import Plan, cluster, evaluate
 from osprey_control.planner import step as plan_step
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.record import PLAN_SK, record_from_item
@@ -423,3 +423,43 @@ def test_the_report_the_state_machine_gets_is_bounded_whatever_the_errors() -> N
     assert len(shown["errors"]) == MAX_REPORTED
     assert all(len(error["message"]) == MESSAGE_CHARS for error in shown["errors"])
     assert shown["errorCount"] == 3 * MAX_REPORTED
+
+
+def test_a_job_faster_than_predicted_calibrates_the_model_and_the_report_says_so(aws: Aws) -> None:
+    # Given the runtime reports a step 20% shorter than the model predicts (at the nominal network)
+    _job(aws, "llm")
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=0.8 * _step_time(None, 15.0))
+    # When the plan step runs
+    report = _run(aws)
+    # Then the job's model is fitted to its step time, and the report gives the factor and the fit's error
+    assert report["calibrated"] == 1
+    (calibration,) = report["calibrations"]
+    assert calibration["job"] == "batch#llm"
+    assert calibration["compute_factor"] > 1.25
+    assert "fitted to the measured step" in calibration["fit"]
+    assert "-> +0.0%" in calibration["fit"] or "-> -0.0%" in calibration["fit"]
+
+
+def test_a_straggler_node_reaches_the_plan_step(aws: Aws, caplog: pytest.LogCaptureFixture) -> None:
+    # Given the runtime reports node 1 at 0.9 of the median rank, and the step time that slow node explains
+    _job(aws, "llm")
+    slow = cluster(64, instance_type="p4de.24xlarge").with_changes(
+        speed_factors=[0.9 if 8 <= rank < 16 else 1.0 for rank in range(64)]
+    )
+    request = request_from_item(
+        build_request("JOB#batch#x", model=MODEL, cluster="p4de.24xlarge", current=CURRENT)
+    )
+    step = evaluate(request.model, slow, CURRENT).step_time_s
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=step)
+    _put(aws, "llm", "0", {"SlowestNodeSpeed": (0.9, "None"), "SlowestNodeIndex": (1.0, "None")})
+    # When the plan step runs
+    with caplog.at_level("INFO"):
+        report = _run(aws)
+    # Then the job is planned with node 1's GPUs at 0.9, nothing missing, and the slowdown is not taken for
+    # the network's (the bandwidth stays nominal)
+    assert (report["planned"], report["missingData"]) == (1, 0)
+    (planned,) = [r for r in caplog.records if r.getMessage() == "job planned"]
+    signals = planned.signals  # type: ignore[attr-defined]
+    assert signals["speed_factors"]["source"] == "SlowestNodeSpeed"
+    assert signals["speed_factors"]["value"] == pytest.approx(0.9)
+    assert signals["network_gbits"]["source"] == "nominal"

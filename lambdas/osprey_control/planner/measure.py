@@ -186,9 +186,9 @@ def _speeds(request: PlanRequest, observed: Observed, why: str) -> tuple[Signal,
     cluster = request.cluster
     speed, index = _valid(observed.slowest_node_speed), _valid(observed.slowest_node_index)
     if speed is None or index is None:
-        return Signal(
-            None, "nominal", f"no SlowestNodeSpeed datapoint{why}; all GPUs nominal", missing=True
-        ), cluster
+        # Optional (a job need not report node speeds): not counted as missing data.
+        note = f"no SlowestNodeSpeed datapoint{why} (optional, report_node_speeds); all GPUs nominal"
+        return Signal(None, "nominal", note), cluster
     node = int(index)
     if speed >= STRAGGLER_SPEED or node >= cluster.nodes:
         note = f"slowest node {node} at {speed:.3f} of the median rank: within noise, all GPUs nominal"

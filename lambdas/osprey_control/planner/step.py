@@ -97,6 +97,8 @@ class PlanStepReport:
     written: int = 0  # plan records written (a switch to the plan already recommended writes nothing)
     decisions: Counter[str] = field(default_factory=Counter)
     missing_data: int = 0  # planned jobs with a metric missing (its nominal value was kept)
+    # planned jobs whose model was fitted to their measured step time: job -> factor and error before/after
+    calibrations: list[dict[str, Any]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
 
@@ -114,6 +116,8 @@ class PlanStepReport:
             "written": self.written,
             "decisions": dict(sorted(self.decisions.items())),
             "missingData": self.missing_data,
+            "calibrated": len(self.calibrations),
+            "calibrations": self.calibrations[:MAX_REPORTED],
             "records": self.records[:MAX_REPORTED],
             "errors": [
                 {**error, "message": str(error["message"])[:MESSAGE_CHARS]}
@@ -217,6 +221,15 @@ def _plan_job(
     report.decisions[decision.reason] += 1
     if any(signal.missing for signal in signals.values()):
         report.missing_data += 1
+    calibration = signals.get("calibration")
+    if calibration is not None and calibration.value is not None:
+        report.calibrations.append(
+            {
+                "job": request.job_id,
+                "compute_factor": calibration.value,
+                "fit": calibration.note[:MESSAGE_CHARS],
+            }
+        )
     logger.info(
         "job planned",
         extra={
