@@ -27,9 +27,9 @@ def test_a_job_key_round_trips_through_its_partition_key(key: JobKey) -> None:
     assert is_job_pk(job_pk(key))
 
 
-@pytest.mark.parametrize("text", ["", "train-1", "slurm#1", "batch#"])
+@pytest.mark.parametrize("text", ["", "train-1", "lsf#1", "batch#"])
 def test_a_bad_job_key_names_the_allowed_backends(text: str) -> None:
-    with pytest.raises(ValueError, match="sagemaker, sagemaker-queued, batch, eks"):
+    with pytest.raises(ValueError, match="sagemaker, sagemaker-queued, batch, eks, slurm"):
         JobKey.parse(text)
     assert not is_job_pk(f"JOB#{text}")
 
