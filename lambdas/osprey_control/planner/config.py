@@ -248,8 +248,6 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
             errors.append(
                 ConfigProblem("heads", f"must divide hidden ({checked['hidden']}), got {checked['heads']}")
             )
-        else:
-            model = _model(checked)
         try:
             built = cluster(
                 checked["gpus"],
@@ -266,6 +264,12 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
         except ValueError as error:
             key = "gpus" if "gpus" in str(error) else "instance-type"
             errors.append(ConfigProblem(key, str(error)))
+        if built is not None:
+            problem = _resolve_precision(checked, built)
+            if problem:
+                errors.append(ConfigProblem("precision", problem))
+        if not errors:
+            model = _model(checked)
     plan: Plan | None = None
     if not errors and "evaluate" in checked:
         try:
@@ -280,6 +284,23 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
     return PlanConfig(model=model, cluster=built, options=options, evaluate=plan)
 
 
+def _resolve_precision(checked: dict[str, Any], built: Cluster) -> str:
+    """Settle ``precision`` against the GPU: the default is bf16, or fp16 on a GPU without bf16; ``any`` is
+    the 16-bit default plus fp8 where the GPU has it. Returns a problem ("" when none)."""
+    gpu = built.gpu
+    sixteen = Precision.BF16.value if gpu.bf16 else Precision.FP16.value
+    given = checked.get("precision")
+    if given is None:
+        checked["precision"] = sixteen
+    elif given == Precision.FP8.value and not gpu.has_fp8:
+        return f"{gpu.name} has no FP8 tensor cores; allowed here: {sixteen}, fp16, any"
+    elif given == Precision.BF16.value and not gpu.bf16:
+        return f"{gpu.name} has no bf16 tensor cores; allowed here: fp16, any"
+    elif given == ANY:
+        checked["precision-choices"] = (sixteen, *((Precision.FP8.value,) if gpu.has_fp8 else ()))
+    return ""
+
+
 def _model(checked: Mapping[str, Any]) -> ModelSpec:
     """The model with fixed options as given; an option left to the search (``any``) takes Megatron's usual
     choice here (selective recompute with sequence parallelism, the distributed optimizer, bf16), which is
@@ -288,6 +309,8 @@ def _model(checked: Mapping[str, Any]) -> ModelSpec:
     sequence_parallel = checked.get("sequence-parallel", ANY)
     sharding = checked.get("optimizer-sharding", ANY)
     precision = checked.get("precision", Precision.BF16.value)
+    if precision == ANY:
+        precision = checked.get("precision-choices", (Precision.BF16.value,))[0]
     return ModelSpec(
         layers=checked["layers"],
         hidden=checked["hidden"],
@@ -298,7 +321,7 @@ def _model(checked: Mapping[str, Any]) -> ModelSpec:
         recompute=Recompute.SELECTIVE if recompute == ANY else Recompute(recompute),
         sequence_parallel=None if sequence_parallel == ANY else sequence_parallel == "on",
         optimizer_sharding=OptimizerSharding.ZERO1 if sharding == ANY else OptimizerSharding(sharding),
-        precision=Precision.BF16 if precision == ANY else Precision(precision),
+        precision=Precision(precision),
         flash_attention=checked.get("flash-attention", "on") == "on",
         comm_overlap=checked.get("comm-overlap", "on") == "on",
         tied_embeddings=checked.get("tied-embeddings", "on") == "on",
@@ -317,5 +340,10 @@ def knobs(checked: Mapping[str, Any]) -> Knobs:
         distributed_optimizer=(False, True)
         if sharding == ANY
         else (sharding == OptimizerSharding.ZERO1.value,),
-        precision=(Precision.BF16, Precision.FP8) if precision == ANY else (Precision(precision),),
+        precision=tuple(
+            Precision(p)
+            for p in checked.get("precision-choices", (Precision.BF16.value, Precision.FP8.value))
+        )
+        if precision == ANY
+        else (Precision(precision),),
     )

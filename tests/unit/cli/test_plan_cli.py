@@ -331,3 +331,23 @@ def test_register_job_needs_the_current_plan_and_a_job_key() -> None:
     result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, *plan, "--register-job", "job-1", "--table", "t")
     assert result.exit_code == 1
     assert "error: --register-job: expected <backend>#<native id>" in result.output
+
+
+def test_precision_is_checked_against_the_gpu() -> None:
+    small = [
+        "--layers", "24", "--hidden", "2048", "--heads", "16", "--seq", "2048", "--vocab", "51200",
+        "--global-batch", "64", "--gpus", "8",
+    ]  # fmt: skip
+    # FP8 on an A100 names the flag and what the GPU allows
+    result = _run(*small, "--instance-type", "p4de.24xlarge", "--precision", "fp8")
+    assert result.exit_code == 1
+    assert (
+        "error: --precision: A100-80GB has no FP8 tensor cores; allowed here: bf16, fp16, any"
+        in result.stderr
+    )
+    # A V100 has no bf16: the default becomes fp16, and asking for bf16 is refused
+    out = _json(*small, "--gpu", "V100", "--network-gbits", "100")
+    assert out["best"]["precision"] == "fp16"
+    refused = _run(*small, "--gpu", "V100", "--network-gbits", "100", "--precision", "bf16")
+    assert refused.exit_code == 1
+    assert "error: --precision: V100 has no bf16 tensor cores" in refused.stderr
