@@ -7,10 +7,11 @@ heaviest; the others carry the same blocks (the first also the embedding lookup,
 not FLOPs).
 
 Megatron's rank order (tp innermost, then dp, then pp) puts the last nodes of the job on the last stage
-(``rank_order``). ``place`` instead gives the fastest nodes to the last stage and the slowest to the first:
-pairing the heaviest stage with the fastest node group minimises the slowest stage's time (sorted loads
-against sorted speeds), and slow nodes grouped on one stage cost no more than one of them alone (a stage
-is as slow as its slowest node). Placement is by whole nodes; when a node holds GPUs of several stages
+(``rank_order``). ``place`` instead gives the last stage the fastest nodes: the other stages carry the same
+work, so which of them holds a slow node does not matter, and the slowest stage's time is minimal when the
+heaviest stage has the fastest nodes. It moves as few nodes as it can: each slow node of the last stage
+swaps places with the fastest node elsewhere (preferring, among equally fast ones, the nearest stage), so a
+job re-orders two hosts per straggler, not all of them. Placement is by whole nodes; when a node holds GPUs of several stages
 (fewer GPUs per stage than a node has), nodes cannot be moved between stages and the rank order stands.
 
 Decision: a job adopts a placement by ordering its hosts (e.g. torchrun's node rank, or a hostfile) so
@@ -75,21 +76,28 @@ def rank_order(cluster: Cluster, pp: int) -> Placement:
 
 
 def place(cluster: Cluster, pp: int) -> Placement:
-    """The fastest node groups on the last (critical) stage, the slowest on the first."""
+    """The fastest nodes on the last (critical) stage, by swapping each slow node there with the fastest
+    node of another stage; the rank order when that gains nothing."""
     per = _nodes_per_stage(cluster, pp)
-    if cluster.uniform or pp == 1 or not per:
-        return rank_order(cluster, pp)
-    speeds = node_speeds(cluster)
-    # Fastest first; ties keep rank order so a uniform group never moves.
-    order = sorted(range(cluster.nodes), key=lambda node: (-speeds[node], node))
-    groups = [tuple(sorted(order[i * per : (i + 1) * per])) for i in range(pp)]
-    stage_nodes = tuple(reversed(groups))
-    candidate = Placement(tuple(min(speeds[n] for n in group) for group in stage_nodes), stage_nodes)
     default = rank_order(cluster, pp)
-    # Keep the rank order when moving nodes gains nothing (the last stage is already on the fastest).
-    if candidate.speeds[-1] <= default.speeds[-1] and min(candidate.speeds) <= min(default.speeds):
+    if cluster.uniform or pp == 1 or not per:
         return default
-    return candidate
+    speeds = node_speeds(cluster)
+    stages = [list(nodes) for nodes in default.stage_nodes]
+    last = stages[-1]
+    # Fastest outside the last stage first; among equals the highest index (the stage nearest the last).
+    donors = sorted(
+        ((stage, node) for stage in range(pp - 1) for node in stages[stage]),
+        key=lambda item: (-speeds[item[1]], -item[1]),
+    )
+    for index in sorted(range(per), key=lambda i: speeds[last[i]]):
+        if not donors or speeds[donors[0][1]] <= speeds[last[index]]:
+            break
+        stage, node = donors.pop(0)
+        position = stages[stage].index(node)
+        stages[stage][position], last[index] = last[index], node
+    stage_nodes = tuple(tuple(sorted(nodes)) for nodes in stages)
+    return Placement(tuple(min(speeds[n] for n in nodes) for nodes in stage_nodes), stage_nodes)
 
 
 def node_speeds_from_rank_times(rank_seconds: Sequence[float], gpus_per_node: int) -> list[float]:
