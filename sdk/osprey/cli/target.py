@@ -2,7 +2,7 @@
 
 Every command that reads or changes a control plane gets it the same way::
 
-    from osprey.cli.target import ProfileOption, RegionOption, TableOption, guarded, resolve_target
+    from osprey.cli.target import ProfileOption, RegionOption, TableOption, find_job, guarded, resolve_target
 
     def my_command(table: TableOption = None, profile: ProfileOption = None, region: RegionOption = None):
         with guarded():
@@ -25,9 +25,10 @@ Resolution, first match wins:
    (:data:`osprey_control.wiring.CONFIG_PARAMETER`; keys in ``infra/osprey_infra/control_plane.py``), read with
    boto3's default chain: ``--profile`` / ``AWS_PROFILE``, ``--region`` / ``AWS_REGION`` / the profile's region.
 
-Errors: :func:`describe_error` turns what a missing or wrong setup raises (no region, no or partial or expired
-credentials, an unknown profile, an unreachable endpoint, access denied, a table or parameter that is not
-there, and :class:`TargetError`) into ONE line saying what to set; :func:`guarded` prints it as
+Errors (:mod:`osprey.cli.errors`, re-exported here): :func:`describe_error` turns what a missing or wrong
+setup raises (no region, no or partial or expired credentials, an unknown profile, an unreachable endpoint,
+access denied, a table or parameter that is not there, and :class:`TargetError`) into ONE line saying what to
+set; :func:`guarded` prints it as
 ``error: ...`` on stderr and exits 1. ``osprey.cli.main`` applies the same guard around every command, so a
 command that forgets it still never prints a traceback; anything else unexpected is one line too, with
 ``run with OSPREY_DEBUG=1 for the traceback`` (``OSPREY_DEBUG=1`` re-raises).
@@ -42,13 +43,13 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from osprey.cli.errors import DEBUG_VARIABLE, TargetError, describe_error, guarded
 from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,
@@ -79,7 +80,6 @@ __all__ = [
     "running_local",
 ]
 
-DEBUG_VARIABLE = "OSPREY_DEBUG"
 DEFAULT_SHARDS = 16  # infra's registry_shards default (osprey:registryShards)
 _CLI_CLIENT_CONFIG: dict[str, Any] = {
     "retries": {"mode": "standard", "total_max_attempts": 3},
@@ -121,10 +121,6 @@ EndpointOption = Annotated[
         "--endpoint-url", help="AWS endpoint (default: AWS_ENDPOINT_URL or AWS itself).", show_default=False
     ),
 ]
-
-
-class TargetError(Exception):
-    """No deployment could be found, or the one found cannot answer: the message says what to set."""
 
 
 Source = Literal["flags", "local", "deployment"]
@@ -335,103 +331,6 @@ def resolve_target(
     if local is not None:
         return _local_target(local)
     return _deployment_target(profile, region, endpoint_url)
-
-
-# Errors -------------------------------------------------------------------------------------------------------
-
-_ACCESS_DENIED = frozenset(
-    {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
-)
-_EXPIRED = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"})
-_BAD_CREDENTIALS = frozenset(
-    {
-        "InvalidClientTokenId",
-        "UnrecognizedClientException",
-        "SignatureDoesNotMatch",
-        "InvalidSignatureException",
-        "AuthFailure",
-        "InvalidAccessKeyId",
-    }
-)
-_CREDENTIALS_HINT = (
-    "set AWS_PROFILE (and run `aws sso login` if it uses SSO) or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-    "or pass --profile; without an account, run `osprey local up`"
-)
-
-
-def _client_error(error: Any) -> str:
-    response = getattr(error, "response", {}) or {}
-    code = str(response.get("Error", {}).get("Code", ""))
-    message = str(response.get("Error", {}).get("Message", "")) or str(error)
-    operation = getattr(error, "operation_name", None) or "the AWS call"
-    if code in _ACCESS_DENIED:
-        return (
-            f"AWS denied {operation} ({code}): {message}; use a profile or role allowed to call it "
-            "(docs/cli.md lists what each command needs)"
-        )
-    if code in _EXPIRED:
-        return f"your AWS credentials have expired ({code}); refresh them (e.g. `aws sso login`) and retry"
-    if code in _BAD_CREDENTIALS:
-        return f"AWS rejected your credentials ({code}: {message}); {_CREDENTIALS_HINT}"
-    if code == "ResourceNotFoundException":
-        return f"{operation}: {message}; check --table and the region (--region or AWS_REGION)"
-    return f"{operation} failed: {code}: {message}"
-
-
-def describe_error(error: BaseException) -> str | None:
-    """One line saying what to set for a user error or a missing setup; None for anything else (a bug)."""
-    if isinstance(error, TargetError):
-        return str(error)
-    try:
-        from botocore import exceptions as botocore_errors  # noqa: PLC0415 - only on the error path
-    except ImportError:  # pragma: no cover - boto3 is a dependency of the CLI's AWS commands
-        return None
-    if isinstance(error, botocore_errors.NoRegionError):
-        return (
-            "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), pass --region, or give your profile a region "
-            "(`aws configure set region us-east-1`)"
-        )
-    if isinstance(error, botocore_errors.NoCredentialsError):
-        return f"no AWS credentials found: {_CREDENTIALS_HINT}"
-    if isinstance(error, botocore_errors.PartialCredentialsError):
-        return f"incomplete AWS credentials ({error}): set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-    if isinstance(error, botocore_errors.ProfileNotFound):
-        return f"{error}: pick one of `aws configure list-profiles` with --profile or AWS_PROFILE"
-    if isinstance(
-        error,
-        botocore_errors.SSOError
-        | botocore_errors.TokenRetrievalError
-        | botocore_errors.CredentialRetrievalError,
-    ):
-        return f"cannot get AWS credentials ({error}); run `aws sso login` or fix the profile's credential source"
-    if isinstance(error, botocore_errors.EndpointConnectionError | botocore_errors.ConnectTimeoutError):
-        url = getattr(error, "kwargs", {}).get("endpoint_url", "the AWS endpoint")
-        return (
-            f"cannot reach {url}: check the network and the region (AWS_REGION), AWS_ENDPOINT_URL, or, for "
-            "osprey local, that it is up (`osprey local status`)"
-        )
-    if isinstance(error, botocore_errors.ReadTimeoutError | botocore_errors.ConnectionClosedError):
-        return f"the AWS endpoint did not answer ({error}); retry, or check AWS_ENDPOINT_URL and the network"
-    if isinstance(error, botocore_errors.ParamValidationError):
-        return f"invalid request: {error}"
-    if isinstance(error, botocore_errors.ClientError):
-        return _client_error(error)
-    return None
-
-
-@contextmanager
-def guarded() -> Iterator[None]:
-    """Turn a user error or missing setup raised inside into ``error: <one line>`` on stderr and exit 1."""
-    try:
-        yield
-    except Exception as error:
-        if os.environ.get(DEBUG_VARIABLE):
-            raise
-        message = describe_error(error)
-        if message is None:
-            raise
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(1) from None
 
 
 # Finding a job -----------------------------------------------------------------------------------------------
