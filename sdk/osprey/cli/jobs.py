@@ -57,7 +57,7 @@ __all__ = [
     "summary",
 ]
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (the same as -o json).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 class Output(StrEnum):
@@ -269,15 +269,19 @@ def jobs_command(
         list[str] | None,
         typer.Option(
             "--backend",
+            metavar="BACKEND",
             help=f"Only jobs on this backend ({', '.join(b.value for b in Backend)}).",
             autocompletion=lambda: [b.value for b in Backend],
         ),
     ] = None,
-    policy: Annotated[list[str] | None, typer.Option("--policy", help="Only jobs under this policy.")] = None,
+    policy: Annotated[
+        list[str] | None, typer.Option("--policy", metavar="NAME", help="Only jobs under this policy.")
+    ] = None,
     status: Annotated[
         list[str] | None,
         typer.Option(
             "--status",
+            metavar="STATUS",
             help=f"Only jobs in this status ({', '.join(s.value for s in JobStatus)}).",
             autocompletion=lambda: [s.value for s in JobStatus],
         ),
@@ -286,15 +290,21 @@ def jobs_command(
         Output,
         typer.Option("--output", "-o", help="table, wide (more columns) or json.", case_sensitive=False),
     ] = Output.TABLE,
-    as_json: JsonOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the same as -o json).")] = False,
     watch_: Annotated[
         bool, typer.Option("--watch", "-w", help="Redraw every --interval seconds until Ctrl-C.")
     ] = False,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.1, max=3600, help="Seconds between --watch redraws.")
+        float,
+        typer.Option(
+            "--interval", metavar="SECONDS", min=0.1, max=3600, help="Seconds between --watch redraws."
+        ),
     ] = 5.0,
     count: Annotated[
-        int, typer.Option("--count", min=0, help="With --watch: stop after this many redraws (0: never).")
+        int,
+        typer.Option(
+            "--count", metavar="N", min=0, help="With --watch: stop after this many redraws (0: never)."
+        ),
     ] = 0,
     table: TableOption = None,
     shards: ShardsOption = None,

@@ -91,6 +91,7 @@ TableOption = Annotated[
     str | None,
     typer.Option(
         "--table",
+        metavar="NAME",
         help="Registry table. Default: OSPREY_TABLE_NAME, a running osprey local, or /osprey/config.",
         show_default=False,
     ),
@@ -99,6 +100,7 @@ ShardsOption = Annotated[
     int | None,
     typer.Option(
         "--shards",
+        metavar="N",
         min=1,
         max=1000,
         help="Registry shards with --table (default: the deployment's, 16).",
@@ -108,17 +110,28 @@ ShardsOption = Annotated[
 ProfileOption = Annotated[
     str | None,
     typer.Option(
-        "--profile", help="AWS profile (default: AWS_PROFILE); implies a real AWS.", show_default=False
+        "--profile",
+        metavar="NAME",
+        help="AWS profile (default: AWS_PROFILE); implies a real AWS.",
+        show_default=False,
     ),
 ]
 RegionOption = Annotated[
     str | None,
-    typer.Option("--region", help="AWS region (default: AWS_REGION or the profile's).", show_default=False),
+    typer.Option(
+        "--region",
+        metavar="REGION",
+        help="AWS region (default: AWS_REGION or the profile's).",
+        show_default=False,
+    ),
 ]
 EndpointOption = Annotated[
     str | None,
     typer.Option(
-        "--endpoint-url", help="AWS endpoint (default: AWS_ENDPOINT_URL or AWS itself).", show_default=False
+        "--endpoint-url",
+        metavar="URL",
+        help="AWS endpoint (default: AWS_ENDPOINT_URL or AWS itself).",
+        show_default=False,
     ),
 ]
 
