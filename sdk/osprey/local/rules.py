@@ -35,6 +35,7 @@ from osprey.local.lambdas import Handler, InProcessLambdas
 from osprey_control.derivation import CustomRuleError, JobMetrics, NodeMetrics, build_event, parse_answer
 from osprey_control.policy import DEFAULT_ALLOWED_PREFIX, RuleAllowList, load_policy_files, rule_arn_issues
 from osprey_control.policy.shipped import shipped_policy_dir
+from osprey_control.policy.stored import parameter_name, parameter_tier, policy_parameter_value
 from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = [
@@ -154,11 +155,14 @@ def apply_policy(
         raise RuleDeployError("cannot apply the policy:\n" + "\n".join(problems))
     ssm = client("ssm")
     for item in loaded.policies:
-        # The canonical form the CDK app stores (osprey_infra.policy_store): every default filled in.
-        value = json.dumps(
-            item.policy.model_dump(mode="json", by_alias=True), separators=(",", ":"), sort_keys=True
+        value = policy_parameter_value(item.policy)  # the form the CDK app stores
+        ssm.put_parameter(
+            Name=parameter_name(prefix, item.policy.name),
+            Value=value,
+            Type="String",
+            Tier=parameter_tier(value),
+            Overwrite=True,
         )
-        ssm.put_parameter(Name=f"{prefix}/{item.policy.name}", Value=value, Type="String", Overwrite=True)
     return [item.policy.name for item in loaded.policies]
 
 
