@@ -6,6 +6,7 @@ and ``osprey policy replay`` read them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -64,8 +65,12 @@ class JobHistory(RegistryTable):
         newest_first: bool = True,
     ) -> list[dict[str, Any]]:
         """The job's recorded decisions (``recorded_at``, ``policy``, ``derived_priority``,
-        ``previous_priority``, ``decision``: the explanation with the ``inputs`` it was derived from)."""
-        return list(self._items(key, DECISION_PREFIX, since, limit, newest_first))
+        ``previous_priority``, ``decision``: the explanation with the ``inputs`` it was derived from, parsed)."""
+        found = list(self._items(key, DECISION_PREFIX, since, limit, newest_first))
+        for item in found:
+            if isinstance(item.get("decision"), str):  # stored as the job item's JSON text
+                item["decision"] = json.loads(item["decision"])
+        return found
 
     def apply_events(
         self,

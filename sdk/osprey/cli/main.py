@@ -23,6 +23,7 @@ from osprey.cli.cost import cost_command
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
 from osprey.cli.explain import explain_command
+from osprey.cli.history import history_command
 from osprey.cli.jobs import jobs_command
 from osprey.cli.local import local_app
 from osprey.cli.plan import plan_command
@@ -67,11 +68,12 @@ app = typer.Typer(
 )
 # One line each; the short help is what `osprey --help` lists, kept under 55 characters so an 80-column
 # terminal shows it whole (click cuts a longer first sentence with "...").
-app.add_typer(policy_app, name="policy", short_help="Validate policies and print their JSON Schema.")
+app.add_typer(policy_app, name="policy", short_help="Validate, diff, apply and replay policies.")
 app.command("derive", short_help="Derive one job's next priority, rule by rule.")(derive_command)
 app.add_typer(eks_app, name="eks", short_help="Add Osprey's labels and env to EKS manifests.")
 app.command("jobs", short_help="List the jobs Osprey manages, highest first.")(jobs_command)
 app.command("explain", short_help="Explain a job's last decision, rule by rule.")(explain_command)
+app.command("history", short_help="How a job's priority moved: decisions, applies.")(history_command)
 app.command("plan", short_help="Recommend a parallel plan (tp, pp, dp, micro-batch).")(plan_command)
 app.command("simulate", short_help="Compare schedulers with and without Osprey.")(simulate_command)
 app.add_typer(local_app, name="local", short_help="Run Osprey on an embedded AWS with a fake fleet.")

@@ -1,20 +1,22 @@
-"""``osprey policy validate|schema``.
+"""``osprey policy validate | schema`` (and ``diff | apply | replay``, :mod:`osprey.cli.rollout`).
 
 ``validate`` checks the documents alone, or, given the deployment's settings, also that every custom rule
 names a function the deployment may invoke (the check ``cdk synth`` and the derive step make:
 :class:`osprey_control.policy.RuleAllowList`). The settings come from ``--allowed-rule-prefix``, ``--account``
 and ``--region``, or from the deployed stack's ``/osprey/config`` with ``--deployment`` (boto3 and AWS
-credentials needed; flags given as well win).
+credentials needed, or a running ``osprey local``; flags given as well win).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from osprey.cli.rollout import apply_command, diff_command, replay_command
+from osprey.cli.target import guarded, resolve_target
 from osprey_control.policy import (
     DEFAULT_ALLOWED_PREFIX,
     RuleAllowList,
@@ -22,32 +24,17 @@ from osprey_control.policy import (
     policy_json_schema,
     rule_arn_issues,
 )
+from osprey_control.wiring import CONFIG_PARAMETER
 
 __all__ = ["policy_app"]
 
-CONFIG_PARAMETER = "/osprey/config"
-
-policy_app = typer.Typer(help="Validate policies and print their JSON Schema.", no_args_is_help=True)
-
-
-def _deployment_settings() -> dict[str, Any]:
-    """``allowedRulePrefix``, ``account`` and ``region`` of the deployed stack (its ``/osprey/config``)."""
-    try:
-        from osprey_control.aws import client_for  # noqa: PLC0415 - boto3 only with --deployment
-
-        raw = client_for("ssm").get_parameter(Name=CONFIG_PARAMETER)["Parameter"]["Value"]
-        config = json.loads(raw)
-    except Exception as error:
-        typer.echo(
-            f"error: --deployment: cannot read {CONFIG_PARAMETER} ({type(error).__name__}: {error}); pass "
-            "--allowed-rule-prefix, --account and --region instead",
-            err=True,
-        )
-        raise typer.Exit(1) from None
-    if not isinstance(config, dict):
-        typer.echo(f"error: --deployment: {CONFIG_PARAMETER} is not a JSON object", err=True)
-        raise typer.Exit(1)
-    return config
+policy_app = typer.Typer(
+    help="Validate policies, print their JSON Schema, and roll changes out to a deployment (diff, apply, replay).",
+    no_args_is_help=True,
+)
+policy_app.command("diff", short_help="What applying the files would change.")(diff_command)
+policy_app.command("apply", short_help="Write the files' policies to the deployment.")(apply_command)
+policy_app.command("replay", short_help="Re-derive recorded decisions under a new policy.")(replay_command)
 
 
 def _allow_list(
@@ -56,14 +43,16 @@ def _allow_list(
     """The rules the deployment may invoke, or None when no deployment setting was given (document only)."""
     if not (deployment or prefix or account or region):
         return None
-    deployed = _deployment_settings() if deployment else {}
-    prefix = prefix or deployed.get("allowedRulePrefix") or DEFAULT_ALLOWED_PREFIX
-    account = account or deployed.get("account")
-    region = region or deployed.get("region")
-    return RuleAllowList.for_deployment(str(prefix), account=account, region=region)
+    if deployment:
+        with guarded():  # a missing setup is one line, exit 1
+            target = resolve_target()
+        prefix = prefix or target.allowed_rule_prefix
+        account = account or target.account
+        region = region or target.deployed_region
+    return RuleAllowList.for_deployment(prefix or DEFAULT_ALLOWED_PREFIX, account=account, region=region)
 
 
-@policy_app.command("validate")
+@policy_app.command("validate", short_help="Validate a policy set (and its custom rules).")
 def validate_command(
     paths: Annotated[
         list[Path],
@@ -87,11 +76,13 @@ def validate_command(
     deployment: Annotated[
         bool,
         typer.Option(
-            "--deployment", help=f"Read the prefix, account and region from the deployed {CONFIG_PARAMETER}."
+            "--deployment",
+            help=f"Read the prefix, account and region from the deployment ({CONFIG_PARAMETER}, or a running "
+            "osprey local).",
         ),
     ] = False,
 ) -> None:
-    """Validate a policy set. Exit 0 when valid; else print one `FILE: FIELD.PATH: message` line per error
+    """Validate a policy set. Exit 0 when valid; else print one "FILE: FIELD.PATH: message" line per error
     and exit 1. Weights that do not sum to 1 only warn (they are normalised). With the deployment's settings,
     a custom rule the deployment cannot invoke is an error too."""
     result = load_policy_files(paths)
@@ -108,7 +99,7 @@ def validate_command(
     typer.echo(f"{len(result.policies)} valid polic{'y' if len(result.policies) == 1 else 'ies'}: {names}")
 
 
-@policy_app.command("schema")
+@policy_app.command("schema", short_help="Print the policy document's JSON Schema.")
 def schema_command() -> None:
     """Print the JSON Schema of a PriorityDerivationPolicy document (for editors and CI linters)."""
     typer.echo(json.dumps(policy_json_schema(), indent=2, sort_keys=False))
