@@ -32,10 +32,10 @@ from typing import Any
 
 from osprey.checkout import find_checkout
 from osprey.local.lambdas import Handler, InProcessLambdas
+from osprey.rollout import apply_rollout, deployed_policies, plan_rollout
 from osprey_control.derivation import CustomRuleError, JobMetrics, NodeMetrics, build_event, parse_answer
 from osprey_control.policy import DEFAULT_ALLOWED_PREFIX, RuleAllowList, load_policy_files, rule_arn_issues
 from osprey_control.policy.shipped import shipped_policy_dir
-from osprey_control.policy.stored import parameter_name, parameter_tier, policy_parameter_value
 from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = [
@@ -154,15 +154,7 @@ def apply_policy(
     if problems:
         raise RuleDeployError("cannot apply the policy:\n" + "\n".join(problems))
     ssm = client("ssm")
-    for item in loaded.policies:
-        value = policy_parameter_value(item.policy)  # the form the CDK app stores
-        ssm.put_parameter(
-            Name=parameter_name(prefix, item.policy.name),
-            Value=value,
-            Type="String",
-            Tier=parameter_tier(value),
-            Overwrite=True,
-        )
+    apply_rollout(ssm, plan_rollout(loaded.policies, deployed_policies(ssm, prefix), prefix))
     return [item.policy.name for item in loaded.policies]
 
 
