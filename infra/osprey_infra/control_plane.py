@@ -196,6 +196,8 @@ class OspreyControlPlane(Construct):
             backends=sorted(config.backends),
             eks_clusters=list(config.eks_clusters),
         )
+        if self.slurm is not None:  # Slurm gangs: started by the bridge's discovery, read through the bridge
+            self.slurm.connect_gangs(self.gangs, POLICY_PREFIX)
         # Both steps that register jobs start their gang watches: ingest (events) and EKS discovery.
         self.gangs.allow_start(self.ingest.function)
         if self.eks_discovery is not None:

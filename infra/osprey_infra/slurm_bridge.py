@@ -12,7 +12,9 @@ SlurmBridgeConfig`). It adds:
   instance lookup; no resource-level permissions exist), the ENI actions every function in a VPC needs, and the
   registry calls of ``JobRegistry.apply_observation`` (GetItem, PutItem);
 - a rule that runs discovery every ``discoveryMinutes``;
-- on the apply function: ``OSPREY_SLURM_BRIDGE_FUNCTION`` and ``lambda:InvokeFunction`` on this function only.
+- on the apply function: ``OSPREY_SLURM_BRIDGE_FUNCTION`` and ``lambda:InvokeFunction`` on this function only;
+- with :meth:`SlurmBridge.connect_gangs`: the bridge starts gang watches (``states:StartExecution``, the
+  policies in SSM), and the gang watch function may invoke the bridge (readiness, the ``fail`` fallback).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from osprey_control.wiring import (
+    POLICY_PREFIX_VARIABLE,
     SLURM_BRIDGE_FUNCTION_VARIABLE,
     SLURM_CLUSTER_VARIABLE,
     SLURM_INSTANCE_TAG_VARIABLE,
@@ -39,6 +42,7 @@ from osprey_control.wiring import (
     SLURM_USER_VARIABLE,
 )
 from osprey_infra.function import OspreyFunction
+from osprey_infra.gangs import GangWatch
 from osprey_infra.slurm_config import SlurmBridgeConfig
 from osprey_infra.table_access import TableAccess, grant_table_access
 
@@ -61,6 +65,13 @@ def _destination(host: str) -> str:
         return f"{ipaddress.IPv4Address(host)}/32"
     except ValueError:
         return "0.0.0.0/0"  # a DNS name: its address is not known at synth
+
+
+def _function_name(stack: cdk.Stack, cluster: str) -> str:
+    """``<stack>-slurm-<cluster>`` (at most 64 characters), or ``osprey-slurm-<cluster>`` for a stack whose
+    name is only known at deploy time."""
+    prefix = "osprey" if cdk.Token.is_unresolved(stack.stack_name) else stack.stack_name
+    return f"{prefix}-slurm-{cluster}"[:64]
 
 
 class SlurmBridge(Construct):
@@ -132,6 +143,16 @@ class SlurmBridge(Construct):
         function = self.bridge.function
         cfn = function.node.default_child
         assert isinstance(cfn, lambda_.CfnFunction)
+        # A known name: the functions that invoke the bridge name it without referencing it, which would close a
+        # dependency cycle (the gang watch's policy -> the bridge -> its StartExecution grant -> the watch).
+        self.function_name = _function_name(cdk.Stack.of(self), config.cluster_name)
+        cfn.function_name = self.function_name
+        self.function_arn = cdk.Stack.of(self).format_arn(
+            service="lambda",
+            resource="function",
+            resource_name=self.function_name,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
         cfn.vpc_config = lambda_.CfnFunction.VpcConfigProperty(
             security_group_ids=[self.security_group.attr_group_id], subnet_ids=list(config.subnet_ids)
         )
@@ -157,11 +178,40 @@ class SlurmBridge(Construct):
                 )
             ],
         )
-        apply.function.add_environment(SLURM_BRIDGE_FUNCTION_VARIABLE, function.function_name)
+        apply.function.add_environment(SLURM_BRIDGE_FUNCTION_VARIABLE, self.function_name)
         apply.role.add_to_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn])
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function_arn])
         )
         self._acknowledge()
+
+    def connect_gangs(self, gangs: GangWatch, policy_prefix: str) -> None:
+        """Co-scheduled Slurm jobs: discovery starts their watches (reading the policies' coScheduling), and
+        the watch function reads their readiness (and applies ``fail``) through the bridge."""
+        gangs.allow_start(self.bridge.function)
+        self.bridge.function.add_environment(POLICY_PREFIX_VARIABLE, policy_prefix)
+        stack = cdk.Stack.of(self)
+        name = policy_prefix.lstrip("/")
+        self.bridge.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
+                resources=[
+                    stack.format_arn(service="ssm", resource="parameter", resource_name=name),
+                    stack.format_arn(service="ssm", resource="parameter", resource_name=name + "/*"),
+                ],
+            )
+        )
+        cdk.Validations.of(self.bridge.role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:"
+                f"<AWS::AccountId>:parameter/{name}/*]",
+                reason=f"The policies Osprey deploys, one parameter each under {policy_prefix}.",
+            )
+        )
+        watch = gangs.watch
+        watch.function.add_environment(SLURM_BRIDGE_FUNCTION_VARIABLE, self.function_name)
+        watch.role.add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function_arn])
+        )
 
     def _acknowledge(self) -> None:
         cdk.Validations.of(self.bridge.function).acknowledge(

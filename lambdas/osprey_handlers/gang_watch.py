@@ -20,6 +20,7 @@ from osprey_control.eks import KubernetesClient, connect
 from osprey_control.eks.resources import detect_kueue
 from osprey_control.gang import GangStore, watch_step
 from osprey_control.gang.request import WatchRequest, backend_for
+from osprey_control.wiring import SLURM_BRIDGE_FUNCTION_VARIABLE
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
 
@@ -54,7 +55,9 @@ def _now() -> datetime:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, store = _settings()
     request = WatchRequest.model_validate(event)
-    backend = backend_for(request.job, kubernetes=_kubernetes)
+    # Set when the Slurm bridge is deployed: Slurm gangs are read through it.
+    slurm_bridge = os.environ.get(SLURM_BRIDGE_FUNCTION_VARIABLE) or None
+    backend = backend_for(request.job, kubernetes=_kubernetes, slurm_bridge=slurm_bridge)
     result = watch_step(
         request.job.key, request.settings.to_settings(), backend, store, now=_now(), policy=request.policy
     )

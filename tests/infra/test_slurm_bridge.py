@@ -45,6 +45,24 @@ def template() -> Template:
     return _template({"osprey:slurm": json.dumps(SLURM)})
 
 
+def _bridge_arn() -> dict[str, Any]:
+    """The bridge's ARN as the template spells it (from its name: no reference, so no dependency cycle)."""
+    return {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":lambda:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":function:Osprey-slurm-training",
+            ],
+        ]
+    }
+
+
 def _logical_id(template: Template, handler: str) -> str:
     (found,) = template.find_resources(
         "AWS::Lambda::Function", {"Properties": {"Handler": f"osprey_handlers.{handler}.handler"}}
@@ -91,8 +109,8 @@ def test_permissions_are_the_secret_the_registrys_two_calls_and_invoke_of_the_br
     ]
     secret = [s for s in statements if s["Action"] == "secretsmanager:GetSecretValue"]
     assert [s["Resource"] for s in secret] == [SECRET]
-    invokes = [s for s in statements if s["Action"] == "lambda:InvokeFunction" and "Fn::GetAtt" in str(s)]
-    assert {"Fn::GetAtt": [bridge, "Arn"]} in [s["Resource"] for s in invokes]
+    invokes = [s["Resource"] for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert _bridge_arn() in invokes
     dynamo = [
         s
         for s in statements
@@ -102,7 +120,10 @@ def test_permissions_are_the_secret_the_registrys_two_calls_and_invoke_of_the_br
     apply = _logical_id(template, "apply")
     functions = template.find_resources("AWS::Lambda::Function")
     variables = functions[apply]["Properties"]["Environment"]["Variables"]
-    assert variables["OSPREY_SLURM_BRIDGE_FUNCTION"] == {"Ref": bridge}
+    assert variables["OSPREY_SLURM_BRIDGE_FUNCTION"] == "Osprey-slurm-training"
+    assert template.find_resources("AWS::Lambda::Function")[bridge]["Properties"]["FunctionName"] == (
+        "Osprey-slurm-training"
+    )
 
 
 def test_discovery_runs_on_its_own_schedule(template: Template) -> None:
@@ -158,3 +179,22 @@ def test_a_bad_slurm_setting_fails_the_synth_naming_its_field(change: dict[str, 
     with pytest.raises(ConfigError) as error:
         ControlPlaneConfig.from_context({"osprey:slurm": raw}.get)
     assert f"{field} (context osprey:slurm)" in str(error.value)
+
+
+def test_gang_watches_of_slurm_jobs_start_from_the_bridge_and_read_through_it(template: Template) -> None:
+    bridge = _logical_id(template, "slurm_discovery")
+    watch = _logical_id(template, "gang_watch")
+    functions = template.find_resources("AWS::Lambda::Function")
+    assert functions[watch]["Properties"]["Environment"]["Variables"]["OSPREY_SLURM_BRIDGE_FUNCTION"] == (
+        "Osprey-slurm-training"
+    )
+    bridge_variables = functions[bridge]["Properties"]["Environment"]["Variables"]
+    assert "OSPREY_GANG_STATE_MACHINE_ARN" in bridge_variables
+    assert bridge_variables["OSPREY_POLICY_PREFIX"] == "/osprey/policies"
+    policies = template.find_resources("AWS::IAM::Policy")
+    statements = [
+        s for policy in policies.values() for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert any(s["Action"] == "states:StartExecution" for s in statements)
+    invokes = [s["Resource"] for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert invokes.count(_bridge_arn()) == 2  # apply and the gang watch, nothing else

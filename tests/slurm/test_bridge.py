@@ -201,3 +201,71 @@ def test_parallelcluster_nodes_map_to_their_instances_by_private_address() -> No
         "gpu-st-p5-1": "i-0123456789abcdef0",
     }
     assert resolved["gpu-dy-p4d-1"].instance_type == "p4d.24xlarge"
+
+
+def test_the_gang_watch_reads_a_slurm_gang_and_applies_fail_through_the_bridge(
+    clean: LocalSlurm, bridge: JobRegistry
+) -> None:
+    from osprey_control.gang.backends import NotOptedInError  # noqa: PLC0415
+    from osprey_control.gang.request import WatchJob, backend_for  # noqa: PLC0415
+
+    # Given a 2-node marked job queued behind a full cluster, and the watch's adapter for it
+    blocker = clean.sbatch("-N4", "--exclusive", "-t", "5", wrap="sleep 300")
+    clean.wait_state(blocker, "RUNNING")
+    job = clean.sbatch("-N2", "--exclusive", "-t", "5", MARK, wrap="sleep 300")
+    lambda_client = _InProcessLambda()
+    watch_job = WatchJob.model_validate({"backend": "slurm", "nativeId": f"{clean.cluster}/{job}"})
+    gang = backend_for(watch_job, clients={"lambda": lambda_client}, slurm_bridge="osprey-slurm-bridge")
+    # Then it reads 0 of 2 workers while pending, 2 of 2 once the nodes free up
+    assert (gang.readiness().ready_workers, gang.readiness().requested_workers) == (0, 2)
+    clean.run("scancel", str(blocker))
+    clean.wait_state(job, "RUNNING")
+    assert gang.readiness().ready_workers == 2
+    assert not gang.supports_requeue
+    # And the fail fallback cancels it through the bridge
+    gang.stop()
+    assert gang.readiness().finished or job not in clean.squeue_states()
+    # And an unmarked job is refused as not opted in (the watch records it), never cancelled
+    other = clean.sbatch("-N1", "-t", "5", wrap="sleep 300")
+    unmarked = backend_for(
+        WatchJob.model_validate({"backend": "slurm", "nativeId": f"{clean.cluster}/{other}"}),
+        clients={"lambda": lambda_client},
+        slurm_bridge="osprey-slurm-bridge",
+    )
+    with pytest.raises(NotOptedInError):
+        unmarked.stop()
+    assert other in clean.squeue_states()
+    # And without a bridge there is no way to reach the cluster: the watch fails at once, saying so
+    with pytest.raises(ValueError, match="no Slurm bridge"):
+        backend_for(watch_job)
+
+
+def test_discovery_hands_every_changed_record_to_the_gang_starter(
+    clean: LocalSlurm, bridge: JobRegistry
+) -> None:
+    from osprey_control.slurm.bridge import run_discovery  # noqa: PLC0415
+
+    job = clean.sbatch("-N1", "-t", "5", MARK, wrap="sleep 300")
+    clean.wait_state(job, "RUNNING")
+    started: list[str] = []
+    settings = BridgeSettings.model_validate(
+        {
+            "OSPREY_SLURM_URL": clean.url,
+            "OSPREY_SLURM_CLUSTER": clean.cluster,
+            "OSPREY_SLURM_TOKEN_SECRET": "unused",
+        }
+    )
+    connect = lambda cluster: clean.client()  # noqa: E731
+    first = run_discovery(
+        settings,
+        bridge,
+        connect=connect,
+        instances=Ec2InstanceMap(),
+        on_change=lambda r: started.append(r.native_id),
+    )
+    # (the module's earlier jobs are still known to slurmctld, finished: they are recorded too)
+    assert first["recorded"] == len(started) >= 1
+    assert f"{clean.cluster}/{job}" in started
+    before = list(started)
+    run_discovery(settings, bridge, connect=connect, on_change=lambda r: started.append(r.native_id))
+    assert started == before  # an unchanged job is not handed over again

@@ -77,6 +77,7 @@ def backend_for(
     *,
     clients: dict[str, Any] | None = None,
     kubernetes: Callable[[str], tuple[KubernetesClient, str | None]] | None = None,
+    slurm_bridge: str | None = None,
 ) -> GangBackend:
     """The adapter for ``job``. ``clients`` maps service → boto3 client; ``kubernetes(cluster)`` returns a
     client and the Kueue version the cluster serves (None without Kueue)."""
@@ -89,6 +90,12 @@ def backend_for(
         )
     if job.backend is Backend.BATCH:
         return BatchGang(job.native_id, client=clients.get("batch"))
+    if job.backend is Backend.SLURM:  # through the bridge function in the cluster's VPC (docs/slurm.md)
+        from osprey_control.slurm.bridge import SlurmBridgeGang  # noqa: PLC0415 - Slurm watches only
+
+        if not slurm_bridge:
+            raise ValueError(f"Slurm gang {job.native_id}: no Slurm bridge function is deployed to reach it")
+        return SlurmBridgeGang(slurm_bridge, job.native_id, client=clients.get("lambda"))
     from osprey_control.gang.kubernetes import KubernetesGang  # noqa: PLC0415 - EKS watches only
 
     if not job.cluster or kubernetes is None:

@@ -2,7 +2,7 @@
 
 slurmrestd listens on the head node's private address, so only a function in the cluster's VPC, with the JWT
 from Secrets Manager, can call it. The rest of the control plane stays outside the VPC, and the bridge does
-two things for it:
+three things for it:
 
 - ``{"action": "discover"}`` (its own schedule, once a minute): :func:`~osprey_control.slurm.discovery.discover`
   with the ParallelCluster node → instance mapping, each observation merged into the registry as ingested events
@@ -11,6 +11,8 @@ two things for it:
   :class:`SlurmBridgeApplier`): the :class:`~osprey_control.slurm.applier.SlurmApplier` on those jobs, one
   result per job. The apply step keeps recording the outcomes (and its fencing): the bridge never writes
   priorities to the registry.
+- ``{"action": "gang", "op": "readiness" | "stop", "nativeId": ...}`` (the gang watch, through
+  :class:`SlurmBridgeGang`): :class:`~osprey_control.slurm.gang.SlurmGang` on that job.
 
 Settings come from the environment the CDK construct sets (names in :mod:`osprey_control.wiring`).
 """
@@ -26,11 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from osprey_control.apply.base import ApplyReport, ApplyResult, Outcome, PriorityChange, prefilter
 from osprey_control.aws import client_for
 from osprey_control.errors import PermanentError, TransientError, classify
+from osprey_control.gang.backends import NotOptedInError
+from osprey_control.gang.decision import Readiness
 from osprey_control.registry.model import Backend, JobKey, JobRecord
 from osprey_control.registry.observation import JobObservation
 from osprey_control.slurm.applier import PriorityRange, SlurmApplier
 from osprey_control.slurm.client import SlurmClient
-from osprey_control.slurm.discovery import discover
+from osprey_control.slurm.discovery import discover, parse_native_id
+from osprey_control.slurm.gang import SlurmGang
 from osprey_control.slurm.instances import Ec2InstanceMap, InstanceMap
 from osprey_control.slurm.token import SecretCredentials
 from osprey_control.wiring import (
@@ -47,11 +52,16 @@ __all__ = [
     "BridgeSettings",
     "ObservationStore",
     "SlurmBridgeApplier",
+    "SlurmBridgeGang",
     "apply_payload",
+    "invoke_bridge",
     "run_apply",
     "run_discovery",
+    "run_gang",
     "slurm_appliers",
 ]
+
+NOT_OPTED_IN = "not-opted-in"  # NotOptedInError's reason: the gang watch records the refusal
 
 _ERROR_CHARS = 300
 
@@ -104,8 +114,10 @@ def run_discovery(
     *,
     connect: Callable[[str], SlurmClient] | None = None,
     instances: InstanceMap | None = None,
+    on_change: Callable[[Any], object] | None = None,
 ) -> dict[str, Any]:
-    """One discovery pass into ``registry``; counts and a few failures (the answer does not grow)."""
+    """One discovery pass into ``registry``; counts and a few failures (the answer does not grow).
+    ``on_change`` gets every record a write changed (the gang watch starter, as in EKS discovery)."""
     client = (connect or _connector(settings))(settings.cluster)
     mapping = instances or Ec2InstanceMap(cluster_name=settings.instance_cluster_tag)
     found = discover(client, settings.cluster, instances=mapping)
@@ -114,8 +126,10 @@ def run_discovery(
         if registry is None:
             continue
         try:
-            registry.apply_observation(observation.to_observation())
+            written = registry.apply_observation(observation.to_observation())
             recorded += 1
+            if on_change is not None and written.changed:
+                on_change(written.record)
         except Exception as error:  # one job's write must not lose the others' (retried next pass)
             unrecorded.append(
                 {"job": observation.native_id, "error": f"{type(error).__name__}: {error}"[:300]}
@@ -212,22 +226,106 @@ class SlurmBridgeApplier:
 
     def _invoke(self, payload: dict[str, Any]) -> dict[str, Any]:
         self._client = client_for("lambda", self._client)
-        try:
-            response = self._client.invoke(
-                FunctionName=self.function_name, Payload=json.dumps(payload).encode()
-            )
-        except Exception as error:
-            classified = classify(error)
-            if classified is None:
-                raise
-            raise classified from error
-        body = response["Payload"].read()
-        if response.get("FunctionError"):
-            # The bridge's own failure (a timeout, an unclassified exception): worth another cycle.
-            raise TransientError(f"{response['FunctionError']}: {body[:_ERROR_CHARS]!r}")
-        answer = json.loads(body or b"{}")
-        if not isinstance(answer, dict):
-            raise PermanentError(f"the bridge answered a {type(answer).__name__}, not an object")
+        return invoke_bridge(self._client, self.function_name, payload)
+
+
+def invoke_bridge(client: Any, function_name: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """One synchronous Invoke of the bridge; its answer. Classified errors only (errors.classify)."""
+    try:
+        response = client.invoke(FunctionName=function_name, Payload=json.dumps(payload).encode())
+    except Exception as error:
+        classified = classify(error)
+        if classified is None:
+            raise
+        raise classified from error
+    body = response["Payload"].read()
+    if response.get("FunctionError"):
+        # The bridge's own failure (a timeout, an unclassified exception): worth another try.
+        raise TransientError(f"slurm bridge {response['FunctionError']}: {body[:_ERROR_CHARS]!r}")
+    answer = json.loads(body or b"{}")
+    if not isinstance(answer, dict):
+        raise PermanentError(f"the bridge answered a {type(answer).__name__}, not an object")
+    return answer
+
+
+def run_gang(
+    settings: BridgeSettings, event: Mapping[str, Any], *, connect: Callable[[str], SlurmClient] | None = None
+) -> dict[str, Any]:
+    """A gang watch step's call: ``op`` ``readiness`` or ``stop`` of job ``nativeId``. A classified failure is
+    an ``error`` in the answer (``transient``, ``reason``), so the caller raises the same class of error."""
+    native = str(event.get("nativeId") or "")
+    op = event.get("op")
+    if op not in ("readiness", "stop"):
+        raise ValueError(f"unknown gang op {op!r}; allowed: readiness, stop")
+    try:
+        cluster, _ = parse_native_id(native)
+        gang = SlurmGang((connect or _connector(settings))(cluster), native)
+        if op == "stop":
+            gang.stop()
+            return {"stopped": True}
+        ready = gang.readiness()
+    except (TransientError, PermanentError) as error:
+        return {
+            "error": {
+                "transient": isinstance(error, TransientError),
+                "reason": getattr(error, "reason", ""),
+                "message": str(error)[:_ERROR_CHARS],
+            }
+        }
+    return {
+        "ready": ready.ready_workers,
+        "requested": ready.requested_workers,
+        "finished": ready.finished,
+        "detail": ready.detail,
+    }
+
+
+class SlurmBridgeGang:
+    """The gang watch's :class:`~osprey_control.gang.backends.GangBackend` for a ``slurm`` job, through the
+    bridge (readiness and the ``fail`` fallback; requeue is applied as serial: osprey_control.slurm.gang)."""
+
+    supports_requeue = False
+
+    def __init__(self, function_name: str, native_id: str, *, client: Any = None) -> None:
+        parse_native_id(native_id)
+        self.function_name = function_name
+        self.native_id = native_id
+        self._client = client
+
+    def readiness(self) -> Readiness:
+        answer = self._call("readiness")
+        return Readiness(
+            int(answer["ready"]),
+            int(answer["requested"]),
+            bool(answer["finished"]),
+            str(answer.get("detail", "")),
+        )
+
+    def stop(self) -> None:
+        self._call("stop")
+
+    def suspend(self) -> None:
+        raise NotImplementedError(
+            "Slurm gangs cannot requeue through slurmrestd v0.0.38 (osprey_control.slurm.gang)"
+        )
+
+    def resume(self) -> None:
+        raise NotImplementedError(
+            "Slurm gangs cannot requeue through slurmrestd v0.0.38 (osprey_control.slurm.gang)"
+        )
+
+    def _call(self, op: str) -> dict[str, Any]:
+        self._client = client_for("lambda", self._client)
+        payload = {"action": "gang", "op": op, "nativeId": self.native_id}
+        answer = invoke_bridge(self._client, self.function_name, payload)
+        error = answer.get("error")
+        if isinstance(error, Mapping):
+            message = f"slurm bridge: {error.get('message', '')}"
+            if error.get("transient"):
+                raise TransientError(message)
+            if error.get("reason") == NOT_OPTED_IN:
+                raise NotOptedInError(message)
+            raise PermanentError(message, reason=str(error.get("reason") or "rejected"))
         return answer
 
 
