@@ -134,7 +134,7 @@ class SlurmBridge(Construct):
                 SLURM_TOKEN_SECRET_VARIABLE: config.token_secret_arn,
                 SLURM_USER_VARIABLE: config.user,
                 SLURM_PRIORITY_RANGE_VARIABLE: config.priority_range,
-                SLURM_INSTANCE_TAG_VARIABLE: config.cluster_name,
+                SLURM_INSTANCE_TAG_VARIABLE: config.instance_tag,
             },
             layer=layer,
             code=code,

@@ -10,7 +10,8 @@ Example (cdk.json ``context`` or ``-c osprey:slurm='{...}'``)::
       "user": "slurm",                                # the JWT's user, unless the secret names one
       "headNodeSecurityGroupId": "sg-0abc...",        # optional: open slurmrestd's port to the bridge
       "priorityRange": "1..10001",                    # optional (docs/slurm.md)
-      "discoveryMinutes": 1                           # optional
+      "discoveryMinutes": 1,                          # optional
+      "instanceClusterTag": ""                        # optional: "" looks instances up without the tag
     }
 """
 
@@ -44,6 +45,15 @@ class SlurmBridgeConfig(BaseModel):
     )
     priority_range: str = Field(default="1..10001", alias="priorityRange")
     discovery_minutes: int = Field(default=1, alias="discoveryMinutes", ge=1, le=60)
+    # The parallelcluster:cluster-name value that scopes the node -> instance lookup: None means clusterName,
+    # "" no tag filter (HyperPod, or a cluster that is not ParallelCluster's).
+    instance_cluster_tag: str | None = Field(
+        default=None, alias="instanceClusterTag", pattern=r"^[A-Za-z0-9-]{0,60}$"
+    )
+
+    @property
+    def instance_tag(self) -> str:
+        return self.cluster_name if self.instance_cluster_tag is None else self.instance_cluster_tag
 
     @field_validator("subnet_ids")
     @classmethod

@@ -83,6 +83,7 @@ def test_the_bridge_runs_in_the_clusters_subnets_behind_its_own_security_group(t
                         "OSPREY_SLURM_CLUSTER": "training",
                         "OSPREY_SLURM_TOKEN_SECRET": SECRET,
                         "OSPREY_SLURM_USER": "slurm",
+                        "OSPREY_SLURM_INSTANCE_CLUSTER_TAG": "training",
                     }
                 )
             },
@@ -172,6 +173,7 @@ def test_cfn_lint_stays_clean_with_slurm_on() -> None:
         ({"tokenSecretArn": "slurm-jwt"}, "slurm.tokenSecretArn"),
         ({"priorityRange": "0..100"}, "slurm.priorityRange"),
         ({"colour": "blue"}, "slurm.colour"),
+        ({"instanceClusterTag": "a b"}, "slurm.instanceClusterTag"),
     ],
 )
 def test_a_bad_slurm_setting_fails_the_synth_naming_its_field(change: dict[str, Any], field: str) -> None:
