@@ -83,3 +83,20 @@ def _wait_for_text(path: Path, text: str, timeout: float = 20.0) -> str:
             return path.read_text()
         time.sleep(0.2)
     raise AssertionError(f"{path} never contained {text!r}")
+
+
+def test_a_users_own_comment_survives_sbatch_beside_the_marker(clean: LocalSlurm) -> None:
+    # Given a script whose comment has a space (annotate quotes the new #SBATCH line)
+    done = CliRunner().invoke(
+        app,
+        ["slurm", "annotate", "-", "--policy", "training-policy"],
+        input=('#!/bin/bash\n#SBATCH --comment="nightly eval"\nsleep 30\n'),
+    )
+    assert done.exit_code == 0, done.stderr
+    # When sbatch reads it
+    job_id = clean.sbatch(script=done.stdout)
+    # Then Slurm holds marker and text unquoted, and the job is discovered
+    assert clean.run("squeue", "-h", "-j", str(job_id), "-o", "%k").strip() == (
+        "osprey:enabled=true,osprey:policy=training-policy,nightly eval"
+    )
+    assert job_id in {o.job_id for o in discover(clean.client(), clean.cluster).observations}
