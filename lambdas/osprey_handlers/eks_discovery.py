@@ -45,9 +45,6 @@ class ObservationStore(Protocol):
     def apply_observation(self, observation: JobObservation) -> Any: ...
 
 
-_CLIENTS: dict[str, KubernetesClient] = {}  # per warm container: the token cache lives in the client
-
-
 class EksDiscoveryEnvironment(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -83,10 +80,26 @@ class EksDiscoveryEnvironment(BaseModel):
         )
 
 
-def _cached_connect(cluster: str) -> KubernetesClient:
-    if cluster not in _CLIENTS:
-        _CLIENTS[cluster] = connect(cluster)
-    return _CLIENTS[cluster]
+class _ClientCache:
+    """One client per cluster per warm container (its token cache lives in the client). ``cache_clear`` makes
+    it look like ``functools.cache`` to whoever resets a container's caches (``osprey local`` redeploying)."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, KubernetesClient] = {}
+
+    def __call__(self, cluster: str) -> KubernetesClient:
+        if cluster not in self._clients:
+            self._clients[cluster] = connect(cluster)
+        return self._clients[cluster]
+
+    def forget(self, cluster: str) -> None:
+        self._clients.pop(cluster, None)
+
+    def cache_clear(self) -> None:
+        self._clients.clear()
+
+
+_cached_connect = _ClientCache()
 
 
 @cache
@@ -120,7 +133,7 @@ def run_discovery(
             result = discover(connector(cluster), cluster, include_pods=environment.include_pods)
         except Exception as error:
             # Any failure (DescribeCluster, STS, the API server) is this cluster's; the others still run.
-            _CLIENTS.pop(cluster, None)
+            _cached_connect.forget(cluster)
             reason = (
                 str(error) if isinstance(error, KubernetesApiError) else f"{type(error).__name__}: {error}"
             )

@@ -11,7 +11,6 @@ shows.
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -54,11 +53,6 @@ def demo(
         state = bring_up(aws, template, path)
         # Two cycles: the first registers the plain EKS job through the cluster's discovery step.
         yield aws, state, [run_cycle(state), run_cycle(state)]
-    # The discovery handler keeps its Kubernetes clients in a module dict that clear_handler_caches does not
-    # reach; a later deployment in this process must not be sent to this one's (stopped) API server.
-    discovery = sys.modules.get("osprey_handlers.eks_discovery")
-    if discovery is not None:
-        discovery._CLIENTS.clear()
 
 
 def documents(output: str) -> list[dict[str, Any]]:

@@ -15,7 +15,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from osprey.local.lambdas import EnvironmentConflictError, InProcessLambdas, import_handler
+from osprey.local.lambdas import (
+    EnvironmentConflictError,
+    InProcessLambdas,
+    clear_handler_caches,
+    import_handler,
+)
 
 TRUST = {
     "Version": "2012-10-17",
@@ -173,3 +178,14 @@ def test_given_an_invocation_in_flight_when_stopping_then_wait_idle_waits_for_it
         RELEASE.set()
         assert runtime.wait_idle(timeout=10) is True
         caller.join(timeout=10)
+
+
+def test_a_redeployment_forgets_the_eks_discovery_clients() -> None:
+    # Given the discovery handler with a client cached for a cluster of an earlier deployment
+    from osprey_handlers import eks_discovery  # noqa: PLC0415 - a Lambda module, imported as the runtime would
+
+    eks_discovery._cached_connect._clients["gpu"] = object()  # type: ignore[assignment]
+    # When a new deployment in this process resets the handlers' caches
+    clear_handler_caches()
+    # Then the next discovery connects afresh instead of reusing the old cluster's endpoint
+    assert eks_discovery._cached_connect._clients == {}

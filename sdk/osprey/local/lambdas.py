@@ -81,7 +81,8 @@ def clear_handler_caches(package: str = "osprey_handlers") -> int:
         if module is None or not (name == package or name.startswith(f"{package}.")):
             continue
         for value in list(vars(module).values()):
-            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == name:
+            cached = not isinstance(value, type) and callable(getattr(value, "cache_clear", None))
+            if cached and getattr(value, "__module__", None) == name:
                 value.cache_clear()
                 cleared += 1
     return cleared
