@@ -25,3 +25,11 @@ os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(autouse=True)
+def _no_developer_local(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The CLI finds a running ``osprey local`` by its state file (``~/.osprey/local.json``): a test must never
+    find the developer's own. Tests (or module fixtures) that start one set ``OSPREY_LOCAL_STATE`` themselves."""
+    if "OSPREY_LOCAL_STATE" not in os.environ:
+        monkeypatch.setenv("OSPREY_LOCAL_STATE", str(tmp_path_factory.getbasetemp() / "no-local.json"))

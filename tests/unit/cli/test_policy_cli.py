@@ -131,7 +131,7 @@ def test_deployment_reads_the_prefix_account_and_region_from_the_deployed_config
         # Given no deployment: a clear error, exit 1
         missing = runner.invoke(app, ["policy", "validate", examples, "--deployment"])
         assert missing.exit_code == 1
-        assert "--deployment: cannot read /osprey/config" in missing.stderr
+        assert "/osprey/config not found" in missing.stderr
         # Given a deployment whose prefix is team-a-rule- (what its stack published)
         config = {"allowedRulePrefix": "team-a-rule-", "account": "123456789012", "region": "us-east-1"}
         boto3.client("ssm").put_parameter(Name="/osprey/config", Value=json.dumps(config), Type="String")
