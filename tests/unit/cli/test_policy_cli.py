@@ -133,7 +133,12 @@ def test_deployment_reads_the_prefix_account_and_region_from_the_deployed_config
         assert missing.exit_code == 1
         assert "/osprey/config not found" in missing.stderr
         # Given a deployment whose prefix is team-a-rule- (what its stack published)
-        config = {"allowedRulePrefix": "team-a-rule-", "account": "123456789012", "region": "us-east-1"}
+        config = {
+            "tableName": "osprey-registry",
+            "allowedRulePrefix": "team-a-rule-",
+            "account": "123456789012",
+            "region": "us-east-1",
+        }
         boto3.client("ssm").put_parameter(Name="/osprey/config", Value=json.dumps(config), Type="String")
         # When validated against it, then the rule's name is refused
         refused = runner.invoke(app, ["policy", "validate", examples, "--deployment"])
