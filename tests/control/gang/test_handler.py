@@ -70,7 +70,7 @@ def test_a_job_that_already_ended_ends_its_watch(
 
 
 def test_an_invalid_watch_input_names_the_field(handler_env: Any) -> None:
-    event = {"job": {"backend": "slurm", "nativeId": "x"}, "policy": "training", "settings": {}}
+    event = {"job": {"backend": "lsf", "nativeId": "x"}, "policy": "training", "settings": {}}
     with pytest.raises(ValidationError, match=r"job\.backend"):
         gang_watch.handler(event, _Context())  # type: ignore[arg-type]
 
