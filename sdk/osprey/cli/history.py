@@ -51,7 +51,8 @@ SinceOption = Annotated[
 
 
 def parse_since(value: str | None, now: datetime) -> datetime | None:
-    """``24h`` → now - 24 h; an ISO time as it is (UTC unless it says); None → None. ValueError otherwise."""
+    """``24h`` → now - 24 h; an ISO time as it is (UTC unless it says); None → None. :class:`TargetError` (one
+    line, exit 1 under :func:`guarded`) otherwise."""
     if value is None:
         return None
     text = value.strip()
@@ -61,7 +62,7 @@ def parse_since(value: str | None, now: datetime) -> datetime | None:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(
+        raise TargetError(
             f"--since: {value!r} is neither a duration (90s, 30m, 24h, 7d) nor a time (2026-12-04T10:00:00Z)"
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -187,10 +188,7 @@ def history_command(
     """Show how a job's priority moved: each decision (inputs, target, reason) and each apply outcome."""
     now = datetime.now(UTC)
     with guarded():
-        try:
-            start = parse_since(since, now)
-        except ValueError as error:
-            raise TargetError(str(error)) from None
+        start = parse_since(since, now)
         target = resolve_target(
             table=table, shards=shards, profile=profile, region=region, endpoint_url=endpoint_url
         )

@@ -31,8 +31,8 @@ from osprey.cli.target import (
     ProfileOption,
     RegionOption,
     ShardsOption,
+    TableOption,
     Target,
-    TargetError,
     guarded,
     resolve_target,
 )
@@ -149,10 +149,7 @@ def replay_command(
     path: Annotated[Path, typer.Argument(help="The new policy file (one or more policies).")],
     since: SinceOption = "24h",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: one object per job.")] = False,
-    table: Annotated[
-        str | None,
-        typer.Option("--table", help="Registry table (default: the deployment's).", show_default=False),
-    ] = None,
+    table: TableOption = None,
     shards: ShardsOption = None,
     profile: ProfileOption = None,
     region: RegionOption = None,
@@ -161,10 +158,7 @@ def replay_command(
     """Re-derive the recorded decisions under a new policy: per job, old and new priority and rank."""
     now = datetime.now(UTC)
     with guarded():
-        try:
-            start = parse_since(since, now)
-        except ValueError as error:
-            raise TargetError(str(error)) from None
+        start = parse_since(since, now)
         policies = _load([path], None)
         target = resolve_target(
             table=table, shards=shards, profile=profile, region=region, endpoint_url=endpoint_url
