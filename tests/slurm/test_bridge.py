@@ -269,3 +269,38 @@ def test_discovery_hands_every_changed_record_to_the_gang_starter(
     before = list(started)
     run_discovery(settings, bridge, connect=connect, on_change=lambda r: started.append(r.native_id))
     assert started == before  # an unchanged job is not handed over again
+
+
+def test_the_invoke_the_apply_step_makes_is_valid_for_the_lambda_service_model() -> None:
+    from botocore.response import StreamingBody  # noqa: PLC0415
+    from botocore.stub import ANY, Stubber  # noqa: PLC0415
+
+    from osprey_control.apply import PriorityChange  # noqa: PLC0415
+    from osprey_control.registry import JobRecord, JobStatus  # noqa: PLC0415
+
+    # Given a real Lambda client whose requests botocore checks against the service model
+    client = boto3.client("lambda", region_name="us-east-1")
+    answer = json.dumps(
+        {"writes": 1, "results": [{"job": "slurm#pc/7", "outcome": "applied", "priority": 40}]}
+    )
+    record = JobRecord(
+        backend=Backend.SLURM,
+        native_id="pc/7",
+        name="7",
+        block=parse_block({"priority_derivation_profile": "p1"}),
+        status=JobStatus.PENDING,
+        status_time=datetime.now(UTC),
+        cluster="pc",
+    )
+    with Stubber(client) as stub:
+        stub.add_response(
+            "invoke",
+            {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(answer.encode()), len(answer))},
+            {"FunctionName": "Osprey-slurm-pc", "Payload": ANY},
+        )
+        # When the apply step's Slurm applier invokes the bridge
+        report = SlurmBridgeApplier("Osprey-slurm-pc", client=client).apply([PriorityChange(record, 40)])
+        stub.assert_no_pending_responses()
+    # Then the request was valid and the bridge's answer became the job's result
+    assert [(r.job.native_id, r.outcome) for r in report.results] == [("pc/7", Outcome.APPLIED)]
+    assert report.writes == 1
