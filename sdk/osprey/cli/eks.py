@@ -8,13 +8,21 @@ with exit code 1.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import typer
 import yaml
 
+from osprey.cli.block_options import (
+    CoScheduleOption,
+    ExpectedRuntimeOption,
+    GangTimeoutOption,
+    InitialPriorityOption,
+    MinWorkersOption,
+    block_options,
+    fail,
+    read_source,
+)
 from osprey.eks import SUPPORTED_KINDS, annotate
 from osprey_control.contract import OspreyBlockError
 
@@ -33,21 +41,6 @@ def _eks() -> None:
     """Kubernetes (EKS) manifests: add Osprey labels, annotations and environment."""
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code=1)
-
-
-def _read(source: str) -> str:
-    if source == "-":
-        return sys.stdin.read()
-    path = Path(source)
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise _fail(f"{source}: cannot read: {error}") from None
-
-
 def _is_job(document: Any) -> bool:
     return (
         isinstance(document, dict) and (document.get("apiVersion"), document.get("kind")) in SUPPORTED_KINDS
@@ -59,43 +52,34 @@ def annotate_command(
     source: str = typer.Argument(..., metavar="FILE|-", help="Manifest file, or - for stdin."),
     *,
     policy: str = typer.Option(..., "--policy", "-p", help="Policy name (priority_derivation_profile)."),
-    co_schedule: bool | None = typer.Option(
-        None, "--co-schedule/--no-co-schedule", help="Gang-schedule the job (default: the policy decides)."
-    ),
-    gang_timeout: int | None = typer.Option(
-        None, "--gang-timeout", help="Gang timeout in seconds, 1..86400."
-    ),
-    min_workers: int | None = typer.Option(None, "--min-workers", help="Required workers, percent 1..100."),
-    initial_priority: int | None = typer.Option(None, "--initial-priority", help="Initial priority 0..100."),
-    expected_runtime: int | None = typer.Option(
-        None,
-        "--expected-runtime",
-        help="Your estimate of the job's run time in seconds, 1..2592000 (remaining_time before progress).",
-    ),
+    co_schedule: CoScheduleOption = None,
+    gang_timeout: GangTimeoutOption = None,
+    min_workers: MinWorkersOption = None,
+    initial_priority: InitialPriorityOption = None,
+    expected_runtime: ExpectedRuntimeOption = None,
     queue: str | None = typer.Option(None, "--queue", help="Kueue LocalQueue (kueue.x-k8s.io/queue-name)."),
     priority_class: str | None = typer.Option(
         None, "--priority-class", help="Kueue WorkloadPriorityClass (kueue.x-k8s.io/priority-class)."
     ),
 ) -> None:
     """Annotate the jobs in FILE (or stdin) and write the YAML to stdout."""
-    block: dict[str, Any] = {"priority_derivation_profile": policy}
-    optional = {
-        "co_schedule": co_schedule,
-        "gang_timeout": gang_timeout,
-        "required_min_workers": min_workers,
-        "initial_priority": initial_priority,
-        "expected_runtime": expected_runtime,
-        "queue": queue,
-    }
-    block.update({key: value for key, value in optional.items() if value is not None})
+    block = block_options(
+        priority_derivation_profile=policy,
+        co_schedule=co_schedule,
+        gang_timeout=gang_timeout,
+        min_workers=min_workers,
+        initial_priority=initial_priority,
+        expected_runtime=expected_runtime,
+        queue=queue,
+    )
     name = "<stdin>" if source == "-" else source
     try:
-        documents = [document for document in yaml.safe_load_all(_read(source)) if document is not None]
+        documents = [document for document in yaml.safe_load_all(read_source(source)) if document is not None]
     except yaml.YAMLError as error:
-        raise _fail(f"{name}: invalid YAML: {error}") from None
+        raise fail(f"{name}: invalid YAML: {error}") from None
     if not any(_is_job(document) for document in documents):
         kinds = ", ".join(f"{api} {kind}" for api, kind in SUPPORTED_KINDS)
-        raise _fail(f"{name}: no supported job found; supported: {kinds}")
+        raise fail(f"{name}: no supported job found; supported: {kinds}")
     output: list[Any] = []
     for index, document in enumerate(documents):
         if not _is_job(document):
@@ -104,5 +88,5 @@ def annotate_command(
         try:
             output.append(annotate(document, priority_class=priority_class, **block))
         except OspreyBlockError as error:
-            raise _fail(f"{name}: document {index + 1}: {error}") from None
+            raise fail(f"{name}: document {index + 1}: {error}") from None
     typer.echo(yaml.safe_dump_all(output, sort_keys=False, explicit_start=len(output) > 1), nl=False)

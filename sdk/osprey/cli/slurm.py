@@ -7,12 +7,18 @@ script gets ``default-policy`` and a note on stderr. Errors go to stderr, exit c
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any
-
 import typer
 
+from osprey.cli.block_options import (
+    CoScheduleOption,
+    ExpectedRuntimeOption,
+    GangTimeoutOption,
+    InitialPriorityOption,
+    MinWorkersOption,
+    block_options,
+    fail,
+    read_source,
+)
 from osprey.slurm import annotate_script
 from osprey_control.contract import OspreyBlockError
 
@@ -31,11 +37,6 @@ def _slurm() -> None:
     """Slurm (ParallelCluster, HyperPod) batch scripts: add the Osprey marker and environment."""
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code=1)
-
-
 @slurm_app.command("annotate")
 def annotate_command(
     source: str = typer.Argument(..., metavar="FILE|-", help="sbatch script, or - for stdin."),
@@ -46,36 +47,27 @@ def annotate_command(
         "-p",
         help="Policy name (default: the script's OSPREY_PRIORITY_POLICY, else default-policy).",
     ),
-    co_schedule: bool | None = typer.Option(
-        None, "--co-schedule/--no-co-schedule", help="Gang-schedule the job (default: the policy decides)."
-    ),
-    gang_timeout: int | None = typer.Option(
-        None, "--gang-timeout", help="Gang timeout in seconds, 1..86400."
-    ),
-    min_workers: int | None = typer.Option(None, "--min-workers", help="Required workers, percent 1..100."),
-    initial_priority: int | None = typer.Option(None, "--initial-priority", help="Initial priority 0..100."),
-    expected_runtime: int | None = typer.Option(
-        None, "--expected-runtime", help="Your estimate of the job's run time in seconds, 1..2592000."
-    ),
+    co_schedule: CoScheduleOption = None,
+    gang_timeout: GangTimeoutOption = None,
+    min_workers: MinWorkersOption = None,
+    initial_priority: InitialPriorityOption = None,
+    expected_runtime: ExpectedRuntimeOption = None,
 ) -> None:
     """Annotate the sbatch script FILE (or stdin) and write it to stdout."""
     name = "<stdin>" if source == "-" else source
+    text = read_source(source)
+    options = block_options(
+        priority_derivation_profile=policy,
+        co_schedule=co_schedule,
+        gang_timeout=gang_timeout,
+        min_workers=min_workers,
+        initial_priority=initial_priority,
+        expected_runtime=expected_runtime,
+    )
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise _fail(f"{name}: cannot read: {error}") from None
-    options: dict[str, Any] = {
-        "priority_derivation_profile": policy,
-        "co_schedule": co_schedule,
-        "gang_timeout": gang_timeout,
-        "required_min_workers": min_workers,
-        "initial_priority": initial_priority,
-        "expected_runtime": expected_runtime,
-    }
-    try:
-        annotated = annotate_script(text, {key: value for key, value in options.items() if value is not None})
+        annotated = annotate_script(text, options)
     except OspreyBlockError as error:
-        raise _fail(f"{name}: {error}") from None
+        raise fail(f"{name}: {error}") from None
     for note in annotated.notes:
         typer.echo(f"note: {name}: {note}", err=True)
     typer.echo(annotated.text, nl=False)
