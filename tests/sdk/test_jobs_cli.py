@@ -28,7 +28,6 @@ from tests.conftest import REPO_ROOT
 from tests.sdk.conftest import REGION
 
 runner = CliRunner()
-NOW = datetime.now(UTC)
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +37,14 @@ def no_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _register(
-    registry: JobRegistry, backend: Backend, name: str, *, policy: str, status: JobStatus, age: timedelta
+    registry: JobRegistry,
+    backend: Backend,
+    name: str,
+    *,
+    policy: str,
+    status: JobStatus,
+    age: timedelta,
+    now: datetime,
 ) -> JobKey:
     observation = JobObservation(
         backend=backend,
@@ -46,8 +52,8 @@ def _register(
         name=name,
         block=parse_block({"priority_derivation_profile": policy}),
         status=status,
-        event_time=NOW - age / 2,
-        submitted_at=NOW - age,
+        event_time=now - age / 2,
+        submitted_at=now - age,
         cluster="gpu-cluster" if backend is Backend.EKS else None,
         requested_gpus=8,
     )
@@ -59,6 +65,7 @@ def _register(
 def registry() -> Iterator[JobRegistry]:
     """/osprey/config and a registry: llama (batch, 3 h, all metrics), vit (eks, 20 min, no memory bandwidth:
     that rule has no data), etl (batch, aging-policy, pending 45 s, never derived)."""
+    now = datetime.now(UTC)  # when the test runs, not when the module was imported: ages are asserted
     with mock_aws():
         boto3.client("ssm", region_name=REGION).put_parameter(
             Name="/osprey/config",
@@ -76,12 +83,12 @@ def registry() -> Iterator[JobRegistry]:
         }  # fmt: skip
         for name, (backend, age, values) in loads.items():
             key = _register(
-                registry, backend, name, policy="training-policy", status=JobStatus.RUNNING, age=age
+                registry, backend, name, policy="training-policy", status=JobStatus.RUNNING, age=age, now=now
             )
             decision = derive(policy, JobMetrics(name, (NodeMetrics("node-1", values),)), previous=50)
             record = registry.get(key)
             assert record is not None
-            registry.record_decision(key, decision.to_dict(), decision.priority, record.version, NOW)
+            registry.record_decision(key, decision.to_dict(), decision.priority, record.version, now)
         _register(
             registry,
             Backend.BATCH,
@@ -89,6 +96,7 @@ def registry() -> Iterator[JobRegistry]:
             policy="aging-policy",
             status=JobStatus.PENDING,
             age=timedelta(seconds=45),
+            now=now,
         )
         yield registry
 
@@ -122,9 +130,7 @@ def test_jobs_finds_the_deployment_and_filters_by_backend_policy_and_status(regi
 
 def test_jobs_show_age_and_changes_in_human_units_and_wide_adds_columns(registry: JobRegistry) -> None:
     rows = {row["name"]: row for row in _rows()}
-    # NOW is when this module was imported; a long suite runs this test later
-    since_import = (datetime.now(UTC) - NOW).total_seconds()
-    assert rows["llama-pretrain"]["age_seconds"] == pytest.approx(3 * 3600 + since_import, abs=60)
+    assert rows["llama-pretrain"]["age_seconds"] == pytest.approx(3 * 3600, abs=60)
     assert rows["etl-nightly"]["submitted_at"] is not None
 
     # When the user lists the jobs as a table
