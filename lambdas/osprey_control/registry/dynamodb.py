@@ -35,27 +35,22 @@ from osprey_control.errors import TransientError, condition_failed
 from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
 from osprey_control.registry.fence import Fence, failed_checks, fenced_transaction
 from osprey_control.registry.history import APPLIED, APPLY_FAILED, JobHistory
+from osprey_control.registry.instances import InstanceItems
 from osprey_control.registry.items import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,
     APPLY_PENDING_INDEX,
-    JOB_PREFIX,
     META,
-    RISK,
-    format_time,
-    from_attribute,
     history_item,
-    instance_pk,
     item_to_record,
     job_pk,
     key_from_pk,
     record_to_item,
     shard_of,
-    to_attribute,
 )
 from osprey_control.registry.model import JobKey, JobRecord, decision_changes
 from osprey_control.registry.observation import JobObservation, merge_observation, merge_spot_risk
-from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable, create_table
+from osprey_control.registry.table import RegistryTable, create_table
 
 __all__ = [
     "DEFAULT_HISTORY_RETENTION",
@@ -181,26 +176,17 @@ class JobRegistry(RegistryTable):
             keys.extend(key_from_pk(item["pk"]["S"]) for item in items)
         return keys
 
+    @property
+    def instances(self) -> InstanceItems:
+        """The instances' job links and spot risk (:mod:`osprey_control.registry.instances`)."""
+        return InstanceItems(self.table_name, self.client)
+
     def jobs_on_instance(self, instance_id: str) -> list[JobKey]:
-        items = self._query(
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :job)",
-            ExpressionAttributeValues={":pk": {"S": instance_pk(instance_id)}, ":job": {"S": JOB_PREFIX}},
-            ConsistentRead=True,
-        )
-        return [key_from_pk(item["sk"]["S"]) for item in items]
+        return self.instances.jobs_on(instance_id)
 
     def instance_risk(self, instance_ids: frozenset[str]) -> dict[str, float]:
         """The recorded spot risk of each of ``instance_ids`` that has one."""
-        risk: dict[str, float] = {}
-        for instance_id in sorted(instance_ids):
-            item = self.client.get_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": instance_pk(instance_id)}, "sk": {"S": RISK}},
-                ConsistentRead=True,
-            ).get("Item")
-            if item:
-                risk[instance_id] = float(from_attribute(item["risk"]))
-        return risk
+        return self.instances.risk(instance_ids)
 
     @property
     def events(self) -> JobHistory:
@@ -235,6 +221,10 @@ class JobRegistry(RegistryTable):
             raise
         return True
 
+    def _expires(self, when: datetime) -> int:
+        """The TTL of an item written at ``when``: the history retention later."""
+        return int((when + self.history_retention).timestamp())
+
     def _converge(
         self, key: JobKey, change: Any, *, read: Any = _UNREAD, fence: Fence | None = None
     ) -> ApplyResult | None:
@@ -257,18 +247,6 @@ class JobRegistry(RegistryTable):
             f"job {key} changed on every one of {self.max_attempts} attempts; retry the event later"
         )
 
-    def _link_instances(self, key: JobKey, instance_ids: frozenset[str], when: datetime) -> None:
-        expires = int((when + self.history_retention).timestamp())
-        for instance_id in sorted(instance_ids):
-            self.client.put_item(
-                TableName=self.table_name,
-                Item={
-                    "pk": {"S": instance_pk(instance_id)},
-                    "sk": {"S": job_pk(key)},
-                    TTL_ATTRIBUTE: {"N": str(expires)},
-                },
-            )
-
     def apply_observation(self, observation: JobObservation) -> ApplyResult:
         """Fold one observed event into the job's record (creating it); duplicates write nothing."""
         # Link the instances before reading their risk: a concurrent spot warning then either finds this job
@@ -277,7 +255,7 @@ class JobRegistry(RegistryTable):
         current = self.get(observation.key)
         linked = {node.instance_id for node in current.nodes if node.instance_id} if current else set()
         instance_ids = observation.instance_ids - linked
-        self._link_instances(observation.key, instance_ids, observation.event_time)
+        self.instances.link(observation.key, instance_ids, expires=self._expires(observation.event_time))
         known_risk = self.instance_risk(instance_ids) if instance_ids else {}
         result = self._converge(
             observation.key, lambda record: merge_observation(record, observation, known_risk), read=current
@@ -292,23 +270,7 @@ class JobRegistry(RegistryTable):
         """
         if not 0.0 <= risk <= 1.0:
             raise ValueError(f"spot risk must be within [0, 1], got {risk}")
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": instance_pk(instance_id)}, "sk": {"S": RISK}},
-                UpdateExpression="SET risk = :risk, risk_time = :time, #ttl = :ttl",
-                # Of equal risks the earliest warning is kept, so replays converge on one item.
-                ConditionExpression="attribute_not_exists(risk) OR risk < :risk OR (risk = :risk AND risk_time > :time)",
-                ExpressionAttributeNames={"#ttl": TTL_ATTRIBUTE},
-                ExpressionAttributeValues={
-                    ":risk": to_attribute(float(risk)),
-                    ":time": {"S": format_time(event_time)},
-                    ":ttl": {"N": str(int((event_time + self.history_retention).timestamp()))},
-                },
-            )
-        except Exception as error:
-            if not condition_failed(error):
-                raise
+        self.instances.record_risk(instance_id, risk, event_time, expires=self._expires(event_time))
         raised: list[JobKey] = []
         for key in self.jobs_on_instance(instance_id):
 
@@ -366,7 +328,7 @@ class JobRegistry(RegistryTable):
             }
         )
         job_item = record_to_item(updated, shards=self.shards)
-        expires = int((now + self.history_retention).timestamp())
+        expires = self._expires(now)
         history = history_item(current, job_item, previous=previous, now=now, expires=expires)
         items: list[dict[str, Any]] = [
             {
@@ -411,7 +373,7 @@ class JobRegistry(RegistryTable):
 
     def _note_apply(self, key: JobKey, priority: int, outcome: str, detail: str, now: datetime) -> None:
         """The history's line for an apply outcome; best effort: the record above is what the cycle needs."""
-        expires = int((now + self.history_retention).timestamp())
+        expires = self._expires(now)
         try:
             self.events.record_apply(
                 key, priority=priority, outcome=outcome, detail=detail, now=now, expires=expires
