@@ -8,7 +8,8 @@ Run on CPU with four processes (gloo)::
 
 Every ``OSPREY_INTERVAL`` steps every rank reports what the plan step measures (``osprey.runtime``: the
 interconnect latency of a tiny all-reduce and the mean step time since the previous decision point) and the
-remaining time for the priority (``report_progress``); only the lead process prints them, one CloudWatch EMF
+remaining time for the priority (``report_progress``), and every rank's step time for the slowest node's speed
+(``report_node_speeds``); only the lead process prints them, one CloudWatch EMF
 series per metric per job. Then rank 0 calls ``osprey.adjust_parallelism(step, current)`` and broadcasts the
 answer. On a new plan every rank saves a ``torch.distributed.checkpoint`` (model and optimizer, sharded as
 they are), builds a new ``DeviceMesh`` of shape (pp, dp, tp), builds its pipeline stage of a fresh model with
@@ -293,6 +294,13 @@ def report_metrics(step: int, total_steps: int, since: tuple[int, float]) -> Non
         runtime.report_interconnect_latency(latency)
     # The same step time for the remaining time (without it, the runtime measures between its own calls).
     runtime.report_progress(step, total_steps, step_time)
+    # Each rank's step time, gathered: the lead reports the slowest node's speed, which the plan step uses to keep
+    # a straggler off the critical pipeline stage. (A real job would time its compute alone, without the
+    # collectives' waits; this example's steps are mostly compute.)
+    if step_time is not None:
+        times = runtime.gather_compute_times(step_time)
+        if times:
+            runtime.report_node_speeds(times, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
 def recommended(step: int, shape: Shape) -> Shape | None:

@@ -21,7 +21,13 @@ pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ROOT / "examples" / "train.py"
-METRICS = ["InterconnectLatencyMicroseconds", "RemainingSeconds", "StepTimeSeconds"]
+METRICS = [
+    "InterconnectLatencyMicroseconds",
+    "RemainingSeconds",
+    "StepTimeSeconds",
+    "SlowestNodeSpeed",
+    "SlowestNodeIndex",
+]
 
 
 def _run(tmp_path: Path, plan: dict[str, Any], steps: int = 30) -> tuple[list[dict[str, Any]], str]:
@@ -68,9 +74,14 @@ def test_train_reshapes_its_mesh_on_a_new_plan_and_keeps_training(tmp_path: Path
     assert done["plan"] == new
     assert done["last_loss"] < 0.5 * done["first_loss"]
     # And at each decision point (steps 10 and 20) the lead process alone printed one EMF line per metric:
-    # what the plan step measures (latency, step time) and the priority's remaining time; the 3 others none
+    # what the plan step measures (latency, step time, the slowest node's speed from every rank's step time) and
+    # the priority's remaining time; the 3 others none
     emf = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"_aws"')]
     names = [name for line in emf for name in line if name in METRICS]
     assert sorted(names) == sorted(METRICS * 2)
     assert len({line["Host"] for line in emf}) == 1
     assert [line["RemainingSeconds"] for line in emf if "RemainingSeconds" in line][-1] > 0
+    # (one node of 4 ranks here: it is the slowest, and its speed is at most 1)
+    speeds = [line["SlowestNodeSpeed"] for line in emf if "SlowestNodeSpeed" in line]
+    assert [line["SlowestNodeIndex"] for line in emf if "SlowestNodeIndex" in line] == [0, 0]
+    assert all(0 < speed <= 1 for speed in speeds)
