@@ -181,13 +181,6 @@ class JobRegistry(RegistryTable):
         """The instances' job links and spot risk (:mod:`osprey_control.registry.instances`)."""
         return InstanceItems(self.table_name, self.client)
 
-    def jobs_on_instance(self, instance_id: str) -> list[JobKey]:
-        return self.instances.jobs_on(instance_id)
-
-    def instance_risk(self, instance_ids: frozenset[str]) -> dict[str, float]:
-        """The recorded spot risk of each of ``instance_ids`` that has one."""
-        return self.instances.risk(instance_ids)
-
     @property
     def events(self) -> JobHistory:
         """The jobs' decision and apply history (:mod:`osprey_control.registry.history`)."""
@@ -256,7 +249,7 @@ class JobRegistry(RegistryTable):
         linked = {node.instance_id for node in current.nodes if node.instance_id} if current else set()
         instance_ids = observation.instance_ids - linked
         self.instances.link(observation.key, instance_ids, expires=self._expires(observation.event_time))
-        known_risk = self.instance_risk(instance_ids) if instance_ids else {}
+        known_risk = self.instances.risk(instance_ids) if instance_ids else {}
         result = self._converge(
             observation.key, lambda record: merge_observation(record, observation, known_risk), read=current
         )
@@ -272,7 +265,7 @@ class JobRegistry(RegistryTable):
             raise ValueError(f"spot risk must be within [0, 1], got {risk}")
         self.instances.record_risk(instance_id, risk, event_time, expires=self._expires(event_time))
         raised: list[JobKey] = []
-        for key in self.jobs_on_instance(instance_id):
+        for key in self.instances.jobs_on(instance_id):
 
             def change(record: JobRecord | None) -> JobRecord | None:
                 if record is None:
