@@ -211,6 +211,8 @@ def sensitivity_table() -> str:
     ]
     for field in dataclasses.fields(Efficiency):
         value = getattr(DEFAULT_EFFICIENCY, field.name)
+        if value == 0:
+            continue  # a cost that is 0 until calibrated (micro_batch_overhead_s): no +-20% to show
         low = errors(dataclasses.replace(DEFAULT_EFFICIENCY, **{field.name: value * 0.8}))
         high = errors(dataclasses.replace(DEFAULT_EFFICIENCY, **{field.name: value * 1.2}))
         lines.append(

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
+from osprey.cli.plan_output import calibration_line
 from osprey_control.planner import DEFAULT_EFFICIENCY, ModelSpec, Plan, PlanRequest, cluster, evaluate, search
 from osprey_control.planner.calibrate import Measured, apply_factors, fit
 from osprey_control.planner.measure import Observed, measure
@@ -64,6 +65,34 @@ def test_one_measured_plan_fits_only_the_compute_factor() -> None:
     assert abs(calibration.errors_after[0]) < 0.01
     with pytest.raises(ValueError, match="at least one"):
         fit([], CLUSTER)
+
+
+def test_the_fit_finds_a_fixed_cost_per_micro_batch_when_plans_run_different_counts() -> None:
+    # Given plans measured on a stack that pays 30 ms per micro-batch and stage on top of the truth
+    slow_schedule = dataclasses.replace(TRUTH, micro_batch_overhead_s=0.03)
+    measured = [
+        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=slow_schedule).step_time_s)
+        for plan in PLANS
+    ]
+    # When the planner calibrates on them
+    calibration = fit(measured, CLUSTER)
+    # Then it recovers the overhead with the factors, and predicts every plan within 1%
+    assert calibration.micro_batch_overhead_s == pytest.approx(0.03, rel=0.05)
+    assert calibration.factors["compute"] == pytest.approx(0.8, rel=0.03)
+    assert calibration.efficiency.micro_batch_overhead_s == pytest.approx(0.03, rel=0.05)
+    assert max(abs(e) for e in calibration.errors_after) < 0.01
+    assert calibration.to_dict()["micro_batch_overhead_s"] == calibration.micro_batch_overhead_s
+
+
+def test_the_overhead_is_not_fitted_when_every_plan_runs_the_same_micro_batches() -> None:
+    # Given four measured plans with one micro-batch count (nothing separates the overhead from compute)
+    same_count = [Plan(8, 2, 32, 4), Plan(4, 4, 32, 4), Plan(2, 8, 32, 4), Plan(8, 4, 16, 8)]
+    calibration = fit(_measured(same_count), CLUSTER)
+    # Then the overhead stays 0 and the factors explain the measurements
+    assert calibration.micro_batch_overhead_s == 0.0
+    assert max(abs(e) for e in calibration.errors_after) < 0.01
+    # And with no overhead fitted, the table line does not mention one
+    assert "per micro-batch" not in calibration_line(calibration)
 
 
 def _request() -> PlanRequest:

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from osprey_control.planner import (
+    DEFAULT_EFFICIENCY,
     GPUS,
     INSTANCE_TYPES,
     ModelSpec,
@@ -38,6 +39,23 @@ def test_breakdown_adds_up_to_the_step_time() -> None:
     e = evaluate(MODEL, CLUSTER, Plan(4, 4, 4, 1, 2))
     parts = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_exposed_s + e.optimizer_s
     assert parts == pytest.approx(e.step_time_s)
+    assert e.schedule_s == 0.0
+
+
+def test_a_per_micro_batch_overhead_is_paid_by_every_micro_batch_and_in_the_bubble() -> None:
+    # Given a stack that pays 20 ms per micro-batch and stage (calibrated; 0 by default)
+    plan = Plan(4, 4, 4, 1)
+    nominal = evaluate(MODEL, CLUSTER, plan)
+    slow = evaluate(
+        MODEL, CLUSTER, plan, efficiency=dataclasses.replace(DEFAULT_EFFICIENCY, micro_batch_overhead_s=0.02)
+    )
+    # Then the step grows by 20 ms per micro-batch slot, m steady-state ones plus the pp - 1 of the bubble
+    assert slow.schedule_s == pytest.approx(0.02 * slow.micro_batches)
+    added = slow.step_time_s - nominal.step_time_s
+    assert added == pytest.approx(0.02 * (slow.micro_batches + plan.pp - 1))
+    parts = slow.compute_s + slow.tp_comm_s + slow.pp_comm_s + slow.schedule_s + slow.bubble_s
+    assert parts + slow.dp_exposed_s + slow.optimizer_s == pytest.approx(slow.step_time_s)
+    assert slow.to_dict()["breakdown"]["schedule_s"] == slow.schedule_s  # type: ignore[index]
 
 
 def test_full_recompute_hardware_flops_match_the_sc21_formula() -> None:

@@ -1,18 +1,25 @@
 """Calibration from measurement: fit the cost model's efficiency factors to measured step times.
 
 Three factors, each a multiplier on a group of :class:`~osprey_control.planner.costmodel.Efficiency`
-constants, are fitted (the model has more constants, but a job's measurements cannot tell more apart):
+constants, and one cost in seconds are fitted (the model has more constants, but a job's measurements cannot
+tell more apart):
 
 - ``compute``: the GEMM, attention and fused-attention efficiencies, and the inverse of the elementwise
   memory traffic (a GPU, clock or kernel library that runs faster or slower than the preset);
 - ``nvlink``: the achieved fraction of NVLink bandwidth (tensor-parallel collectives, intra-node sends);
-- ``network``: the achieved fraction of the inter-node bandwidth (data-parallel all-reduce, pipeline sends).
+- ``network``: the achieved fraction of the inter-node bandwidth (data-parallel all-reduce, pipeline sends);
+- ``micro_batch_overhead_s``: the schedule's fixed cost per micro-batch and stage
+  (``Efficiency.micro_batch_overhead_s``, 0 in the calibrated model), which a runtime that interprets its
+  pipeline schedule step by step pays and Megatron's own schedules do not. Fitted only from more measured
+  plans than factors (four or more) that run different numbers of micro-batches: otherwise nothing
+  separates it from ``compute``.
 
-The fit minimises the squared log error of predicted against measured step times by a pattern search in log
-space (every direction, diagonals too; the step halves when nothing improves) within ``[1/4, 4]`` of the
-calibrated constants: bounded, so one noisy measurement cannot make the
-model absurd, and a factor the measurements do not constrain (a network term of plans that never leave the
-node) stays at 1. With one measured plan only ``compute`` is fitted (one number fixes one factor).
+The fit minimises the squared log error of predicted against measured step times (Levenberg-Marquardt,
+steps projected onto the bounds): the factors in log space within
+``[1/4, 4]`` of the calibrated constants, the overhead from 0 to a quarter of the shortest measured time per
+micro-batch slot. Bounded, so one noisy measurement cannot make the model absurd, and a factor the
+measurements do not constrain (a network term of plans that never leave the node) stays at 1. With one
+measured plan only ``compute`` is fitted (one number fixes one factor).
 
 Decision: the fitted model re-ranks the same search; the report gives the fit's median and largest error
 before and after, so a user can see whether the measurements agree with the model at all.
@@ -21,7 +28,6 @@ before and after, so a user can see whether the measurements agree with the mode
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -32,16 +38,43 @@ from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.plan import Plan
 
-__all__ = ["FACTORS", "Calibration", "Measured", "apply_factors", "fit"]
+__all__ = ["FACTORS", "OVERHEAD", "Calibration", "Measured", "apply_factors", "fit"]
 
 FACTORS = ("compute", "nvlink", "network")
+OVERHEAD = "micro_batch_overhead_s"
 _BOUND = 4.0
-_MAX_ITERATIONS = 400
-_MIN_STEP = 1e-4
+# The overhead may take at most this share of the shortest measured time per micro-batch slot.
+_OVERHEAD_SHARE = 0.25
+_MAX_ITERATIONS = 100
+# Finite-difference step in the scaled dimensions, and the relative improvement at which the fit stops.
+_DIFFERENCE = 1e-4
+_TOLERANCE = 1e-9
 
 
-def _factors(logs: dict[str, float]) -> dict[str, float]:
-    return {name: math.exp(value) for name, value in logs.items()}
+def _factors(point: dict[str, float]) -> dict[str, float]:
+    return {name: math.exp(value) for name, value in point.items() if name in FACTORS}
+
+
+def _efficiency(base: Efficiency, point: dict[str, float]) -> Efficiency:
+    fitted = apply_factors(base, _factors(point))
+    if OVERHEAD not in point:
+        return fitted
+    return dataclasses.replace(fitted, micro_batch_overhead_s=base.micro_batch_overhead_s + point[OVERHEAD])
+
+
+def _slots(point: Measured) -> int:
+    """Micro-batch slots of one step through the pipeline (steady state plus fill and drain)."""
+    micro_batches = point.model.global_batch // (point.plan.dp * point.plan.micro_batch)
+    return micro_batches + point.plan.pp - 1
+
+
+def _overhead_bound(measured: Sequence[Measured]) -> float:
+    """Upper bound of the fitted overhead in seconds, or 0 when the measurements cannot separate it from
+    compute: no more plans than the three factors, or one number of micro-batches for all."""
+    counts = {point.model.global_batch // (point.plan.dp * point.plan.micro_batch) for point in measured}
+    if len(measured) <= len(FACTORS) or len(counts) < 2:
+        return 0.0
+    return _OVERHEAD_SHARE * min(point.step_time_s / _slots(point) for point in measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +92,15 @@ class Measured:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
+    """``factors``: compute, nvlink and network multipliers; ``micro_batch_overhead_s``: the fitted schedule
+    cost added per micro-batch and stage (0 when the measurements could not separate it)."""
+
     factors: dict[str, float]
     efficiency: Efficiency
     points: int
     errors_before: tuple[float, ...]
     errors_after: tuple[float, ...]
+    micro_batch_overhead_s: float = 0.0
 
     @staticmethod
     def summary(errors: Sequence[float]) -> dict[str, float]:
@@ -74,6 +111,7 @@ class Calibration:
         return {
             "points": self.points,
             "factors": dict(self.factors),
+            "micro_batch_overhead_s": self.micro_batch_overhead_s,
             "before": self.summary(self.errors_before),
             "after": self.summary(self.errors_after),
             "errors_after": list(self.errors_after),
@@ -99,48 +137,114 @@ def _errors(measured: Sequence[Measured], cluster: Cluster, efficiency: Efficien
     """Relative error of each prediction, (predicted - measured) / measured."""
     errors = []
     for point in measured:
-        predicted = evaluate(point.model, cluster, point.plan, efficiency=efficiency).step_time_s
+        # A plan that ran can be laid out: layers that do not divide pp went to the first stages.
+        predicted = evaluate(
+            point.model, cluster, point.plan, efficiency=efficiency, uneven_pipeline=True
+        ).step_time_s
         errors.append(predicted / point.step_time_s - 1.0)
     return errors
 
 
-def _loss(measured: Sequence[Measured], cluster: Cluster, efficiency: Efficiency) -> float:
-    return sum(math.log1p(e) ** 2 for e in _errors(measured, cluster, efficiency))
+class _Problem:
+    """Log residuals of the predictions as a function of the free dimensions, each scaled to ``[-1, 1]`` (the
+    overhead to ``[0, 1]``) so that one step size and one finite difference fit them all."""
+
+    def __init__(self, measured: Sequence[Measured], cluster: Cluster, base: Efficiency) -> None:
+        self.measured, self.cluster, self.base = measured, cluster, base
+        span = math.log(_BOUND)
+        self.scale = dict.fromkeys(FACTORS if len(measured) > 1 else ("compute",), span)
+        overhead_bound = _overhead_bound(measured)
+        if overhead_bound > 0:
+            self.scale[OVERHEAD] = overhead_bound
+        self.free = tuple(self.scale)
+
+    def low(self, name: str) -> float:
+        return 0.0 if name == OVERHEAD else -1.0
+
+    def point(self, x: Sequence[float]) -> dict[str, float]:
+        return {name: value * self.scale[name] for name, value in zip(self.free, x, strict=True)}
+
+    def residuals(self, x: Sequence[float]) -> list[float]:
+        errors = _errors(self.measured, self.cluster, _efficiency(self.base, self.point(x)))
+        return [math.log1p(e) for e in errors]
+
+    def clip(self, x: Sequence[float]) -> list[float]:
+        return [max(self.low(name), min(1.0, v)) for name, v in zip(self.free, x, strict=True)]
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting for the (at most 4 x 4) normal equations."""
+    n = len(rhs)
+    rows = [[*matrix[i], rhs[i]] for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(rows[r][col]))
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        for r in range(col + 1, n):
+            ratio = rows[r][col] / rows[col][col]
+            rows[r] = [a - ratio * b for a, b in zip(rows[r], rows[col], strict=True)]
+    solution = [0.0] * n
+    for r in reversed(range(n)):
+        tail = sum(rows[r][c] * solution[c] for c in range(r + 1, n))
+        solution[r] = (rows[r][n] - tail) / rows[r][r]
+    return solution
+
+
+def _levenberg_marquardt(problem: _Problem) -> list[float]:
+    """Minimise the squared log residuals within the bounds (projected steps), from the calibrated model.
+
+    Decision: Levenberg-Marquardt rather than a derivative-free search: the residuals are smooth almost
+    everywhere, and it needs (dimensions + 1) evaluations of the measured plans per iteration where a pattern
+    search over every direction needs 3^dimensions - 1."""
+    x = [0.0] * len(problem.free)
+    residual = problem.residuals(x)
+    loss = sum(r * r for r in residual)
+    damping = 1e-3
+    for _ in range(_MAX_ITERATIONS):
+        columns = []
+        for i in range(len(x)):
+            # One-sided difference pointing into the box (a dimension may sit on its bound).
+            h = _DIFFERENCE if x[i] + _DIFFERENCE <= 1.0 else -_DIFFERENCE
+            shifted = list(x)
+            shifted[i] += h
+            columns.append([(a - b) / h for a, b in zip(problem.residuals(shifted), residual, strict=True)])
+        normal = [[sum(a * b for a, b in zip(ci, cj, strict=True)) for cj in columns] for ci in columns]
+        gradient = [sum(a * r for a, r in zip(ci, residual, strict=True)) for ci in columns]
+        improved = False
+        while damping < 1e8:
+            # A dimension the measurements do not move (a zero column) gets no step: the ridge keeps it at 0.
+            damped = [
+                [normal[i][j] + (damping * (normal[i][i] + 1e-9) if i == j else 0.0) for j in range(len(x))]
+                for i in range(len(x))
+            ]
+            step = _solve(damped, [-g for g in gradient])
+            trial = problem.clip([a + b for a, b in zip(x, step, strict=True)])
+            trial_residual = problem.residuals(trial)
+            trial_loss = sum(r * r for r in trial_residual)
+            if trial_loss < loss - 1e-15:
+                converged = loss - trial_loss < _TOLERANCE * max(loss, 1e-12)
+                x, residual, loss, improved = trial, trial_residual, trial_loss, True
+                damping = max(damping / 3.0, 1e-9)
+                break
+            damping *= 4.0
+        if not improved or converged:
+            break
+    return x
 
 
 def fit(measured: Sequence[Measured], cluster: Cluster, base: Efficiency = DEFAULT_EFFICIENCY) -> Calibration:
     """Fit the factors to ``measured`` (at least one plan); raises ValueError on none."""
     if not measured:
         raise ValueError("calibration needs at least one measured plan")
-    free = FACTORS if len(measured) > 1 else ("compute",)
-    span = math.log(_BOUND)
-    point = dict.fromkeys(FACTORS, 0.0)  # log of each factor
-    best = _loss(measured, cluster, base)
-    moves = [m for m in itertools.product((-1, 0, 1), repeat=len(free)) if any(m)]
-    step = span / 2
-    for _ in range(_MAX_ITERATIONS):
-        if step < _MIN_STEP:
-            break
-        # Pattern search over every direction of the free factors (diagonals too: the factors are
-        # correlated, a valley along a diagonal is common); halve the step when nothing improves.
-        improved = False
-        for move in moves:
-            trial = dict(point)
-            for name, sign in zip(free, move, strict=True):
-                trial[name] = max(-span, min(span, point[name] + sign * step))
-            loss = _loss(measured, cluster, apply_factors(base, _factors(trial)))
-            if loss < best - 1e-15:
-                best, point, improved = loss, trial, True
-        if not improved:
-            step /= 2
-    factors = _factors(point)
-    fitted = apply_factors(base, factors)
+    problem = _Problem(measured, cluster, base)
+    point = problem.point(_levenberg_marquardt(problem))
+    fitted = _efficiency(base, point)
     return Calibration(
-        factors=factors,
+        factors={name: math.exp(point.get(name, 0.0)) for name in FACTORS},
         efficiency=fitted,
         points=len(measured),
         errors_before=tuple(_errors(measured, cluster, base)),
         errors_after=tuple(_errors(measured, cluster, fitted)),
+        micro_batch_overhead_s=point.get(OVERHEAD, 0.0),
     )
 
 

@@ -60,6 +60,10 @@ class Efficiency:
       gradient), 4 passes x 2 touches x 4 bytes. Negligible at V/h ~ 4 (GPT-3), not at V = 131072, h = 2048.
     - ``tp_overlap``: share of the tensor-parallel communication hidden behind the GEMMs with
       ``comm_overlap`` (Megatron-Core's --tp-comm-overlap pipelines the all-gather/reduce-scatter chunks).
+    - ``micro_batch_overhead_s``: fixed cost of the pipeline schedule per micro-batch and stage (forward and
+      backward together): the runtime's own work between kernels (a schedule interpreted step by step,
+      host synchronisation, send/receive set-up). 0 in the calibrated model: Megatron's schedules on SC21
+      show none; a stack that pays it shows it in measured step times, and ``calibrate`` fits it there.
     """
 
     gemm: float = 0.78
@@ -78,6 +82,7 @@ class Efficiency:
     tp_overlap: float = 0.7
     gemm_scale: float = 1.0
     loss_bytes_per_logit: float = 32.0
+    micro_batch_overhead_s: float = 0.0
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -285,7 +290,7 @@ def evaluate(
             raise ValueError(f"placement must be auto or rank-order, got {placement!r}")
         placement = place(cluster, pp) if placement == "auto" else rank_order(cluster, pp)
     speeds = placement.speeds
-    fixed = work.tp_s + work.pp_s
+    fixed = work.tp_s + work.pp_s + eff.micro_batch_overhead_s
     stage_times = [
         (work.compute_s + (work.logits_s if i == pp - 1 else 0.0)) / speeds[i] + fixed for i in range(pp)
     ]
@@ -335,6 +340,7 @@ def evaluate(
         dp_comm_s=dp_comm_s,
         dp_exposed_s=dp_exposed_s,
         optimizer_s=optimizer_s,
+        schedule_s=m * eff.micro_batch_overhead_s,
         bubble_fraction=bubble_fraction,
         tflops_per_gpu=model.hardware_flops_per_iteration() / cluster.gpus / step / 1e12,
         model_flops_utilization=model.model_flops_per_iteration() / cluster.gpus / step / peak,

@@ -50,6 +50,8 @@ class Evaluation:
     dp_comm_s: float
     dp_exposed_s: float
     optimizer_s: float
+    # The schedule's fixed cost per micro-batch (Efficiency.micro_batch_overhead_s), m of them per step.
+    schedule_s: float
     bubble_fraction: float
     tflops_per_gpu: float
     model_flops_utilization: float
@@ -82,7 +84,7 @@ class Evaluation:
     @property
     def idle_fraction(self) -> float:
         """Share of the step a GPU spends waiting: pipeline bubble plus communication not hidden by compute."""
-        idle = self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.dp_exposed_s
+        idle = self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.dp_exposed_s + self.schedule_s
         return idle / self.step_time_s if self.step_time_s > 0 else 0.0
 
     @property
@@ -117,6 +119,7 @@ class Evaluation:
                 "dp_comm_s": self.dp_comm_s,
                 "dp_exposed_s": self.dp_exposed_s,
                 "optimizer_s": self.optimizer_s,
+                "schedule_s": self.schedule_s,
                 "memory": {
                     "layer_states_gib": self.layer_states_gib,
                     "embedding_states_gib": self.embedding_states_gib,
