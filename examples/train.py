@@ -14,7 +14,8 @@ series per metric per job. Then rank 0 calls ``osprey.adjust_parallelism(step, c
 answer. On a new plan every rank saves a ``torch.distributed.checkpoint`` (model and optimizer, sharded as
 they are), builds a new ``DeviceMesh`` of shape (pp, dp, tp), builds its pipeline stage of a fresh model with
 tensor parallelism and loads the checkpoint into it (DCP re-shards across tp and re-splits the layers across
-pp), then carries on from the same step with the plan's micro-batch. Rank 0 appends
+pp), then carries on from the same step with the plan's micro-batch, on the nodes in the order of the record's
+``stage_nodes`` when it has them (straggler placement, ``osprey.runtime.rank_permutation``). Rank 0 appends
 ``{"event": "reshape" | "skipped" | "done", ...}`` lines to ``OSPREY_LOG`` next to adjust_parallelism's own
 decisions.
 
@@ -45,12 +46,13 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 import osprey
 from osprey import runtime
+from osprey.parallelism import recommended_record
 from osprey_control.planner import interval_from_env
 
 VOCAB = 64
@@ -153,9 +155,18 @@ class Job:
         return int(self.mesh.mesh[p + stage_offset, d, t].item())
 
 
-def build(shape: Shape) -> Job:
-    """A (pp, dp, tp) mesh, this rank's stage with tensor parallelism on its tp sub-mesh, and its optimizer."""
-    mesh = init_device_mesh("cpu", (shape.pp, shape.dp, shape.tp), mesh_dim_names=("pp", "dp", "tp"))
+def gpus_per_node() -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def build(shape: Shape, stage_nodes: list[list[int]] | None = None) -> Job:
+    """A (pp, dp, tp) mesh on the nodes in ``stage_nodes`` order (rank order when None), this rank's stage
+    with tensor parallelism on its tp sub-mesh, and its optimizer."""
+    order, _ = runtime.rank_permutation(
+        stage_nodes, gpus_per_node=gpus_per_node(), tp=shape.tp, dp=shape.dp, pp=shape.pp
+    )
+    layout = torch.tensor(order).view(shape.pp, shape.dp, shape.tp)
+    mesh = DeviceMesh("cpu", layout, mesh_dim_names=("pp", "dp", "tp"))
     coordinate = mesh.get_coordinate()
     assert coordinate is not None
     model = Stage(coordinate[0], shape.pp)
@@ -235,7 +246,7 @@ def train_step(step: int, job: Job) -> float:
     shape = job.shape
     inputs, targets = batch(step)
     share = GLOBAL_BATCH // shape.dp
-    rank = job.mesh["dp"].get_local_rank()
+    rank = job.coordinate[1]  # not the dp group's rank: new_group sorts ranks, placement may not
     rows = slice(rank * share, (rank + 1) * share)
     job.optimizer.zero_grad()
     loss = pipeline(job, inputs[rows], targets[rows], shape.micro_batch, train=True)
@@ -258,11 +269,12 @@ def eval_loss(job: Job) -> float:
     return _from_last_stage(job, loss, job.shape.dp)
 
 
-def reshape(job: Job, new: Shape, checkpoint: Path) -> Job:
-    """Save (sharded as now), rebuild the mesh and the model for ``new``, load (DCP re-shards)."""
+def reshape(job: Job, new: Shape, checkpoint: Path, stage_nodes: list[list[int]] | None) -> Job:
+    """Save (sharded as now), rebuild the mesh and the model for ``new`` on the nodes in ``stage_nodes``
+    order, load (DCP re-shards and moves each stage's weights to the ranks that now run it)."""
     model_state, optim_state = get_state_dict(job.model, job.optimizer)
     dcp_save({"model": model_state, "optim": optim_state}, checkpoint_id=str(checkpoint))
-    job = build(new)
+    job = build(new, stage_nodes)
     model_state, optim_state = get_state_dict(job.model, job.optimizer)
     # DCP loads in place into the new, differently sharded tensors of these state dicts (this stage's keys).
     dcp_load({"model": model_state, "optim": optim_state}, checkpoint_id=str(checkpoint))
@@ -300,17 +312,19 @@ def report_metrics(step: int, total_steps: int, since: tuple[int, float]) -> Non
     if step_time is not None:
         times = runtime.gather_compute_times(step_time)
         if times:
-            runtime.report_node_speeds(times, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+            runtime.report_node_speeds(times, gpus_per_node())
 
 
-def recommended(step: int, shape: Shape) -> Shape | None:
-    """Rank 0 asks Osprey; every rank gets the same answer (or None) by broadcast."""
-    answer: list[Any] = [None]
+def recommended(step: int, shape: Shape) -> tuple[Shape, list[list[int]] | None] | None:
+    """Rank 0 asks Osprey; every rank gets the same answer (or None) by broadcast: the plan and its stages'
+    node order (None: rank order)."""
+    answer: list[Any] = [None, None]
     if dist.get_rank() == 0:
         plan = osprey.adjust_parallelism(step, shape.plan())
         answer[0] = plan.to_dict() if plan is not None else None
+        answer[1] = (recommended_record() or {}).get("stage_nodes") if plan else None
     dist.broadcast_object_list(answer, src=0)
-    plan = answer[0]
+    plan, stage_nodes = answer
     if plan is None:
         return None
     reason = None
@@ -324,7 +338,14 @@ def recommended(step: int, shape: Shape) -> Shape | None:
         if dist.get_rank() == 0:
             log_event({"event": "skipped", "step": step, "plan": plan, "reason": reason})
         return None
-    return Shape(tp=plan["tp"], pp=plan["pp"], dp=plan["dp"], micro_batch=plan["micro_batch"])
+    new = Shape(tp=plan["tp"], pp=plan["pp"], dp=plan["dp"], micro_batch=plan["micro_batch"])
+    try:
+        runtime.rank_permutation(stage_nodes, gpus_per_node=gpus_per_node(), tp=new.tp, dp=new.dp, pp=new.pp)
+    except runtime.StageNodesError as error:  # the placement is advice: the plan stands, in rank order
+        if dist.get_rank() == 0:
+            log_event({"event": "placement-ignored", "step": step, "reason": str(error)})
+        stage_nodes = None
+    return new, stage_nodes or None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,11 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         for step in range(args.steps):
             if step and step % interval == 0:
                 report_metrics(step, args.steps, since)
-                new = recommended(step, shape)
-                if new is not None and new != shape:
+                answer = recommended(step, shape)
+                new, stage_nodes = answer if answer is not None else (shape, None)
+                if new != shape:
                     before = eval_loss(job)
                     checkpoint = root / f"step-{step}"
-                    job = reshape(job, new, checkpoint)
+                    job = reshape(job, new, checkpoint, stage_nodes)
                     after = eval_loss(job)
                     if dist.get_rank() == 0:
                         log_event(
@@ -367,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "checkpoint": str(checkpoint),
                                 "eval_loss_before": before,
                                 "eval_loss_after": after,
+                                # The re-ordering, once: the global ranks of each stage, first to last.
+                                "stage_nodes": stage_nodes,
+                                "stage_ranks": job.mesh.mesh.reshape(new.pp, -1).tolist(),
                             }
                         )
                     shape = new
@@ -380,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                     "event": "done",
                     "steps": args.steps,
                     "plan": shape.plan(),
+                    "rank0_stage": job.coordinate[0],
                     "first_loss": first,
                     "last_loss": last,
                 }

@@ -52,11 +52,19 @@ from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
 from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
-__all__ = ["DEFAULT_TIMEOUT_S", "adjust_parallelism"]
+__all__ = ["DEFAULT_TIMEOUT_S", "adjust_parallelism", "recommended_record"]
 
 DEFAULT_TIMEOUT_S = 1.0
 _LOG = logging.getLogger("osprey.parallelism")
 _CLIENTS: dict[float, Any] = {}
+_RECOMMENDED: dict[str, dict[str, Any]] = {}
+
+
+def recommended_record() -> dict[str, Any] | None:
+    """The whole plan record behind the last new plan ``adjust_parallelism`` returned in this process (its
+    ``stage_nodes`` and ``options`` too: the Plan holds only the degrees), or None before any. A copy."""
+    record = _RECOMMENDED.get("record")
+    return json.loads(json.dumps(record)) if record is not None else None
 
 
 class _Outcome:
@@ -237,4 +245,5 @@ def _decide(
         entry["decision"] = "unchanged"
         return None
     entry["decision"] = "new-plan"
+    _RECOMMENDED["record"] = dict(outcome.record)
     return recommended

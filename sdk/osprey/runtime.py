@@ -46,6 +46,9 @@ that does not ask to be re-planned need not report it.
 
 The line also carries ``PolicyName`` (from ``OSPREY_PRIORITY_POLICY``) as a plain property (not a
 dimension, so it adds no metric cost).
+
+A plan's straggler placement (``stage_nodes``) is applied with :func:`rank_permutation` and
+:func:`process_group_ranks` (``osprey.stages``): the same ranks, re-ordered process groups.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from osprey.stages import StageNodesError, process_group_ranks, rank_permutation
 from osprey_control.contract import OspreyBlock, from_environment
 from osprey_control.planner.placement import node_speeds_from_rank_times
 from osprey_control.wiring import METRICS_NAMESPACE, METRICS_NAMESPACE_VARIABLE
@@ -74,12 +78,15 @@ __all__ = [
     "SLOWEST_NODE_INDEX_METRIC",
     "SLOWEST_NODE_SPEED_METRIC",
     "STEP_TIME_METRIC",
+    "StageNodesError",
     "config",
     "emf_record",
     "gather_compute_times",
     "is_lead",
     "job_dimensions",
     "measure_interconnect_latency",
+    "process_group_ranks",
+    "rank_permutation",
     "report_interconnect_latency",
     "report_node_speeds",
     "report_progress",
