@@ -99,7 +99,15 @@ def _request() -> PlanRequest:
     model = {"layers": 48, "hidden": 8192, "heads": 64, "seq": 2048, "vocab": 51200, "global_batch": 1536,
              "recompute": "full", "sequence_parallel": "off", "optimizer_sharding": "none",
              "flash_attention": "off", "comm_overlap": "off"}  # fmt: skip
-    item = build_request("JOB#batch#llm", model=model, cluster="p4de.24xlarge", current=PLANS[0], gpus=512)
+    item = build_request(
+        "JOB#batch#llm",
+        model=model,
+        cluster="p4de.24xlarge",
+        current=PLANS[0],
+        gpus=512,
+        step=600,
+        since_step=0,
+    )
     return request_from_item(item)
 
 

@@ -97,8 +97,8 @@ def _step_time(network_gbits: float | None, latency_us: float | None) -> float:
     return evaluate(request.model, observed, CURRENT).step_time_s
 
 
-def _put(aws: Aws, job: str, host: str, values: dict[str, tuple[float, str]]) -> None:
-    when = datetime.now(UTC) - timedelta(minutes=2)
+def _put(aws: Aws, job: str, host: str, values: dict[str, tuple[float, str]], minutes_ago: int = 2) -> None:
+    when = datetime.now(UTC) - timedelta(minutes=minutes_ago)
     dimensions = [
         {"Name": "Backend", "Value": "batch"},
         {"Name": "JobId", "Value": job},
@@ -113,7 +113,9 @@ def _put(aws: Aws, job: str, host: str, values: dict[str, tuple[float, str]]) ->
     )
 
 
-def _runtime_metrics(aws: Aws, job: str, *, latency_us: float, step_time_s: float) -> None:
+def _runtime_metrics(
+    aws: Aws, job: str, *, latency_us: float, step_time_s: float, minutes_ago: int = 2
+) -> None:
     """What ``osprey.runtime`` reports: from the lead process only, on the lead host (Batch: node index 0)."""
     _put(
         aws,
@@ -123,6 +125,7 @@ def _runtime_metrics(aws: Aws, job: str, *, latency_us: float, step_time_s: floa
             "InterconnectLatencyMicroseconds": (latency_us, "Microseconds"),
             "StepTimeSeconds": (step_time_s, "Seconds"),
         },
+        minutes_ago,
     )
 
 

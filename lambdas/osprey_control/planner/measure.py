@@ -21,7 +21,11 @@ runtime prints them from the lead process only):
 - calibration: when the step time is faster than predicted, or slower than the network can explain, the
   measured plan calibrates the model instead: the ``compute`` factor of
   :func:`~osprey_control.planner.calibrate.fit` (one measured plan fixes one factor), and the search
-  re-ranks with the fitted efficiency. The ``calibration`` signal reports the factor and the fit's error.
+  re-ranks with the fitted efficiency. A job that has run other plans (the request's ``measured``,
+  :mod:`osprey_control.planner.history`) is fitted on all of them, every factor the points can tell apart,
+  whenever the network does not explain its step. Only once the job has run its current plan for its
+  interval (``settled``): the latest one-minute step time may otherwise still average in the previous plan.
+  The ``calibration`` signal reports the compute factor and the fit's error.
 
 A missing signal keeps the nominal value and says so in the job's ``signals`` (never zero).
 """
@@ -32,7 +36,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.planner.calibrate import Measured, fit
+from osprey_control.planner.calibrate import Calibration, Measured, fit
 from osprey_control.planner.costmodel import Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.placement import speed_factors_with_slow_node
@@ -45,6 +49,7 @@ __all__ = [
     "Observed",
     "Signal",
     "measure",
+    "settled",
 ]
 
 DEFAULT_TOLERANCE = 0.05
@@ -200,6 +205,12 @@ def _speeds(request: PlanRequest, observed: Observed, why: str) -> tuple[Signal,
     return Signal(speed, "SlowestNodeSpeed", note), cluster.with_changes(speed_factors=factors)
 
 
+def settled(request: PlanRequest) -> bool:
+    """Whether the job has run its current plan for its interval: only then is the latest step time (a
+    one-minute average) the current plan's alone, fit to calibrate on and to keep in its history."""
+    return request.step - request.since_step >= request.interval
+
+
 def _calibration(
     request: PlanRequest,
     observed: Observed,
@@ -213,18 +224,41 @@ def _calibration(
     step = _valid(observed.step_time_s)
     if step is None or step <= 0:
         return Signal(None, "nominal", "no step time: the calibrated model is used as is"), None
+    if not settled(request):
+        note = (
+            f"the current plan has run {request.step - request.since_step} steps, fewer than the job's interval "
+            f"({request.interval}): its step time may still mix in the previous plan's; not calibrated yet"
+        )
+        return Signal(None, "nominal", note), None
     if bandwidth.value is not None:
         return Signal(None, "nominal", "the step time is explained by the network: not calibrated"), None
     cluster = base.with_changes(network_latency_us=latency_us)
-    calibration = fit([Measured(request.model, request.current, step)], cluster, request.options.efficiency)
-    before = calibration.errors_before[0]
-    if abs(before) <= tolerance:
+    # The job's other measured plans (a job that re-planned ran several) let the fit tell compute from
+    # communication; the current plan's entry is the step just measured.
+    earlier = [
+        Measured(request.model, e.plan, e.step_time_s) for e in request.measured if e.plan != request.current
+    ]
+    current = Measured(request.model, request.current, step)
+    calibration = fit([*earlier, current], cluster, request.options.efficiency)
+    before, after = calibration.errors_before[-1], calibration.errors_after[-1]
+    if abs(before) <= tolerance and not earlier:
         return Signal(
             None, "nominal", f"predicted within {abs(before):.1%} of the measured step: not calibrated"
         ), None
     factor = calibration.factors["compute"]
-    note = (
-        f"compute x{factor:.3f} fitted to the measured step {step:.3g} s: error {before:+.1%} -> "
-        f"{calibration.errors_after[0]:+.1%}; the search ranks with the fitted model"
-    )
+    if earlier:
+        fitted = ", ".join(f"{name} x{value:.3f}" for name, value in calibration.factors.items())
+        if calibration.micro_batch_overhead_s > 0:
+            fitted += f", {calibration.micro_batch_overhead_s * 1e3:.1f} ms per micro-batch"
+        summary = Calibration.summary(calibration.errors_after)
+        note = (
+            f"{fitted} fitted to the job's {calibration.points} measured plans: this plan's error "
+            f"{before:+.1%} -> {after:+.1%}, largest {summary['max_abs_error']:.1%}; the search ranks with "
+            "the fitted model"
+        )
+    else:
+        note = (
+            f"compute x{factor:.3f} fitted to the measured step {step:.3g} s: error {before:+.1%} -> "
+            f"{after:+.1%}; the search ranks with the fitted model"
+        )
     return Signal(factor, "StepTimeSeconds", note), calibration.efficiency

@@ -13,6 +13,8 @@ One registry item per job, in the job's partition next to its plan record (``sk 
     interval     N: the job's ``OSPREY_INTERVAL`` (steps between its decision points)
     created_at, updated_at   "2026-01-01T00:00:00Z"
     planned_at, plan_reason  written by the plan step: when it last planned the job, and replan's reason
+    measured     written by the plan step: the step time it measured on each plan the job ran
+                 (:mod:`osprey_control.planner.history`)
 
 :func:`build_request` checks a job's inputs and returns the item; every problem names its field (``model.layers``,
 ``cluster.instance_type``, ``current.tp``, ``step``). :func:`request_from_item` reads an item back, raising
@@ -31,6 +33,7 @@ from typing import Any
 from osprey_control.planner.config import PlanConfigError as _PlanConfigError
 from osprey_control.planner.config import normalise_keys, resolve
 from osprey_control.planner.hardware import Cluster
+from osprey_control.planner.history import MeasuredStep, history_from_item
 from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.plan import Plan, PlanError, check_plan
 from osprey_control.planner.replan import CurrentPlan
@@ -116,6 +119,7 @@ class PlanRequest:
     created_at: str
     updated_at: str
     planned_at: str | None = None  # when the plan step last planned this job (it writes the attribute)
+    measured: tuple[MeasuredStep, ...] = ()  # the plans the job ran, as the plan step measured them
 
     def current_plan(self) -> CurrentPlan:
         return CurrentPlan(
@@ -376,4 +380,5 @@ def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
         created_at=created_at,
         updated_at=updated_at,
         planned_at=_optional_string(item, "planned_at"),
+        measured=history_from_item(item),
     )

@@ -10,7 +10,9 @@ For every active job (the registry's ``active-jobs`` index, one shard or all) wi
    nominal values);
 2. ``replan(current, measured, hysteresis, interval=<the job's OSPREY_INTERVAL>)`` at the request's step
    (the job reports its step at each ``adjust_parallelism`` decision point);
-3. on ``switch`` only, ``PutItem`` the plan record (``sk = PLAN``, :mod:`osprey_control.planner.record`)
+3. note on the request when it was planned, and the step time measured on its current plan (the request's
+   ``measured``, :mod:`.history`: the next calibration fits every plan the job has run);
+4. on ``switch`` only, ``PutItem`` the plan record (``sk = PLAN``, :mod:`osprey_control.planner.record`)
    conditional on ``attribute_not_exists(pk) OR plan_id <> :plan_id``: the same recommendation is never
    rewritten, so its ``created_at`` stays the time it was first made.
 
@@ -21,6 +23,7 @@ and every other job is still planned. A failed metrics call leaves its jobs on n
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +33,8 @@ from typing import Any
 from osprey_control.aws import client_for, is_transient
 from osprey_control.collect import MAX_QUERIES_PER_CALL, fetch_latest
 from osprey_control.collect.queries import SeriesSpec, lead_series, metric_data_query
-from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure
+from osprey_control.planner.history import MeasuredStep, history_item, with_measurement
+from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure, settled
 from osprey_control.planner.record import record_for_decision, record_item
 from osprey_control.planner.replan import DEFAULT_HYSTERESIS, replan
 from osprey_control.planner.request import PlanRequest, request_from_item
@@ -200,6 +204,15 @@ def _due(request: PlanRequest, config: PlanStepConfig, now: datetime) -> bool:
     return (now - last).total_seconds() + _EARLY_SLACK_S >= config.min_interval_seconds
 
 
+def _measured_history(request: PlanRequest, observed: Observed, at: str) -> dict[str, Any] | None:
+    """The job's measured plans with this step time on its current plan (None: no step time to add, or the
+    job has not run the plan for its interval yet)."""
+    seconds = observed.step_time_s
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0 or not settled(request):
+        return None
+    return history_item(with_measurement(request.measured, MeasuredStep(request.current, seconds, at)))
+
+
 def _plan_job(
     plans: PlanItems,
     *,
@@ -243,12 +256,13 @@ def _plan_job(
     pk = job_pk(JobKey.parse(request.job_id))
     record = record_for_decision(request.job_id, decision, created_at=now)
     planned_at = now.strftime(_TIME_FORMAT)
+    measured = _measured_history(request, observed, planned_at)
     if record is None:
-        plans.mark_planned(pk, planned_at, decision.reason)
+        plans.mark_planned(pk, planned_at, decision.reason, measured)
         return
     report.switches += 1
     written = plans.put_record(record_item(pk, record))
-    plans.mark_planned(pk, planned_at, decision.reason)
+    plans.mark_planned(pk, planned_at, decision.reason, measured)
     report.written += int(written)
     report.records.append(
         {

@@ -63,15 +63,24 @@ class PlanItems(RegistryTable):
         """Write (or replace) a plan request item."""
         self.client.put_item(TableName=self.table_name, Item=item)
 
-    def mark_planned(self, pk: str, planned_at: str, reason: str) -> bool:
-        """Note on the request when the job was planned and why; False if the request was withdrawn meanwhile."""
+    def mark_planned(
+        self, pk: str, planned_at: str, reason: str, measured: dict[str, Any] | None = None
+    ) -> bool:
+        """Note on the request when the job was planned and why, and (``measured``, an attribute value) the
+        job's measured plans; False if the request was withdrawn meanwhile."""
+        expression = "SET planned_at = :now, plan_reason = :reason"
+        values: dict[str, Any] = {":now": {"S": planned_at}, ":reason": {"S": reason}}
+        if measured is not None:
+            # Written whole: only the plan step writes it, and one plan step runs at a time (the cycle's lease).
+            expression += ", measured = :measured"
+            values[":measured"] = measured
         try:
             self.client.update_item(
                 TableName=self.table_name,
                 Key=_key(pk, PLAN_REQUEST_SK),
-                UpdateExpression="SET planned_at = :now, plan_reason = :reason",
+                UpdateExpression=expression,
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":now": {"S": planned_at}, ":reason": {"S": reason}},
+                ExpressionAttributeValues=values,
             )
         except Exception as error:
             if condition_failed(error):

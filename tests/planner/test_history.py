@@ -1,0 +1,148 @@
+"""Given a job that has run several plans, when the plan step measures it again, then it keeps the step time of
+each plan on the job's plan request (one entry per plan, at most eight) and fits the cost model to all of them,
+not just to the plan running now (issue #18: the plan step calibrates from the job's own step times)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from osprey.planning import report_progress
+from osprey_control.planner import DEFAULT_EFFICIENCY, Plan, evaluate
+from osprey_control.planner.calibrate import apply_factors
+from osprey_control.planner.history import (
+    MAX_MEASURED_PLANS,
+    MeasuredStep,
+    history_from_item,
+    history_item,
+    with_measurement,
+)
+from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
+from tests.planner import test_step
+from tests.planner.test_step import (
+    CURRENT,
+    MODEL,
+    TABLE,
+    Aws,
+    _env,
+    _job,
+    _run,
+    _runtime_metrics,
+)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    """The plan step tests' moto DynamoDB (with the registry table) and CloudWatch."""
+    yield from test_step.aws.__wrapped__(monkeypatch)  # type: ignore[attr-defined]
+
+
+# The job's GPUs run 25% faster than the calibrated model (newer kernels, say); the network is as nominal.
+TRUTH = apply_factors(DEFAULT_EFFICIENCY, {"compute": 1.25})
+OTHER = Plan(tp=4, pp=1, dp=16, micro_batch=8)
+
+
+def _true_step(plan: Plan) -> float:
+    request = request_from_item(
+        build_request("JOB#batch#x", model=MODEL, cluster="p4de.24xlarge", current=CURRENT)
+    )
+    return evaluate(request.model, request.cluster, plan, efficiency=TRUTH).step_time_s
+
+
+def _request_item(aws: Aws, job: str) -> dict[str, object]:
+    item: dict[str, object] = aws.dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": f"JOB#batch#{job}"}, "sk": {"S": REQUEST_SK}}, ConsistentRead=True
+    )["Item"]
+    return item
+
+
+def test_the_history_keeps_one_entry_per_plan_and_drops_the_oldest_beyond_eight() -> None:
+    # Given a job measured on ten plans, one of them twice
+    history: tuple[MeasuredStep, ...] = ()
+    for index in range(10):
+        history = with_measurement(
+            history, MeasuredStep(Plan(1, 1, 64, index + 1), 10.0 + index, f"t{index:02}")
+        )
+    history = with_measurement(history, MeasuredStep(Plan(1, 1, 64, 10), 99.0, "t99"))
+    # Then the latest eight plans are kept, the re-measured one with its latest time, and they survive the item
+    assert len(history) == MAX_MEASURED_PLANS
+    assert [entry.plan.micro_batch for entry in history] == [3, 4, 5, 6, 7, 8, 9, 10]
+    assert history[-1].step_time_s == 99.0
+    assert history_from_item({"measured": history_item(history)}) == history
+
+
+def test_an_unreadable_entry_costs_only_that_entry() -> None:
+    # Given a hand-edited item with a bad key, a bad number and a good entry
+    good = history_item([MeasuredStep(CURRENT, 12.5, "2026-12-04T10:00:00Z")])["M"]
+    item = {
+        "measured": {
+            "M": {
+                "2,1,32": {"M": {"step_time_s": {"N": "3"}, "at": {"S": "x"}}},
+                "2,1,32,16,0": {"M": {"step_time_s": {"N": "3"}, "at": {"S": "x"}}},
+                "4,1,16,8,1": {"M": {"step_time_s": {"N": "-1"}, "at": {"S": "x"}}},
+                **good,
+            }
+        }
+    }
+    # Then the good entry is read and the others are skipped
+    assert history_from_item(item) == (MeasuredStep(CURRENT, 12.5, "2026-12-04T10:00:00Z"),)
+    assert history_from_item({}) == ()
+    assert history_from_item({"measured": {"S": "not a map"}}) == ()
+
+
+def test_the_plan_step_records_each_plan_and_fits_the_job_on_all_of_them(aws: Aws) -> None:
+    # Given a job on CURRENT whose steps run as the faster truth says
+    _job(aws, "llm")
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=_true_step(CURRENT))
+    # When the plan step runs
+    first = _run(aws, now=datetime.now(UTC) - timedelta(minutes=1))
+    # Then the request holds the measured step of CURRENT, and the fit used that one plan
+    (entry,) = history_from_item(_request_item(aws, "llm"))
+    assert (entry.plan, entry.step_time_s) == (CURRENT, pytest.approx(_true_step(CURRENT)))
+    assert "fitted to the measured step" in first["calibrations"][0]["fit"]
+    # Given the job then adopts another plan and reports its step time
+    assert report_progress(1200, OTHER, client=aws.dynamodb, environ=_env("llm")) == "adopted"
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=_true_step(OTHER), minutes_ago=1)
+    # When the plan step runs before the job has run the new plan for its interval (60 steps)
+    early = _run(aws)
+    # Then the new plan's step time is neither fitted nor recorded (the latest minute may still mix the two)
+    assert early["calibrated"] == 0
+    assert [e.plan for e in history_from_item(_request_item(aws, "llm"))] == [CURRENT]
+    # Given the job 100 steps into the new plan
+    assert report_progress(1300, OTHER, client=aws.dynamodb, environ=_env("llm")) == "updated"
+    # When the plan step runs again
+    second = _run(aws)
+    # Then both plans are on the request, and the job's model is fitted to both: the compute factor of the
+    # truth, every plan within 1%
+    history = history_from_item(_request_item(aws, "llm"))
+    assert [e.plan for e in history] == [CURRENT, OTHER]
+    (calibration,) = second["calibrations"]
+    assert "fitted to the job's 2 measured plans" in calibration["fit"]
+    assert calibration["compute_factor"] == pytest.approx(1.25, rel=0.02)
+    assert "largest 0.0%" in calibration["fit"], calibration["fit"]
+
+
+def test_a_job_measured_as_predicted_on_one_plan_is_not_calibrated_and_keeps_its_measurement(
+    aws: Aws,
+) -> None:
+    # Given a job whose step is exactly what the calibrated model predicts
+    _job(aws, "llm")
+    request = request_from_item(
+        build_request("JOB#batch#x", model=MODEL, cluster="p4de.24xlarge", current=CURRENT)
+    )
+    predicted = evaluate(request.model, request.cluster, CURRENT).step_time_s
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=predicted)
+    # When the plan step runs
+    report = _run(aws)
+    # Then nothing is fitted, but the measurement is kept for a later fit
+    assert report["calibrated"] == 0
+    (entry,) = history_from_item(_request_item(aws, "llm"))
+    assert entry.step_time_s == pytest.approx(predicted)
+    # And a job with no step time gets no entry
+    _job(aws, "quiet")
+    _run(aws)
+    assert history_from_item(_request_item(aws, "quiet")) == ()
+    assert dataclasses.replace(entry, step_time_s=1.0).key == "2,1,32,16,1"
