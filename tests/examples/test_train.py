@@ -79,7 +79,8 @@ def _run(tmp_path: Path, plan: dict[str, Any], steps: int = 30) -> tuple[list[di
 
 def test_train_reshapes_its_mesh_on_a_new_plan_and_keeps_training(tmp_path: Path) -> None:
     # Given a job on 2 nodes started as tp=1 x pp=1 x dp=4 (micro-batch 2) and a recommendation of
-    # tp=2 x pp=2 x dp=1 that places node 0 (say, 5% slow) off the last stage: node 1 runs the last stage
+    # tp=2 x pp=2 x dp=1 that places node 1 (say, 5% slow; in rank order it would run the last stage) on the
+    # first stage and node 0 on the last
     new = {"tp": 2, "pp": 2, "dp": 1, "micro_batch": 1, "virtual": 1}
     trace, stdout = _run(tmp_path, {**new, "stage_nodes": [[1], [0]]})
     decisions = [(e["step"], e["decision"]) for e in trace if "decision" in e]
