@@ -1,9 +1,13 @@
-"""``osprey.stages`` (re-exported by ``osprey.runtime``): a plan's ``stage_nodes`` applied as a rank permutation
-and process-group rank lists, from the planner's own placement of a slow node."""
+"""``osprey.stages`` (re-exported by ``osprey.runtime``): a plan's ``stage_nodes`` applied as a rank
+permutation and process-group rank lists, from the planner's own placement of a slow node; the lists used
+with ``torch.distributed.new_group`` by 4 real gloo processes."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ from osprey_control.planner.placement import place, speed_factors_with_slow_node
 
 
 def _placed_slow_node(nodes: int, slow: int, pp: int) -> tuple[tuple[tuple[int, ...], ...], int]:
-    """``place``'s stage_nodes on ``nodes`` p5.48xlarge nodes with node ``slow`` 5% slow; and GPUs per node."""
+    """``place``'s stage_nodes on ``nodes`` p5.48xlarge nodes, node ``slow`` 5% slow; and GPUs per node."""
     nominal = cluster(nodes * 8, instance_type="p5.48xlarge")
     slowed = cluster(
         nodes * 8,
@@ -162,3 +166,64 @@ def test_adjust_parallelism_keeps_the_record_behind_its_new_plan(tmp_path: Path)
     assert kept["plan_id"] == "p2"
     kept["stage_nodes"].clear()
     assert (recommended_record() or {})["stage_nodes"] == [[1], [0]]
+
+
+_WORKER = """
+import json, sys
+from pathlib import Path
+import torch
+import torch.distributed as dist
+from osprey import runtime
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+to_physical, to_logical = runtime.rank_permutation([[1], [0]], gpus_per_node=2, tp=2, dp=1, pp=2)
+groups = runtime.process_group_ranks(to_physical, tp=2, dp=1, pp=2)
+mine = {}
+for name in ("tp", "dp", "pp"):
+    for ranks in groups[name]:
+        group = dist.new_group(ranks)  # every process creates every group, in the same order
+        if rank in ranks:
+            mine[name] = (group, ranks)
+stage_ranks = mine["pp"][1]
+stage = stage_ranks.index(rank)
+received = None
+if stage == 0:
+    dist.send(torch.tensor([float(rank)]), dst=stage_ranks[1])
+else:
+    value = torch.zeros(1)
+    dist.recv(value, src=stage_ranks[0])
+    received = int(value.item())
+total = torch.tensor([float(rank)])
+dist.all_reduce(total, group=mine["tp"][0])
+result = {"stage": stage, "logical": to_logical[rank], "received_from": received, "tp_sum": int(total.item())}
+Path(sys.argv[1], f"{rank}.json").write_text(json.dumps(result))
+dist.destroy_process_group()
+"""
+
+
+def test_four_gloo_processes_keep_their_ranks_and_run_the_placed_stages(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    # Given 4 torchrun processes as 2 nodes of 2 (ranks 0-1 node 0, 2-3 node 1) and stage_nodes [[1], [0]]
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4"]
+    # When each builds its tp, dp and pp groups from process_group_ranks with new_group
+    result = subprocess.run(
+        [*command, str(script), str(tmp_path)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    seen = {rank: json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(4)}
+    # Then node 1's ranks run the first stage and node 0's the last, under their own torchrun ranks
+    assert {rank: seen[rank]["stage"] for rank in range(4)} == {0: 1, 1: 1, 2: 0, 3: 0}
+    assert {rank: seen[rank]["logical"] for rank in range(4)} == {0: 2, 1: 3, 2: 0, 3: 1}
+    # And activations flow from the first stage to the last along the pp lists (node 1 -> node 0)
+    assert seen[0]["received_from"] == 2
+    assert seen[1]["received_from"] == 3
+    # And each tp group is one node's two ranks (0 + 1 on node 0, 2 + 3 on node 1)
+    assert {rank: seen[rank]["tp_sum"] for rank in range(4)} == {0: 1, 1: 1, 2: 5, 3: 5}
