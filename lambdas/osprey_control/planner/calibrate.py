@@ -119,7 +119,8 @@ class Calibration:
 
 
 def apply_factors(base: Efficiency, factors: dict[str, float]) -> Efficiency:
-    """``base`` with each group of constants scaled by its factor (missing factors are 1)."""
+    """``base`` with each group of constants scaled by its factor (missing factors are 1). ``gemm_scale``
+    multiplies the 16-bit and the FP8 GEMM efficiency alike; the FP8 casts are memory-bound work."""
     compute = factors.get("compute", 1.0)
     return dataclasses.replace(
         base,
@@ -127,6 +128,8 @@ def apply_factors(base: Efficiency, factors: dict[str, float]) -> Efficiency:
         attention=min(1.0, base.attention * compute),
         flash_attention=min(2.0, base.flash_attention * compute),
         memory_touches=base.memory_touches / compute,
+        fp8_cast_bytes=base.fp8_cast_bytes / compute,
+        fp8_transpose_bytes=base.fp8_transpose_bytes / compute,
         layer_overhead_s=base.layer_overhead_s / compute,
         nvlink=min(1.0, base.nvlink * factors.get("nvlink", 1.0)),
         network=min(1.0, base.network * factors.get("network", 1.0)),

@@ -64,6 +64,11 @@ class Efficiency:
       backward together): the runtime's own work between kernels (a schedule interpreted step by step,
       host synchronisation, send/receive set-up). 0 in the calibrated model: Megatron's schedules on SC21
       show none; a stack that pays it shows it in measured step times, and ``calibrate`` fits it there.
+    - ``gemm_fp8``: fraction of the FP8 peak a large FP8 GEMM reaches (times ``gemm_scale``): 0.63 = Hopper's
+      0.72 x 1.75 / 2, the FP8/BF16 ratio NVIDIA measured for large cuBLAS matmuls on Hopper (docs/planner.md).
+    - ``fp8_cast_bytes``: HBM bytes per element Transformer Engine casts to FP8 (current scaling: amax read
+      2, cast read 2, write 1); ``fp8_transpose_bytes``: the transposed copy Hopper's TN-only FP8 GEMMs need
+      (written; also read after a sequence-parallel gather; none on Blackwell). What: ``_fp8_cast_bytes``.
     """
 
     gemm: float = 0.78
@@ -83,6 +88,9 @@ class Efficiency:
     gemm_scale: float = 1.0
     loss_bytes_per_logit: float = 32.0
     micro_batch_overhead_s: float = 0.0
+    gemm_fp8: float = 0.63
+    fp8_cast_bytes: float = 5.0
+    fp8_transpose_bytes: float = 1.0
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -118,6 +126,8 @@ class _Links:
     """Effective rates (FLOP/s, bytes/s) and per-hop latencies (s) for one cluster under one efficiency model."""
 
     peak_flops: float
+    peak16: float
+    fp8_transpose: float | None  # bytes per element of the FP8 transposed copy; None: 16-bit training
     gemm: float | None
     attention_flops: float
     half_area: float
@@ -135,6 +145,10 @@ class _Links:
         attention = peak16 * (eff.flash_attention if model.flash_attention else eff.attention)
         return cls(
             peak_flops=_peak_flops(model, cluster),
+            peak16=peak16,
+            fp8_transpose=(eff.fp8_transpose_bytes if cluster.gpu.fp8_transposes else 0.0)
+            if model.precision is Precision.FP8
+            else None,
             gemm=cluster.gpu.gemm_efficiency,
             attention_flops=attention,
             half_area=eff.gemm_half_area * cluster.gpu.peak_tflops / eff.gemm_reference_tflops,
@@ -159,6 +173,20 @@ class _StageWork:
     pp_s: float
 
 
+def _fp8_cast_bytes(model: ModelSpec, micro_batch: int, tp: int, transpose: float, eff: Efficiency) -> float:
+    """HBM bytes of Transformer Engine's FP8 casts per block and micro-batch on one GPU: per forward, the 4
+    GEMM inputs; backward, the 4 output gradients. QKV/FC1 inputs and projection/FC2 output gradients are
+    s b h on every GPU unless sequence-parallel; attention output, FC2 input (4h), QKV (3h), FC1 (4h) / tp."""
+    sbh = float(model.seq * micro_batch * model.hidden)
+    forwards = model.layer_passes().gemm - 2.0
+    sharded = (5.0 * forwards + 7.0) / tp
+    replicated = 2.0 * forwards + 2.0
+    fused = eff.fp8_cast_bytes + transpose
+    # Sequence parallel: TE casts the local shard, all-gathers the FP8 copy and transposes it there (Hopper).
+    gathered = eff.fp8_cast_bytes / tp + 2.0 * transpose if model.sp else fused
+    return sbh * (sharded * fused + replicated * gathered)
+
+
 def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) -> _StageWork:
     tp, pp, dp, b, v = plan.key()
     layers = model.stage_layers(pp)
@@ -167,13 +195,19 @@ def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) ->
     # Output elements of one per-GPU GEMM (tokens x sharded width): small ones leave SMs idle in the last
     # wave of tiles, which is what makes b=1 or a narrow tp shard slower per FLOP.
     area = b * model.seq * model.hidden / tp
-    gemm_rate = peak * min(1.0, (links.gemm or eff.gemm) * eff.gemm_scale) * area / (area + links.half_area)
+    gemm16 = links.peak16 * min(1.0, (links.gemm or eff.gemm) * eff.gemm_scale)
+    gemm_rate = gemm16_rate = gemm16 * area / (area + links.half_area)
+    cast_s = 0.0
+    if links.fp8_transpose is not None:
+        # The block's GEMMs at their own FP8 efficiency, plus Transformer Engine's casts, at HBM speed.
+        gemm_rate = peak * min(1.0, eff.gemm_fp8 * eff.gemm_scale) * area / (area + links.half_area)
+        cast_s = _fp8_cast_bytes(model, b, tp, links.fp8_transpose, eff) / hbm
     gemm_s = passes.gemm * model.layer_gemm_flops() * b / tp / gemm_rate
     attention_s = passes.attention * model.layer_attention_flops() * b / tp / links.attention_flops
     elementwise_s = passes.elementwise * eff.memory_touches * model.elementwise_bytes(b, tp) / hbm
-    block_s = gemm_s + attention_s + elementwise_s + passes.elementwise * eff.layer_overhead_s
-    # The output projection (never recomputed) sits on the last stage, which is therefore the heaviest.
-    logits_s = 3.0 * model.logits_flops() * b / tp / gemm_rate
+    block_s = gemm_s + attention_s + elementwise_s + cast_s + passes.elementwise * eff.layer_overhead_s
+    # The output projection (never recomputed; 16-bit under FP8 too) sits on the last stage, the heaviest.
+    logits_s = 3.0 * model.logits_flops() * b / tp / gemm16_rate
     # The loss over the vocabulary is memory-bound: fp32 logits cast, max, exp-sum and gradient passes.
     logits_s += eff.loss_bytes_per_logit * model.seq * b * model.vocab / tp / hbm
 
@@ -318,6 +352,10 @@ def evaluate(
         dp_exposed_s = dp_comm_s - min(eff.dp_overlap * dp_comm_s, last_backward)
     updated = local_params / (dp if model.optimizer_sharding is OptimizerSharding.ZERO1 else 1)
     optimizer_s = updated * eff.optimizer_bytes_per_param / hbm / speed
+    if links.fp8_transpose is not None:
+        # Transformer Engine casts the updated block weights (and their transposes) once per step.
+        cast = eff.fp8_cast_bytes + links.fp8_transpose
+        optimizer_s += model.stage_layers(pp) * model.layer_params / plan.tp * cast / hbm / speed
     step = m * t_stage + bubble_s + dp_exposed_s + optimizer_s
 
     memory = _memory(model, plan, m)

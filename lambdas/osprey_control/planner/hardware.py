@@ -59,9 +59,13 @@ class GpuSpec:
     nvlink_gbytes: float
     peak_tflops_fp8: float | None = None
     bf16: bool = True
-    # Fraction of peak a large dense GEMM sustains on this GPU; None: the efficiency model's ``gemm``
-    # (calibrated on A100, which holds its boost clock under tensor-core load).
+    # Fraction of peak a large dense 16-bit GEMM sustains on this GPU; None: the efficiency model's ``gemm``
+    # (calibrated on A100, which holds its boost clock under tensor-core load). FP8 GEMMs run at the
+    # efficiency model's own ``gemm_fp8`` of ``peak_tflops_fp8`` (measured FP8/BF16 ratio, not 2x).
     gemm_efficiency: float | None = None
+    # FP8 GEMMs take only the TN layout (Ada, Hopper), so Transformer Engine writes a transposed FP8 copy
+    # of every cast tensor; Blackwell reads either layout (TE's FP8 current-scaling docs, "Transpose handling").
+    fp8_transposes: bool = True
 
     @property
     def has_fp8(self) -> bool:
@@ -83,7 +87,16 @@ GPUS: dict[str, GpuSpec] = {
     "A100-80GB": GpuSpec("A100-80GB", 312.0, 80.0, 2039.0, 300.0),
     "H100": GpuSpec("H100", 989.0, 80.0, 3350.0, 450.0, peak_tflops_fp8=1979.0, gemm_efficiency=0.72),
     "H200": GpuSpec("H200", 989.0, 140.0, 4800.0, 450.0, peak_tflops_fp8=1979.0, gemm_efficiency=0.72),
-    "B200": GpuSpec("B200", 2250.0, 179.0, 8000.0, 900.0, peak_tflops_fp8=4500.0, gemm_efficiency=0.72),
+    "B200": GpuSpec(
+        "B200",
+        2250.0,
+        179.0,
+        8000.0,
+        900.0,
+        peak_tflops_fp8=4500.0,
+        gemm_efficiency=0.72,
+        fp8_transposes=False,
+    ),
 }
 
 INSTANCE_TYPES: dict[str, InstanceSpec] = {
