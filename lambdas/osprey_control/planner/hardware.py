@@ -61,7 +61,7 @@ class GpuSpec:
     bf16: bool = True
     # Fraction of peak a large dense 16-bit GEMM sustains on this GPU; None: the efficiency model's ``gemm``
     # (calibrated on A100, which holds its boost clock under tensor-core load). FP8 GEMMs run at the
-    # efficiency model's own ``gemm_fp8`` of ``peak_tflops_fp8`` (measured FP8/BF16 ratio, not 2x).
+    # efficiency model's own ``gemm_fp8`` of ``peak_tflops_fp8`` (set from a measured FP8/16-bit GEMM ratio).
     gemm_efficiency: float | None = None
     # FP8 GEMMs take only the TN layout (Ada, Hopper), so Transformer Engine writes a transposed FP8 copy
     # of every cast tensor; Blackwell reads either layout (TE's FP8 current-scaling docs, "Transpose handling").
