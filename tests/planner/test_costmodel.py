@@ -21,6 +21,7 @@ from osprey_control.planner import (
     cluster,
     evaluate,
 )
+from osprey_control.planner.gemm import depth_factor
 
 MODEL = ModelSpec(layers=48, hidden=8192, heads=64, seq=2048, vocab=51200, global_batch=512)
 CLUSTER = cluster(64, instance_type="p4de.24xlarge")
@@ -173,3 +174,33 @@ def test_fp8_needs_fp8_tensor_cores_and_bf16_is_refused_on_v100() -> None:
     v100 = cluster(64, gpu="V100", network_gbits=100)
     with pytest.raises(PlanError, match="bf16"):
         evaluate(MODEL, v100, Plan(8, 4, 2, 1, 1))
+
+
+def test_the_gemm_depth_constant_reproduces_the_measured_hopper_gemms() -> None:
+    # Given tile-lang's FP16 GEMMs on an H800 (M = N = 8192): 766, 736 and 628 TFLOP/s at K = 16384, 4096, 1024
+    half_depth = DEFAULT_EFFICIENCY.gemm_half_depth * 989.0 / DEFAULT_EFFICIENCY.gemm_reference_tflops
+
+    def rate(k: float) -> float:
+        return k / (k + half_depth)
+
+    # Then the depth term at the H100's peak gives the measured ratios within 1.5%
+    assert rate(4096) / rate(16384) == pytest.approx(736 / 766, rel=0.015)
+    assert rate(1024) / rate(16384) == pytest.approx(628 / 766, rel=0.015)
+
+
+def test_shallow_gemms_cost_more_per_flop_for_narrow_blocks_and_wide_tensor_parallelism() -> None:
+    # Given the block GEMMs' depths (h, h/tp, h, 4h/tp forward; 3h/tp, h, 4h/tp, h for the input gradients)
+    narrow = dataclasses.replace(MODEL, hidden=2048, heads=16)
+    wide = dataclasses.replace(MODEL, hidden=12288, heads=96)
+    k0 = 243.0
+    # Then a hidden-2048 block pays more than a hidden-12288 one, tp 8 more than tp 1, and no depth none
+    assert depth_factor(narrow, 4, 1, 3.0, k0) > depth_factor(wide, 4, 1, 3.0, k0) > 1.0
+    assert depth_factor(wide, 4, 8, 4.0, k0) > depth_factor(wide, 4, 1, 4.0, k0)
+    assert depth_factor(narrow, 4, 8, 3.0, 0.0) == 1.0
+    # And the factor is the FLOP-weighted stretch at tp 1 without recompute: forward (QKV, projection, FC1 at
+    # K = h, FC2 at 4h), input gradients (3h, h, 4h, h), weight gradients (K = s b), over three passes
+    h, tokens = 2048.0, narrow.seq * 4.0
+    forward = (8 / 12) * (1 + k0 / h) + (4 / 12) * (1 + k0 / (4 * h))
+    backward = (3 / 12) * (1 + k0 / (3 * h)) + (5 / 12) * (1 + k0 / h) + (4 / 12) * (1 + k0 / (4 * h))
+    expected = (forward + backward + 1 + k0 / tokens) / 3
+    assert depth_factor(narrow, 4, 1, 3.0, k0) == pytest.approx(expected)

@@ -37,6 +37,7 @@ GEMMS_ONLY = dataclasses.replace(
     loss_bytes_per_logit=0.0,
     fp8_cast_bytes=0.0,
     fp8_transpose_bytes=0.0,
+    gemm_half_depth=0.0,
 )
 NO_CASTS = dataclasses.replace(DEFAULT_EFFICIENCY, fp8_cast_bytes=0.0, fp8_transpose_bytes=0.0)
 

@@ -289,9 +289,9 @@ def test_ranking_regression_guard() -> None:
     # Given the cost model as calibrated on SC21 (nothing fitted to these rows)
     mean = statistics.fmean(r.spearman for r in RESULTS)
     within = sum(r.pick_ratio <= 1 + WITHIN for r in RESULTS)
-    # Then the ranking stays where it is today (mean 0.47, picks within 5% on 6 of 8): better is welcome
-    assert mean >= 0.45, [(r.group.name, round(r.spearman, 2)) for r in RESULTS]
-    assert within >= 6, [(r.group.name, round(r.pick_ratio, 3)) for r in RESULTS]
+    # Then the ranking stays where it is today (mean 0.48, picks within 5% on 7 of 8): better is welcome
+    assert mean >= 0.47, [(r.group.name, round(r.spearman, 2)) for r in RESULTS]
+    assert within >= 7, [(r.group.name, round(r.pick_ratio, 3)) for r in RESULTS]
     # And on the two models of the last day (tp 8 against tp 4, micro-batch 2 against 4) the order is exact
     assert [r.spearman for r in RESULTS if r.group.name.endswith("@02-28")] == pytest.approx([1.0, 1.0])
 
@@ -311,7 +311,7 @@ def _with_micro_batch_cost(seconds: float) -> tuple[float, int]:
 def test_a_fixed_cost_per_micro_batch_is_what_the_ranking_misses() -> None:
     # Given a fixed cost per micro-batch and pipeline stage added to every prediction (not in the model)
     # Then 20-50 ms of it would bring the ranking to about the goal, and more overshoots
-    assert _with_micro_batch_cost(0.02)[0] == pytest.approx(0.70, abs=0.01)
+    assert _with_micro_batch_cost(0.02)[0] == pytest.approx(0.72, abs=0.01)
     rho, within = _with_micro_batch_cost(0.05)
     assert rho == pytest.approx(0.80, abs=0.01)
     assert within == 8
@@ -326,7 +326,7 @@ def test_a_fixed_cost_per_micro_batch_is_what_the_ranking_misses() -> None:
 
 
 @pytest.mark.xfail(
-    strict=True, reason="issue #18's ranking goal is not met on BLOOM's A100 sweeps (mean 0.47)"
+    strict=True, reason="issue #18's ranking goal is not met on BLOOM's A100 sweeps (mean 0.48)"
 )
 def test_issue_18_goal_mean_spearman_at_least_0_8() -> None:
     assert statistics.fmean(r.spearman for r in RESULTS) >= 0.8

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from osprey_control.planner.gemm import depth_factor, fp8_cast_bytes
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.placement import Placement, place, rank_order
@@ -60,6 +61,9 @@ class Efficiency:
       gradient), 4 passes x 2 touches x 4 bytes. Negligible at V/h ~ 4 (GPT-3), not at V = 131072, h = 2048.
     - ``tp_overlap``: share of the tensor-parallel communication hidden behind the GEMMs with
       ``comm_overlap`` (Megatron-Core's --tp-comm-overlap pipelines the all-gather/reduce-scatter chunks).
+    - ``gemm_half_depth``: the reduction length K at which a GEMM runs at half the large-K rate, at the
+      reference peak (scaled with the GPU's like ``gemm_half_area``): 77 = 243 x 312 / 989, 243 from
+      tile-lang's H800 FP16 GEMMs (766, 736, 628 TFLOP/s at K = 16384, 4096, 1024). :mod:`.gemm`.
     - ``micro_batch_overhead_s``: fixed cost of the pipeline schedule per micro-batch and stage (forward and
       backward together): the runtime's own work between kernels (a schedule interpreted step by step,
       host synchronisation, send/receive set-up). 0 in the calibrated model: Megatron's schedules on SC21
@@ -69,7 +73,7 @@ class Efficiency:
       (tile-lang's benchmarks; cuBLAS 12.9's 1.75x is for channel/block scaling; docs/planner.md).
     - ``fp8_cast_bytes``: HBM bytes per element Transformer Engine casts to FP8 (current scaling: amax read
       2, cast read 2, write 1); ``fp8_transpose_bytes``: the transposed copy Hopper's TN-only FP8 GEMMs need
-      (written; also read after a sequence-parallel gather; none on Blackwell). What: ``_fp8_cast_bytes``.
+      (written; also read after a sequence-parallel gather; none on Blackwell). What: :func:`.gemm.fp8_cast_bytes`.
     """
 
     gemm: float = 0.78
@@ -89,6 +93,7 @@ class Efficiency:
     gemm_scale: float = 1.0
     loss_bytes_per_logit: float = 32.0
     micro_batch_overhead_s: float = 0.0
+    gemm_half_depth: float = 77.0
     gemm_fp8: float = 0.72
     fp8_cast_bytes: float = 5.0
     fp8_transpose_bytes: float = 1.0
@@ -174,20 +179,6 @@ class _StageWork:
     pp_s: float
 
 
-def _fp8_cast_bytes(model: ModelSpec, micro_batch: int, tp: int, transpose: float, eff: Efficiency) -> float:
-    """HBM bytes of Transformer Engine's FP8 casts per block and micro-batch on one GPU: per forward, the 4
-    GEMM inputs; backward, the 4 output gradients. QKV/FC1 inputs and projection/FC2 output gradients are
-    s b h on every GPU unless sequence-parallel; attention output, FC2 input (4h), QKV (3h), FC1 (4h) / tp."""
-    sbh = float(model.seq * micro_batch * model.hidden)
-    forwards = model.layer_passes().gemm - 2.0
-    sharded = (5.0 * forwards + 7.0) / tp
-    replicated = 2.0 * forwards + 2.0
-    fused = eff.fp8_cast_bytes + transpose
-    # Sequence parallel: TE casts the local shard, all-gathers the FP8 copy and transposes it there (Hopper).
-    gathered = eff.fp8_cast_bytes / tp + 2.0 * transpose if model.sp else fused
-    return sbh * (sharded * fused + replicated * gathered)
-
-
 def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) -> _StageWork:
     tp, pp, dp, b, v = plan.key()
     layers = model.stage_layers(pp)
@@ -202,8 +193,11 @@ def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) ->
     if links.fp8_transpose is not None:
         # The block's GEMMs at their own FP8 efficiency, plus Transformer Engine's casts, at HBM speed.
         gemm_rate = peak * min(1.0, eff.gemm_fp8 * eff.gemm_scale) * area / (area + links.half_area)
-        cast_s = _fp8_cast_bytes(model, b, tp, links.fp8_transpose, eff) / hbm
+        cast_s = fp8_cast_bytes(model, b, tp, links.fp8_transpose, eff.fp8_cast_bytes) / hbm
     gemm_s = passes.gemm * model.layer_gemm_flops() * b / tp / gemm_rate
+    # Shallow GEMMs (small K: h / tp, 4h / tp) pay their tiles' fixed cost; it grows with the tensor-core rate.
+    half_depth = eff.gemm_half_depth * peak / 1e12 / eff.gemm_reference_tflops
+    gemm_s *= depth_factor(model, b, tp, passes.gemm, half_depth)
     attention_s = passes.attention * model.layer_attention_flops() * b / tp / links.attention_flops
     elementwise_s = passes.elementwise * eff.memory_touches * model.elementwise_bytes(b, tp) / hbm
     block_s = gemm_s + attention_s + elementwise_s + cast_s + passes.elementwise * eff.layer_overhead_s
