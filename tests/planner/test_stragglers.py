@@ -11,8 +11,12 @@ from osprey_control.planner import Cluster, ModelSpec, Plan, PlanRequest, cluste
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.model import OptimizerSharding, Recompute
 from osprey_control.planner.placement import node_speeds_from_rank_times, place, speed_factors_with_slow_node
+from osprey_control.planner.replan import CurrentPlan, Measurement, replan
 from osprey_control.planner.request import build_request, request_from_item
 from osprey_control.planner.search import SearchOptions
+
+# The model's options as they are: the search varies only the layout (and its placement).
+AS_GIVEN = SearchOptions(knobs=None)
 
 # A 70B-class model (80 x 8192, 64 heads, Megatron-Core's untied embeddings) on 8 p5.48xlarge nodes.
 MODEL = ModelSpec(
@@ -134,10 +138,39 @@ def test_the_plan_record_carries_the_options_and_the_node_order() -> None:
     assert best is not None
     # When it becomes the job's plan record
     record = plan_record("batch#llm", best)
-    # Then the job learns the options to run with and the node order per stage; the id is the layout's
+    # Then the job learns the options to run with and the node order per stage; the id is the layout's and,
+    # since the nodes moved, their order's (the same degrees in rank order are another recommendation)
     assert record["options"] == best.options()
     assert record["stage_nodes"] == [list(stage) for stage in best.stage_nodes]
-    assert record["plan_id"] == plan_id("batch#llm", best.plan)
+    assert record["plan_id"] == plan_id("batch#llm", best.plan, best.stage_nodes)
+    assert record["plan_id"] != plan_id("batch#llm", best.plan)
+    in_rank_order = [[node] for node in range(8)]
+    assert plan_id("batch#llm", best.plan, in_rank_order) == plan_id("batch#llm", best.plan)
+
+
+def test_a_straggler_under_the_running_plan_proposes_moving_it_and_then_rests() -> None:
+    # Given a job running the planner's plan in rank order when its last node turns 5% slow
+    slow = _slow(LAST_NODE)
+    nominal_best = search(MODEL, NOMINAL, AS_GIVEN).best
+    assert nominal_best is not None
+    plan = nominal_best.plan
+    current = CurrentPlan(MODEL, NOMINAL, plan, since_step=0)
+    measured = Measurement(step=600, speed_factors=slow.speed_factors)
+    # When the plan step re-plans with a 2% threshold (the default 10% keeps a 5% straggler where it is)
+    decision = replan(current, measured, hysteresis=0.02, options=AS_GIVEN)
+    # Then the current plan is charged the straggler on its critical stage, and the proposal is the same
+    # degrees with the slow node moved off the last stage: a placement-only switch
+    assert decision.reason == "switch"
+    assert decision.proposed is not None
+    assert decision.proposed.plan == plan
+    assert decision.proposed.stage_nodes[-1] != (LAST_NODE,)
+    assert decision.expected_saving_fraction > 0.02
+    assert replan(current, measured, options=AS_GIVEN).reason == "below-hysteresis"
+    # And once the job runs that order, the same measurement proposes nothing more
+    placed = CurrentPlan(MODEL, NOMINAL, plan, since_step=600, stage_nodes=decision.proposed.stage_nodes)
+    again = replan(placed, Measurement(step=1200, speed_factors=slow.speed_factors), hysteresis=0.02,
+                   options=AS_GIVEN)  # fmt: skip
+    assert again.reason == "no-better-plan"
 
 
 def test_two_slow_nodes_of_the_last_stage_swap_with_the_fastest_elsewhere() -> None:

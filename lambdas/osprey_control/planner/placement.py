@@ -33,6 +33,7 @@ __all__ = [
     "node_speeds_from_rank_times",
     "place",
     "rank_order",
+    "running",
     "speed_factors_with_slow_node",
 ]
 
@@ -73,6 +74,26 @@ def rank_order(cluster: Cluster, pp: int) -> Placement:
     per = _nodes_per_stage(cluster, pp)
     nodes = tuple(tuple(range(i * per, (i + 1) * per)) for i in range(pp)) if per else ()
     return Placement(speeds, nodes)
+
+
+def running(cluster: Cluster, pp: int, stage_nodes: Sequence[Sequence[int]] = ()) -> Placement:
+    """The placement a job runs: ``stage_nodes`` as it applied them (node indices per stage), or Megatron's
+    rank order when it applied none, or when they do not describe ``pp`` stages of whole nodes of this
+    cluster (a job that could not apply them runs in rank order, ``osprey.stages``)."""
+    default = rank_order(cluster, pp)
+    per = _nodes_per_stage(cluster, pp)
+    order = [node for stage in stage_nodes for node in stage]
+    valid = (
+        per > 0
+        and len(stage_nodes) == pp
+        and all(len(stage) == per for stage in stage_nodes)
+        and sorted(order) == list(range(cluster.nodes))
+    )
+    if not valid:
+        return default
+    speeds = node_speeds(cluster)
+    nodes = tuple(tuple(sorted(stage)) for stage in stage_nodes)
+    return Placement(tuple(min(speeds[n] for n in stage) for stage in nodes), nodes)
 
 
 def place(cluster: Cluster, pp: int) -> Placement:

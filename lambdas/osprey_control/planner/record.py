@@ -11,10 +11,11 @@ Format (JSON object, version "1"; docs/planner.md):
 
 ``options`` are the model options the plan was scored with (the search chooses them, issue #18) and
 ``stage_nodes`` the node order per pipeline stage when nodes differ in speed (null otherwise); both are
-advice the job applies when it re-shapes, and neither is part of ``plan_id``.
+advice the job applies when it re-shapes.
 
-``plan_id`` is a digest of the job and the five degrees, so the same plan written twice has the same id
-and a job re-shapes only when the id changes. Pure Python, no AWS import.
+``plan_id`` is a digest of the job, the five degrees and (only when it is not Megatron's rank order) the node
+order, so the same plan written twice has the same id, and the same degrees with a straggler moved off the
+critical stage are a new recommendation. Pure Python, no AWS import.
 
 Where it is stored: the job registry table (``OSPREY_TABLE_NAME``), in the job's partition
 ``pk = JOB#<backend>#<native id>`` under ``sk = PLAN``, the record as a JSON string in the attribute ``plan``
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,8 +58,13 @@ class PlanRecordError(ValueError):
     """A plan record that does not follow the format; the message names the field."""
 
 
-def plan_id(job_id: str, plan: Plan) -> str:
+def plan_id(job_id: str, plan: Plan, stage_nodes: Sequence[Sequence[int]] = ()) -> str:
+    """Digest of the job, the degrees and, when the nodes are not in rank order, their order: the same
+    degrees placed differently are another recommendation (a placement-only switch)."""
     text = job_id + "|" + ",".join(str(value) for value in plan.key())
+    flat = [node for stage in stage_nodes for node in stage]
+    if flat != sorted(flat):
+        text += "|" + ";".join(",".join(str(node) for node in stage) for stage in stage_nodes)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -78,7 +84,7 @@ def plan_record(
     return {
         "version": RECORD_VERSION,
         "job_id": job_id,
-        "plan_id": plan_id(job_id, plan),
+        "plan_id": plan_id(job_id, plan, evaluation.stage_nodes),
         "created_at": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
         **plan.to_dict(),
         "step_time_s": evaluation.step_time_s,

@@ -1,6 +1,11 @@
 """Re-planning: given what the job measured (network bandwidth and latency, per-GPU speed), propose a new
 plan only when it is predicted to save more than a hysteresis threshold of step time, and not more often
 than every ``OSPREY_INTERVAL`` steps, so a job never flaps between two nearly equal plans.
+
+The current plan is scored in the node order the job runs it (``CurrentPlan.stage_nodes``, Megatron's rank
+order when it applied none), so a straggler on its critical stage costs it what it costs the job; the best
+plan is placed (:func:`~osprey_control.planner.placement.place`). A proposal with the current degrees and
+another node order is a placement-only switch, under the same hysteresis and interval.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass, field
 from osprey_control.planner.costmodel import Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.placement import running
 from osprey_control.planner.plan import Evaluation, Plan
 from osprey_control.planner.search import SearchOptions, search
 
@@ -53,6 +59,8 @@ class CurrentPlan:
     cluster: Cluster
     plan: Plan
     since_step: int = 0
+    # The node indices per pipeline stage the job runs (it applied a record's ``stage_nodes``); () = rank order.
+    stage_nodes: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +136,7 @@ def replan(
     if measured.efficiency is not None:
         options = dataclasses.replace(options, efficiency=measured.efficiency)
     observed = measured_cluster(current.cluster, measured)
+    order = running(observed, current.plan.pp, current.stage_nodes)
     now = evaluate(
         current.model,
         observed,
@@ -135,6 +144,7 @@ def replan(
         memory_headroom=options.memory_headroom,
         efficiency=options.efficiency,
         uneven_pipeline=options.uneven_pipeline,
+        placement=order,
     )
     result = search(current.model, observed, options)
     best = result.best
@@ -155,7 +165,8 @@ def replan(
 
     if best is None:
         return decision(False, "no-feasible-plan", None)
-    if best.plan == current.plan or best.step_time_s >= now.step_time_s:
+    same_order = not best.stage_nodes or best.stage_nodes == order.stage_nodes
+    if (best.plan == current.plan and same_order) or best.step_time_s >= now.step_time_s:
         return decision(False, "no-better-plan", best)
     gain = (now.step_time_s - best.step_time_s) / now.step_time_s
     if gain <= hysteresis:
