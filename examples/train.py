@@ -250,12 +250,14 @@ def report_metrics(step: int, total_steps: int, since: tuple[int, float]) -> Non
             runtime.report_node_speeds(times, gpus_per_node())
 
 
-def recommended(step: int, shape: Shape) -> tuple[Shape, list[list[int]] | None] | None:
-    """Rank 0 asks Osprey; every rank gets the same answer (or None) by broadcast: the plan and its stages'
-    node order (None: rank order)."""
+def recommended(
+    step: int, shape: Shape, running: list[list[int]] | None
+) -> tuple[Shape, list[list[int]] | None] | None:
+    """Rank 0 asks Osprey (telling it the node order the job runs, ``running``); every rank gets the same
+    answer (or None) by broadcast: the plan and its stages' node order (None: rank order)."""
     answer: list[Any] = [None, None]
     if dist.get_rank() == 0:
-        plan = osprey.adjust_parallelism(step, shape.plan())
+        plan = osprey.adjust_parallelism(step, shape.plan(), stage_nodes=running)
         answer[0] = plan.to_dict() if plan is not None else None
         answer[1] = (recommended_record() or {}).get("stage_nodes") if plan else None
     dist.broadcast_object_list(answer, src=0)
@@ -302,14 +304,16 @@ def main(argv: list[str] | None = None) -> int:
         or Path(tempfile.gettempdir()) / f"osprey-train-{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}"
     )
     first = last = math.nan
+    running: list[list[int]] | None = None  # the node order applied (None: rank order)
     since = (0, time.perf_counter())
     try:
         for step in range(args.steps):
             if step and step % interval == 0:
                 report_metrics(step, args.steps, since)
-                answer = recommended(step, shape)
-                new, stage_nodes = answer if answer is not None else (shape, None)
-                if new != shape:
+                answer = recommended(step, shape, running)
+                new, stage_nodes = answer if answer is not None else (shape, running)
+                # A new plan, or the same one with a straggler moved (a placement-only switch).
+                if new != shape or stage_nodes != running:
                     before = eval_loss(job)
                     checkpoint = root / f"step-{step}"
                     job = reshape(job, new, checkpoint, stage_nodes)
@@ -329,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "stage_ranks": job.mesh.mesh.reshape(new.pp, -1).tolist(),
                             }
                         )
-                    shape = new
+                    shape, running = new, stage_nodes
                 # Measured afresh from here: the re-shape and the reports are not training steps.
                 since = (step, time.perf_counter())
             last = train_step(step, job)

@@ -22,7 +22,8 @@ Where the record comes from, first match wins:
 Every decision is appended to the JSON-lines trace named by ``OSPREY_LOG`` (if set), one object per line:
 ``{"time", "step", "rank", "interval", "source", "job", "decision", "current", "recommended", "plan_id",
 "reason", "expected_saving_fraction", "error", "elapsed_s"}``, where ``decision`` is ``new-plan``,
-``unchanged``, ``no-record``, ``world-size-mismatch`` (the record is for another number of GPUs),
+``new-placement`` (the same degrees, a straggler moved: the job re-orders its process groups,
+``osprey.runtime.process_group_ranks``), ``unchanged``, ``no-record``, ``world-size-mismatch`` (the record is for another number of GPUs),
 ``no-source`` (neither a plan file nor a table) or ``error``.
 
 In a multi-process job, call it on one rank and broadcast the answer (``examples/train.py`` does), so all
@@ -36,7 +37,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from osprey_control.planner.record import (
     record_from_item,
 )
 from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
+from osprey_control.planner.request import plan_key, stage_nodes_of
 from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
@@ -148,10 +150,13 @@ def adjust_parallelism(
     environ: Mapping[str, str] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     interval: int | None = None,
+    stage_nodes: Sequence[Sequence[int]] | None = None,
 ) -> Plan | None:
     """The recommended plan when it differs from ``current`` (a Plan or a mapping with tp, pp, dp,
-    micro_batch and optionally virtual), on steps that are a multiple of ``OSPREY_INTERVAL``; else None.
-    Never raises (see the module docstring for sources, the trace and the time bound)."""
+    micro_batch and optionally virtual), or has the same degrees placed on another node order than the job
+    runs (``stage_nodes``, the order it applied; None: rank order), on steps that are a multiple of
+    ``OSPREY_INTERVAL``; else None. Never raises (see the module docstring for sources, the trace and the
+    time bound)."""
     env = os.environ if environ is None else environ
     started = time.monotonic()
     entry: dict[str, Any] = {
@@ -179,7 +184,10 @@ def adjust_parallelism(
     try:
         now = _as_plan(current)
         entry["current"] = now.to_dict() if now else None
-        result = _decide(now, entry, env, client=client, table=table, job_key=job_key, timeout_s=timeout_s)
+        order = stage_nodes_of(stage_nodes)
+        result = _decide(
+            now, entry, env, client=client, table=table, job_key=job_key, timeout_s=timeout_s, order=order
+        )
     except Exception as error:
         entry["decision"], entry["error"] = "error", f"{type(error).__name__}: {error}"
         result = None
@@ -197,6 +205,7 @@ def _decide(
     table: str | None,
     job_key: str | None,
     timeout_s: float,
+    order: tuple[tuple[int, ...], ...] = (),
 ) -> Plan | None:
     outcome = _Outcome()
     plan_file = env.get("OSPREY_PLAN_FILE")
@@ -216,7 +225,9 @@ def _decide(
             dynamodb = client if client is not None else _default_client(timeout_s)
             _read_table(dynamodb, table_name, pk, outcome)
             try:
-                entry["progress"] = update_progress(dynamodb, table_name, pk, entry["step"], now)
+                entry["progress"] = update_progress(
+                    dynamodb, table_name, pk, entry["step"], now, stage_nodes=order
+                )
             except Exception as error:
                 entry["progress"] = f"error: {type(error).__name__}: {error}"
 
@@ -242,8 +253,15 @@ def _decide(
         entry["decision"] = "world-size-mismatch"
         return None
     if now is not None and recommended == now:
-        entry["decision"] = "unchanged"
-        return None
+        # Same degrees: new only if the record moves a node the job runs elsewhere (a straggler moved off
+        # the critical stage), compared as the identity of the two orders the plan step also uses.
+        placed = stage_nodes_of(outcome.record.get("stage_nodes"))
+        if not placed or plan_key(now, placed) == plan_key(now, order):
+            entry["decision"] = "unchanged"
+            return None
+        entry["decision"] = "new-placement"
+        _RECOMMENDED["record"] = dict(outcome.record)
+        return recommended
     entry["decision"] = "new-plan"
     _RECOMMENDED["record"] = dict(outcome.record)
     return recommended

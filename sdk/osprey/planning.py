@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,7 @@ from osprey_control.planner.request import (
     RequestProblem,
     build_request,
     plan_key,
+    stage_nodes_of,
 )
 from osprey_control.registry.keys import JOB_PREFIX
 from osprey_control.registry.plans import PlanItems, ProgressUpdate
@@ -113,14 +114,31 @@ def request_planning(
 
 
 def update_progress(
-    client: Any, table: str, pk: str, step: int, current: Plan | None, *, now: datetime | None = None
+    client: Any,
+    table: str,
+    pk: str,
+    step: int,
+    current: Plan | None,
+    *,
+    stage_nodes: Sequence[Sequence[int]] | None = None,
+    now: datetime | None = None,
 ) -> str:
-    """Record the job's step (and the plan it runs) on its request item: ``updated``, ``adopted`` (the plan
-    changed: ``since_step`` is now ``step``) or ``no-request``. Conditional writes only; raises on AWS errors."""
+    """Record the job's step (and the plan it runs, in the node order ``stage_nodes`` if it applied one) on
+    its request item: ``updated``, ``adopted`` (the plan or its order changed: ``since_step`` is now
+    ``step``) or ``no-request``. Conditional writes only; raises on AWS errors."""
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     update = ProgressUpdate(step, stamp)
     if current is not None:
-        update = ProgressUpdate(step, stamp, plan_key(current), json.dumps(current.to_dict(), sort_keys=True))
+        order = stage_nodes_of(stage_nodes)
+        key = plan_key(current, order)
+        moved = "|" in key
+        update = ProgressUpdate(
+            step,
+            stamp,
+            key,
+            json.dumps(current.to_dict(), sort_keys=True),
+            json.dumps([list(stage) for stage in order]) if moved else None,
+        )
     return PlanItems(table, client).update_progress(pk, update)
 
 
@@ -132,8 +150,10 @@ def report_progress(
     table: str | None = None,
     client: Any = None,
     environ: Mapping[str, str] | None = None,
+    stage_nodes: Sequence[Sequence[int]] | None = None,
 ) -> str:
-    """Tell the plan step where the job is: its training step and (optionally) the plan it runs now.
+    """Tell the plan step where the job is: its training step and (optionally) the plan it runs now, with
+    the node order it runs it in when it applied a plan record's ``stage_nodes``.
     ``adjust_parallelism`` does this at every decision point; call it yourself only without that. Returns
     ``updated``, ``adopted`` or ``no-request`` (no plan request for this job: nothing written)."""
     env = os.environ if environ is None else environ
@@ -149,4 +169,4 @@ def report_progress(
             if isinstance(current, Plan)
             else plan_from_record({"version": "1", "virtual": 1, **current})
         )
-    return update_progress(client, table_name, pk, step, plan)
+    return update_progress(client, table_name, pk, step, plan, stage_nodes=stage_nodes)

@@ -39,7 +39,7 @@ from typing import Any
 from osprey_control.planner.calibrate import Calibration, Measured, fit
 from osprey_control.planner.costmodel import Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
-from osprey_control.planner.placement import speed_factors_with_slow_node
+from osprey_control.planner.placement import running, speed_factors_with_slow_node
 from osprey_control.planner.replan import Measurement
 from osprey_control.planner.request import PlanRequest
 
@@ -95,8 +95,14 @@ def _step_time(
 ) -> float:
     base = nominal or request.cluster
     observed = base.with_changes(network_gbits=network_gbits, network_latency_us=latency_us)
+    # In the node order the job runs: a straggler on its critical stage is in the step it measured.
+    order = running(observed, request.current.pp, request.current_stage_nodes)
     return evaluate(
-        request.model, observed, request.current, memory_headroom=request.options.memory_headroom
+        request.model,
+        observed,
+        request.current,
+        memory_headroom=request.options.memory_headroom,
+        placement=order,
     ).step_time_s
 
 

@@ -7,7 +7,10 @@ One registry item per job, in the job's partition next to its plan record (``sk 
     config       JSON string: the planner keys of ``osprey plan`` (``layers hidden heads seq vocab global-batch``,
                  ``gpus``, ``instance-type`` and/or ``gpu``, ``network-gbits`` ...; docs/planner.md)
     current      JSON string: the plan the job runs now, ``{"tp", "pp", "dp", "micro_batch", "virtual"}``
-    current_key  "tp,pp,dp,micro_batch,virtual" (for conditional updates by the job)
+    current_key  "tp,pp,dp,micro_batch,virtual", plus ``|`` and the node order when the job runs the plan's
+                 nodes out of rank order (for conditional updates by the job)
+    current_stage_nodes  JSON string, optional: the node indices per pipeline stage the job runs (it applied a
+                 plan record's ``stage_nodes``); absent: Megatron's rank order
     since_step   N: the training step at which ``current`` was adopted
     step         N: the job's latest reported training step (``osprey.adjust_parallelism`` updates it)
     interval     N: the job's ``OSPREY_INTERVAL`` (steps between its decision points)
@@ -35,6 +38,7 @@ from osprey_control.planner.config import normalise_keys, resolve
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.history import MeasuredStep, history_from_item
 from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.order import plan_key, stage_nodes_of
 from osprey_control.planner.plan import Plan, PlanError, check_plan
 from osprey_control.planner.replan import CurrentPlan
 from osprey_control.planner.search import SearchOptions
@@ -51,6 +55,7 @@ __all__ = [
     "build_request",
     "plan_key",
     "request_from_item",
+    "stage_nodes_of",
 ]
 
 REQUEST_SK = PLAN_REQUEST_SK
@@ -120,16 +125,16 @@ class PlanRequest:
     updated_at: str
     planned_at: str | None = None  # when the plan step last planned this job (it writes the attribute)
     measured: tuple[MeasuredStep, ...] = ()  # the plans the job ran, as the plan step measured them
+    current_stage_nodes: tuple[tuple[int, ...], ...] = ()  # the node order the job runs; () = rank order
 
     def current_plan(self) -> CurrentPlan:
         return CurrentPlan(
-            model=self.model, cluster=self.cluster, plan=self.current, since_step=self.since_step
+            model=self.model,
+            cluster=self.cluster,
+            plan=self.current,
+            since_step=self.since_step,
+            stage_nodes=self.current_stage_nodes,
         )
-
-
-def plan_key(plan: Plan) -> str:
-    """``"tp,pp,dp,micro_batch,virtual"``: the ``current_key`` attribute."""
-    return ",".join(str(value) for value in plan.key())
 
 
 def _timestamp(moment: datetime | None) -> str:
@@ -381,4 +386,16 @@ def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
         updated_at=updated_at,
         planned_at=_optional_string(item, "planned_at"),
         measured=history_from_item(item),
+        current_stage_nodes=_running_order(item),
     )
+
+
+def _running_order(item: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
+    """The job's running node order (``current_stage_nodes``); unreadable is rank order, not an error."""
+    text = _optional_string(item, "current_stage_nodes")
+    if not text:
+        return ()
+    try:
+        return stage_nodes_of(json.loads(text))
+    except ValueError:
+        return ()

@@ -29,6 +29,7 @@ _PROGRESS_NAMES = {
     "#since": "since_step",
     "#key": "current_key",
     "#current": "current",
+    "#order": "current_stage_nodes",
 }
 
 
@@ -38,12 +39,14 @@ def _key(pk: str, sk: str) -> dict[str, dict[str, str]]:
 
 @dataclass(frozen=True, slots=True)
 class ProgressUpdate:
-    """Where a job is: its step, when it said so, and the plan it runs (its key and JSON), if it says."""
+    """Where a job is: its step, when it said so, and the plan it runs (its key and JSON), if it says, with
+    the node order it runs that plan in (JSON of ``stage_nodes``; None: rank order)."""
 
     step: int
     stamp: str
     plan_key: str | None = None
     plan_json: str | None = None
+    stage_nodes_json: str | None = None
 
 
 class PlanItems(RegistryTable):
@@ -105,14 +108,14 @@ class PlanItems(RegistryTable):
                     "updated",
                 )
             )
-            attempts.append(
-                (
-                    "SET #step = :step, #updated = :now, #since = :step, #key = :key, #current = :current",
-                    "attribute_exists(pk)",
-                    {**same, ":current": {"S": update.plan_json}},
-                    "adopted",
-                )
-            )
+            adopt = "SET #step = :step, #updated = :now, #since = :step, #key = :key, #current = :current"
+            adopt_values = {**same, ":current": {"S": update.plan_json}}
+            if update.stage_nodes_json is None:
+                adopt += " REMOVE #order"
+            else:
+                adopt += ", #order = :order"
+                adopt_values[":order"] = {"S": update.stage_nodes_json}
+            attempts.append((adopt, "attribute_exists(pk)", adopt_values, "adopted"))
         for expression, condition, attribute_values, outcome in attempts:
             try:
                 self.client.update_item(

@@ -1,0 +1,33 @@
+"""The identity of the plan a job runs: its degrees and the node order it runs them in (a plan record's
+``stage_nodes`` once it applied them). One key for the plan request's ``current_key``, the job's progress
+report and ``adjust_parallelism``'s comparison, so all three agree on when a straggler moved. Pure Python."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from osprey_control.planner.plan import Plan
+
+__all__ = ["plan_key", "stage_nodes_of"]
+
+
+def plan_key(plan: Plan, stage_nodes: Sequence[Sequence[int]] = ()) -> str:
+    """``"tp,pp,dp,micro_batch,virtual"`` (and ``|`` with the node order when it is not rank order): the
+    ``current_key`` attribute, so moving a straggler is a change of plan for ``since_step`` too."""
+    key = ",".join(str(value) for value in plan.key())
+    flat = [node for stage in stage_nodes for node in stage]
+    if flat != sorted(flat):
+        key += "|" + ";".join(",".join(str(node) for node in stage) for stage in stage_nodes)
+    return key
+
+
+def stage_nodes_of(value: Any) -> tuple[tuple[int, ...], ...]:
+    """``stage_nodes`` as a tuple of tuples of node indices; () for None or anything that is not a list of
+    lists of non-negative integers (the job runs rank order when it cannot apply them)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(stage, list | tuple) for stage in value):
+        return ()
+    stages = tuple(tuple(stage) for stage in value)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for stage in stages for n in stage):
+        return ()
+    return stages
