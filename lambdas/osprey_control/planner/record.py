@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from osprey_control.planner.order import plan_key
 from osprey_control.planner.plan import Evaluation, Plan
 from osprey_control.planner.replan import ReplanDecision
 from osprey_control.registry.keys import PLAN_SK, is_job_pk
@@ -61,11 +62,7 @@ class PlanRecordError(ValueError):
 def plan_id(job_id: str, plan: Plan, stage_nodes: Sequence[Sequence[int]] = ()) -> str:
     """Digest of the job, the degrees and, when the nodes are not in rank order, their order: the same
     degrees placed differently are another recommendation (a placement-only switch)."""
-    text = job_id + "|" + ",".join(str(value) for value in plan.key())
-    flat = [node for stage in stage_nodes for node in stage]
-    if flat != sorted(flat):
-        text += "|" + ";".join(",".join(str(node) for node in stage) for stage in stage_nodes)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{job_id}|{plan_key(plan, stage_nodes)}".encode()).hexdigest()[:16]
 
 
 def plan_record(
