@@ -198,3 +198,21 @@ def test_calibrated_efficiency_is_a_plain_efficiency() -> None:
     # The fitted model is the same dataclass, usable anywhere an Efficiency is
     fitted = apply_factors(DEFAULT_EFFICIENCY, {"compute": 2.0})
     assert dataclasses.replace(fitted).gemm_scale == 2.0
+
+
+def test_a_straggler_in_the_order_the_job_ran_is_not_taken_for_slow_compute() -> None:
+    # Given a pipeline that ran with its last node 10% slow, once in rank order and once placed
+    from osprey_control.planner.placement import place, speed_factors_with_slow_node  # noqa: PLC0415
+
+    slow = CLUSTER.with_changes(speed_factors=speed_factors_with_slow_node(CLUSTER, CLUSTER.nodes - 1, 0.9))
+    plan = Plan(8, 8, 8, 1)
+    rank_order = evaluate(MODEL, slow, plan, placement="rank-order").step_time_s
+    order = place(slow, plan.pp).stage_nodes
+    placed = evaluate(MODEL, slow, plan, placement="auto").step_time_s
+    assert rank_order > placed
+    # When each is calibrated in the order it ran
+    for measured in (Measured(MODEL, plan, rank_order), Measured(MODEL, plan, placed, order)):
+        calibration = fit([measured], slow)
+        # Then the model needs no correction: the straggler explains the step, not the GPUs' speed
+        assert calibration.factors["compute"] == pytest.approx(1.0, abs=0.005)
+        assert abs(calibration.errors_before[0]) < 1e-9

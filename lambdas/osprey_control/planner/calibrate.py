@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.placement import running
 from osprey_control.planner.plan import Plan
 
 __all__ = ["FACTORS", "OVERHEAD", "Calibration", "Measured", "apply_factors", "fit"]
@@ -81,11 +82,13 @@ def _overhead_bound(measured: Sequence[Measured]) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Measured:
-    """One plan as it ran (with the model options it ran with) and its measured seconds per step."""
+    """One plan as it ran (with the model options it ran with, on the node order ``stage_nodes``, () for
+    Megatron's rank order) and its measured seconds per step."""
 
     model: ModelSpec
     plan: Plan
     step_time_s: float
+    stage_nodes: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.step_time_s) or self.step_time_s <= 0:
@@ -142,9 +145,15 @@ def _errors(measured: Sequence[Measured], cluster: Cluster, efficiency: Efficien
     """Relative error of each prediction, (predicted - measured) / measured."""
     errors = []
     for point in measured:
-        # A plan that ran can be laid out: layers that do not divide pp went to the first stages.
+        # A plan that ran can be laid out: layers that do not divide pp went to the first stages. It ran on
+        # its own node order: a straggler on its critical stage is in the measured step.
         predicted = evaluate(
-            point.model, cluster, point.plan, efficiency=efficiency, uneven_pipeline=True
+            point.model,
+            cluster,
+            point.plan,
+            efficiency=efficiency,
+            uneven_pipeline=True,
+            placement=running(cluster, point.plan.pp, point.stage_nodes),
         ).step_time_s
         errors.append(predicted / point.step_time_s - 1.0)
     return errors

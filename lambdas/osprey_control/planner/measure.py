@@ -244,7 +244,7 @@ def _calibration(
     earlier = [
         Measured(request.model, e.plan, e.step_time_s) for e in request.measured if e.plan != request.current
     ]
-    current = Measured(request.model, request.current, step)
+    current = Measured(request.model, request.current, step, request.current_stage_nodes)
     calibration = fit([*earlier, current], cluster, request.options.efficiency)
     before, after = calibration.errors_before[-1], calibration.errors_after[-1]
     if abs(before) <= tolerance and not earlier:
