@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.planner.model import ModelSpec
+from osprey_control.planner.order import out_of_rank_order
 from osprey_control.planner.plan import Plan
 from osprey_control.planner.replan import interval_from_env
 from osprey_control.planner.request import (
@@ -130,14 +131,12 @@ def update_progress(
     update = ProgressUpdate(step, stamp)
     if current is not None:
         order = stage_nodes_of(stage_nodes)
-        key = plan_key(current, order)
-        moved = "|" in key
         update = ProgressUpdate(
             step,
             stamp,
-            key,
+            plan_key(current, order),
             json.dumps(current.to_dict(), sort_keys=True),
-            json.dumps([list(stage) for stage in order]) if moved else None,
+            json.dumps([list(stage) for stage in order]) if out_of_rank_order(order) else None,
         )
     return PlanItems(table, client).update_progress(pk, update)
 

@@ -65,17 +65,20 @@ def _efficiency(base: Efficiency, point: dict[str, float]) -> Efficiency:
     return dataclasses.replace(fitted, micro_batch_overhead_s=base.micro_batch_overhead_s + point[OVERHEAD])
 
 
+def _micro_batches(point: Measured) -> int:
+    """Micro-batches per pipeline in one step."""
+    return point.model.global_batch // (point.plan.dp * point.plan.micro_batch)
+
+
 def _slots(point: Measured) -> int:
     """Micro-batch slots of one step through the pipeline (steady state plus fill and drain)."""
-    micro_batches = point.model.global_batch // (point.plan.dp * point.plan.micro_batch)
-    return micro_batches + point.plan.pp - 1
+    return _micro_batches(point) + point.plan.pp - 1
 
 
 def _overhead_bound(measured: Sequence[Measured]) -> float:
     """Upper bound of the fitted overhead in seconds, or 0 when the measurements cannot separate it from
     compute: no more plans than the three factors, or one number of micro-batches for all."""
-    counts = {point.model.global_batch // (point.plan.dp * point.plan.micro_batch) for point in measured}
-    if len(measured) <= len(FACTORS) or len(counts) < 2:
+    if len(measured) <= len(FACTORS) or len({_micro_batches(point) for point in measured}) < 2:
         return 0.0
     return _OVERHEAD_SHARE * min(point.step_time_s / _slots(point) for point in measured)
 

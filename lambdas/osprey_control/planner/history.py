@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from osprey_control.planner.order import plan_key
 from osprey_control.planner.plan import Plan
 
 __all__ = [
@@ -47,7 +48,7 @@ class MeasuredStep:
 
     @property
     def key(self) -> str:
-        return ",".join(str(value) for value in self.plan.key())
+        return plan_key(self.plan)
 
 
 def _entry(key: str, value: Any) -> MeasuredStep | None:

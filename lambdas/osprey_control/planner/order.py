@@ -9,15 +9,20 @@ from typing import Any
 
 from osprey_control.planner.plan import Plan
 
-__all__ = ["plan_key", "stage_nodes_of"]
+__all__ = ["out_of_rank_order", "plan_key", "stage_nodes_of"]
+
+
+def out_of_rank_order(stage_nodes: Sequence[Sequence[int]]) -> bool:
+    """Whether ``stage_nodes`` moves a node from Megatron's rank order (stage by stage, ascending)."""
+    flat = [node for stage in stage_nodes for node in stage]
+    return flat != sorted(flat)
 
 
 def plan_key(plan: Plan, stage_nodes: Sequence[Sequence[int]] = ()) -> str:
     """``"tp,pp,dp,micro_batch,virtual"`` (and ``|`` with the node order when it is not rank order): the
     ``current_key`` attribute, so moving a straggler is a change of plan for ``since_step`` too."""
     key = ",".join(str(value) for value in plan.key())
-    flat = [node for stage in stage_nodes for node in stage]
-    if flat != sorted(flat):
+    if out_of_rank_order(stage_nodes):
         key += "|" + ";".join(",".join(str(node) for node in stage) for stage in stage_nodes)
     return key
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from osprey_control.planner.hardware import Cluster
+from osprey_control.planner.order import out_of_rank_order
 
 __all__ = [
     "Placement",
@@ -48,10 +49,7 @@ class Placement:
     @property
     def moved(self) -> bool:
         """Whether the nodes differ from Megatron's rank order."""
-        if not self.stage_nodes:
-            return False
-        flat = [node for stage in self.stage_nodes for node in stage]
-        return flat != sorted(flat)
+        return out_of_rank_order(self.stage_nodes)
 
 
 def node_speeds(cluster: Cluster) -> list[float]:
