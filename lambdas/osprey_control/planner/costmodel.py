@@ -187,12 +187,12 @@ def _stage_work(model: ModelSpec, plan: Plan, links: _Links, eff: Efficiency) ->
     # Output elements of one per-GPU GEMM (tokens x sharded width): small ones leave SMs idle in the last
     # wave of tiles, which is what makes b=1 or a narrow tp shard slower per FLOP.
     area = b * model.seq * model.hidden / tp
-    gemm16 = links.peak16 * min(1.0, (links.gemm or eff.gemm) * eff.gemm_scale)
-    gemm_rate = gemm16_rate = gemm16 * area / (area + links.half_area)
+    filled = area / (area + links.half_area)
+    gemm_rate = gemm16_rate = links.peak16 * min(1.0, (links.gemm or eff.gemm) * eff.gemm_scale) * filled
     cast_s = 0.0
     if links.fp8_transpose is not None:
         # The block's GEMMs at their own FP8 efficiency, plus Transformer Engine's casts, at HBM speed.
-        gemm_rate = peak * min(1.0, eff.gemm_fp8 * eff.gemm_scale) * area / (area + links.half_area)
+        gemm_rate = peak * min(1.0, eff.gemm_fp8 * eff.gemm_scale) * filled
         cast_s = fp8_cast_bytes(model, b, tp, links.fp8_transpose, eff.fp8_cast_bytes) / hbm
     gemm_s = passes.gemm * model.layer_gemm_flops() * b / tp / gemm_rate
     # Shallow GEMMs (small K: h / tp, 4h / tp) pay their tiles' fixed cost; it grows with the tensor-core rate.
