@@ -5,7 +5,6 @@ not just to the plan running now (issue #18: the plan step calibrates from the j
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,25 +19,9 @@ from osprey_control.planner.history import (
     history_item,
     with_measurement,
 )
-from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
-from tests.planner import test_step
-from tests.planner.test_step import (
-    CURRENT,
-    MODEL,
-    TABLE,
-    Aws,
-    _env,
-    _job,
-    _run,
-    _runtime_metrics,
-)
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    """The plan step tests' moto DynamoDB (with the registry table) and CloudWatch."""
-    yield from test_step.aws.__wrapped__(monkeypatch)  # type: ignore[attr-defined]
-
+from osprey_control.planner.request import build_request, request_from_item
+from tests.planner.conftest import Aws
+from tests.planner.test_step import CURRENT, MODEL, _env, _job, _request_item, _run, _runtime_metrics
 
 # The job's GPUs run 25% faster than the calibrated model (newer kernels, say); the network is as nominal.
 TRUTH = apply_factors(DEFAULT_EFFICIENCY, {"compute": 1.25})
@@ -50,13 +33,6 @@ def _true_step(plan: Plan) -> float:
         build_request("JOB#batch#x", model=MODEL, cluster="p4de.24xlarge", current=CURRENT)
     )
     return evaluate(request.model, request.cluster, plan, efficiency=TRUTH).step_time_s
-
-
-def _request_item(aws: Aws, job: str) -> dict[str, object]:
-    item: dict[str, object] = aws.dynamodb.get_item(
-        TableName=TABLE, Key={"pk": {"S": f"JOB#batch#{job}"}, "sk": {"S": REQUEST_SK}}, ConsistentRead=True
-    )["Item"]
-    return item
 
 
 def test_the_history_keeps_one_entry_per_plan_and_drops_the_oldest_beyond_eight() -> None:

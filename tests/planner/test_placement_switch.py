@@ -5,10 +5,7 @@ next plan step proposes nothing more (moto DynamoDB and CloudWatch)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-
-import pytest
 
 import osprey
 from osprey.planning import report_progress
@@ -17,12 +14,12 @@ from osprey_control.planner import Cluster, Plan, evaluate, search
 from osprey_control.planner.order import plan_key
 from osprey_control.planner.placement import speed_factors_with_slow_node
 from osprey_control.planner.record import record_from_item
-from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
+from osprey_control.planner.request import build_request, request_from_item
 from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
-from tests.planner import test_step
-from tests.planner.test_step import TABLE, Aws, _env, _plan_item, _put, _run, _runtime_metrics
+from tests.planner.conftest import TABLE, Aws
+from tests.planner.test_step import _env, _plan_item, _put, _request_item, _run, _runtime_metrics
 
 # A 70B-class model on 8 p5.48xlarge nodes, every option fixed: the search varies the layout and placement.
 MODEL = {"layers": 80, "hidden": 8192, "heads": 64, "seq": 4096, "vocab": 131072, "global_batch": 64,
@@ -30,12 +27,6 @@ MODEL = {"layers": 80, "hidden": 8192, "heads": 64, "seq": 4096, "vocab": 131072
          "flash_attention": "on", "comm_overlap": "on"}  # fmt: skip
 INSTANCE = "p5.48xlarge"
 SLOW_NODE, SPEED = 7, 0.9
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    """The plan step tests' moto DynamoDB (with the registry table) and CloudWatch."""
-    yield from test_step.aws.__wrapped__(monkeypatch)  # type: ignore[attr-defined]
 
 
 def _slow(nominal: Cluster) -> Cluster:
@@ -78,13 +69,6 @@ def _job_with_a_slow_last_node(aws: Aws, plan: Plan) -> None:
     )
 
 
-def _request_item(aws: Aws) -> dict[str, object]:
-    item: dict[str, object] = aws.dynamodb.get_item(
-        TableName=TABLE, Key={"pk": {"S": "JOB#batch#llm"}, "sk": {"S": REQUEST_SK}}, ConsistentRead=True
-    )["Item"]
-    return item
-
-
 def test_a_straggler_on_the_critical_stage_is_moved_without_changing_the_plan(aws: Aws) -> None:
     # Given a job running, in Megatron's rank order, the degrees the planner picks with its last node 10% slow
     plan = _best_with_the_straggler()
@@ -107,10 +91,10 @@ def test_a_straggler_on_the_critical_stage_is_moved_without_changing_the_plan(aw
         is None
     )
     # And its progress report with that order adopted it: the request knows the order and since when
-    request = request_from_item(_request_item(aws))
+    request = request_from_item(_request_item(aws, "llm"))
     assert request.current_stage_nodes == tuple(tuple(stage) for stage in stage_nodes)
     assert request.since_step == 720
-    assert _request_item(aws)["current_key"] == {"S": plan_key(plan, stage_nodes)}
+    assert _request_item(aws, "llm")["current_key"] == {"S": plan_key(plan, stage_nodes)}
     # When the plan step runs again, 100 steps on, with the same straggler and the step the placed order runs
     placed = evaluate(request.model, _slow(request.cluster), plan).step_time_s
     _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=placed, minutes_ago=1)

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 import osprey
 from osprey.planning import report_progress
@@ -29,9 +26,8 @@ from osprey_control.planner.step import PlanStepConfig, run_plan_step
 from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
-from osprey_control.registry.table import create_table
+from tests.planner.conftest import TABLE, Aws
 
-TABLE = "osprey-jobs"
 NAMESPACE = "/aws/osprey"
 # Every option fixed (the search varies only the layout), so the healthy cluster's best plan is CURRENT.
 MODEL = {
@@ -49,23 +45,6 @@ MODEL = {
 }
 CURRENT = Plan(tp=2, pp=1, dp=32, micro_batch=16)  # the planner's best on the healthy 64 x A100 cluster
 HOSTS = ("i-0aaa", "i-0bbb")
-
-
-@dataclass
-class Aws:
-    dynamodb: Any
-    cloudwatch: Any
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(name, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(dynamodb, TABLE)
-        yield Aws(dynamodb, boto3.client("cloudwatch", region_name="us-east-1"))
 
 
 def _env(job: str) -> dict[str, str]:
@@ -144,6 +123,13 @@ def _plan_item(aws: Aws, job: str) -> dict[str, Any] | None:
     item: dict[str, Any] | None = aws.dynamodb.get_item(
         TableName=TABLE, Key={"pk": {"S": f"JOB#batch#{job}"}, "sk": {"S": PLAN_SK}}
     ).get("Item")
+    return item
+
+
+def _request_item(aws: Aws, job: str) -> dict[str, Any]:
+    item: dict[str, Any] = aws.dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": f"JOB#batch#{job}"}, "sk": {"S": REQUEST_SK}}, ConsistentRead=True
+    )["Item"]
     return item
 
 
