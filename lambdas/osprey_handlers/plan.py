@@ -14,8 +14,14 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
+from osprey_control.planner.replan import DEFAULT_HYSTERESIS, DEFAULT_PLACEMENT_HYSTERESIS
 from osprey_control.planner.step import PlanStepConfig, run_plan_step
-from osprey_control.wiring import PLAN_EVERY_VARIABLE, PLAN_HYSTERESIS_VARIABLE, PLAN_WINDOW_VARIABLE
+from osprey_control.wiring import (
+    PLAN_EVERY_VARIABLE,
+    PLAN_HYSTERESIS_VARIABLE,
+    PLAN_PLACEMENT_HYSTERESIS_VARIABLE,
+    PLAN_WINDOW_VARIABLE,
+)
 from osprey_handlers._settings import HandlerSettings
 
 __all__ = ["PlanSettings", "handler"]
@@ -26,7 +32,11 @@ logger = Logger(service="osprey-plan")
 class PlanSettings(HandlerSettings):
     """The function's environment (set by the CDK construct)."""
 
-    hysteresis: float = Field(default=0.10, alias=PLAN_HYSTERESIS_VARIABLE, ge=0.0, lt=1.0)
+    hysteresis: float = Field(default=DEFAULT_HYSTERESIS, alias=PLAN_HYSTERESIS_VARIABLE, ge=0.0, lt=1.0)
+    # A switch that only moves nodes between stages (a straggler off the critical one): replan's docstring.
+    placement_hysteresis: float = Field(
+        default=DEFAULT_PLACEMENT_HYSTERESIS, alias=PLAN_PLACEMENT_HYSTERESIS_VARIABLE, ge=0.0, lt=1.0
+    )
     window_seconds: int = Field(default=600, alias=PLAN_WINDOW_VARIABLE, ge=60, le=86400)
     # Each job at most every 5 minutes: the cycle runs every minute, a job reads its plan every OSPREY_INTERVAL
     # steps, and every planning queries two CloudWatch series per job (its lead host's).
@@ -38,6 +48,7 @@ class PlanSettings(HandlerSettings):
             namespace=self.metrics_namespace,
             shards=self.shards,
             hysteresis=self.hysteresis,
+            placement_hysteresis=self.placement_hysteresis,
             window_seconds=self.window_seconds,
             min_interval_seconds=self.every_seconds,
         )

@@ -5,6 +5,7 @@ not just to the plan running now (issue #18: the plan step calibrates from the j
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,6 +20,9 @@ from osprey_control.planner.history import (
     history_item,
     with_measurement,
 )
+from osprey_control.planner.measure import Observed, measure
+from osprey_control.planner.order import parse_plan_key, plan_key
+from osprey_control.planner.placement import place, running, speed_factors_with_slow_node
 from osprey_control.planner.request import build_request, request_from_item
 from tests.planner.conftest import Aws
 from tests.planner.test_step import CURRENT, MODEL, _env, _job, _request_item, _run, _runtime_metrics
@@ -26,6 +30,11 @@ from tests.planner.test_step import CURRENT, MODEL, _env, _job, _request_item, _
 # The job's GPUs run 25% faster than the calibrated model (newer kernels, say); the network is as nominal.
 TRUTH = apply_factors(DEFAULT_EFFICIENCY, {"compute": 1.25})
 OTHER = Plan(tp=4, pp=1, dp=16, micro_batch=8)
+# A 70B-class model on 8 p5.48xlarge nodes, one node per pipeline stage (tests/planner/test_placement_switch.py).
+STRAGGLER_MODEL = {"layers": 80, "hidden": 8192, "heads": 64, "seq": 4096, "vocab": 131072, "global_batch": 64,
+                   "recompute": "selective", "sequence_parallel": "on", "optimizer_sharding": "zero1",
+                   "flash_attention": "on", "comm_overlap": "on"}  # fmt: skip
+PIPELINE = Plan(tp=8, pp=8, dp=1, micro_batch=1)
 
 
 def _true_step(plan: Plan) -> float:
@@ -123,3 +132,74 @@ def test_a_job_measured_as_predicted_on_one_plan_is_not_calibrated_and_keeps_its
     _run(aws)
     assert history_from_item(_request_item(aws, "quiet")) == ()
     assert dataclasses.replace(entry, step_time_s=1.0).key == "2,1,32,16,1"
+
+
+def test_the_same_degrees_in_rank_order_and_placed_are_two_entries_that_survive_the_item() -> None:
+    # Given a job measured on a pipeline in rank order, then on the same degrees with nodes 6 and 7 swapped
+    pipeline = Plan(tp=8, pp=4, dp=1, micro_batch=1)
+    placed = ((0,), (1,), (3,), (2,))
+    history = with_measurement((), MeasuredStep(pipeline, 10.5, "t1"))
+    history = with_measurement(history, MeasuredStep(pipeline, 10.0, "t2", placed))
+    # Then both are kept, each with its order, and read back as written
+    assert [(e.key, e.stage_nodes) for e in history] == [("8,4,1,1,1", ()), ("8,4,1,1,1|0;1;3;2", placed)]
+    assert history_from_item({"measured": history_item(history)}) == history
+    # And re-measuring the placed order replaces only its own entry
+    history = with_measurement(history, MeasuredStep(pipeline, 9.9, "t3", placed))
+    assert [e.step_time_s for e in history] == [10.5, 9.9]
+
+
+def test_a_plan_key_reads_back_as_its_plan_and_order_and_a_broken_one_is_named() -> None:
+    pipeline = Plan(tp=8, pp=4, dp=1, micro_batch=1)
+    assert parse_plan_key(plan_key(pipeline, [[0], [1], [3], [2]])) == (pipeline, ((0,), (1,), (3,), (2,)))
+    assert parse_plan_key(plan_key(pipeline)) == (pipeline, ())
+    for broken in ("8,4,1", "8,4,1,1,0", "8,4,1,1,1|0;x", "8,4,1,1,1|0;-1"):
+        with pytest.raises(ValueError, match="plan key"):
+            parse_plan_key(broken)
+
+
+@pytest.mark.parametrize(
+    "placed_first", [False, True], ids=["rank-order-then-placed", "placed-then-rank-order"]
+)
+def test_a_straggler_moved_off_the_critical_stage_is_not_taken_for_slow_compute(placed_first: bool) -> None:
+    # Given a job whose GPUs run 10% faster than the model says and whose last node is 5% slow: it ran its
+    # pipeline in rank order (the straggler on the critical stage) and with the straggler moved, in either order
+    request = request_from_item(
+        build_request("JOB#batch#x", model=STRAGGLER_MODEL, cluster="p5.48xlarge", current=PIPELINE)
+    )
+    slow = request.cluster.with_changes(speed_factors=speed_factors_with_slow_node(request.cluster, 7, 0.95))
+    placed = place(slow, PIPELINE.pp)
+    assert placed.moved
+    truth = apply_factors(DEFAULT_EFFICIENCY, {"compute": 1.1})
+
+    def true_step(order: tuple[tuple[int, ...], ...]) -> float:
+        placement = running(slow, PIPELINE.pp, order)
+        return evaluate(request.model, slow, PIPELINE, efficiency=truth, placement=placement).step_time_s
+
+    assert true_step(()) > true_step(placed.stage_nodes) * 1.02
+    item = build_request(
+        "JOB#batch#x",
+        model=STRAGGLER_MODEL,
+        cluster="p5.48xlarge",
+        current=PIPELINE,
+        step=700,
+        since_step=600,
+    )
+    earlier, now = ((), placed.stage_nodes) if not placed_first else (placed.stage_nodes, ())
+    if now:
+        item["current_stage_nodes"] = {"S": json.dumps([list(stage) for stage in now])}
+    item["measured"] = history_item([MeasuredStep(PIPELINE, true_step(earlier), "t1", earlier)])
+    job = request_from_item(item)
+    # When the plan step measures the step of the order it runs now, with the straggler signal
+    observed = Observed(
+        latency_us=request.cluster.network_latency_us,
+        step_time_s=true_step(now),
+        slowest_node_speed=0.95,
+        slowest_node_index=7.0,
+    )
+    _, signals = measure(job, observed)
+    # Then both measurements are fitted, each in the order it ran: the compute factor is the truth's and both
+    # steps are explained (the rank-order step is slower because of the straggler, not because of slower GPUs)
+    calibration = signals["calibration"]
+    assert calibration.value == pytest.approx(1.1, rel=0.02), calibration.note
+    assert "fitted to the job's 2 measured plans" in calibration.note
+    assert "largest 0.0%" in calibration.note, calibration.note

@@ -26,7 +26,7 @@ MODEL = {"layers": 80, "hidden": 8192, "heads": 64, "seq": 4096, "vocab": 131072
          "recompute": "selective", "sequence_parallel": "on", "optimizer_sharding": "zero1",
          "flash_attention": "on", "comm_overlap": "on"}  # fmt: skip
 INSTANCE = "p5.48xlarge"
-SLOW_NODE, SPEED = 7, 0.9
+SLOW_NODE, SPEED = 7, 0.95
 
 
 def _slow(nominal: Cluster) -> Cluster:
@@ -34,7 +34,7 @@ def _slow(nominal: Cluster) -> Cluster:
 
 
 def _best_with_the_straggler() -> Plan:
-    """The degrees the planner picks with the last node slow (placed, the slow node moves off the last stage)."""
+    """The degrees the planner picks with the last node 5% slow (placed, the slow node moves off the last stage)."""
     request = request_from_item(
         build_request("JOB#batch#x", model=MODEL, cluster=INSTANCE, current=Plan(8, 8, 1, 1))
     )
@@ -70,11 +70,11 @@ def _job_with_a_slow_last_node(aws: Aws, plan: Plan) -> None:
 
 
 def test_a_straggler_on_the_critical_stage_is_moved_without_changing_the_plan(aws: Aws) -> None:
-    # Given a job running, in Megatron's rank order, the degrees the planner picks with its last node 10% slow
+    # Given a job running, in Megatron's rank order, the degrees the planner picks with its last node 5% slow
     plan = _best_with_the_straggler()
     _job_with_a_slow_last_node(aws, plan)
-    # When the plan step runs (2% threshold)
-    report = _run(aws, hysteresis=0.02)
+    # When the plan step runs with its default thresholds
+    report = _run(aws)
     # Then it writes a record with the same degrees and the slow node off the last stage
     assert report["decisions"] == {"switch": 1}, report
     record = record_from_item(_plan_item(aws, "llm") or {})
@@ -102,7 +102,7 @@ def test_a_straggler_on_the_critical_stage_is_moved_without_changing_the_plan(aw
         report_progress(820, plan, client=aws.dynamodb, environ=_env("llm"), stage_nodes=stage_nodes)
         == "updated"
     )
-    again = _run(aws, hysteresis=0.02)
+    again = _run(aws)
     # Then the placed plan is the best there is: no new record
     assert again["decisions"] == {"no-better-plan": 1}, again
     assert again["written"] == 0

@@ -358,6 +358,27 @@ def test_the_handler_runs_the_step_from_its_environment(aws: Aws, monkeypatch: p
     plan_handler._settings.cache_clear()
 
 
+def test_the_handler_reads_both_thresholds_and_refuses_one_outside_0_to_1() -> None:
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from osprey_handlers.plan import PlanSettings  # noqa: PLC0415
+
+    # Given the function's environment with both thresholds set
+    env = {
+        "OSPREY_TABLE_NAME": TABLE,
+        "OSPREY_PLAN_HYSTERESIS": "0.2",
+        "OSPREY_PLAN_PLACEMENT_HYSTERESIS": "0.05",
+    }
+    config = PlanSettings.model_validate(env).step_config()
+    # Then the step holds new degrees to one and node moves to the other; unset, the defaults (10% and 3%)
+    assert (config.hysteresis, config.placement_hysteresis) == (0.2, 0.05)
+    defaults = PlanSettings.model_validate({"OSPREY_TABLE_NAME": TABLE}).step_config()
+    assert (defaults.hysteresis, defaults.placement_hysteresis) == (0.10, 0.03)
+    # And a threshold of 1 or more is refused, naming the variable
+    with pytest.raises(ValidationError, match="OSPREY_PLAN_PLACEMENT_HYSTERESIS"):
+        PlanSettings.model_validate({**env, "OSPREY_PLAN_PLACEMENT_HYSTERESIS": "1.5"})
+
+
 class _CountingCloudWatch:
     """Answers GetMetricData with no data, or fails; records the size of each call."""
 

@@ -11,7 +11,7 @@ from osprey_control.planner import Cluster, ModelSpec, Plan, PlanRequest, cluste
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.model import OptimizerSharding, Recompute
 from osprey_control.planner.placement import node_speeds_from_rank_times, place, speed_factors_with_slow_node
-from osprey_control.planner.replan import CurrentPlan, Measurement, replan
+from osprey_control.planner.replan import DEFAULT_PLACEMENT_HYSTERESIS, CurrentPlan, Measurement, replan
 from osprey_control.planner.request import build_request, request_from_item
 from osprey_control.planner.search import SearchOptions
 
@@ -156,21 +156,51 @@ def test_a_straggler_under_the_running_plan_proposes_moving_it_and_then_rests() 
     plan = nominal_best.plan
     current = CurrentPlan(MODEL, NOMINAL, plan, since_step=0)
     measured = Measurement(step=600, speed_factors=slow.speed_factors)
-    # When the plan step re-plans with a 2% threshold (the default 10% keeps a 5% straggler where it is)
-    decision = replan(current, measured, hysteresis=0.02, options=AS_GIVEN)
+    # When the plan step re-plans with the default thresholds
+    decision = replan(current, measured, options=AS_GIVEN)
     # Then the current plan is charged the straggler on its critical stage, and the proposal is the same
-    # degrees with the slow node moved off the last stage: a placement-only switch
+    # degrees with the slow node moved off the last stage: a placement-only switch, held to the 3% threshold
     assert decision.reason == "switch"
     assert decision.proposed is not None
     assert decision.proposed.plan == plan
     assert decision.proposed.stage_nodes[-1] != (LAST_NODE,)
-    assert decision.expected_saving_fraction > 0.02
-    assert replan(current, measured, options=AS_GIVEN).reason == "below-hysteresis"
+    assert decision.hysteresis == DEFAULT_PLACEMENT_HYSTERESIS
+    assert decision.expected_saving_fraction > DEFAULT_PLACEMENT_HYSTERESIS
+    # And a team that wants node moves held to the plan threshold (10%) keeps the straggler where it is
+    held = replan(current, measured, options=AS_GIVEN, placement_hysteresis=0.10)
+    assert held.reason == "below-hysteresis"
+    assert held.hysteresis == 0.10
     # And once the job runs that order, the same measurement proposes nothing more
     placed = CurrentPlan(MODEL, NOMINAL, plan, since_step=600, stage_nodes=decision.proposed.stage_nodes)
-    again = replan(placed, Measurement(step=1200, speed_factors=slow.speed_factors), hysteresis=0.02,
-                   options=AS_GIVEN)  # fmt: skip
+    again = replan(placed, Measurement(step=1200, speed_factors=slow.speed_factors), options=AS_GIVEN)
     assert again.reason == "no-better-plan"
+
+
+def test_a_straggler_is_moved_even_when_new_degrees_would_not_clear_the_plan_threshold() -> None:
+    # Given a job on a 4-stage pipeline of the same model, in rank order, its last node 5% slow
+    plan = Plan(tp=8, pp=4, dp=2, micro_batch=1)
+    slow = _slow(LAST_NODE)
+    current = CurrentPlan(MODEL, NOMINAL, plan, since_step=0)
+    now = evaluate(MODEL, slow, plan, placement="rank-order")
+    best = search(MODEL, slow, AS_GIVEN).best
+    assert best is not None
+    assert best.plan != plan
+    # When it is re-planned with a plan threshold above what the new degrees would gain
+    gain = (now.step_time_s - best.step_time_s) / now.step_time_s
+    assert 0.1 < gain < 0.9
+    measured = Measurement(step=600, speed_factors=slow.speed_factors)
+    decision = replan(current, measured, options=AS_GIVEN, hysteresis=gain + 0.01)
+    # Then its own degrees, the straggler moved off the last stage, are proposed under the placement threshold
+    assert decision.reason == "switch", decision.to_dict()
+    assert decision.proposed is not None
+    assert decision.proposed.plan == plan
+    assert all(LAST_NODE not in stage for stage in decision.proposed.stage_nodes[-1:])
+    assert decision.hysteresis == DEFAULT_PLACEMENT_HYSTERESIS
+
+
+def test_a_placement_threshold_outside_0_to_1_is_refused() -> None:
+    with pytest.raises(ValueError, match="placement_hysteresis"):
+        replan(CurrentPlan(MODEL, NOMINAL, PIPELINE), Measurement(step=0), placement_hysteresis=1.0)
 
 
 def test_two_slow_nodes_of_the_last_stage_swap_with_the_fastest_elsewhere() -> None:

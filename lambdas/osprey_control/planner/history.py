@@ -4,10 +4,12 @@ Calibration needs several measured plans to tell compute from communication (one
 :mod:`osprey_control.planner.calibrate`). A job that re-plans runs several, one after the other, so the plan
 step keeps what it measured on the job's plan request item (:mod:`osprey_control.planner.request`):
 
-    measured   M: "tp,pp,dp,micro_batch,virtual" -> M {"step_time_s": N, "at": S}
+    measured   M: "tp,pp,dp,micro_batch,virtual[|node order]" -> M {"step_time_s": N, "at": S}
 
-one entry per plan (the latest measurement replaces the earlier one), at most :data:`MAX_MEASURED_PLANS`, the
-oldest dropped first. Every plan is measured under the request's model options (the job's ``config``), so the
+one entry per plan *and node order* (the key is :func:`~osprey_control.planner.order.plan_key`; the latest
+measurement replaces the earlier one), at most :data:`MAX_MEASURED_PLANS`, the oldest dropped first. A job that
+moved a straggler off its critical stage keeps both measurements, the plan in rank order and placed: the fit
+evaluates each in the node order it ran, so the straggler's cost is not taken for slow compute. Every plan is measured under the request's model options (the job's ``config``), so the
 entries are comparable. Pure Python; the plan step writes the attribute (``PlanItems.mark_planned``).
 
 Decision: an entry that cannot be read (a hand-edited item) is skipped, not an error: it only costs the fit a
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.planner.order import plan_key
+from osprey_control.planner.order import parse_plan_key, plan_key
 from osprey_control.planner.plan import Plan
 
 __all__ = [
@@ -40,28 +42,30 @@ MAX_MEASURED_PLANS = 8
 
 @dataclass(frozen=True, slots=True)
 class MeasuredStep:
-    """One plan the job ran and the step time measured on it, and when (``%Y-%m-%dT%H:%M:%SZ``)."""
+    """One plan the job ran, in the node order ``stage_nodes`` (() for rank order), the step time measured on
+    it, and when (``%Y-%m-%dT%H:%M:%SZ``)."""
 
     plan: Plan
     step_time_s: float
     at: str
+    stage_nodes: tuple[tuple[int, ...], ...] = ()
 
     @property
     def key(self) -> str:
-        return plan_key(self.plan)
+        return plan_key(self.plan, self.stage_nodes)
 
 
 def _entry(key: str, value: Any) -> MeasuredStep | None:
     try:
-        tp, pp, dp, micro_batch, virtual = (int(part) for part in key.split(","))
+        plan, stage_nodes = parse_plan_key(key)
         fields = value["M"]
         seconds = float(fields["step_time_s"]["N"])
         at = str(fields["at"]["S"])
     except (ValueError, KeyError, TypeError):
         return None
-    if min(tp, pp, dp, micro_batch, virtual) < 1 or not math.isfinite(seconds) or seconds <= 0:
+    if not math.isfinite(seconds) or seconds <= 0:
         return None
-    return MeasuredStep(Plan(tp, pp, dp, micro_batch, virtual), seconds, at)
+    return MeasuredStep(plan, seconds, at, stage_nodes)
 
 
 def history_from_item(item: Mapping[str, Any]) -> tuple[MeasuredStep, ...]:

@@ -39,6 +39,7 @@ from typing import Any
 from osprey_control.planner.calibrate import Calibration, Measured, fit
 from osprey_control.planner.costmodel import Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
+from osprey_control.planner.order import plan_key
 from osprey_control.planner.placement import running, speed_factors_with_slow_node
 from osprey_control.planner.replan import Measurement
 from osprey_control.planner.request import PlanRequest
@@ -241,8 +242,11 @@ def _calibration(
     cluster = base.with_changes(network_latency_us=latency_us)
     # The job's other measured plans (a job that re-planned ran several) let the fit tell compute from
     # communication; the current plan's entry is the step just measured.
+    running_key = plan_key(request.current, request.current_stage_nodes)
     earlier = [
-        Measured(request.model, e.plan, e.step_time_s) for e in request.measured if e.plan != request.current
+        Measured(request.model, e.plan, e.step_time_s, e.stage_nodes)
+        for e in request.measured
+        if e.key != running_key
     ]
     current = Measured(request.model, request.current, step, request.current_stage_nodes)
     calibration = fit([*earlier, current], cluster, request.options.efficiency)

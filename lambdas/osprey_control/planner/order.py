@@ -9,7 +9,7 @@ from typing import Any
 
 from osprey_control.planner.plan import Plan
 
-__all__ = ["out_of_rank_order", "plan_key", "stage_nodes_of"]
+__all__ = ["out_of_rank_order", "parse_plan_key", "plan_key", "stage_nodes_of"]
 
 
 def out_of_rank_order(stage_nodes: Sequence[Sequence[int]]) -> bool:
@@ -36,3 +36,24 @@ def stage_nodes_of(value: Any) -> tuple[tuple[int, ...], ...]:
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for stage in stages for n in stage):
         return ()
     return stages
+
+
+def parse_plan_key(key: str) -> tuple[Plan, tuple[tuple[int, ...], ...]]:
+    """The plan and node order of a :func:`plan_key` (order () for rank order). ``ValueError`` (with the key)
+    when it is not one: five positive integers, optionally ``|`` and stages of comma-separated node indices
+    separated by ``;``."""
+    degrees, _, order = key.partition("|")
+    try:
+        tp, pp, dp, micro_batch, virtual = (int(part) for part in degrees.split(","))
+        stages = (
+            tuple(tuple(int(node) for node in stage.split(",")) for stage in order.split(";"))
+            if order
+            else ()
+        )
+    except ValueError:
+        raise ValueError(
+            f"{key!r} is not a plan key (tp,pp,dp,micro_batch,virtual[|nodes;nodes...])"
+        ) from None
+    if min(tp, pp, dp, micro_batch, virtual) < 1 or any(node < 0 for stage in stages for node in stage):
+        raise ValueError(f"{key!r} is not a plan key: degrees must be positive and node indices non-negative")
+    return Plan(tp, pp, dp, micro_batch, virtual), stages

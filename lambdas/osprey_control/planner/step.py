@@ -8,7 +8,8 @@ For every active job (the registry's ``active-jobs`` index, one shard or all) wi
    publishes them (every rank of a synchronous job has the same step time and collective latency);
    :mod:`.measure` turns them into a :class:`~osprey_control.planner.replan.Measurement`, missing data keeps
    nominal values);
-2. ``replan(current, measured, hysteresis, interval=<the job's OSPREY_INTERVAL>)`` at the request's step
+2. ``replan(current, measured, hysteresis, placement_hysteresis, interval=<the job's OSPREY_INTERVAL>)`` at
+   the request's step
    (the job reports its step at each ``adjust_parallelism`` decision point);
 3. note on the request when it was planned, and the step time measured on its current plan (the request's
    ``measured``, :mod:`.history`: the next calibration fits every plan the job has run);
@@ -36,7 +37,7 @@ from osprey_control.collect.queries import SeriesSpec, lead_series, metric_data_
 from osprey_control.planner.history import MeasuredStep, history_item, with_measurement
 from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure, settled
 from osprey_control.planner.record import record_for_decision, record_item
-from osprey_control.planner.replan import DEFAULT_HYSTERESIS, replan
+from osprey_control.planner.replan import DEFAULT_HYSTERESIS, DEFAULT_PLACEMENT_HYSTERESIS, replan
 from osprey_control.planner.request import PlanRequest, request_from_item
 from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
 from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
@@ -72,6 +73,7 @@ class PlanStepConfig:
     namespace: str = METRICS_NAMESPACE
     shards: int = DEFAULT_SHARDS
     hysteresis: float = DEFAULT_HYSTERESIS
+    placement_hysteresis: float = DEFAULT_PLACEMENT_HYSTERESIS
     window_seconds: int = 600
     period_seconds: int = 60
     tolerance: float = DEFAULT_TOLERANCE
@@ -79,8 +81,10 @@ class PlanStepConfig:
     min_interval_seconds: int = 0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.hysteresis < 1.0:
-            raise ValueError(f"hysteresis must be a fraction in [0, 1), got {self.hysteresis!r}")
+        for name in ("hysteresis", "placement_hysteresis"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be a fraction in [0, 1), got {value!r}")
         if self.period_seconds < 60 or self.period_seconds % 60:
             raise ValueError(f"period_seconds must be a multiple of 60, got {self.period_seconds!r}")
         if self.window_seconds < self.period_seconds:
@@ -210,7 +214,11 @@ def _measured_history(request: PlanRequest, observed: Observed, at: str) -> dict
     seconds = observed.step_time_s
     if seconds is None or not math.isfinite(seconds) or seconds <= 0 or not settled(request):
         return None
-    return history_item(with_measurement(request.measured, MeasuredStep(request.current, seconds, at)))
+    return history_item(
+        with_measurement(
+            request.measured, MeasuredStep(request.current, seconds, at, request.current_stage_nodes)
+        )
+    )
 
 
 def _plan_job(
@@ -227,6 +235,7 @@ def _plan_job(
         request.current_plan(),
         measurement,
         hysteresis=config.hysteresis,
+        placement_hysteresis=config.placement_hysteresis,
         interval=request.interval,
         options=request.options,
     )
