@@ -9,7 +9,7 @@ Run on CPU with four processes (gloo)::
 Every ``OSPREY_INTERVAL`` steps every rank reports what the plan step measures (``osprey.runtime``: the
 interconnect latency of a tiny all-reduce and the mean step time since the previous decision point) and the
 remaining time for the priority (``report_progress``), and every rank's step time for the slowest node's speed
-(``report_node_speeds``); only the lead process prints them, one CloudWatch EMF
+(``report_node_speeds``, and every node's speed to ``adjust_parallelism``); only the lead process prints them, one CloudWatch EMF
 series per metric per job. Then rank 0 calls ``osprey.adjust_parallelism(step, current)`` and broadcasts the
 answer. On a new plan every rank saves a ``torch.distributed.checkpoint`` (model and optimizer, sharded as
 they are), builds a new ``DeviceMesh`` of shape (pp, dp, tp), builds its pipeline stage of a fresh model with
@@ -54,6 +54,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 import osprey
 from osprey import runtime
 from osprey.parallelism import recommended_record
+from osprey.planning import node_speeds
 from osprey_control.planner import interval_from_env
 
 GLOBAL_BATCH = 16
@@ -226,7 +227,7 @@ def log_event(event: dict[str, Any]) -> None:
             handle.write(line + "\n")
 
 
-def report_metrics(step: int, total_steps: int, since: tuple[int, float]) -> None:
+def report_metrics(step: int, total_steps: int, since: tuple[int, float]) -> list[float] | None:
     """What the plan step re-plans from and the priority's remaining time, as EMF lines on the lead process.
 
     ``since``: the (step, ``time.perf_counter()``) the step time is measured from. Every rank calls it: the
@@ -244,20 +245,24 @@ def report_metrics(step: int, total_steps: int, since: tuple[int, float]) -> Non
     # Each rank's step time, gathered: the lead reports the slowest node's speed, which the plan step uses to keep
     # a straggler off the critical pipeline stage. (A real job would time its compute alone, without the
     # collectives' waits; this example's steps are mostly compute.)
-    if step_time is not None:
-        times = runtime.gather_compute_times(step_time)
-        if times:
-            runtime.report_node_speeds(times, gpus_per_node())
+    # Every node's speed also goes to adjust_parallelism, so the plan step sees each slow node, not only the slowest.
+    if step_time is None:
+        return None
+    times = runtime.gather_compute_times(step_time)
+    if not times:
+        return None
+    runtime.report_node_speeds(times, gpus_per_node())
+    return node_speeds(times, gpus_per_node())
 
 
 def recommended(
-    step: int, shape: Shape, running: list[list[int]] | None
+    step: int, shape: Shape, running: list[list[int]] | None, speeds: list[float] | None = None
 ) -> tuple[Shape, list[list[int]] | None] | None:
     """Rank 0 asks Osprey (telling it the node order the job runs, ``running``); every rank gets the same
     answer (or None) by broadcast: the plan and its stages' node order (None: rank order)."""
     answer: list[Any] = [None, None]
     if dist.get_rank() == 0:
-        plan = osprey.adjust_parallelism(step, shape.plan(), stage_nodes=running)
+        plan = osprey.adjust_parallelism(step, shape.plan(), stage_nodes=running, node_speeds=speeds)
         answer[0] = plan.to_dict() if plan is not None else None
         answer[1] = (recommended_record() or {}).get("stage_nodes") if plan else None
     dist.broadcast_object_list(answer, src=0)
@@ -309,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for step in range(args.steps):
             if step and step % interval == 0:
-                report_metrics(step, args.steps, since)
-                answer = recommended(step, shape, running)
+                speeds = report_metrics(step, args.steps, since)
+                answer = recommended(step, shape, running, speeds)
                 new, stage_nodes = answer if answer is not None else (shape, running)
                 # A new plan, or the same one with a straggler moved (a placement-only switch).
                 if new != shape or stage_nodes != running:

@@ -151,11 +151,13 @@ def adjust_parallelism(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     interval: int | None = None,
     stage_nodes: Sequence[Sequence[int]] | None = None,
+    node_speeds: Sequence[float] | None = None,
 ) -> Plan | None:
     """The recommended plan when it differs from ``current`` (a Plan or a mapping with tp, pp, dp,
     micro_batch and optionally virtual), or has the same degrees placed on another node order than the job
     runs (``stage_nodes``, the order it applied; None: rank order), on steps that are a multiple of
-    ``OSPREY_INTERVAL``; else None. Never raises (see the module docstring for sources, the trace and the
+    ``OSPREY_INTERVAL``; else None. ``node_speeds`` (``osprey.planning.node_speeds``) goes on the job's
+    progress report, so the plan step places every slow node. Never raises (see the module docstring for sources, the trace and the
     time bound)."""
     env = os.environ if environ is None else environ
     started = time.monotonic()
@@ -185,8 +187,17 @@ def adjust_parallelism(
         now = _as_plan(current)
         entry["current"] = now.to_dict() if now else None
         order = stage_nodes_of(stage_nodes)
+        speeds = list(node_speeds) if node_speeds is not None else None
         result = _decide(
-            now, entry, env, client=client, table=table, job_key=job_key, timeout_s=timeout_s, order=order
+            now,
+            entry,
+            env,
+            client=client,
+            table=table,
+            job_key=job_key,
+            timeout_s=timeout_s,
+            order=order,
+            speeds=speeds,
         )
     except Exception as error:
         entry["decision"], entry["error"] = "error", f"{type(error).__name__}: {error}"
@@ -206,6 +217,7 @@ def _decide(
     job_key: str | None,
     timeout_s: float,
     order: tuple[tuple[int, ...], ...] = (),
+    speeds: list[float] | None = None,
 ) -> Plan | None:
     outcome = _Outcome()
     plan_file = env.get("OSPREY_PLAN_FILE")
@@ -226,7 +238,7 @@ def _decide(
             _read_table(dynamodb, table_name, pk, outcome)
             try:
                 entry["progress"] = update_progress(
-                    dynamodb, table_name, pk, entry["step"], now, stage_nodes=order
+                    dynamodb, table_name, pk, entry["step"], now, stage_nodes=order, node_speeds=speeds
                 )
             except Exception as error:
                 entry["progress"] = f"error: {type(error).__name__}: {error}"

@@ -31,6 +31,7 @@ from typing import Any
 
 from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.order import out_of_rank_order
+from osprey_control.planner.placement import node_speeds_from_rank_times
 from osprey_control.planner.plan import Plan
 from osprey_control.planner.replan import interval_from_env
 from osprey_control.planner.request import (
@@ -40,11 +41,19 @@ from osprey_control.planner.request import (
     plan_key,
     stage_nodes_of,
 )
+from osprey_control.planner.speeds import node_speeds_json
 from osprey_control.registry.keys import JOB_PREFIX
 from osprey_control.registry.plans import PlanItems, ProgressUpdate
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
-__all__ = ["PlanRequestError", "job_partition_key", "report_progress", "request_planning", "update_progress"]
+__all__ = [
+    "PlanRequestError",
+    "job_partition_key",
+    "node_speeds",
+    "report_progress",
+    "request_planning",
+    "update_progress",
+]
 
 
 def job_partition_key(job_key: str | None, env: Mapping[str, str]) -> str | None:
@@ -122,13 +131,20 @@ def update_progress(
     current: Plan | None,
     *,
     stage_nodes: Sequence[Sequence[int]] | None = None,
+    node_speeds: Sequence[float] | None = None,
     now: datetime | None = None,
 ) -> str:
-    """Record the job's step (and the plan it runs, in the node order ``stage_nodes`` if it applied one) on
-    its request item: ``updated``, ``adopted`` (the plan or its order changed: ``since_step`` is now
-    ``step``) or ``no-request``. Conditional writes only; raises on AWS errors."""
+    """Record the job's step (and the plan it runs, in the node order ``stage_nodes`` if it applied one, and
+    every node's speed, ``node_speeds``, if it measured them) on its request item: ``updated``, ``adopted``
+    (the plan or its order changed: ``since_step`` is now ``step``) or ``no-request``. Conditional writes
+    only; raises on AWS errors, and ``PlanRequestError`` naming ``node_speeds`` when they are not positive
+    numbers (nothing written)."""
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    update = ProgressUpdate(step, stamp)
+    try:
+        speeds = node_speeds_json(node_speeds) if node_speeds is not None else None
+    except ValueError as error:
+        raise PlanRequestError([RequestProblem("node_speeds", str(error))]) from None
+    update = ProgressUpdate(step, stamp, node_speeds_json=speeds)
     if current is not None:
         order = stage_nodes_of(stage_nodes)
         update = ProgressUpdate(
@@ -137,8 +153,17 @@ def update_progress(
             plan_key(current, order),
             json.dumps(current.to_dict(), sort_keys=True),
             json.dumps([list(stage) for stage in order]) if out_of_rank_order(order) else None,
+            speeds,
         )
     return PlanItems(table, client).update_progress(pk, update)
+
+
+def node_speeds(rank_compute_seconds: Sequence[float], gpus_per_node: int) -> list[float]:
+    """Every node's speed from every rank's compute time per step (in rank order, e.g.
+    ``osprey.runtime.gather_compute_times``): the median rank's time over the node's slowest rank's. Pass
+    it to ``adjust_parallelism(..., node_speeds=...)`` so the plan step sees every slow node, not only the
+    slowest. ``ValueError`` when the times are not positive or do not fill whole nodes."""
+    return node_speeds_from_rank_times(list(rank_compute_seconds), gpus_per_node)
 
 
 def report_progress(
@@ -150,9 +175,11 @@ def report_progress(
     client: Any = None,
     environ: Mapping[str, str] | None = None,
     stage_nodes: Sequence[Sequence[int]] | None = None,
+    node_speeds: Sequence[float] | None = None,
 ) -> str:
     """Tell the plan step where the job is: its training step and (optionally) the plan it runs now, with
-    the node order it runs it in when it applied a plan record's ``stage_nodes``.
+    the node order it runs it in when it applied a plan record's ``stage_nodes``, and every node's speed
+    (:func:`node_speeds`).
     ``adjust_parallelism`` does this at every decision point; call it yourself only without that. Returns
     ``updated``, ``adopted`` or ``no-request`` (no plan request for this job: nothing written)."""
     env = os.environ if environ is None else environ
@@ -168,4 +195,6 @@ def report_progress(
             if isinstance(current, Plan)
             else plan_from_record({"version": "1", "virtual": 1, **current})
         )
-    return update_progress(client, table_name, pk, step, plan, stage_nodes=stage_nodes)
+    return update_progress(
+        client, table_name, pk, step, plan, stage_nodes=stage_nodes, node_speeds=node_speeds
+    )

@@ -16,8 +16,10 @@ runtime prints them from the lead process only):
   input-pipeline slowdown, which re-planning cannot fix) and also keeps the nominal bandwidth.
 - ``SlowestNodeSpeed`` / ``SlowestNodeIndex`` (``report_node_speeds``: every rank's compute time, gathered,
   the lead reports the slowest node): the speed factors, that node's GPUs at its speed and the rest nominal.
-  A speed of 0.98 or more is noise and keeps all nominal. The slow node is also part of the cluster the
-  bandwidth is inferred on, so its slowdown is not taken for the network's.
+  A speed of 0.98 or more is noise and keeps all nominal. A job that reports every node's speed with its
+  progress (the request's ``node_speeds``, :mod:`.speeds`) is read from that instead, so several slow nodes
+  are each placed. The slow nodes are also part of the cluster the bandwidth is inferred on, so their
+  slowdown is not taken for the network's.
 - calibration: when the step time is faster than predicted, or slower than the network can explain, the
   measured plan calibrates the model instead: the ``compute`` factor of
   :func:`~osprey_control.planner.calibrate.fit` (one measured plan fixes one factor), and the search
@@ -43,6 +45,7 @@ from osprey_control.planner.order import plan_key
 from osprey_control.planner.placement import running, speed_factors_with_slow_node
 from osprey_control.planner.replan import Measurement
 from osprey_control.planner.request import PlanRequest
+from osprey_control.planner.speeds import STRAGGLER_SPEED, slow_node_factors
 
 __all__ = [
     "DEFAULT_MIN_BANDWIDTH_FRACTION",
@@ -55,8 +58,6 @@ __all__ = [
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_MIN_BANDWIDTH_FRACTION = 0.01
-# Below this a node is a straggler; above, a difference of a couple of percent is noise between ranks.
-STRAGGLER_SPEED = 0.98
 _BISECTION_STEPS = 40
 
 
@@ -194,12 +195,32 @@ def measure(
 
 
 def _speeds(request: PlanRequest, observed: Observed, why: str) -> tuple[Signal, Cluster]:
-    """The straggler signal as per-GPU speed factors on the request's cluster."""
+    """The straggler signal as per-GPU speed factors on the request's cluster: every node's speed when the
+    job reported them with its progress, else the slowest node's metric."""
     cluster = request.cluster
+    reported = request.node_speeds
+    if reported and len(reported) == cluster.nodes:
+        slow = [(node, speed) for node, speed in enumerate(reported) if speed < STRAGGLER_SPEED]
+        if not slow:
+            note = f"every node within {1 - STRAGGLER_SPEED:.0%} of the median rank (node_speeds): all GPUs nominal"
+            return Signal(None, "nominal", note), cluster
+        factors = slow_node_factors(reported, cluster.gpus_per_node)
+        named = ", ".join(f"{node} at {speed:.3f}" for node, speed in slow)
+        note = f"slow nodes (node_speeds, with the job's progress): {named}; their GPUs get those speeds"
+        return Signal(min(s for _, s in slow), "node_speeds", note), cluster.with_changes(
+            speed_factors=factors
+        )
+    unmatched = (
+        f"node_speeds lists {len(reported)} nodes, the plan's cluster has {cluster.nodes}; "
+        if reported
+        else ""
+    )
     speed, index = _valid(observed.slowest_node_speed), _valid(observed.slowest_node_index)
     if speed is None or index is None:
         # Optional (a job need not report node speeds): not counted as missing data.
-        note = f"no SlowestNodeSpeed datapoint{why} (optional, report_node_speeds); all GPUs nominal"
+        note = (
+            f"{unmatched}no SlowestNodeSpeed datapoint{why} (optional, report_node_speeds); all GPUs nominal"
+        )
         return Signal(None, "nominal", note), cluster
     node = int(index)
     if speed >= STRAGGLER_SPEED or node >= cluster.nodes:

@@ -12,7 +12,7 @@ Decision: the plan hysteresis guards against the cost model's error between *dif
 SC21, more on other stacks) and against re-sharding a checkpoint for a gain that may not be real. A
 placement-only switch compares the same layout on two node orders: the model's error on that layout is the
 same on both sides, the nodes only change which stage they load, and what is left is the noise of the speed
-signal (a node within 2% of the median is not called slow, ``measure.STRAGGLER_SPEED``). So its threshold sits
+signal (a node within 2% of the median is not called slow, ``speeds.STRAGGLER_SPEED``). So its threshold sits
 just above that noise: a 5% straggler on the critical stage is moved with the defaults. When the best plan's
 new degrees do not clear their hysteresis, the current degrees placed are still considered on their own.
 """

@@ -18,6 +18,7 @@ One registry item per job, in the job's partition next to its plan record (``sk 
     planned_at, plan_reason  written by the plan step: when it last planned the job, and replan's reason
     measured     written by the plan step: the step time it measured on each plan the job ran
                  (:mod:`osprey_control.planner.history`)
+    node_speeds  JSON string, optional: every node's speed, with the latest progress (:mod:`.speeds`)
 
 :func:`build_request` checks a job's inputs and returns the item; every problem names its field (``model.layers``,
 ``cluster.instance_type``, ``current.tp``, ``step``). :func:`request_from_item` reads an item back, raising
@@ -42,6 +43,7 @@ from osprey_control.planner.order import plan_key, stage_nodes_of
 from osprey_control.planner.plan import Plan, PlanError, check_plan
 from osprey_control.planner.replan import CurrentPlan
 from osprey_control.planner.search import SearchOptions
+from osprey_control.planner.speeds import NODE_SPEEDS_ATTRIBUTE, node_speeds_of
 from osprey_control.registry.keys import PLAN_REQUEST_SK, is_job_pk, key_from_pk
 
 __all__ = [
@@ -126,6 +128,7 @@ class PlanRequest:
     planned_at: str | None = None  # when the plan step last planned this job (it writes the attribute)
     measured: tuple[MeasuredStep, ...] = ()  # the plans the job ran, as the plan step measured them
     current_stage_nodes: tuple[tuple[int, ...], ...] = ()  # the node order the job runs; () = rank order
+    node_speeds: tuple[float, ...] = ()  # every node's speed with the latest progress (planner.speeds)
 
     def current_plan(self) -> CurrentPlan:
         return CurrentPlan(
@@ -387,6 +390,7 @@ def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
         planned_at=_optional_string(item, "planned_at"),
         measured=history_from_item(item),
         current_stage_nodes=_running_order(item),
+        node_speeds=node_speeds_of(_optional_string(item, NODE_SPEEDS_ATTRIBUTE)),
     )
 
 

@@ -30,6 +30,7 @@ _PROGRESS_NAMES = {
     "#key": "current_key",
     "#current": "current",
     "#order": "current_stage_nodes",
+    "#speeds": "node_speeds",
 }
 
 
@@ -40,13 +41,15 @@ def _key(pk: str, sk: str) -> dict[str, dict[str, str]]:
 @dataclass(frozen=True, slots=True)
 class ProgressUpdate:
     """Where a job is: its step, when it said so, and the plan it runs (its key and JSON), if it says, with
-    the node order it runs that plan in (JSON of ``stage_nodes``; None: rank order)."""
+    the node order it runs that plan in (JSON of ``stage_nodes``; None: rank order), and each node's speed
+    as it measured it (a JSON list; None removes an earlier report, so the item never holds stale speeds)."""
 
     step: int
     stamp: str
     plan_key: str | None = None
     plan_json: str | None = None
     stage_nodes_json: str | None = None
+    node_speeds_json: str | None = None
 
 
 class PlanItems(RegistryTable):
@@ -95,38 +98,43 @@ class PlanItems(RegistryTable):
         """Record the job's step (and the plan it runs) on its request: ``updated``, ``adopted`` (the plan
         changed, so ``since_step`` is now the step) or ``no-request``. Conditional writes only."""
         values: dict[str, Any] = {":step": {"N": str(update.step)}, ":now": {"S": update.stamp}}
+        sets, removes = ["#step = :step", "#updated = :now"], []
+        if update.node_speeds_json is None:
+            removes.append("#speeds")
+        else:
+            sets.append("#speeds = :speeds")
+            values[":speeds"] = {"S": update.node_speeds_json}
+
+        def expression(extra_sets: list[str], extra_removes: list[str]) -> str:
+            text = "SET " + ", ".join([*sets, *extra_sets])
+            gone = [*removes, *extra_removes]
+            return text + (" REMOVE " + ", ".join(gone) if gone else "")
+
         attempts: list[tuple[str, str, dict[str, Any], str]] = []
         if update.plan_key is None or update.plan_json is None:
-            attempts.append(("SET #step = :step, #updated = :now", "attribute_exists(pk)", values, "updated"))
+            attempts.append((expression([], []), "attribute_exists(pk)", values, "updated"))
         else:
             same = {**values, ":key": {"S": update.plan_key}}
-            attempts.append(
-                (
-                    "SET #step = :step, #updated = :now",
-                    "attribute_exists(pk) AND #key = :key",
-                    same,
-                    "updated",
-                )
-            )
-            adopt = "SET #step = :step, #updated = :now, #since = :step, #key = :key, #current = :current"
+            attempts.append((expression([], []), "attribute_exists(pk) AND #key = :key", same, "updated"))
+            adopt_sets = ["#since = :step", "#key = :key", "#current = :current"]
             adopt_values = {**same, ":current": {"S": update.plan_json}}
             if update.stage_nodes_json is None:
-                adopt += " REMOVE #order"
+                adopt = expression(adopt_sets, ["#order"])
             else:
-                adopt += ", #order = :order"
+                adopt = expression([*adopt_sets, "#order = :order"], [])
                 adopt_values[":order"] = {"S": update.stage_nodes_json}
             attempts.append((adopt, "attribute_exists(pk)", adopt_values, "adopted"))
-        for expression, condition, attribute_values, outcome in attempts:
+        for update_expression, condition, attribute_values, outcome in attempts:
             try:
                 self.client.update_item(
                     TableName=self.table_name,
                     Key=_key(pk, PLAN_REQUEST_SK),
-                    UpdateExpression=expression,
+                    UpdateExpression=update_expression,
                     ConditionExpression=condition,
                     ExpressionAttributeNames={
                         name: attribute
                         for name, attribute in _PROGRESS_NAMES.items()
-                        if name in expression + condition
+                        if name in update_expression + condition
                     },
                     ExpressionAttributeValues=attribute_values,
                 )

@@ -1,0 +1,147 @@
+"""Given a job with more than one slow node, when it reports every node's speed with its progress
+(``adjust_parallelism(..., node_speeds=...)``), then the plan step places each of them, where the slowest-node
+metric alone would move the slowest onto the next slow one; the speeds never outlive the report that carried
+them (moto DynamoDB and CloudWatch)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import osprey
+from osprey.planning import node_speeds, report_progress
+from osprey_control.planner import evaluate
+from osprey_control.planner.measure import Observed, measure
+from osprey_control.planner.placement import running
+from osprey_control.planner.plan import Plan
+from osprey_control.planner.record import record_from_item
+from osprey_control.planner.request import PlanRequest, PlanRequestError, build_request, request_from_item
+from osprey_control.planner.speeds import node_speeds_json, node_speeds_of, slow_node_factors
+from tests.planner.conftest import Aws
+from tests.planner.test_placement_switch import (
+    INSTANCE,
+    MODEL,
+    _best_with_the_straggler,
+    _job_with_a_slow_last_node,
+)
+from tests.planner.test_step import _env, _plan_item, _request_item, _run, _runtime_metrics
+
+# Nodes 6 and 7 both slow: in rank order both run the last stage of the planner's 4-stage pipeline.
+SPEEDS = [1.0, 1.0, 0.999, 1.0, 1.0, 1.0, 0.95, 0.93]
+PIPELINE = Plan(8, 8, 1, 1)
+PLACED = _best_with_the_straggler()
+
+
+def test_speeds_round_trip_and_bad_ones_are_named() -> None:
+    text = node_speeds_json([1.0, 0.95123456, 2])
+    assert node_speeds_of(text) == (1.0, 0.9512, 2.0)
+    for bad, field in (([], "node_speeds"), ([1.0, 0.0], r"node_speeds\[1\]"), ([float("nan")], r"\[0\]")):
+        with pytest.raises(ValueError, match=field):
+            node_speeds_json(bad)
+    assert node_speeds_of("not json") == ()
+    assert node_speeds_of('[1, "x"]') == ()
+    assert node_speeds_of(None) == ()
+    # Nodes within 2% of the median are nominal; a node faster than the median is nominal too
+    assert slow_node_factors([0.99, 0.9, 1.2], 2) == (1.0, 1.0, 0.9, 0.9, 1.0, 1.0)
+
+
+def test_node_speeds_come_from_rank_compute_times() -> None:
+    # Given 2 nodes of 2 ranks, one rank of node 1 taking 10% longer than the median
+    assert node_speeds([1.0, 1.0, 1.0, 1.1], 2) == pytest.approx([1.0, 1.0 / 1.1])
+    with pytest.raises(ValueError, match="whole nodes"):
+        node_speeds([1.0, 1.0, 1.0], 2)
+
+
+def _request(speeds: list[float] | None) -> PlanRequest:
+    item = build_request(
+        "JOB#batch#x", model=MODEL, cluster=INSTANCE, current=PIPELINE, step=700, since_step=0
+    )
+    if speeds is not None:
+        item["node_speeds"] = {"S": node_speeds_json(speeds)}
+    return request_from_item(item)
+
+
+def test_the_plan_step_reads_every_slow_node_from_the_request() -> None:
+    # Given a request carrying every node's speed, and a slowest-node metric naming only node 7
+    request = _request(SPEEDS)
+    observed = Observed(slowest_node_speed=0.93, slowest_node_index=7.0)
+    # When it is measured
+    measurement, signals = measure(request, observed)
+    # Then both slow nodes get their speeds (the metric is not needed), and the signal names them
+    factors = measurement.speed_factors
+    assert factors is not None
+    per = request.cluster.gpus_per_node
+    assert [factors[node * per] for node in range(8)] == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.95, 0.93]
+    assert signals["speed_factors"].source == "node_speeds"
+    assert "6 at 0.950, 7 at 0.930" in signals["speed_factors"].note
+
+
+def test_speeds_for_another_number_of_nodes_fall_back_to_the_metric() -> None:
+    # Given speeds for 4 nodes on a request planned for 8
+    request = _request([1.0, 1.0, 1.0, 0.9])
+    # When measured with the slowest-node metric, then the metric is used and the note says why
+    measurement, signals = measure(request, Observed(slowest_node_speed=0.93, slowest_node_index=7.0))
+    assert signals["speed_factors"].source == "SlowestNodeSpeed"
+    assert measurement.speed_factors is not None
+    assert measurement.speed_factors[-1] == 0.93
+    _, quiet = measure(request, Observed())
+    assert "node_speeds lists 4 nodes, the plan's cluster has 8" in quiet["speed_factors"].note
+
+
+def _last_stage_nodes(aws: Aws) -> list[int]:
+    record = record_from_item(_plan_item(aws, "llm") or {})
+    stage_nodes = record["stage_nodes"]
+    assert stage_nodes is not None
+    assert {name: record[name] for name in ("tp", "pp", "dp", "micro_batch", "virtual")} == PLACED.to_dict()
+    return list(stage_nodes[-1])
+
+
+@pytest.mark.parametrize("reported", [False, True], ids=["slowest-node-metric-only", "every-node-reported"])
+def test_two_slow_nodes_are_both_kept_off_the_last_stage_only_when_the_job_reports_them(
+    aws: Aws, reported: bool
+) -> None:
+    # Given a job running the planner's pipeline in rank order, nodes 6 and 7 slow, its step measured as such
+    assert PLACED.pp == 4
+    _job_with_a_slow_last_node(aws, PLACED)
+    request = _request(None)
+    slow = request.cluster.with_changes(
+        speed_factors=slow_node_factors(SPEEDS, request.cluster.gpus_per_node)
+    )
+    step = evaluate(request.model, slow, PLACED, placement=running(slow, PLACED.pp)).step_time_s
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=step)
+    if reported:
+        # When the job also hands every node's speed to adjust_parallelism at its decision point
+        osprey.adjust_parallelism(660, PLACED, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
+        assert json.loads(_request_item(aws, "llm")["node_speeds"]["S"]) == SPEEDS
+    report = _run(aws)
+    assert report["decisions"] == {"switch": 1}, report
+    last = set(_last_stage_nodes(aws))
+    if reported:
+        # Then neither slow node runs the last (critical) stage
+        assert not {6, 7} & last, last
+    else:
+        # Then, knowing only node 7 (the metric), the plan step moves it and leaves slow node 6 on the last stage
+        assert 7 not in last
+        assert 6 in last
+
+
+def test_a_progress_report_without_speeds_removes_the_earlier_ones(aws: Aws) -> None:
+    # Given a job that reported its node speeds
+    _job_with_a_slow_last_node(aws, PIPELINE)
+    assert (
+        report_progress(620, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
+        == "updated"
+    )
+    assert request_from_item(_request_item(aws, "llm")).node_speeds == tuple(SPEEDS)
+    # When its next report carries none (and when it adopts another plan without them)
+    assert report_progress(640, PIPELINE, client=aws.dynamodb, environ=_env("llm")) == "updated"
+    # Then the request holds no speeds: the plan step never reads an old measurement
+    assert "node_speeds" not in _request_item(aws, "llm")
+    report_progress(650, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
+    assert report_progress(660, Plan(8, 4, 2, 1), client=aws.dynamodb, environ=_env("llm")) == "adopted"
+    assert "node_speeds" not in _request_item(aws, "llm")
+    # And bad speeds are refused by name, nothing written
+    with pytest.raises(PlanRequestError, match=r"node_speeds\[0\]"):
+        report_progress(680, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=[-1.0])
+    assert request_from_item(_request_item(aws, "llm")).step == 660
