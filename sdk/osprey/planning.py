@@ -104,7 +104,8 @@ def request_planning(
 
     ``model``: a :class:`ModelSpec` or a mapping of ``layers hidden heads seq vocab global_batch`` (plus
     ``recompute sequence_parallel optimizer_sharding precision``, each a value or ``any`` for the plan step to
-    search, and ``flash_attention comm_overlap tied_embeddings``, ``on`` or ``off``); ``cluster``: an
+    search, ``flash_attention comm_overlap tied_embeddings gated_mlp``, ``on`` or ``off``, and for Llama-style
+    models ``ffn_hidden kv_heads``); ``cluster``: an
     instance-type preset (``"p5.48xlarge"``, ``"p6-b200.48xlarge"``) or a mapping of ``gpus gpus_per_node
     instance_type gpu peak_tflops peak_tflops_fp8 gpu_memory_gib hbm_gbytes nvlink_gbytes network_gbits
     memory_headroom``; ``current``: the plan the job runs now (``virtual`` defaults to 1), adopted at ``step``.

@@ -9,6 +9,9 @@ key                  meaning                                                  de
 ==================== ======================================================== ===========
 layers, hidden,      model shape (positive integers; ``heads`` divides        required
 heads, seq, vocab    ``hidden``)
+ffn-hidden           the MLP's inner width (Llama 3 8B: 14336)                4 x hidden
+kv-heads             key/value heads (grouped-query attention; divides heads) heads
+gated-mlp            on / off: a gated MLP (SwiGLU: gate and up projections)  off
 global-batch         samples per step                                         required
 gpus                 GPUs of the job (whole nodes)                            required
 gpus-per-node        GPUs per node                                            instance / 8
@@ -62,7 +65,19 @@ __all__ = [
     "resolve",
 ]
 
-_INT = ("layers", "hidden", "heads", "seq", "vocab", "global-batch", "gpus", "gpus-per-node", "top")
+_INT = (
+    "layers",
+    "hidden",
+    "heads",
+    "seq",
+    "vocab",
+    "ffn-hidden",
+    "kv-heads",
+    "global-batch",
+    "gpus",
+    "gpus-per-node",
+    "top",
+)
 _FLOAT = ("peak-tflops", "peak-tflops-fp8", "gpu-memory-gib", "hbm-gbytes", "nvlink-gbytes", "network-gbits")
 ANY = "any"
 _SWITCH = ("on", "off")
@@ -76,6 +91,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "flash-attention": _SWITCH,
     "comm-overlap": _SWITCH,
     "tied-embeddings": _SWITCH,
+    "gated-mlp": _SWITCH,
 }
 _BOOLEAN_WORDS = {True: "on", False: "off"}
 KEYS: tuple[str, ...] = (*_INT, *_FLOAT, *_CHOICES, "memory-headroom", "evaluate")
@@ -248,6 +264,11 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
             errors.append(
                 ConfigProblem("heads", f"must divide hidden ({checked['hidden']}), got {checked['heads']}")
             )
+        kv_heads = checked.get("kv-heads")
+        if kv_heads is not None and (kv_heads > checked["heads"] or checked["heads"] % kv_heads):
+            errors.append(
+                ConfigProblem("kv-heads", f"must divide heads ({checked['heads']}), got {kv_heads}")
+            )
         try:
             built = cluster(
                 checked["gpus"],
@@ -325,6 +346,9 @@ def _model(checked: Mapping[str, Any]) -> ModelSpec:
         flash_attention=checked.get("flash-attention", "on") == "on",
         comm_overlap=checked.get("comm-overlap", "on") == "on",
         tied_embeddings=checked.get("tied-embeddings", "on") == "on",
+        ffn_hidden=checked.get("ffn-hidden"),
+        kv_heads=checked.get("kv-heads"),
+        gated_mlp=checked.get("gated-mlp", "off") == "on",
     )
 
 

@@ -49,7 +49,11 @@ BYTES_PER_ELEMENT = 2
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """A GPT-style decoder: ``layers`` blocks of attention + 4h MLP, tied embedding of ``vocab`` x ``hidden``."""
+    """A decoder of ``layers`` blocks of attention and MLP, embedding of ``vocab`` x ``hidden``.
+
+    GPT-style by default (4h MLP with GELU, every head its own keys and values, tied embedding). Llama-style
+    models set ``ffn_hidden`` (e.g. 14336 for Llama 3 8B), ``kv_heads`` (grouped-query attention: 8) and
+    ``gated_mlp`` (SwiGLU: the MLP's first GEMM produces a gate and an up projection, ``2 ffn`` wide)."""
 
     layers: int
     hidden: int
@@ -75,14 +79,55 @@ class ModelSpec:
     # GEMMs (--tp-comm-overlap, needs sequence parallelism) and the gradient reduce-scatter / parameter
     # all-gather of the distributed optimizer bucketed behind the backward and forward passes.
     comm_overlap: bool = False
+    # The MLP's inner width (None: 4 x hidden, GPT's).
+    ffn_hidden: int | None = None
+    # Key/value heads (None: one per query head; fewer is grouped-query attention, and must divide heads).
+    kv_heads: int | None = None
+    # A gated MLP (SwiGLU, GeGLU): two input projections of ffn width, multiplied, then the output one.
+    gated_mlp: bool = False
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "seq", "vocab", "global_batch"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("ffn_hidden", "kv_heads"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive integer (or unset), got {value!r}")
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        if self.kv_heads is not None and (self.kv_heads > self.heads or self.heads % self.kv_heads):
+            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+
+    # -- shape ----------------------------------------------------------------------------------------------
+
+    @property
+    def ffn(self) -> int:
+        """The MLP's inner width."""
+        return 4 * self.hidden if self.ffn_hidden is None else self.ffn_hidden
+
+    @property
+    def kv_hidden(self) -> int:
+        """Width of the keys (and of the values): kv_heads x head size."""
+        kv_heads = self.heads if self.kv_heads is None else self.kv_heads
+        return kv_heads * (self.hidden // self.heads)
+
+    @property
+    def qkv_width(self) -> int:
+        """Output width of the QKV projection."""
+        return self.hidden + 2 * self.kv_hidden
+
+    @property
+    def fc1_width(self) -> int:
+        """Output width of the MLP's first projection (gate and up together when gated)."""
+        return self.ffn * (2 if self.gated_mlp else 1)
+
+    @property
+    def gemm_weights(self) -> float:
+        """Weights of a block's dense GEMMs (QKV, projection, FC1, FC2): 12 h^2 for GPT."""
+        h = self.hidden
+        return float(h * self.qkv_width + h * h + h * self.fc1_width + self.ffn * h)
 
     @property
     def sp(self) -> bool:
@@ -99,9 +144,9 @@ class ModelSpec:
 
     @property
     def layer_params(self) -> float:
-        """Weights of one block: QKV + projection (4h^2), MLP (8h^2), biases and two layer norms (13h)."""
-        h = self.hidden
-        return 12.0 * h * h + 13.0 * h
+        """Weights of one block: the dense GEMMs (12 h^2 for GPT), their biases and two layer norms (13 h for
+        GPT; Llama has no biases, a difference below 0.01%)."""
+        return self.gemm_weights + self.qkv_width + self.fc1_width + 6.0 * self.hidden
 
     @property
     def embedding_params(self) -> float:
@@ -129,8 +174,8 @@ class ModelSpec:
     # -- FLOPs (per sample of ``seq`` tokens) --------------------------------------------------------------
 
     def layer_gemm_flops(self) -> float:
-        """Forward dense matmuls of one block for one sample: 24 s h^2."""
-        return 24.0 * self.seq * self.hidden * self.hidden
+        """Forward dense matmuls of one block for one sample: 2 s x the GEMM weights (24 s h^2 for GPT)."""
+        return 2.0 * self.seq * self.gemm_weights
 
     def layer_attention_flops(self) -> float:
         """Forward QK^T and attention-times-V of one block for one sample: 4 s^2 h."""
@@ -141,9 +186,12 @@ class ModelSpec:
         return 2.0 * self.seq * self.hidden * self.vocab
 
     def model_flops_per_iteration(self) -> float:
-        """72 B s l h^2 (1 + s/(6h) + V/(12 h l)): forward + backward, no recomputation (MFU's numerator)."""
-        b, s, n, h, v = self.global_batch, self.seq, self.layers, self.hidden, self.vocab
-        return 72.0 * b * s * n * h * h * (1 + s / (6 * h) + v / (12 * h * n))
+        """Forward + backward, no recomputation (MFU's numerator): for GPT 72 B s l h^2 (1 + s/(6h) +
+        V/(12 h l))."""
+        per_sample = (
+            self.layers * (self.layer_gemm_flops() + self.layer_attention_flops()) + self.logits_flops()
+        )
+        return 3.0 * self.global_batch * per_sample
 
     def hardware_flops_per_iteration(self) -> float:
         """FLOPs executed including recomputation; with ``full`` this is SC21's
@@ -168,16 +216,25 @@ class ModelSpec:
         if self.flash_attention:
             return 0.0
         core = 5.0 * self.heads * self.seq / self.hidden
-        return core / (34.0 + core)
+        return core / (_REPLICATED + self._split_terms() + core)
+
+    def _split_terms(self) -> float:
+        """Activations of a block split by tensor parallelism, per s*b*h (Korthikanti's 24 for GPT): Q (2),
+        K and V (2 each, narrower under grouped-query attention), the projection's input (2), and the MLP's
+        inner tensors (GELU's input and output, 4 ffn/h; gated: gate, up and their product, 6 ffn/h)."""
+        h = float(self.hidden)
+        attention = 4.0 + 4.0 * self.kv_hidden / h
+        mlp = (6.0 if self.gated_mlp else 4.0) * self.ffn / h
+        return attention + mlp
 
     # -- activations (bytes per layer, per micro-batch of ``b`` samples) ---------------------------------
 
     def _block_terms(self, tp: int) -> float:
         """All activations of one block per s*b*h: 10 (replicated; sharded under sequence parallelism)
         + 24/t + 5as/(ht) (the attention scores and dropout mask, never stored by a fused kernel)."""
-        replicated = 10.0 / tp if self.sp else 10.0
+        replicated = _REPLICATED / tp if self.sp else _REPLICATED
         core = 0.0 if self.flash_attention else 5.0 * self.heads * self.seq / (self.hidden * tp)
-        return replicated + 24.0 / tp + core
+        return replicated + self._split_terms() / tp + core
 
     def layer_activation_bytes(self, micro_batch: int, tp: int) -> float:
         """Bytes a block keeps for its backward pass under this recompute mode (Korthikanti eqs. 2-6)."""
@@ -186,8 +243,8 @@ class ModelSpec:
             # Only the block's input, itself sharded under sequence parallelism.
             return 2.0 * sbh / (tp if self.sp else 1)
         if self.recompute is Recompute.SELECTIVE:
-            replicated = 10.0 / tp if self.sp else 10.0
-            return sbh * (replicated + 24.0 / tp)
+            replicated = _REPLICATED / tp if self.sp else _REPLICATED
+            return sbh * (replicated + self._split_terms() / tp)
         return self.layer_working_bytes(micro_batch, tp)
 
     def layer_working_bytes(self, micro_batch: int, tp: int) -> float:
@@ -207,6 +264,11 @@ class ModelSpec:
     def stage_layers(self, pp: int) -> int:
         """Blocks on the busiest stage: an uneven split puts ceil(l/p) on the first stages."""
         return math.ceil(self.layers / pp)
+
+
+# Activations of a block per s*b*h that tensor parallelism replicates (sequence parallelism shards them):
+# the two layer norms' inputs (4), the QKV and FC1 inputs (4) and the two dropout masks (2) (Korthikanti).
+_REPLICATED = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,9 @@ MODEL_KEYS = (
     "flash-attention",
     "comm-overlap",
     "tied-embeddings",
+    "ffn-hidden",
+    "kv-heads",
+    "gated-mlp",
 )
 CLUSTER_KEYS = (
     "gpus",
@@ -172,6 +175,9 @@ def _model_values(model: ModelSpec | Mapping[str, Any], errors: list[RequestProb
             "flash-attention": _switch(model.flash_attention),
             "comm-overlap": _switch(model.comm_overlap),
             "tied-embeddings": _switch(model.tied_embeddings),
+            **({} if model.ffn_hidden is None else {"ffn-hidden": model.ffn_hidden}),
+            **({} if model.kv_heads is None else {"kv-heads": model.kv_heads}),
+            "gated-mlp": _switch(model.gated_mlp),
         }
     return _section("model", model, MODEL_KEYS, errors)
 

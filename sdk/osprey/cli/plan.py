@@ -247,6 +247,19 @@ def plan_command(
             "--tied-embeddings", metavar="on|off", help="Output layer shares the embedding (default: on)."
         ),
     ] = None,
+    ffn_hidden: Annotated[
+        int | None, typer.Option("--ffn-hidden", metavar="N", help="MLP inner width (default: 4 x hidden).")
+    ] = None,
+    kv_heads: Annotated[
+        int | None,
+        typer.Option(
+            "--kv-heads", metavar="N", help="Key/value heads, grouped-query attention (default: heads)."
+        ),
+    ] = None,
+    gated_mlp: Annotated[
+        str | None,
+        typer.Option("--gated-mlp", metavar="on|off", help="Gated MLP, SwiGLU as in Llama (default: off)."),
+    ] = None,
     memory_headroom: Annotated[
         float | None,
         typer.Option("--memory-headroom", metavar="X", help="Usable fraction of GPU memory (default: 0.9)."),
@@ -330,6 +343,9 @@ def plan_command(
         "flash-attention": flash_attention,
         "comm-overlap": comm_overlap,
         "tied-embeddings": tied_embeddings,
+        "ffn-hidden": ffn_hidden,
+        "kv-heads": kv_heads,
+        "gated-mlp": gated_mlp,
         "memory-headroom": memory_headroom,
         "top": top,
         "evaluate": evaluate_plan,

@@ -105,8 +105,10 @@ def _table(title: str, rows: list[tuple[str, Evaluation]]) -> Table:
 
 def describe(config: PlanConfig) -> str:
     m, c = config.model, config.cluster
+    heads = f"{m.heads} heads" + (f" ({m.kv_heads} KV)" if m.kv_heads not in (None, m.heads) else "")
+    mlp = f", {'gated ' if m.gated_mlp else ''}MLP {m.ffn}" if m.gated_mlp or m.ffn != 4 * m.hidden else ""
     return (
-        f"{m.params / 1e9:.1f}B parameters ({m.layers} layers, hidden {m.hidden}, {m.heads} heads, seq {m.seq}, "
+        f"{m.params / 1e9:.1f}B parameters ({m.layers} layers, hidden {m.hidden}, {heads}{mlp}, seq {m.seq}, "
         f"global batch {m.global_batch}) on {c.gpus} x {c.gpu.name} "
         f"({c.nodes} nodes of {c.gpus_per_node}, {c.network_gbits:g} Gb/s per node), memory limit "
         f"{c.gpu.memory_gib * config.options.memory_headroom:.1f} GiB per GPU"
