@@ -18,7 +18,15 @@ from osprey_control.planner import Cluster, Evaluation, ModelSpec, cluster
 from osprey_control.planner.model import Precision
 from osprey_control.planner.search import Knobs, SearchOptions, search
 
-__all__ = ["PublishedRow", "cross_generation_table", "h100_rows", "model_tflops", "nemo_rows", "predict"]
+__all__ = [
+    "PublishedRow",
+    "cross_generation_table",
+    "h100_rows",
+    "llama_rows",
+    "model_tflops",
+    "nemo_rows",
+    "predict",
+]
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -108,6 +116,46 @@ def nemo_rows() -> list[PublishedRow]:
     return rows
 
 
+def llama_rows() -> list[PublishedRow]:
+    """NVIDIA's Llama 2 and Llama 3 FP8 rows (H100 and B200): grouped-query attention where the model has it,
+    SwiGLU, untied embeddings. The published tokens/s are expressed in the planner's model FLOPs (whole
+    attention square), so the error is the tokens/s error."""
+    rows = []
+    for r in _read("nemo_llama_fp8.csv"):
+        model = ModelSpec(
+            layers=int(r["layers"]),
+            hidden=int(r["hidden"]),
+            heads=int(r["heads"]),
+            seq=int(r["seq"]),
+            vocab=int(r["vocab"]),
+            global_batch=int(r["global_batch"]),
+            precision=Precision.FP8,
+            flash_attention=True,
+            comm_overlap=True,
+            tied_embeddings=False,
+            ffn_hidden=int(r["ffn_hidden"]),
+            kv_heads=int(r["kv_heads"]),
+            gated_mlp=True,
+        )
+        gpus, tp, pp = int(r["gpus"]), int(r["tp"]), int(r["pp"])
+        instance = "p6-b200.48xlarge" if r["system"] == "DGX-B200" else "p5.48xlarge"
+        per_token = model.model_flops_per_iteration() / (model.global_batch * model.seq)
+        rows.append(
+            PublishedRow(
+                f"{r['model']} {gpus}x{r['system'].removeprefix('DGX-')} ({r['source']})",
+                model,
+                cluster(gpus, instance_type=instance),
+                tp,
+                pp,
+                gpus // (tp * pp),
+                int(r["micro_batch"]),
+                int(r["vp"]),
+                float(r["tokens_per_s_per_gpu"]) * per_token / 1e12,
+            )
+        )
+    return rows
+
+
 def model_tflops(row: PublishedRow, evaluation: Evaluation) -> float:
     return row.model.model_flops_per_iteration() / row.cluster.gpus / evaluation.step_time_s / 1e12
 
@@ -115,6 +163,9 @@ def model_tflops(row: PublishedRow, evaluation: Evaluation) -> float:
 def predict(row: PublishedRow, options: SearchOptions | None = None) -> tuple[Evaluation, Evaluation]:
     """(the best plan with the published layout, the planner's best plan overall), same precision."""
     base = options or SearchOptions()
+    if row.virtual is not None and row.virtual > base.max_virtual:
+        # NeMo's Llama 2 recipes interleave deeper (10, 20) than the search's default bound.
+        base = dataclasses.replace(base, max_virtual=row.virtual)
     knobs = Knobs(precision=(row.model.precision,))
     result = search(row.model, row.cluster, dataclasses.replace(base, knobs=knobs), keep_all=True)
     published = [

@@ -33,7 +33,7 @@ from osprey_control.planner import (
     search,
 )
 from osprey_control.planner.search import search_exhaustive
-from tests.planner.cross_generation import cross_generation_table, h100_rows, nemo_rows
+from tests.planner.cross_generation import cross_generation_table, h100_rows, llama_rows, nemo_rows
 from tests.planner.published import korthikanti_rows, memory_rows, sc21_rows, selene
 
 __all__ = ["DOC", "TABLES", "render"]
@@ -230,6 +230,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "search-speed": search_speed_table,
     "h100": lambda: cross_generation_table(h100_rows()),
     "nemo": lambda: cross_generation_table(nemo_rows()),
+    "llama": lambda: cross_generation_table(llama_rows()),
 }
 _BLOCK = re.compile(r"(<!-- generated: ([a-z0-9-]+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL)
 
