@@ -21,7 +21,8 @@ Where the record comes from, first match wins:
 
 Every decision is appended to the JSON-lines trace named by ``OSPREY_LOG`` (if set), one object per line:
 ``{"time", "step", "rank", "interval", "source", "job", "decision", "current", "recommended", "plan_id",
-"reason", "expected_saving_fraction", "error", "elapsed_s"}``, where ``decision`` is ``new-plan``,
+"reason", "expected_saving_fraction", "error", "progress", "node_speeds", "elapsed_s"}`` (``node_speeds``:
+``reported``, or ``ignored: <why>`` when they were not valid and the progress went without them), where ``decision`` is ``new-plan``,
 ``new-placement`` (the same degrees, a straggler moved: the job re-orders its process groups,
 ``osprey.runtime.process_group_ranks``), ``unchanged``, ``no-record``, ``world-size-mismatch`` (the record is for another number of GPUs),
 ``no-source`` (neither a plan file nor a table) or ``error``.
@@ -51,6 +52,7 @@ from osprey_control.planner.record import (
 )
 from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
 from osprey_control.planner.request import plan_key, stage_nodes_of
+from osprey_control.planner.speeds import node_speeds_json
 from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
@@ -174,6 +176,7 @@ def adjust_parallelism(
         "expected_saving_fraction": None,
         "error": None,
         "progress": None,
+        "node_speeds": None,
     }
     try:
         every = interval if interval is not None else interval_from_env(env)
@@ -187,7 +190,7 @@ def adjust_parallelism(
         now = _as_plan(current)
         entry["current"] = now.to_dict() if now else None
         order = stage_nodes_of(stage_nodes)
-        speeds = list(node_speeds) if node_speeds is not None else None
+        speeds = _valid_speeds(node_speeds, entry)
         result = _decide(
             now,
             entry,
@@ -205,6 +208,20 @@ def adjust_parallelism(
     entry["elapsed_s"] = round(time.monotonic() - started, 6)
     _trace(env, entry)
     return result
+
+
+def _valid_speeds(node_speeds: Sequence[float] | None, entry: dict[str, Any]) -> list[float] | None:
+    """The speeds to report, or None; bad ones are left out (the trace says why) so the progress report, which
+    the plan step needs, is still written."""
+    if node_speeds is None:
+        return None
+    try:
+        node_speeds_json(node_speeds)
+    except ValueError as error:
+        entry["node_speeds"] = f"ignored: {error}"
+        return None
+    entry["node_speeds"] = "reported"
+    return list(node_speeds)
 
 
 def _decide(

@@ -135,7 +135,7 @@ def test_a_job_measured_as_predicted_on_one_plan_is_not_calibrated_and_keeps_its
 
 
 def test_the_same_degrees_in_rank_order_and_placed_are_two_entries_that_survive_the_item() -> None:
-    # Given a job measured on a pipeline in rank order, then on the same degrees with nodes 6 and 7 swapped
+    # Given a job measured on a pipeline in rank order, then on the same degrees with nodes 2 and 3 swapped
     pipeline = Plan(tp=8, pp=4, dp=1, micro_batch=1)
     placed = ((0,), (1,), (3,), (2,))
     history = with_measurement((), MeasuredStep(pipeline, 10.5, "t1"))

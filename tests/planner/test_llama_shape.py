@@ -4,6 +4,7 @@ than GPT's 12 h^2, GPT models are counted exactly as before, and `osprey plan` t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -11,8 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
-from osprey_control.planner import ModelSpec, Plan, Recompute, cluster, evaluate
+from osprey_control.planner import ModelSpec, Plan, PlanError, Recompute, cluster, evaluate
 from osprey_control.planner.config import resolve
+from osprey_control.planner.gemm import depth_factor, fp8_cast_bytes
+from osprey_control.planner.model import Precision
+from osprey_control.planner.plan import check_plan
+from osprey_control.planner.search import search
 
 # Meta's published shapes (model cards / params.json): layers, hidden, heads, kv heads, MLP width, vocabulary.
 LLAMA3_8B = ModelSpec(
@@ -31,12 +36,13 @@ LLAMA2_7B = ModelSpec(
 
 @pytest.mark.parametrize(
     ("model", "published"),
-    [(LLAMA3_8B, 8.03e9), (LLAMA3_70B, 70.6e9), (LLAMA2_7B, 6.74e9)],
+    # Exact counts of the released checkpoints (sums of their tensor sizes)
+    [(LLAMA3_8B, 8_030_261_248), (LLAMA3_70B, 70_553_706_496), (LLAMA2_7B, 6_738_415_616)],
     ids=["llama3-8b", "llama3-70b", "llama2-7b"],
 )
 def test_parameters_are_the_published_counts(model: ModelSpec, published: float) -> None:
-    # The model counts biases and two norms per block, which Llama does not have: under 0.1% here
-    assert model.params == pytest.approx(published, rel=0.003)
+    # The model counts GPT's biases and two-weight norms, which Llama does not have: about 0.02% more
+    assert published < model.params < published * 1.0003
 
 
 def test_a_gpt_model_is_counted_as_before() -> None:
@@ -48,6 +54,28 @@ def test_a_gpt_model_is_counted_as_before() -> None:
     assert gpt.model_flops_per_iteration() == pytest.approx(
         72 * 512 * s * 24 * h * h * (1 + s / (6 * h) + 51200 / (12 * h * 24))
     )
+    # And its activations are Korthikanti's s b h (10 + 24/t + 5 a s/(h t)) (no fused attention, no recompute)
+    a, b, t = 16, 2, 4
+    plain = dataclasses.replace(gpt, recompute=Recompute.NONE)
+    assert plain.layer_activation_bytes(b, t) == pytest.approx(
+        s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+    )
+    assert dataclasses.replace(
+        gpt, recompute=Recompute.SELECTIVE, sequence_parallel=False
+    ).layer_activation_bytes(b, t) == pytest.approx(s * b * h * (10 + 24 / t))
+    # And each GEMM's depth is GPT's (QKV 3h^2 at K = h, projection h^2 at h/t, FC1 4h^2 at h, FC2 4h^2 at 4h/t;
+    # backward K = 3h/t, h, 4h/t, h), and the FP8 casts are 5 and 7 s b h per forward and backward over t
+    k0 = 300.0
+
+    def stretch(pairs: list[tuple[float, float]]) -> float:
+        return sum(share * (1 + k0 / depth) for share, depth in pairs)
+
+    forward = stretch([(0.25, h), (1 / 12, h / t), (1 / 3, h), (1 / 3, 4 * h / t)])
+    backward = stretch([(0.25, 3 * h / t), (1 / 12, h), (1 / 3, 4 * h / t), (1 / 3, h)])
+    weight = 1 + k0 / (s * b)
+    assert depth_factor(gpt, b, t, 3.0, k0) == pytest.approx((forward + backward + weight) / 3)
+    fp8 = dataclasses.replace(gpt, recompute=Recompute.NONE, sequence_parallel=False, precision=Precision.FP8)
+    assert fp8_cast_bytes(fp8, b, t, 1.0, 5.0) == pytest.approx(s * b * h * ((5 + 7) / t + 4) * 6.0)
     # And spelling GPT's defaults out changes nothing
     explicit = ModelSpec(
         layers=24,
@@ -146,3 +174,17 @@ def test_a_bad_shape_flag_exits_1_naming_it(flag: str, value: str, message: str)
     result = runner.invoke(app, ["plan", *flags])
     assert result.exit_code == 1
     assert message in result.output
+
+
+def test_tp_must_divide_the_key_value_heads_too() -> None:
+    # Given Llama 3 70B (64 heads, 8 KV heads) and a model with only 2 KV heads
+    two_kv = dataclasses.replace(LLAMA3_70B, kv_heads=2)
+    nodes = cluster(64, instance_type="p5.48xlarge")
+    # Then tp=4 is refused for the 2-KV-head model, naming both head counts (Megatron-Core asserts it)
+    with pytest.raises(PlanError, match="64 attention heads and the 2 key/value heads"):
+        check_plan(two_kv, nodes, Plan(tp=4, pp=8, dp=2, micro_batch=1))
+    check_plan(LLAMA3_70B, nodes, Plan(tp=8, pp=8, dp=1, micro_batch=1))
+    # And the search never proposes such a tp
+    result = search(two_kv, nodes)
+    assert result.best is not None
+    assert {e.plan.tp for e in result.candidates} <= {1, 2}

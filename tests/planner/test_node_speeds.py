@@ -6,6 +6,7 @@ them (moto DynamoDB and CloudWatch)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -141,7 +142,22 @@ def test_a_progress_report_without_speeds_removes_the_earlier_ones(aws: Aws) -> 
     report_progress(650, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
     assert report_progress(660, Plan(8, 4, 2, 1), client=aws.dynamodb, environ=_env("llm")) == "adopted"
     assert "node_speeds" not in _request_item(aws, "llm")
-    # And bad speeds are refused by name, nothing written
+    # And bad speeds are refused by name, nothing written (report_progress raises: the caller gave them)
     with pytest.raises(PlanRequestError, match=r"node_speeds\[0\]"):
         report_progress(680, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=[-1.0])
     assert request_from_item(_request_item(aws, "llm")).step == 660
+
+
+def test_adjust_parallelism_with_bad_speeds_still_reports_the_progress(aws: Aws, tmp_path: Path) -> None:
+    # Given a job with speeds from an earlier decision point, whose next call passes a speed of zero
+    _job_with_a_slow_last_node(aws, PIPELINE)
+    env = {**_env("llm"), "OSPREY_LOG": str(tmp_path / "trace.jsonl")}
+    osprey.adjust_parallelism(660, PIPELINE, client=aws.dynamodb, environ=env, node_speeds=SPEEDS)
+    osprey.adjust_parallelism(720, PIPELINE, client=aws.dynamodb, environ=env, node_speeds=[1.0, 0.0])
+    # Then the step is recorded (the plan step needs it), the old speeds are gone, and the trace says why
+    item = _request_item(aws, "llm")
+    assert item["step"] == {"N": "720"}
+    assert "node_speeds" not in item
+    last = json.loads((tmp_path / "trace.jsonl").read_text().splitlines()[-1])
+    assert last["node_speeds"].startswith("ignored: node_speeds[1]")
+    assert last["progress"] == "updated"

@@ -13,7 +13,7 @@ from osprey_control.planner.model import OptimizerSharding, Recompute
 from osprey_control.planner.placement import node_speeds_from_rank_times, place, speed_factors_with_slow_node
 from osprey_control.planner.replan import DEFAULT_PLACEMENT_HYSTERESIS, CurrentPlan, Measurement, replan
 from osprey_control.planner.request import build_request, request_from_item
-from osprey_control.planner.search import SearchOptions
+from osprey_control.planner.search import Knobs, SearchOptions
 
 # The model's options as they are: the search varies only the layout (and its placement).
 AS_GIVEN = SearchOptions(knobs=None)
@@ -196,6 +196,25 @@ def test_a_straggler_is_moved_even_when_new_degrees_would_not_clear_the_plan_thr
     assert decision.proposed.plan == plan
     assert all(LAST_NODE not in stage for stage in decision.proposed.stage_nodes[-1:])
     assert decision.hysteresis == DEFAULT_PLACEMENT_HYSTERESIS
+
+
+def test_new_options_on_the_same_degrees_are_held_to_the_plan_threshold() -> None:
+    # Given the options left to the search (as a plan request leaves them at "any") and a job running the
+    # planner's degrees with selective recompute, its last node 2% slow
+    searched = SearchOptions(knobs=Knobs())
+    best = search(MODEL, NOMINAL, searched).best
+    assert best is not None
+    current = CurrentPlan(MODEL, NOMINAL, best.plan)
+    slow = _slow(LAST_NODE, 0.98)
+    # When it is re-planned with the default thresholds
+    decision = replan(current, Measurement(step=600, speed_factors=slow.speed_factors), options=searched)
+    # Then the best (same degrees, another recompute mode, the node moved) is a new plan: it gains a few
+    # percent, more than the placement threshold, but it is held to the 10% hysteresis and not proposed
+    assert decision.proposed is not None
+    assert decision.proposed.plan == best.plan
+    assert decision.proposed.options() != decision.current.options()
+    assert DEFAULT_PLACEMENT_HYSTERESIS < decision.expected_saving_fraction < 0.10
+    assert (decision.reason, decision.hysteresis) == ("below-hysteresis", 0.10)
 
 
 def test_a_placement_threshold_outside_0_to_1_is_refused() -> None:

@@ -15,7 +15,7 @@ __all__ = ["no_plan_reason"]
 
 
 def _model_parallel_sizes(model: ModelSpec, cluster: Cluster, options: SearchOptions) -> list[int]:
-    tps = [t for t in divisors(cluster.gpus_per_node) if model.heads % t == 0]
+    tps = [t for t in divisors(cluster.gpus_per_node) if model.splits_heads(t)]
     pps = list(range(1, model.layers + 1)) if options.uneven_pipeline else divisors(model.layers)
     return sorted({t * p for t in tps for p in pps if cluster.gpus % (t * p) == 0})
 

@@ -108,10 +108,19 @@ class ModelSpec:
         return 4 * self.hidden if self.ffn_hidden is None else self.ffn_hidden
 
     @property
+    def kv_head_count(self) -> int:
+        """Key/value heads: ``kv_heads``, or one per query head."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    def splits_heads(self, tp: int) -> bool:
+        """Whether tensor parallelism ``tp`` divides the query heads and the key/value heads (Megatron-Core
+        asserts both: each rank holds whole query groups)."""
+        return self.heads % tp == 0 and self.kv_head_count % tp == 0
+
+    @property
     def kv_hidden(self) -> int:
         """Width of the keys (and of the values): kv_heads x head size."""
-        kv_heads = self.heads if self.kv_heads is None else self.kv_heads
-        return kv_heads * (self.hidden // self.heads)
+        return self.kv_head_count * (self.hidden // self.heads)
 
     @property
     def qkv_width(self) -> int:
@@ -145,7 +154,7 @@ class ModelSpec:
     @property
     def layer_params(self) -> float:
         """Weights of one block: the dense GEMMs (12 h^2 for GPT), their biases and two layer norms (13 h for
-        GPT; Llama has no biases, a difference below 0.01%)."""
+        GPT; Llama has no biases and one weight per norm: about 0.02% of its parameters)."""
         return self.gemm_weights + self.qkv_width + self.fc1_width + 6.0 * self.hidden
 
     @property

@@ -137,8 +137,9 @@ def check_plan(model: ModelSpec, cluster: Cluster, plan: Plan, *, uneven_pipelin
         raise PlanError("tp, pp, dp, micro_batch and virtual must all be positive")
     if tp * pp * dp != cluster.gpus:
         raise PlanError(f"tp*pp*dp = {tp * pp * dp} but the cluster has {cluster.gpus} GPUs")
-    if model.heads % tp:
-        raise PlanError(f"tp={tp} must divide the {model.heads} attention heads")
+    if not model.splits_heads(tp):
+        kv = f" and the {model.kv_head_count} key/value heads" if model.kv_head_count != model.heads else ""
+        raise PlanError(f"tp={tp} must divide the {model.heads} attention heads{kv}")
     if tp > cluster.gpus_per_node and not cluster.allow_cross_node_tp:
         raise PlanError(
             f"tp={tp} exceeds the {cluster.gpus_per_node} GPUs of a node (cross-node tp not allowed)"

@@ -190,7 +190,9 @@ def replan(
     placed = place(observed, current.plan.pp)
     moved = scored(placed) if placed.stage_nodes and placed.stage_nodes != order.stage_nodes else None
     candidates: list[tuple[Evaluation, float]] = []
-    if best.plan != current.plan:
+    # Placement-only means the same degrees *and* the same model options (the search may change recompute,
+    # sequence parallelism, the optimizer or precision): anything else is a new plan, held to the hysteresis.
+    if best.plan != current.plan or best.options() != now.options():
         candidates.append((best, hysteresis))
     elif best.stage_nodes and best.stage_nodes != order.stage_nodes:
         moved = best if moved is None or best.step_time_s < moved.step_time_s else moved

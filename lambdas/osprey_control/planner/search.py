@@ -120,10 +120,10 @@ def divisors(n: int) -> list[int]:
 
 def _tp_degrees(model: ModelSpec, cluster: Cluster) -> list[int]:
     per_node = cluster.gpus_per_node
-    inside = [t for t in divisors(per_node) if model.heads % t == 0]
+    inside = [t for t in divisors(per_node) if model.splits_heads(t)]
     if not cluster.allow_cross_node_tp:
         return inside
-    across = [per_node * k for k in divisors(cluster.nodes) if k > 1 and model.heads % (per_node * k) == 0]
+    across = [per_node * k for k in divisors(cluster.nodes) if k > 1 and model.splits_heads(per_node * k)]
     return inside + across
 
 
