@@ -98,21 +98,7 @@ def nemo_rows() -> list[PublishedRow]:
             flash_attention=True,
             comm_overlap=True,
         )
-        gpus, tp, pp = int(r["gpus"]), int(r["tp"]), int(r["pp"])
-        instance = "p6-b200.48xlarge" if r["system"] == "DGX-B200" else "p5.48xlarge"
-        rows.append(
-            PublishedRow(
-                f"{r['model']} {gpus}x{r['system'].removeprefix('DGX-')} ({r['source']})",
-                model,
-                cluster(gpus, instance_type=instance),
-                tp,
-                pp,
-                gpus // (tp * pp),
-                int(r["micro_batch"]),
-                int(r["vp"]),
-                float(r["model_tflops_per_gpu"]),
-            )
-        )
+        rows.append(_nvidia_row(r, model, float(r["model_tflops_per_gpu"])))
     return rows
 
 
@@ -137,23 +123,27 @@ def llama_rows() -> list[PublishedRow]:
             kv_heads=int(r["kv_heads"]),
             gated_mlp=True,
         )
-        gpus, tp, pp = int(r["gpus"]), int(r["tp"]), int(r["pp"])
-        instance = "p6-b200.48xlarge" if r["system"] == "DGX-B200" else "p5.48xlarge"
         per_token = model.model_flops_per_iteration() / (model.global_batch * model.seq)
-        rows.append(
-            PublishedRow(
-                f"{r['model']} {gpus}x{r['system'].removeprefix('DGX-')} ({r['source']})",
-                model,
-                cluster(gpus, instance_type=instance),
-                tp,
-                pp,
-                gpus // (tp * pp),
-                int(r["micro_batch"]),
-                int(r["vp"]),
-                float(r["tokens_per_s_per_gpu"]) * per_token / 1e12,
-            )
-        )
+        rows.append(_nvidia_row(r, model, float(r["tokens_per_s_per_gpu"]) * per_token / 1e12))
     return rows
+
+
+def _nvidia_row(r: dict[str, str], model: ModelSpec, tflops_per_gpu: float) -> PublishedRow:
+    """A row of NVIDIA's performance pages (DGX-H100 as p5.48xlarge, DGX-B200 as p6-b200.48xlarge), the
+    micro-batch and interleaving as published."""
+    gpus, tp, pp = int(r["gpus"]), int(r["tp"]), int(r["pp"])
+    instance = "p6-b200.48xlarge" if r["system"] == "DGX-B200" else "p5.48xlarge"
+    return PublishedRow(
+        f"{r['model']} {gpus}x{r['system'].removeprefix('DGX-')} ({r['source']})",
+        model,
+        cluster(gpus, instance_type=instance),
+        tp,
+        pp,
+        gpus // (tp * pp),
+        int(r["micro_batch"]),
+        int(r["vp"]),
+        tflops_per_gpu,
+    )
 
 
 def model_tflops(row: PublishedRow, evaluation: Evaluation) -> float:
