@@ -1,8 +1,8 @@
 """Plan Lambda: the plan step of the cycle (re-plan the parallelism of jobs that asked, write plan records).
 
 Input ``{}`` (every shard) or ``{"shard": N}``; output the step's summary (``PlanStepReport.to_dict()``):
-``{"jobs", "requests", "skipped", "planned", "switches", "written", "decisions", "missingData", "records", "errors",
-"errorCount"}``."""
+``{"jobs", "requests", "skipped", "planned", "switches", "written", "withdrawn", "decisions", "missingData",
+"records", "errors", "errorCount"}``."""
 
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ from osprey_control.planner.replan import ReplanDecision
 from osprey_control.registry.keys import PLAN_SK, is_job_pk
 
 __all__ = [
+    "CURRENT_PLAN_FINE",
     "PLAN_ATTRIBUTE",
     "PLAN_SK",
     "RECORD_VERSION",
@@ -48,6 +49,7 @@ __all__ = [
     "record_for_decision",
     "record_from_item",
     "record_item",
+    "withdrawal_for",
 ]
 
 RECORD_VERSION = "1"
@@ -106,6 +108,46 @@ def record_for_decision(
         expected_saving_fraction=decision.expected_saving_fraction,
         created_at=created_at,
     )
+
+
+# Decisions after which the job's current plan is as good as any (within the thresholds): a record that
+# still recommends something else is stale.
+CURRENT_PLAN_FINE = frozenset({"no-better-plan", "below-hysteresis"})
+
+
+def withdrawal_for(
+    job_id: str,
+    decision: ReplanDecision,
+    record: Mapping[str, Any],
+    *,
+    running_key: str,
+    last_progress_at: str,
+    created_at: datetime | None = None,
+) -> dict[str, Any] | None:
+    """The record that withdraws a stale recommendation, or None.
+
+    Stale: the plan step no longer makes it (``decision`` says the job's current plan is fine), it differs
+    from what the job runs (``running_key``, :func:`~osprey_control.planner.order.plan_key`), and the job has
+    not reported progress since it was written (its ``created_at`` is after ``last_progress_at``, the
+    request's ``updated_at``), so it has not read it yet: a job reads its record only at a decision point,
+    where it also reports. A job that may already be re-shaping to the recommendation keeps it (it reports
+    the new plan at its next decision point, and the plan step judges that plan from there). Without this, a
+    job that reads the record after conditions recovered adopts it and is switched back later.
+
+    The withdrawal is a record of the current plan (in the order the job runs it), reason ``withdrawn``: the
+    job's ``adjust_parallelism`` sees its own plan and answers ``unchanged``."""
+    if decision.reason not in CURRENT_PLAN_FINE:
+        return None
+    try:
+        recommended = plan_from_record(record)
+    except PlanRecordError:
+        return None
+    stages = record.get("stage_nodes") or ()
+    if plan_key(recommended, stages if isinstance(stages, list) else ()) == running_key:
+        return None
+    if not str(record.get("created_at", "")) > last_progress_at:
+        return None
+    return plan_record(job_id, decision.current, reason="withdrawn", created_at=created_at)
 
 
 def plan_from_record(record: Mapping[str, Any]) -> Plan:

@@ -15,7 +15,10 @@ For every active job (the registry's ``active-jobs`` index, one shard or all) wi
    ``measured``, :mod:`.history`: the next calibration fits every plan the job has run);
 4. on ``switch`` only, ``PutItem`` the plan record (``sk = PLAN``, :mod:`osprey_control.planner.record`)
    conditional on ``attribute_not_exists(pk) OR plan_id <> :plan_id``: the same recommendation is never
-   rewritten, so its ``created_at`` stays the time it was first made.
+   rewritten, so its ``created_at`` stays the time it was first made;
+5. when the current plan is fine (``no-better-plan``, ``below-hysteresis``), ``GetItem`` the record and, if
+   it still recommends another plan the job has not read yet, replace it with the current plan (reason
+   ``withdrawn``, conditional on its ``plan_id``; ``record.withdrawal_for``).
 
 One job's failure (a broken request, an AWS error on its write) is that job's: it is reported in ``errors``
 and every other job is still planned. A failed metrics call leaves its jobs on nominal values (noted).
@@ -36,8 +39,21 @@ from osprey_control.collect import MAX_QUERIES_PER_CALL, fetch_latest
 from osprey_control.collect.queries import SeriesSpec, lead_series, metric_data_query
 from osprey_control.planner.history import MeasuredStep, history_item, with_measurement
 from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure, settled
-from osprey_control.planner.record import record_for_decision, record_item
-from osprey_control.planner.replan import DEFAULT_HYSTERESIS, DEFAULT_PLACEMENT_HYSTERESIS, replan
+from osprey_control.planner.order import plan_key
+from osprey_control.planner.record import (
+    CURRENT_PLAN_FINE,
+    PlanRecordError,
+    record_for_decision,
+    record_from_item,
+    record_item,
+    withdrawal_for,
+)
+from osprey_control.planner.replan import (
+    DEFAULT_HYSTERESIS,
+    DEFAULT_PLACEMENT_HYSTERESIS,
+    ReplanDecision,
+    replan,
+)
 from osprey_control.planner.request import PlanRequest, request_from_item
 from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
 from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
@@ -103,6 +119,7 @@ class PlanStepReport:
     planned: int = 0  # replan ran
     switches: int = 0  # replan said switch
     written: int = 0  # plan records written (a switch to the plan already recommended writes nothing)
+    withdrawn: int = 0  # stale recommendations replaced by the job's current plan
     decisions: Counter[str] = field(default_factory=Counter)
     missing_data: int = 0  # planned jobs with a metric missing (its nominal value was kept)
     # planned jobs whose model was fitted to their measured step time: job -> factor and error before/after
@@ -122,6 +139,7 @@ class PlanStepReport:
             "planned": self.planned,
             "switches": self.switches,
             "written": self.written,
+            "withdrawn": self.withdrawn,
             "decisions": dict(sorted(self.decisions.items())),
             "missingData": self.missing_data,
             "calibrated": len(self.calibrations),
@@ -268,6 +286,7 @@ def _plan_job(
     measured = _measured_history(request, observed, planned_at)
     if record is None:
         plans.mark_planned(pk, planned_at, decision.reason, measured)
+        _withdraw_stale(plans, pk, request, decision, report=report, now=now)
         return
     report.switches += 1
     written = plans.put_record(record_item(pk, record))
@@ -282,6 +301,42 @@ def _plan_job(
             "written": written,
         }
     )
+
+
+def _withdraw_stale(
+    plans: PlanItems,
+    pk: str,
+    request: PlanRequest,
+    decision: ReplanDecision,
+    *,
+    report: PlanStepReport,
+    now: datetime,
+) -> None:
+    """Replace a recommendation the plan step no longer makes, if the job has not read it yet."""
+    if decision.reason not in CURRENT_PLAN_FINE:
+        return
+    item = plans.record(pk)
+    if item is None:
+        return
+    try:
+        stale = record_from_item(item)
+    except PlanRecordError:
+        return  # a broken record is the job's to ignore (adjust_parallelism says so); not ours to guess
+    keep = withdrawal_for(
+        request.job_id,
+        decision,
+        stale,
+        running_key=plan_key(request.current, request.current_stage_nodes),
+        last_progress_at=request.updated_at,
+        created_at=now,
+    )
+    if keep is None:
+        return
+    if plans.replace_record(record_item(pk, keep), str(stale.get("plan_id", ""))):
+        report.withdrawn += 1
+        logger.info(
+            "stale recommendation withdrawn", extra={"job": request.job_id, "plan_id": stale.get("plan_id")}
+        )
 
 
 def run_plan_step(

@@ -152,6 +152,22 @@ class PlanItems(RegistryTable):
         ).get("Item")
         return item
 
+    def replace_record(self, item: dict[str, Any], stale_plan_id: str) -> bool:
+        """Overwrite the job's record only if it still holds ``stale_plan_id`` (a withdrawal must not undo a
+        recommendation written meanwhile); False if it no longer does."""
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=item,
+                ConditionExpression="plan_id = :stale",
+                ExpressionAttributeValues={":stale": {"S": stale_plan_id}},
+            )
+        except Exception as error:
+            if condition_failed(error):
+                return False
+            raise
+        return True
+
     def put_record(self, item: dict[str, Any]) -> bool:
         """Write a plan record unless that very plan (``plan_id``) is already the job's record: the same
         recommendation is never rewritten, so its ``created_at`` stays when it was first made. False if it was."""
