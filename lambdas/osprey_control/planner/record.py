@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.planner.order import plan_key
+from osprey_control.planner.order import plan_key, stage_nodes_of
 from osprey_control.planner.plan import Evaluation, Plan
 from osprey_control.planner.replan import ReplanDecision
 from osprey_control.registry.keys import PLAN_SK, is_job_pk
@@ -142,8 +142,7 @@ def withdrawal_for(
         recommended = plan_from_record(record)
     except PlanRecordError:
         return None
-    stages = record.get("stage_nodes") or ()
-    if plan_key(recommended, stages if isinstance(stages, list) else ()) == running_key:
+    if plan_key(recommended, stage_nodes_of(record.get("stage_nodes"))) == running_key:
         return None
     if not str(record.get("created_at", "")) > last_progress_at:
         return None
