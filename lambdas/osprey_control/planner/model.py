@@ -241,9 +241,14 @@ class ModelSpec:
     def _block_terms(self, tp: int) -> float:
         """All activations of one block per s*b*h: 10 (replicated; sharded under sequence parallelism)
         + 24/t + 5as/(ht) (the attention scores and dropout mask, never stored by a fused kernel)."""
-        replicated = _REPLICATED / tp if self.sp else _REPLICATED
         core = 0.0 if self.flash_attention else 5.0 * self.heads * self.seq / (self.hidden * tp)
-        return replicated + self._split_terms() / tp + core
+        return self._kept_terms(tp) + core
+
+    def _kept_terms(self, tp: int) -> float:
+        """A block's activations per s*b*h outside the attention core, on one GPU: the replicated ones
+        (sharded under sequence parallelism) and the tp-split ones."""
+        replicated = _REPLICATED / tp if self.sp else _REPLICATED
+        return replicated + self._split_terms() / tp
 
     def layer_activation_bytes(self, micro_batch: int, tp: int) -> float:
         """Bytes a block keeps for its backward pass under this recompute mode (Korthikanti eqs. 2-6)."""
@@ -252,8 +257,7 @@ class ModelSpec:
             # Only the block's input, itself sharded under sequence parallelism.
             return 2.0 * sbh / (tp if self.sp else 1)
         if self.recompute is Recompute.SELECTIVE:
-            replicated = _REPLICATED / tp if self.sp else _REPLICATED
-            return sbh * (replicated + self._split_terms() / tp)
+            return sbh * self._kept_terms(tp)
         return self.layer_working_bytes(micro_batch, tp)
 
     def layer_working_bytes(self, micro_batch: int, tp: int) -> float:

@@ -41,6 +41,7 @@ __all__ = [
     "interval_from_env",
     "measured_cluster",
     "replan",
+    "validate_threshold",
 ]
 
 DEFAULT_HYSTERESIS = 0.10
@@ -127,7 +128,8 @@ def measured_cluster(nominal: Cluster, measured: Measurement) -> Cluster:
     )
 
 
-def _validate_fraction(name: str, value: float) -> None:
+def validate_threshold(name: str, value: float) -> None:
+    """``ValueError`` naming ``name`` unless ``value`` is a fraction in [0, 1) (a hysteresis threshold)."""
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be a fraction in [0, 1), got {value!r}")
 
@@ -146,8 +148,8 @@ def replan(
     A switch is proposed when the best plan's predicted step time is shorter than the current plan's by
     more than ``hysteresis`` (a fraction; ``placement_hysteresis`` when only the node order changes) and at
     least ``interval`` steps (default ``OSPREY_INTERVAL``) have passed since the current plan was adopted."""
-    _validate_fraction("hysteresis", hysteresis)
-    _validate_fraction("placement_hysteresis", placement_hysteresis)
+    validate_threshold("hysteresis", hysteresis)
+    validate_threshold("placement_hysteresis", placement_hysteresis)
     interval = interval_from_env() if interval is None else interval
     options = options or SearchOptions()
     if measured.efficiency is not None:
@@ -185,8 +187,8 @@ def replan(
 
     if best is None:
         return decision(False, "no-feasible-plan", None, hysteresis)
-    # The current degrees on the best node order: a candidate of its own when the best plan has new degrees
-    # whose gain does not clear the plan hysteresis.
+    # The current degrees on the best node order, held to the placement threshold. (When the search's best is
+    # these degrees and options, it is this very evaluation: the search places every layout the same way.)
     placed = place(observed, current.plan.pp)
     moved = scored(placed) if placed.stage_nodes and placed.stage_nodes != order.stage_nodes else None
     candidates: list[tuple[Evaluation, float]] = []
@@ -194,8 +196,6 @@ def replan(
     # sequence parallelism, the optimizer or precision): anything else is a new plan, held to the hysteresis.
     if best.plan != current.plan or best.options() != now.options():
         candidates.append((best, hysteresis))
-    elif best.stage_nodes and best.stage_nodes != order.stage_nodes:
-        moved = best if moved is None or best.step_time_s < moved.step_time_s else moved
     if moved is not None:
         candidates.append((moved, placement_hysteresis))
     better = [(e, threshold) for e, threshold in candidates if e.step_time_s < now.step_time_s]

@@ -53,6 +53,7 @@ from osprey_control.planner.replan import (
     DEFAULT_PLACEMENT_HYSTERESIS,
     ReplanDecision,
     replan,
+    validate_threshold,
 )
 from osprey_control.planner.request import PlanRequest, request_from_item
 from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
@@ -97,10 +98,8 @@ class PlanStepConfig:
     min_interval_seconds: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("hysteresis", "placement_hysteresis"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be a fraction in [0, 1), got {value!r}")
+        validate_threshold("hysteresis", self.hysteresis)
+        validate_threshold("placement_hysteresis", self.placement_hysteresis)
         if self.period_seconds < 60 or self.period_seconds % 60:
             raise ValueError(f"period_seconds must be a multiple of 60, got {self.period_seconds!r}")
         if self.window_seconds < self.period_seconds:
