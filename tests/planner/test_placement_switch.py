@@ -5,21 +5,23 @@ next plan step proposes nothing more (moto DynamoDB and CloudWatch)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import osprey
 from osprey.planning import report_progress
-from osprey_control.contract import OspreyBlock
 from osprey_control.planner import Cluster, Plan, evaluate, search
 from osprey_control.planner.order import plan_key
 from osprey_control.planner.placement import speed_factors_with_slow_node
 from osprey_control.planner.record import record_from_item
 from osprey_control.planner.request import build_request, request_from_item
-from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
-from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.observation import JobObservation
-from tests.planner.conftest import TABLE, Aws
-from tests.planner.test_step import _env, _plan_item, _put, _request_item, _run, _runtime_metrics
+from tests.planner.conftest import Aws
+from tests.planner.test_step import (
+    _env,
+    _plan_item,
+    _put,
+    _request_item,
+    _run,
+    _running_job,
+    _runtime_metrics,
+)
 
 # A 70B-class model on 8 p5.48xlarge nodes, every option fixed: the search varies the layout and placement.
 MODEL = {"layers": 80, "hidden": 8192, "heads": 64, "seq": 4096, "vocab": 131072, "global_batch": 64,
@@ -46,19 +48,7 @@ def _best_with_the_straggler() -> Plan:
 
 
 def _job_with_a_slow_last_node(aws: Aws, plan: Plan) -> None:
-    JobRegistry(TABLE, aws.dynamodb).apply_observation(
-        JobObservation(
-            backend=Backend.BATCH,
-            native_id="llm",
-            name="llm",
-            block=OspreyBlock(priority_derivation_profile="training-policy"),
-            status=JobStatus.RUNNING,
-            event_time=datetime.now(UTC) - timedelta(hours=1),
-            nodes=tuple(
-                NodeRef(node_id=f"i-{n}", kind=NodeKind.INSTANCE, instance_id=f"i-{n}") for n in range(8)
-            ),
-        )
-    )
+    _running_job(aws, "llm", [f"i-{n}" for n in range(8)])
     osprey.request_planning(MODEL, INSTANCE, plan, client=aws.dynamodb, environ=_env("llm"))
     assert report_progress(600, plan, client=aws.dynamodb, environ=_env("llm")) == "updated"
     request = request_from_item(build_request("JOB#batch#x", model=MODEL, cluster=INSTANCE, current=plan))

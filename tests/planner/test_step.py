@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -51,8 +52,8 @@ def _env(job: str) -> dict[str, str]:
     return {"OSPREY_TABLE_NAME": TABLE, "OSPREY_JOB_KEY": f"batch#{job}"}
 
 
-def _job(aws: Aws, job: str, *, step: int = 600) -> None:
-    """A running Batch job on two instances that asked to be planned at step 0 and is now at ``step``."""
+def _running_job(aws: Aws, job: str, hosts: Sequence[str]) -> None:
+    """A Batch job the registry has seen running for an hour on ``hosts`` (instance ids)."""
     JobRegistry(TABLE, aws.dynamodb).apply_observation(
         JobObservation(
             backend=Backend.BATCH,
@@ -61,9 +62,14 @@ def _job(aws: Aws, job: str, *, step: int = 600) -> None:
             block=OspreyBlock(priority_derivation_profile="training-policy"),
             status=JobStatus.RUNNING,
             event_time=datetime.now(UTC) - timedelta(hours=1),
-            nodes=tuple(NodeRef(node_id=i, kind=NodeKind.INSTANCE, instance_id=i) for i in HOSTS),
+            nodes=tuple(NodeRef(node_id=i, kind=NodeKind.INSTANCE, instance_id=i) for i in hosts),
         )
     )
+
+
+def _job(aws: Aws, job: str, *, step: int = 600) -> None:
+    """A running Batch job on two instances that asked to be planned at step 0 and is now at ``step``."""
+    _running_job(aws, job, HOSTS)
     osprey.request_planning(MODEL, "p4de.24xlarge", CURRENT, client=aws.dynamodb, environ=_env(job))
     assert report_progress(step, CURRENT, client=aws.dynamodb, environ=_env(job)) == "updated"
 
