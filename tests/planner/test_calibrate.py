@@ -80,8 +80,40 @@ def test_the_fit_finds_a_fixed_cost_per_micro_batch_when_plans_run_different_cou
     assert calibration.micro_batch_overhead_s == pytest.approx(0.03, rel=0.05)
     assert calibration.factors["compute"] == pytest.approx(0.8, rel=0.03)
     assert calibration.efficiency.micro_batch_overhead_s == pytest.approx(0.03, rel=0.05)
+    # (the plans' stages differ in depth, pp 2 to 8, so it is not taken for a cost per block)
+    assert calibration.layer_overhead_s < 1e-4
     assert max(abs(e) for e in calibration.errors_after) < 0.01
     assert calibration.to_dict()["micro_batch_overhead_s"] == calibration.micro_batch_overhead_s
+
+
+def test_the_fit_finds_a_fixed_cost_per_block_when_blocks_do_different_work() -> None:
+    # Given plans measured on a stack whose host adds 2 ms to every block pass (eager, blocking launches)
+    host_bound = dataclasses.replace(TRUTH, layer_overhead_s=TRUTH.layer_overhead_s + 0.002)
+    measured = [
+        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=host_bound).step_time_s)
+        for plan in PLANS
+    ]
+    # When the planner calibrates on them (micro-batch 1 to 4 at tp 2 to 8: blocks of different sizes)
+    calibration = fit(measured, CLUSTER)
+    # Then it recovers the block cost, not a per-micro-batch one, with the factors
+    assert calibration.layer_overhead_s == pytest.approx(0.002, rel=0.05)
+    assert calibration.efficiency.layer_overhead_s == pytest.approx(host_bound.layer_overhead_s, rel=0.05)
+    assert calibration.micro_batch_overhead_s < 1e-3
+    assert calibration.factors["compute"] == pytest.approx(0.8, rel=0.03)
+    assert max(abs(e) for e in calibration.errors_after) < 0.01
+    # And the report and the table line name it
+    assert calibration.to_dict()["layer_overhead_s"] == calibration.layer_overhead_s
+    assert "ms more per block and pass" in calibration_line(calibration)
+
+
+def test_the_block_cost_is_not_fitted_when_every_block_does_the_same_work() -> None:
+    # Given four plans with one micro-batch per tp rank ratio (b / tp = 1/2): every block does the same work
+    same_work = [Plan(8, 2, 32, 4), Plan(4, 4, 32, 2), Plan(2, 8, 32, 1), Plan(8, 4, 16, 4)]
+    calibration = fit(_measured(same_work), CLUSTER)
+    # Then nothing separates a block cost from compute, so none is fitted, and the factors fit the times
+    assert calibration.layer_overhead_s == 0.0
+    assert max(abs(e) for e in calibration.errors_after) < 0.01
+    assert "per block" not in calibration_line(calibration)
 
 
 def test_the_overhead_is_not_fitted_when_every_plan_runs_the_same_micro_batches() -> None:

@@ -16,15 +16,18 @@ Two decisions, written down because the issue is silent on them:
 - **Spearman** is computed per model on the step times (ties share their average rank) and averaged over the
   models; "within 5%" is the pick's *measured* time at most 1.05 x the measured best.
 
-Issue #18's goal (mean Spearman >= 0.8, the pick within 5% on at least 3 of 4 models) is **not met** on this
-data (docs/planner.md, "Ranking on measured A100 iteration times"). The assertions below guard what the cost
-model achieves today, unchanged and not fitted to these rows; the goal itself is a strict xfail, so reaching
-it is noticed. ``python -m tests.planner.test_ranking`` prints the docs table.
+Issue #18's goal (mean Spearman >= 0.8, the pick within 5% on at least 3 of 4 models) is met by the planner
+calibrated on the cluster's measurements of the *other* models (leave one model out; also in time order, on
+the days before): the calibration fits this stack's fixed cost per block pass, which Megatron-LM's stack
+(SC21, the constants' source) does not pay. Uncalibrated, the SC21 constants rank these runs at 0.48; a
+regression guard holds that figure (docs/planner.md, "Ranking on measured A100 iteration times").
+``python -m tests.planner.test_ranking`` prints the docs tables.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 import statistics
 from collections.abc import Sequence
@@ -196,7 +199,7 @@ def calibrated_groups() -> list[tuple[Ranked, Calibration]]:
 def calibrated_table(results: Sequence[tuple[Ranked, Calibration]]) -> str:
     lines = [
         "| held-out model | Spearman (uncalibrated) | Spearman (calibrated) | planner's pick (measured s) "
-        "| pick ÷ best | fitted on the other models: compute, nvlink, network, per micro-batch |",
+        "| pick ÷ best | fitted on the other models: compute, nvlink, network; added per micro-batch, per block pass |",
         "|---|---:|---:|---|---:|---|",
     ]
     plain = {r.group.name: r.spearman for r in RESULTS}
@@ -205,7 +208,8 @@ def calibrated_table(results: Sequence[tuple[Ranked, Calibration]]) -> str:
         fitted = ", ".join(f"x{c.factors[name]:.2f}" for name in ("compute", "nvlink", "network"))
         lines.append(
             f"| {r.group.name} | {plain[r.group.name]:+.2f} | {r.spearman:+.2f} | {_layout(pick_plan)} "
-            f"({pick_s:.2f}) | {r.pick_ratio:.3f} | {fitted}, {c.micro_batch_overhead_s * 1e3:.0f} ms |"
+            f"({pick_s:.2f}) | {r.pick_ratio:.3f} | {fitted}; {c.micro_batch_overhead_s * 1e3:.0f} ms, "
+            f"{c.layer_overhead_s * 1e3:.1f} ms |"
         )
     ranked = [r for r, _ in results]
     lines.append("")
@@ -296,55 +300,46 @@ def test_ranking_regression_guard() -> None:
     assert [r.spearman for r in RESULTS if r.group.name.endswith("@02-28")] == pytest.approx([1.0, 1.0])
 
 
-def _with_micro_batch_cost(seconds: float) -> tuple[float, int]:
-    """Mean Spearman and picks within 5% with ``seconds`` added per micro-batch and stage (a what-if)."""
-    rhos, within = [], 0
-    for r in RESULTS:
-        predicted = [e.step_time_s + seconds * (e.micro_batches + e.plan.pp - 1) for e in r.predicted]
-        measured = [s for _, s in r.group.runs]
-        rhos.append(spearman(predicted, measured))
-        pick = min(range(len(predicted)), key=predicted.__getitem__)
-        within += measured[pick] <= (1 + WITHIN) * min(measured)
-    return statistics.fmean(rhos), within
-
-
-def test_a_fixed_cost_per_micro_batch_is_what_the_ranking_misses() -> None:
-    # Given a fixed cost per micro-batch and pipeline stage added to every prediction (not in the model)
-    # Then 20-50 ms of it would bring the ranking to about the goal, and more overshoots
-    assert _with_micro_batch_cost(0.02)[0] == pytest.approx(0.72, abs=0.01)
-    rho, within = _with_micro_batch_cost(0.05)
-    assert rho == pytest.approx(0.80, abs=0.01)
-    assert within == 8
-    assert _with_micro_batch_cost(0.1)[0] < 0.65
-    # But on SC21 Table 1 (Megatron's own schedules) the same 50 ms makes the largest models >15% slow
-    slow = []
+def _with_block_cost(seconds: float) -> tuple[float, int, int]:
+    """Mean Spearman and picks within 5% with ``seconds`` added to every block pass (a what-if), and the SC21
+    Table 1 rows still within 15% with it."""
+    machine = jean_zay()
+    efficiency = dataclasses.replace(
+        DEFAULT_EFFICIENCY, layer_overhead_s=DEFAULT_EFFICIENCY.layer_overhead_s + seconds
+    )
+    ranked = [rank_group(group, machine, efficiency) for group in bloom_groups()]
+    sc21_within = 0
     for row in sc21_rows():
-        e = evaluate(row.model, row.cluster, row.plan)
-        stretched = e.step_time_s + 0.05 * (e.micro_batches + e.plan.pp - 1)
-        slow.append(1 - (e.tflops_per_gpu * e.step_time_s / stretched) / row.tflops_per_gpu)
-    assert sum(error > 0.15 for error in slow) == 3, [round(error, 3) for error in slow]
+        e = evaluate(row.model, row.cluster, row.plan, efficiency=efficiency)
+        sc21_within += abs(e.tflops_per_gpu / row.tflops_per_gpu - 1) <= 0.15
+    within = sum(r.pick_ratio <= 1 + WITHIN for r in ranked)
+    return statistics.fmean(r.spearman for r in ranked), within, sc21_within
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue #18's ranking goal is not met on BLOOM's A100 sweeps (mean 0.48)"
-)
-def test_issue_18_goal_mean_spearman_at_least_0_8() -> None:
-    assert statistics.fmean(r.spearman for r in RESULTS) >= 0.8
+def test_a_fixed_cost_per_block_is_what_the_ranking_misses_and_megatron_does_not_pay() -> None:
+    # Given a fixed cost added to every block pass (host dispatch; 0.1 ms in the SC21-calibrated model)
+    rho, within, sc21_within = _with_block_cost(0.002)
+    # Then 2 ms of it ranks BLOOM's stack at the goal, every pick within 5%
+    assert rho >= 0.9
+    assert within == 8
+    # But it is this stack's cost, not Megatron's: on SC21 Table 1 3 ms of it fails half the rows
+    assert sc21_within >= 9
+    assert _with_block_cost(0.003)[2] <= 5
 
 
-def test_calibrating_on_the_clusters_other_models_lifts_the_ranking(
+def test_issue_18_goal_calibrated_on_the_clusters_other_models(
     calibrated: list[tuple[Ranked, Calibration]],
 ) -> None:
     # Given each model ranked by the model fitted to the other seven models' runs (never its own)
     ranked = [r for r, _ in calibrated]
     mean = statistics.fmean(r.spearman for r in ranked)
-    # Then the ranking is better than uncalibrated and every pick is within 5% of the measured best
-    assert mean > statistics.fmean(r.spearman for r in RESULTS) + 0.2
-    assert mean >= 0.75, [(r.group.name, round(r.spearman, 2)) for r in ranked]
+    # Then the mean Spearman is at least 0.8 and every pick is within 5% of the measured best (issue #18)
+    assert mean >= 0.8, [(r.group.name, round(r.spearman, 2)) for r in ranked]
     assert all(r.pick_ratio <= 1 + WITHIN for r in ranked), [(r.group.name, r.pick_ratio) for r in ranked]
-    # And every fit finds the stack's per-micro-batch cost, tens of milliseconds, which SC21's runs do not pay
+    # And every fit finds the stack's block cost, milliseconds per block pass, and no per-micro-batch cost
     for _, calibration in calibrated:
-        assert 0.02 < calibration.micro_batch_overhead_s < 0.1, calibration.to_dict()
+        assert 0.001 < calibration.layer_overhead_s < 0.006, calibration.to_dict()
+        assert calibration.micro_batch_overhead_s < 0.005, calibration.to_dict()
 
 
 def test_calibrating_on_earlier_days_ranks_the_later_days() -> None:
@@ -357,9 +352,9 @@ def test_calibrating_on_earlier_days_ranks_the_later_days() -> None:
         past = [Measured(g.model, p, s) for g in groups if g.name.split("@")[1] < date for p, s in g.runs]
         if past:
             later.append(rank_group(group, machine, fit(past, machine).efficiency))
-    # Then the six later models rank at a mean Spearman of 0.79 and every pick is within 5% of the best
+    # Then the six later models rank at a mean Spearman of at least 0.8 and every pick is within 5%
     assert len(later) == 6
-    assert statistics.fmean(r.spearman for r in later) == pytest.approx(0.79, abs=0.01)
+    assert statistics.fmean(r.spearman for r in later) >= 0.8, [round(r.spearman, 2) for r in later]
     assert all(r.pick_ratio <= 1 + WITHIN for r in later)
 
 

@@ -8,17 +8,27 @@ tell more apart):
   memory traffic (a GPU, clock or kernel library that runs faster or slower than the preset);
 - ``nvlink``: the achieved fraction of NVLink bandwidth (tensor-parallel collectives, intra-node sends);
 - ``network``: the achieved fraction of the inter-node bandwidth (data-parallel all-reduce, pipeline sends);
+- ``layer_overhead_s``: a fixed cost added per transformer block and pass (``Efficiency.layer_overhead_s``,
+  100 us in the calibrated model): the host's work per block that the GPU waits for, operator dispatch and
+  kernel launches, which a stack that runs eagerly and synchronously (DeepSpeed's pipeline engine, launches
+  made blocking against NCCL hangs) pays many times over. It is what makes a small micro-batch or a narrow
+  tensor-parallel shard slow on such a stack, since the work per block shrinks and the cost does not, and a
+  deep pipeline cheaper than a shallow one at equal micro-batch counts (fewer blocks per stage). Fitted only
+  from more measured plans than factors whose blocks do different amounts of work (micro-batch, tp or
+  model differ): otherwise nothing separates it from ``compute``.
 - ``micro_batch_overhead_s``: the schedule's fixed cost per micro-batch and stage
   (``Efficiency.micro_batch_overhead_s``, 0 in the calibrated model), which a runtime that interprets its
   pipeline schedule step by step pays and Megatron's own schedules do not. Fitted only from more measured
-  plans than factors (four or more) that run different numbers of micro-batches: otherwise nothing
-  separates it from ``compute``.
+  plans than factors that run different numbers of micro-batches and, when the block cost is fitted too,
+  have stages of different depths (blocks x passes): otherwise nothing separates it from ``compute`` or
+  from the block cost.
 
 The fit minimises the squared log error of predicted against measured step times (Levenberg-Marquardt,
 steps projected onto the bounds): the factors in log space within
-``[1/4, 4]`` of the calibrated constants, the overhead from 0 to a quarter of the shortest measured time per
-micro-batch slot. Bounded, so one noisy measurement cannot make the model absurd, and a factor the
-measurements do not constrain (a network term of plans that never leave the node) stays at 1. With one
+``[1/4, 4]`` of the calibrated constants, the overhead per micro-batch from 0 to a quarter of the shortest
+measured time per micro-batch slot, the block cost from 0 to half of the shortest per block pass. Bounded,
+so one noisy measurement cannot make the model absurd, and a factor the measurements do not constrain (a
+network term of plans that never leave the node) stays at 1. With one
 measured plan only ``compute`` is fitted (one number fixes one factor).
 
 Decision: the fitted model re-ranks the same search; the report gives the fit's median and largest error
@@ -39,13 +49,19 @@ from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.placement import running
 from osprey_control.planner.plan import Plan
 
-__all__ = ["FACTORS", "OVERHEAD", "Calibration", "Measured", "apply_factors", "fit"]
+__all__ = ["BLOCK_OVERHEAD", "FACTORS", "OVERHEAD", "Calibration", "Measured", "apply_factors", "fit"]
 
 FACTORS = ("compute", "nvlink", "network")
 OVERHEAD = "micro_batch_overhead_s"
+BLOCK_OVERHEAD = "layer_overhead_s"
+# The added costs: fitted in seconds from 0 up, not as multipliers.
+_COSTS = (OVERHEAD, BLOCK_OVERHEAD)
 _BOUND = 4.0
 # The overhead may take at most this share of the shortest measured time per micro-batch slot.
 _OVERHEAD_SHARE = 0.25
+# The block cost at most this share of the shortest measured time per block pass: on a host-bound stack
+# the host's part of a small block is the larger one.
+_BLOCK_SHARE = 0.5
 _MAX_ITERATIONS = 100
 # Finite-difference step in the scaled dimensions, and the relative improvement at which the fit stops.
 _DIFFERENCE = 1e-4
@@ -60,9 +76,9 @@ def _factors(point: dict[str, float]) -> dict[str, float]:
 
 def _efficiency(base: Efficiency, point: dict[str, float]) -> Efficiency:
     fitted = apply_factors(base, _factors(point))
-    if OVERHEAD not in point:
-        return fitted
-    return dataclasses.replace(fitted, micro_batch_overhead_s=base.micro_batch_overhead_s + point[OVERHEAD])
+    # Each added cost goes on top of the (compute-scaled) constant it extends.
+    added = {name: getattr(fitted, name) + point[name] for name in _COSTS if name in point}
+    return dataclasses.replace(fitted, **added) if added else fitted
 
 
 def _micro_batches(point: Measured) -> int:
@@ -75,10 +91,31 @@ def _slots(point: Measured) -> int:
     return _micro_batches(point) + point.plan.pp - 1
 
 
-def _overhead_bound(measured: Sequence[Measured]) -> float:
-    """Upper bound of the fitted overhead in seconds, or 0 when the measurements cannot separate it from
-    compute: no more plans than the three factors, or one number of micro-batches for all."""
+def _block_passes(point: Measured) -> float:
+    """Block passes of the busiest stage per micro-batch: its blocks times the passes each runs."""
+    return point.model.stage_layers(point.plan.pp) * point.model.layer_passes().elementwise
+
+
+def _distinct(values: Sequence[float]) -> int:
+    return len({round(math.log(value), 6) for value in values})
+
+
+def _block_bound(measured: Sequence[Measured]) -> float:
+    """Upper bound of the added cost per block pass, or 0 when the measurements cannot separate it from
+    compute: no more plans than the three factors, or blocks that all do the same work."""
+    work = [point.model.layer_gemm_flops() * point.plan.micro_batch / point.plan.tp for point in measured]
+    if len(measured) <= len(FACTORS) or _distinct(work) < 2:
+        return 0.0
+    return _BLOCK_SHARE * min(point.step_time_s / _slots(point) / _block_passes(point) for point in measured)
+
+
+def _overhead_bound(measured: Sequence[Measured], *, with_block_cost: bool) -> float:
+    """Upper bound of the fitted overhead per micro-batch in seconds, or 0 when the measurements cannot
+    separate it: no more plans than the three factors, one number of micro-batches for all (it would be
+    ``compute``), or, next to a fitted block cost, stages all of one depth (it would be that cost)."""
     if len(measured) <= len(FACTORS) or len({_micro_batches(point) for point in measured}) < 2:
+        return 0.0
+    if with_block_cost and _distinct([_block_passes(point) for point in measured]) < 2:
         return 0.0
     return _OVERHEAD_SHARE * min(point.step_time_s / _slots(point) for point in measured)
 
@@ -101,7 +138,8 @@ class Measured:
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """``factors``: compute, nvlink and network multipliers; ``micro_batch_overhead_s``: the fitted schedule
-    cost added per micro-batch and stage (0 when the measurements could not separate it)."""
+    cost added per micro-batch and stage; ``layer_overhead_s``: the fitted cost added per block and pass
+    (each 0 when the measurements could not separate it)."""
 
     factors: dict[str, float]
     efficiency: Efficiency
@@ -109,17 +147,28 @@ class Calibration:
     errors_before: tuple[float, ...]
     errors_after: tuple[float, ...]
     micro_batch_overhead_s: float = 0.0
+    layer_overhead_s: float = 0.0
 
     @staticmethod
     def summary(errors: Sequence[float]) -> dict[str, float]:
         absolute = [abs(e) for e in errors]
         return {"median_abs_error": statistics.median(absolute), "max_abs_error": max(absolute)}
 
+    def added_costs(self) -> str:
+        """The fitted costs as text for a log or a table, "" when none was fitted."""
+        costs = []
+        if self.micro_batch_overhead_s > 0:
+            costs.append(f"{self.micro_batch_overhead_s * 1e3:.1f} ms per micro-batch and stage")
+        if self.layer_overhead_s > 0:
+            costs.append(f"{self.layer_overhead_s * 1e3:.2f} ms more per block and pass")
+        return ", ".join(costs)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "points": self.points,
             "factors": dict(self.factors),
             "micro_batch_overhead_s": self.micro_batch_overhead_s,
+            "layer_overhead_s": self.layer_overhead_s,
             "before": self.summary(self.errors_before),
             "after": self.summary(self.errors_after),
             "errors_after": list(self.errors_after),
@@ -170,13 +219,16 @@ class _Problem:
         self.measured, self.cluster, self.base = measured, cluster, base
         span = math.log(_BOUND)
         self.scale = dict.fromkeys(FACTORS if len(measured) > 1 else ("compute",), span)
-        overhead_bound = _overhead_bound(measured)
+        block_bound = _block_bound(measured)
+        if block_bound > 0:
+            self.scale[BLOCK_OVERHEAD] = block_bound
+        overhead_bound = _overhead_bound(measured, with_block_cost=block_bound > 0)
         if overhead_bound > 0:
             self.scale[OVERHEAD] = overhead_bound
         self.free = tuple(self.scale)
 
     def low(self, name: str) -> float:
-        return 0.0 if name == OVERHEAD else -1.0
+        return 0.0 if name in _COSTS else -1.0
 
     def point(self, x: Sequence[float]) -> dict[str, float]:
         return {name: value * self.scale[name] for name, value in zip(self.free, x, strict=True)}
@@ -192,7 +244,7 @@ class _Problem:
 
 
 def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
-    """Gaussian elimination with partial pivoting for the (at most 4 x 4) normal equations."""
+    """Gaussian elimination with partial pivoting for the (at most 5 x 5) normal equations."""
     n = len(rhs)
     rows = [[*matrix[i], rhs[i]] for i in range(n)]
     for col in range(n):
@@ -264,6 +316,7 @@ def fit(measured: Sequence[Measured], cluster: Cluster, base: Efficiency = DEFAU
         errors_before=tuple(_errors(measured, cluster, base)),
         errors_after=tuple(_errors(measured, cluster, fitted)),
         micro_batch_overhead_s=point.get(OVERHEAD, 0.0),
+        layer_overhead_s=point.get(BLOCK_OVERHEAD, 0.0),
     )
 
 

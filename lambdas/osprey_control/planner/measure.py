@@ -279,8 +279,8 @@ def _calibration(
     factor = calibration.factors["compute"]
     if earlier:
         fitted = ", ".join(f"{name} x{value:.3f}" for name, value in calibration.factors.items())
-        if calibration.micro_batch_overhead_s > 0:
-            fitted += f", {calibration.micro_batch_overhead_s * 1e3:.1f} ms per micro-batch"
+        if calibration.added_costs():
+            fitted += f", {calibration.added_costs()}"
         summary = Calibration.summary(calibration.errors_after)
         note = (
             f"{fitted} fitted to the job's {calibration.points} measured plans: this plan's error "

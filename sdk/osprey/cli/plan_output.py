@@ -169,8 +169,8 @@ def calibration_line(calibration: Calibration) -> str:
     before = Calibration.summary(calibration.errors_before)
     after = Calibration.summary(calibration.errors_after)
     factors = ", ".join(f"{name} x{value:.2f}" for name, value in calibration.factors.items())
-    if calibration.micro_batch_overhead_s > 0:
-        factors += f", {calibration.micro_batch_overhead_s * 1e3:.1f} ms per micro-batch and stage"
+    if calibration.added_costs():
+        factors += f", {calibration.added_costs()}"
     return (
         f"calibrated on {calibration.points} measured plan(s): {factors}; step-time error median "
         f"{before['median_abs_error']:.1%} -> {after['median_abs_error']:.1%}, largest "
