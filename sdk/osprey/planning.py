@@ -94,6 +94,7 @@ def request_planning(
     gpus: int | None = None,
     step: int = 0,
     interval: int | None = None,
+    max_virtual: int | None = None,
     job_key: str | None = None,
     table: str | None = None,
     client: Any = None,
@@ -109,7 +110,9 @@ def request_planning(
     instance-type preset (``"p5.48xlarge"``, ``"p6-b200.48xlarge"``) or a mapping of ``gpus gpus_per_node
     instance_type gpu peak_tflops peak_tflops_fp8 gpu_memory_gib hbm_gbytes nvlink_gbytes network_gbits
     memory_headroom``; ``current``: the plan the job runs now (``virtual`` defaults to 1), adopted at ``step``.
-    ``gpus`` defaults to ``tp * pp * dp``, ``interval`` to ``OSPREY_INTERVAL`` (60). Raises
+    ``gpus`` defaults to ``tp * pp * dp``, ``interval`` to ``OSPREY_INTERVAL`` (60). ``max_virtual``: the most
+    pipeline chunks per GPU the job's training code runs, so the plan step recommends nothing it cannot run
+    (1 for a pipeline without Megatron's interleaved schedule, such as DeepSpeed's; default 8). Raises
     :class:`PlanRequestError` (a ValueError) naming every bad field before anything is written."""
     env = os.environ if environ is None else environ
     table_name, pk = _where(table, job_key, env)
@@ -118,7 +121,15 @@ def request_planning(
     except ValueError as error:
         raise PlanRequestError([RequestProblem("interval", str(error))]) from None
     item = build_request(
-        pk, model=model, cluster=cluster, current=current, gpus=gpus, step=step, interval=every, now=now
+        pk,
+        model=model,
+        cluster=cluster,
+        current=current,
+        gpus=gpus,
+        step=step,
+        interval=every,
+        max_virtual=max_virtual,
+        now=now,
     )
     PlanItems(table_name, client).put_request(item)
     return item

@@ -18,6 +18,7 @@ import osprey
 from osprey.planning import PlanRequestError, report_progress
 from osprey_control.planner import Plan, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Recompute
+from osprey_control.planner.replan import Measurement, replan
 from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
 from osprey_control.registry.table import create_table
 
@@ -187,3 +188,40 @@ def test_adjust_parallelism_reports_progress_at_each_decision_point(dynamodb: An
     # Then the request knows the job is at step 180 on its plan since step 0
     request = request_from_item(_stored(dynamodb) or {})
     assert (request.step, request.since_step) == (180, 0)
+
+
+GPT3_175B = {"layers": 96, "hidden": 12288, "heads": 96, "seq": 2048, "vocab": 51200, "global_batch": 1536}
+P5_1024 = {"instance_type": "p5.48xlarge", "gpus": 1024}
+RUNNING_175B = {"tp": 8, "pp": 8, "dp": 16, "micro_batch": 1}
+
+
+def test_a_job_without_an_interleaved_schedule_is_never_recommended_one() -> None:
+    # Given GPT-3 175B on 1,024 H100, where the planner's best uses Megatron's interleaved schedule
+    anything = request_from_item(build_request(PK, model=GPT3_175B, cluster=P5_1024, current=RUNNING_175B))
+    unconstrained = replan(
+        anything.current_plan(), Measurement(step=600), interval=1, options=anything.options
+    )
+    assert unconstrained.switch
+    assert unconstrained.proposed is not None
+    assert unconstrained.proposed.plan.virtual > 1
+    # When the job says its training code runs one chunk per GPU (DeepSpeed's pipeline, examples/train.py)
+    item = build_request(PK, model=GPT3_175B, cluster=P5_1024, current=RUNNING_175B, max_virtual=1)
+    request = request_from_item(item)
+    # Then the plan step's search stays within what it can run, and the request keeps the limit
+    decision = replan(request.current_plan(), Measurement(step=600), interval=1, options=request.options)
+    assert decision.switch
+    assert decision.proposed is not None
+    assert decision.proposed.plan.virtual == 1
+    assert request.options.max_virtual == 1
+    assert json.loads(item["config"]["S"])["max-virtual"] == 1
+
+
+def test_max_virtual_is_checked_with_the_plan_the_job_runs() -> None:
+    with pytest.raises(PlanRequestError) as zero:
+        build_request(PK, model=GPT3_175B, cluster=P5_1024, current=RUNNING_175B, max_virtual=0)
+    assert "max_virtual: must be a positive integer, got 0" in str(zero.value)
+    interleaved = {**RUNNING_175B, "virtual": 2}
+    with pytest.raises(PlanRequestError) as above:
+        build_request(PK, model=GPT3_175B, cluster=P5_1024, current=interleaved, max_virtual=1)
+    assert _fields(above) == {"current.virtual"}
+    assert "runs 2 chunks per GPU, above its max_virtual 1" in str(above.value)

@@ -34,6 +34,8 @@ comm-overlap         on / off: Megatron-Core's tp and dp overlap              on
 tied-embeddings      on / off: output projection shares the embedding         on
 memory-headroom      usable fraction of GPU memory, (0, 1]                    0.9
 top                  candidates reported                                      5
+max-virtual          pipeline chunks per GPU the job's training code runs     8
+                     (1: no interleaved schedule, e.g. DeepSpeed's pipeline)
 evaluate             ``tp=T,pp=P,micro_batch=B[,virtual=V]``: score one plan  -
 ==================== ======================================================== ===========
 
@@ -51,7 +53,7 @@ from typing import Any
 from osprey_control.planner.hardware import GPUS, INSTANCE_TYPES, Cluster, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.plan import Plan
-from osprey_control.planner.search import Knobs, SearchOptions
+from osprey_control.planner.search import DEFAULT_MAX_VIRTUAL, Knobs, SearchOptions
 
 __all__ = [
     "ANY",
@@ -77,6 +79,7 @@ _INT = (
     "gpus",
     "gpus-per-node",
     "top",
+    "max-virtual",
 )
 _FLOAT = ("peak-tflops", "peak-tflops-fp8", "gpu-memory-gib", "hbm-gbytes", "nvlink-gbytes", "network-gbits")
 ANY = "any"
@@ -300,7 +303,10 @@ def resolve(values: Mapping[str, Any]) -> PlanConfig:
     if errors or model is None or built is None:
         raise PlanConfigError(errors)
     options = SearchOptions(
-        memory_headroom=checked.get("memory-headroom", 0.9), top_k=checked.get("top", 5), knobs=knobs(checked)
+        memory_headroom=checked.get("memory-headroom", 0.9),
+        top_k=checked.get("top", 5),
+        max_virtual=checked.get("max-virtual", DEFAULT_MAX_VIRTUAL),
+        knobs=knobs(checked),
     )
     return PlanConfig(model=model, cluster=built, options=options, evaluate=plan)
 

@@ -5,7 +5,8 @@ One registry item per job, in the job's partition next to its plan record (``sk 
     pk = JOB#<backend>#<native id>, sk = PLANREQ
     version      "1"
     config       JSON string: the planner keys of ``osprey plan`` (``layers hidden heads seq vocab global-batch``,
-                 ``gpus``, ``instance-type`` and/or ``gpu``, ``network-gbits`` ...; docs/planner.md)
+                 ``gpus``, ``instance-type`` and/or ``gpu``, ``network-gbits`` ..., and ``max-virtual`` when the
+                 job limits the search; docs/planner.md; :mod:`.request_keys`)
     current      JSON string: the plan the job runs now, ``{"tp", "pp", "dp", "micro_batch", "virtual"}``
     current_key  "tp,pp,dp,micro_batch,virtual", plus ``|`` and the node order when the job runs the plan's
                  nodes out of rank order (for conditional updates by the job)
@@ -42,6 +43,15 @@ from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.order import plan_key, stage_nodes_of
 from osprey_control.planner.plan import Plan, PlanError, check_plan
 from osprey_control.planner.replan import CurrentPlan
+from osprey_control.planner.request_keys import (
+    CLUSTER_KEYS,
+    MODEL_KEYS,
+    SEARCH_KEYS,
+    RequestProblem,
+    field_of,
+    model_values,
+    section,
+)
 from osprey_control.planner.search import SearchOptions
 from osprey_control.planner.speeds import NODE_SPEEDS_ATTRIBUTE, node_speeds_of
 from osprey_control.registry.keys import PLAN_REQUEST_SK, is_job_pk, key_from_pk
@@ -51,6 +61,7 @@ __all__ = [
     "MODEL_KEYS",
     "REQUEST_SK",
     "REQUEST_VERSION",
+    "SEARCH_KEYS",
     "PlanRequest",
     "PlanRequestError",
     "RequestProblem",
@@ -62,47 +73,8 @@ __all__ = [
 
 REQUEST_SK = PLAN_REQUEST_SK
 REQUEST_VERSION = "1"
-MODEL_KEYS = (
-    "layers",
-    "hidden",
-    "heads",
-    "seq",
-    "vocab",
-    "global-batch",
-    "recompute",
-    "precision",
-    "optimizer-sharding",
-    "sequence-parallel",
-    "flash-attention",
-    "comm-overlap",
-    "tied-embeddings",
-    "ffn-hidden",
-    "kv-heads",
-    "gated-mlp",
-)
-CLUSTER_KEYS = (
-    "gpus",
-    "gpus-per-node",
-    "instance-type",
-    "gpu",
-    "peak-tflops",
-    "peak-tflops-fp8",
-    "gpu-memory-gib",
-    "hbm-gbytes",
-    "nvlink-gbytes",
-    "network-gbits",
-    "memory-headroom",
-)
 _DEGREES = ("tp", "pp", "dp", "micro_batch", "virtual")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-
-
-@dataclass(frozen=True, slots=True)
-class RequestProblem:
-    """One bad input: ``field`` as the caller spelled it (``model.layers``), ``message`` what is allowed."""
-
-    field: str
-    message: str
 
 
 class PlanRequestError(ValueError):
@@ -147,67 +119,6 @@ def _timestamp(moment: datetime | None) -> str:
     return (moment or datetime.now(UTC)).astimezone(UTC).strftime(_TIME_FORMAT)
 
 
-def _switch(value: bool) -> str:
-    return "on" if value else "off"
-
-
-def _model_values(model: ModelSpec | Mapping[str, Any], errors: list[RequestProblem]) -> dict[str, Any]:
-    if isinstance(model, ModelSpec):
-        if not model.fp32_grad_accumulation:
-            errors.append(
-                RequestProblem("model.fp32_grad_accumulation", "only the default (True) can be requested")
-            )
-        return {
-            "layers": model.layers,
-            "hidden": model.hidden,
-            "heads": model.heads,
-            "seq": model.seq,
-            "vocab": model.vocab,
-            "global-batch": model.global_batch,
-            "recompute": model.recompute.value,
-            "precision": model.precision.value,
-            "optimizer-sharding": model.optimizer_sharding.value,
-            **(
-                {}
-                if model.sequence_parallel is None
-                else {"sequence-parallel": _switch(model.sequence_parallel)}
-            ),
-            "flash-attention": _switch(model.flash_attention),
-            "comm-overlap": _switch(model.comm_overlap),
-            "tied-embeddings": _switch(model.tied_embeddings),
-            **({} if model.ffn_hidden is None else {"ffn-hidden": model.ffn_hidden}),
-            **({} if model.kv_heads is None else {"kv-heads": model.kv_heads}),
-            "gated-mlp": _switch(model.gated_mlp),
-        }
-    return _section("model", model, MODEL_KEYS, errors)
-
-
-def _section(
-    name: str, values: Any, allowed: tuple[str, ...], errors: list[RequestProblem]
-) -> dict[str, Any]:
-    names = ", ".join(key.replace("-", "_") for key in allowed)
-    if not isinstance(values, Mapping):
-        errors.append(RequestProblem(name, f"must be a mapping of {names}"))
-        return {}
-    flat, problems = normalise_keys(values)
-    for problem in problems:
-        unknown = problem.message.startswith("unknown key")
-        message = f"unknown key; allowed: {names}" if unknown else problem.message
-        errors.append(RequestProblem(f"{name}.{problem.key}", message))
-    for key in list(flat):
-        if key not in allowed:
-            errors.append(
-                RequestProblem(f"{name}.{key.replace('-', '_')}", f"not a {name} key; allowed: {names}")
-            )
-            del flat[key]
-    return flat
-
-
-def _field_of(key: str) -> str:
-    section = "model" if key in MODEL_KEYS else "cluster"
-    return f"{section}.{key.replace('-', '_')}"
-
-
 def _plan(current: Plan | Mapping[str, Any] | Any, errors: list[RequestProblem]) -> Plan | None:
     if isinstance(current, Plan):
         return current
@@ -245,7 +156,7 @@ def _resolve(
         resolved = resolve(config)
     except _PlanConfigError as problems:
         for problem in problems.errors:
-            errors.append(RequestProblem(_field_of(problem.key), problem.message))
+            errors.append(RequestProblem(field_of(problem.key), problem.message))
         return None
     if current is not None:
         try:
@@ -253,6 +164,14 @@ def _resolve(
         except PlanError as error:
             errors.append(
                 RequestProblem("current", f"{error} (the plan the job runs now must fit its cluster)")
+            )
+        if current.virtual > resolved.options.max_virtual:
+            errors.append(
+                RequestProblem(
+                    "current.virtual",
+                    f"the job runs {current.virtual} chunks per GPU, above its max_virtual "
+                    f"{resolved.options.max_virtual}: raise max_virtual or give the plan it runs",
+                )
             )
     return resolved.model, resolved.cluster, resolved.options
 
@@ -267,22 +186,24 @@ def build_request(
     step: int = 0,
     since_step: int | None = None,
     interval: int = 60,
+    max_virtual: int | None = None,
     now: datetime | None = None,
 ) -> dict[str, dict[str, str]]:
     """The request item (DynamoDB attribute values) for the job partition ``job_pk``.
 
     ``cluster`` is a mapping of :data:`CLUSTER_KEYS` (``gpus``, ``instance_type`` or ``gpu`` ...) or just an
-    instance-type preset name; ``gpus`` defaults to the current plan's ``tp * pp * dp``. Raises
-    :class:`PlanRequestError` listing every problem by field."""
+    instance-type preset name; ``gpus`` defaults to the current plan's ``tp * pp * dp``; ``max_virtual``: the
+    most pipeline chunks per GPU the job's training code runs (1: no interleaved schedule; default: the
+    search's 8). Raises :class:`PlanRequestError` listing every problem by field."""
     errors: list[RequestProblem] = []
     if not is_job_pk(job_pk):
         errors.append(RequestProblem("job", f"must be a job key <backend>#<native id>, got {job_pk!r}"))
     plan = _plan(current, errors)
-    model_values = _model_values(model, errors)
+    model_keys = model_values(model, errors)
     cluster_values: dict[str, Any] = (
         {"instance-type": cluster}
         if isinstance(cluster, str)
-        else _section("cluster", cluster, CLUSTER_KEYS, errors)
+        else section("cluster", cluster, CLUSTER_KEYS, errors)
     )
     if gpus is not None:
         cluster_values["gpus"] = gpus
@@ -293,7 +214,8 @@ def build_request(
     if since > step:
         errors.append(RequestProblem("since_step", f"must not be after step ({step}), got {since}"))
     interval = _step("interval", interval, errors, positive=True)
-    config = {**model_values, **cluster_values}
+    search_values = {} if max_virtual is None else {"max-virtual": max_virtual}
+    config = {**model_keys, **cluster_values, **search_values}
     _resolve(config, plan, errors)
     if errors or plan is None:
         raise PlanRequestError(errors)

@@ -25,6 +25,7 @@ from osprey_control.planner.placement import Placement, place
 from osprey_control.planner.plan import Evaluation, Plan
 
 __all__ = [
+    "DEFAULT_MAX_VIRTUAL",
     "Knobs",
     "SearchOptions",
     "SearchResult",
@@ -34,6 +35,9 @@ __all__ = [
     "search_exhaustive",
     "variants",
 ]
+
+# Megatron's interleaved schedule: up to 8 model chunks per GPU are searched unless the job says fewer.
+DEFAULT_MAX_VIRTUAL = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +85,8 @@ class SearchOptions:
     memory_headroom: float = 0.9
     top_k: int = 5
     uneven_pipeline: bool = False
-    max_virtual: int = 8
+    # Chunks per GPU of the interleaved schedule (1: the job's pipeline has none).
+    max_virtual: int = DEFAULT_MAX_VIRTUAL
     # False keeps plans above the memory limit in the ranking (still reported with feasible=False): for
     # what-if studies of throughput alone.
     enforce_memory: bool = True
@@ -94,6 +99,8 @@ class SearchOptions:
             raise ValueError(f"memory_headroom must be in (0, 1], got {self.memory_headroom!r}")
         if self.top_k < 1:
             raise ValueError(f"top_k must be a positive integer, got {self.top_k!r}")
+        if self.max_virtual < 1:
+            raise ValueError(f"max_virtual must be a positive integer, got {self.max_virtual!r}")
 
 
 @dataclass(frozen=True, slots=True)

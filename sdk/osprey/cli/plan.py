@@ -42,7 +42,13 @@ from osprey_control.planner.search import variants
 
 __all__ = ["plan_command"]
 
-_REGISTER_FIELDS = {"current": "--evaluate", "job": "--register-job", "step": "--step", "table": "--table"}
+_REGISTER_FIELDS = {
+    "current": "--evaluate",
+    "current.virtual": "--evaluate",
+    "job": "--register-job",
+    "step": "--step",
+    "table": "--table",
+}
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -85,7 +91,14 @@ def _register(
     cluster = {key: value for key, value in values.items() if key in CLUSTER_KEYS}
     try:
         item = request_planning(
-            model, cluster, config.evaluate, step=step, job_key=job, table=_table_name(table), environ={}
+            model,
+            cluster,
+            config.evaluate,
+            step=step,
+            max_virtual=config.options.max_virtual if values.get("max-virtual") is not None else None,
+            job_key=job,
+            table=_table_name(table),
+            environ={},
         )
     except PlanRequestError as problems:
         fail(
@@ -267,6 +280,14 @@ def plan_command(
     top: Annotated[
         int | None, typer.Option("--top", metavar="N", help="Candidates to show (default: 5).")
     ] = None,
+    max_virtual: Annotated[
+        int | None,
+        typer.Option(
+            "--max-virtual",
+            metavar="V",
+            help="Pipeline chunks per GPU the training code runs; 1: no interleaved schedule (default: 8).",
+        ),
+    ] = None,
     evaluate_plan: Annotated[
         str | None,
         typer.Option(
@@ -348,6 +369,7 @@ def plan_command(
         "gated-mlp": gated_mlp,
         "memory-headroom": memory_headroom,
         "top": top,
+        "max-virtual": max_virtual,
         "evaluate": evaluate_plan,
     }
     values = _read_config(config_file) if config_file is not None else {}

@@ -237,6 +237,17 @@ def test_every_key_has_a_flag() -> None:
         assert f"--{key}" in result.stdout, key
 
 
+def test_max_virtual_keeps_the_search_to_what_the_training_code_runs() -> None:
+    # Given GPT-3 175B on 1,024 H100, whose best plan interleaves its pipeline
+    gpt3 = ["--layers", "96", "--hidden", "12288", "--heads", "96", "--seq", "2048", "--vocab", "51200",
+            "--global-batch", "1536", "--gpus", "1024", "--instance-type", "p5.48xlarge"]  # fmt: skip
+    assert _json(*gpt3)["best"]["virtual"] > 1
+    # When the user says the job's pipeline has no interleaved schedule
+    out = _json(*gpt3, "--max-virtual", "1", "--top", "10")
+    # Then no candidate interleaves
+    assert {plan["virtual"] for plan in out["candidates"]} == {1}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -252,6 +263,7 @@ def test_every_key_has_a_flag() -> None:
         (["--evaluate", "tp=16,pp=2,micro_batch=1"], "--evaluate: tp=16 exceeds the 8 GPUs of a node"),
         (["--evaluate", "tp=8,pp=2,micro_batch=5"], "--evaluate: global batch 1536 is not divisible"),
         (["--top", "0"], "--top: must be a positive integer"),
+        (["--max-virtual", "0"], "--max-virtual: must be a positive integer"),
         (["--plot", "space.jpg"], "--plot space.jpg: the file name must end in .png"),
     ],
 )
