@@ -21,11 +21,20 @@ Where the record comes from, first match wins:
 
 Every decision is appended to the JSON-lines trace named by ``OSPREY_LOG`` (if set), one object per line:
 ``{"time", "step", "rank", "interval", "source", "job", "decision", "current", "recommended", "plan_id",
-"reason", "expected_saving_fraction", "error", "progress", "node_speeds", "elapsed_s"}`` (``node_speeds``:
-``reported``, or ``ignored: <why>`` when they were not valid and the progress went without them), where ``decision`` is ``new-plan``,
-``new-placement`` (the same degrees, a straggler moved: the job re-orders its process groups,
-``osprey.runtime.process_group_ranks``), ``unchanged``, ``no-record``, ``world-size-mismatch`` (the record is for another number of GPUs),
-``no-source`` (neither a plan file nor a table) or ``error``.
+"reason", "expected_saving_fraction", "error", "progress", "node_speeds", "placement", "elapsed_s"}``
+(``node_speeds``: ``reported``, or ``ignored: <why>`` when they were not valid and the progress went without
+them; ``placement``: why the record's node order was not offered, else null), where ``decision`` is
+``new-plan``, ``new-placement`` (the same degrees, a straggler moved: the job re-orders its process groups,
+``osprey.runtime.process_group_ranks``), ``unchanged``, ``placement-stale`` (the same degrees on a node order
+made for other slow nodes: see below), ``no-record``, ``world-size-mismatch`` (the record is for another
+number of GPUs), ``no-source`` (neither a plan file nor a table) or ``error``.
+
+A record's node order (``stage_nodes``) is made for the nodes that were slow when the plan step planned
+(``slow_nodes``). When the job passes ``node_speeds`` and its slow nodes are now others (a node recovered, or
+the job restarted on other hosts, whose node ranks name other machines), the order is not offered: a
+placement-only record is ``placement-stale`` (None), and a new plan comes without it
+(``recommended_record()["stage_nodes"]`` is None: rank order). The same call reports the new speeds, so the
+plan step places the nodes that are slow now.
 
 In a multi-process job, call it on one rank and broadcast the answer (``examples/train.py`` does), so all
 ranks re-shape together even if the record changes between their reads.
@@ -52,7 +61,7 @@ from osprey_control.planner.record import (
 )
 from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
 from osprey_control.planner.request import plan_key, stage_nodes_of
-from osprey_control.planner.speeds import node_speeds_json
+from osprey_control.planner.speeds import node_speeds_json, slow_nodes
 from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
@@ -177,6 +186,7 @@ def adjust_parallelism(
         "error": None,
         "progress": None,
         "node_speeds": None,
+        "placement": None,
     }
     try:
         every = interval if interval is not None else interval_from_env(env)
@@ -281,16 +291,40 @@ def _decide(
     if now is not None and recommended.tp * recommended.pp * recommended.dp != now.tp * now.pp * now.dp:
         entry["decision"] = "world-size-mismatch"
         return None
+    placed = stage_nodes_of(outcome.record.get("stage_nodes"))
+    entry["placement"] = _stale_placement(outcome.record, placed, speeds)
     if now is not None and recommended == now:
         # Same degrees: new only if the record moves a node the job runs elsewhere (a straggler moved off
         # the critical stage), compared as the identity of the two orders the plan step also uses.
-        placed = stage_nodes_of(outcome.record.get("stage_nodes"))
         if not placed or plan_key(now, placed) == plan_key(now, order):
             entry["decision"] = "unchanged"
+            return None
+        if entry["placement"] is not None:
+            entry["decision"] = "placement-stale"
             return None
         entry["decision"] = "new-placement"
         _RECOMMENDED["record"] = dict(outcome.record)
         return recommended
     entry["decision"] = "new-plan"
-    _RECOMMENDED["record"] = dict(outcome.record)
+    stale = entry["placement"] is not None
+    _RECOMMENDED["record"] = {**outcome.record, "stage_nodes": None} if stale else dict(outcome.record)
     return recommended
+
+
+def _stale_placement(
+    record: Mapping[str, Any], placed: tuple[tuple[int, ...], ...], speeds: list[float] | None
+) -> str | None:
+    """Why the record's node order does not fit the job's nodes as measured now, or None (it fits, or there
+    is no order, no speeds from the job, or no ``slow_nodes`` in the record to compare with)."""
+    made_for = record.get("slow_nodes")
+    if not placed or speeds is None or not isinstance(made_for, list):
+        return None
+    if not all(isinstance(node, int) and not isinstance(node, bool) for node in made_for):
+        return None  # a hand-written record: nothing to compare with
+    nodes = sum(len(stage) for stage in placed)
+    if len(speeds) != nodes:
+        return f"made for {nodes} nodes, the job reports {len(speeds)}"
+    now_slow = list(slow_nodes(speeds))
+    if sorted(made_for) != now_slow:
+        return f"made for slow nodes {sorted(made_for)}, the job's slow nodes are now {now_slow}: rank order"
+    return None

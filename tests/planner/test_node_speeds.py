@@ -118,13 +118,68 @@ def test_two_slow_nodes_are_both_kept_off_the_last_stage_only_when_the_job_repor
     report = _run(aws)
     assert report["decisions"] == {"switch": 1}, report
     last = set(_last_stage_nodes(aws))
+    slow_nodes = record_from_item(_plan_item(aws, "llm") or {})["slow_nodes"]
     if reported:
-        # Then neither slow node runs the last (critical) stage
+        # Then neither slow node runs the last (critical) stage, and the record says whom it was placed for
         assert not {6, 7} & last, last
+        assert slow_nodes == [6, 7]
     else:
         # Then, knowing only node 7 (the metric), the plan step moves it and leaves slow node 6 on the last stage
         assert 7 not in last
         assert 6 in last
+        assert slow_nodes == [7]
+
+
+def _placed_for_nodes_6_and_7(aws: Aws) -> None:
+    """The job runs PLACED in rank order and has a record moving its slow nodes 6 and 7 off the last stage."""
+    _job_with_a_slow_last_node(aws, PLACED)
+    osprey.adjust_parallelism(660, PLACED, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
+    request = _request(None)
+    slow = request.cluster.with_changes(
+        speed_factors=slow_node_factors(SPEEDS, request.cluster.gpus_per_node)
+    )
+    step = evaluate(request.model, slow, PLACED, placement=running(slow, PLACED.pp)).step_time_s
+    _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=step)
+    assert _run(aws)["decisions"] == {"switch": 1}
+
+
+def test_a_placement_made_for_other_slow_nodes_is_not_applied(aws: Aws, tmp_path: Path) -> None:
+    # Given a record placing the job's slow nodes 6 and 7 off the critical stage
+    _placed_for_nodes_6_and_7(aws)
+    env = {**_env("llm"), "OSPREY_LOG": str(tmp_path / "trace.jsonl")}
+    # When the job, restarted on other hosts, measures node 2 slow and nodes 6 and 7 nominal
+    elsewhere = [1.0, 1.0, 0.94, 1.0, 1.0, 1.0, 1.0, 0.999]
+    answer = osprey.adjust_parallelism(720, PLACED, client=aws.dynamodb, environ=env, node_speeds=elsewhere)
+    # Then it is not offered the old node order (it keeps rank order), the trace says why, and the new
+    # speeds are on its request for the plan step to place node 2
+    assert answer is None
+    last = json.loads((tmp_path / "trace.jsonl").read_text().splitlines()[-1])
+    assert last["decision"] == "placement-stale"
+    assert last["placement"].startswith("made for slow nodes [6, 7], the job's slow nodes are now [2]")
+    assert json.loads(_request_item(aws, "llm")["node_speeds"]["S"]) == elsewhere
+    # And when its slow nodes are the ones the record was made for, the placement is offered
+    answer = osprey.adjust_parallelism(780, PLACED, client=aws.dynamodb, environ=env, node_speeds=SPEEDS)
+    assert answer == PLACED
+    assert json.loads((tmp_path / "trace.jsonl").read_text().splitlines()[-1])["decision"] == "new-placement"
+    # And without speeds from the job there is nothing to compare: the placement is offered as before
+    assert osprey.adjust_parallelism(840, PLACED, client=aws.dynamodb, environ=env) == PLACED
+
+
+def test_a_new_plan_made_for_other_slow_nodes_comes_in_rank_order(aws: Aws, tmp_path: Path) -> None:
+    # Given the same record, read by a job that runs other degrees (it has not adopted the plan yet)
+    _placed_for_nodes_6_and_7(aws)
+    env = {**_env("llm"), "OSPREY_LOG": str(tmp_path / "trace.jsonl")}
+    other = PIPELINE  # 8 stages, where the record's plan has 4
+    # When its slow nodes are now others
+    answer = osprey.adjust_parallelism(
+        720, other, client=aws.dynamodb, environ=env, node_speeds=[0.9, *[1.0] * 7]
+    )
+    # Then it gets the plan without the node order made for nodes 6 and 7
+    assert answer == PLACED
+    record = osprey.parallelism.recommended_record()
+    assert record is not None
+    assert record["stage_nodes"] is None
+    assert json.loads((tmp_path / "trace.jsonl").read_text().splitlines()[-1])["decision"] == "new-plan"
 
 
 def test_a_progress_report_without_speeds_removes_the_earlier_ones(aws: Aws) -> None:

@@ -26,6 +26,8 @@ __all__ = [
     "node_speeds_json",
     "node_speeds_of",
     "slow_node_factors",
+    "slow_nodes",
+    "slow_nodes_of_factors",
 ]
 
 NODE_SPEEDS_ATTRIBUTE = "node_speeds"
@@ -65,3 +67,14 @@ def slow_node_factors(speeds: Sequence[float], gpus_per_node: int) -> tuple[floa
     """Per-GPU speed factors: each slow node's GPUs at its speed, every other GPU (a node at
     :data:`STRAGGLER_SPEED` or faster, or faster than the median) nominal."""
     return tuple(speed if speed < STRAGGLER_SPEED else 1.0 for speed in speeds for _ in range(gpus_per_node))
+
+
+def slow_nodes(speeds: Sequence[float]) -> tuple[int, ...]:
+    """The indices of the nodes slower than :data:`STRAGGLER_SPEED`: what a placement is made for."""
+    return tuple(index for index, speed in enumerate(speeds) if speed < STRAGGLER_SPEED)
+
+
+def slow_nodes_of_factors(factors: Sequence[float], gpus_per_node: int) -> tuple[int, ...]:
+    """:func:`slow_nodes` of per-GPU speed factors (a node is as fast as its slowest GPU)."""
+    nodes = len(factors) // gpus_per_node
+    return slow_nodes([min(factors[n * gpus_per_node : (n + 1) * gpus_per_node]) for n in range(nodes)])
