@@ -81,7 +81,7 @@ def test_the_fit_finds_a_fixed_cost_per_micro_batch_when_plans_run_different_cou
     assert calibration.factors["compute"] == pytest.approx(0.8, rel=0.03)
     assert calibration.efficiency.micro_batch_overhead_s == pytest.approx(0.03, rel=0.05)
     # (the plans' stages differ in depth, pp 2 to 8, so it is not taken for a cost per block)
-    assert calibration.layer_overhead_s < 1e-4
+    assert calibration.added_layer_overhead_s < 1e-4
     assert max(abs(e) for e in calibration.errors_after) < 0.01
     assert calibration.to_dict()["micro_batch_overhead_s"] == calibration.micro_batch_overhead_s
 
@@ -96,13 +96,13 @@ def test_the_fit_finds_a_fixed_cost_per_block_when_blocks_do_different_work() ->
     # When the planner calibrates on them (micro-batch 1 to 4 at tp 2 to 8: blocks of different sizes)
     calibration = fit(measured, CLUSTER)
     # Then it recovers the block cost, not a per-micro-batch one, with the factors
-    assert calibration.layer_overhead_s == pytest.approx(0.002, rel=0.05)
+    assert calibration.added_layer_overhead_s == pytest.approx(0.002, rel=0.05)
     assert calibration.efficiency.layer_overhead_s == pytest.approx(host_bound.layer_overhead_s, rel=0.05)
     assert calibration.micro_batch_overhead_s < 1e-3
     assert calibration.factors["compute"] == pytest.approx(0.8, rel=0.03)
     assert max(abs(e) for e in calibration.errors_after) < 0.01
     # And the report and the table line name it
-    assert calibration.to_dict()["layer_overhead_s"] == calibration.layer_overhead_s
+    assert calibration.to_dict()["added_layer_overhead_s"] == calibration.added_layer_overhead_s
     assert "ms more per block and pass" in calibration_line(calibration)
 
 
@@ -111,9 +111,42 @@ def test_the_block_cost_is_not_fitted_when_every_block_does_the_same_work() -> N
     same_work = [Plan(8, 2, 32, 4), Plan(4, 4, 32, 2), Plan(2, 8, 32, 1), Plan(8, 4, 16, 4)]
     calibration = fit(_measured(same_work), CLUSTER)
     # Then nothing separates a block cost from compute, so none is fitted, and the factors fit the times
-    assert calibration.layer_overhead_s == 0.0
+    assert calibration.added_layer_overhead_s == 0.0
     assert max(abs(e) for e in calibration.errors_after) < 0.01
     assert "per block" not in calibration_line(calibration)
+
+
+def test_next_to_a_block_cost_the_micro_batch_cost_needs_stages_of_different_depths() -> None:
+    # Given six plans of one pipeline depth (pp 4: 12 blocks per stage), with different micro-batch counts
+    # and block sizes, on a stack that pays 2 ms per block pass
+    one_depth = [Plan(8, 4, 16, 1), Plan(8, 4, 16, 2), Plan(4, 4, 32, 1), Plan(4, 4, 32, 4),
+                 Plan(2, 4, 64, 1), Plan(2, 4, 64, 2)]  # fmt: skip
+    host_bound = dataclasses.replace(TRUTH, layer_overhead_s=TRUTH.layer_overhead_s + 0.002)
+    measured = [
+        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=host_bound).step_time_s)
+        for plan in one_depth
+    ]
+    calibration = fit(measured, CLUSTER)
+    # Then per micro-batch and per block the costs are one term, so only the block cost is fitted
+    assert calibration.micro_batch_overhead_s == 0.0
+    assert calibration.added_layer_overhead_s == pytest.approx(0.002, rel=0.05)
+    assert max(abs(e) for e in calibration.errors_after) < 0.01
+
+
+def test_a_cost_is_fitted_only_from_more_plans_than_free_dimensions() -> None:
+    # Given four plans on the host-bound stack: three factors and a block cost would fit them exactly
+    host_bound = dataclasses.replace(TRUTH, layer_overhead_s=TRUTH.layer_overhead_s + 0.002)
+    measured = [
+        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=host_bound).step_time_s)
+        for plan in PLANS[:5]
+    ]
+    # Then no cost is fitted from them
+    calibration = fit(measured[:4], CLUSTER)
+    assert (calibration.added_layer_overhead_s, calibration.micro_batch_overhead_s) == (0.0, 0.0)
+    # And a fifth plan allows the block cost (not yet the one per micro-batch), which it finds
+    calibration = fit(measured, CLUSTER)
+    assert calibration.added_layer_overhead_s == pytest.approx(0.002, rel=0.05)
+    assert calibration.micro_batch_overhead_s == 0.0
 
 
 def test_the_overhead_is_not_fitted_when_every_plan_runs_the_same_micro_batches() -> None:

@@ -1,7 +1,7 @@
 """Calibration from measurement: fit the cost model's efficiency factors to measured step times.
 
 Three factors, each a multiplier on a group of :class:`~osprey_control.planner.costmodel.Efficiency`
-constants, and one cost in seconds are fitted (the model has more constants, but a job's measurements cannot
+constants, and two costs in seconds are fitted (the model has more constants, but a job's measurements cannot
 tell more apart):
 
 - ``compute``: the GEMM, attention and fused-attention efficiencies, and the inverse of the elementwise
@@ -14,22 +14,26 @@ tell more apart):
   made blocking against NCCL hangs) pays many times over. It is what makes a small micro-batch or a narrow
   tensor-parallel shard slow on such a stack, since the work per block shrinks and the cost does not, and a
   deep pipeline cheaper than a shallow one at equal micro-batch counts (fewer blocks per stage). Fitted only
-  from more measured plans than factors whose blocks do different amounts of work (micro-batch, tp or
-  model differ): otherwise nothing separates it from ``compute``.
+  when the blocks of the measured plans do different amounts of work (micro-batch, tp or model differ):
+  otherwise nothing separates it from ``compute``.
 - ``micro_batch_overhead_s``: the schedule's fixed cost per micro-batch and stage
   (``Efficiency.micro_batch_overhead_s``, 0 in the calibrated model), which a runtime that interprets its
-  pipeline schedule step by step pays and Megatron's own schedules do not. Fitted only from more measured
-  plans than factors that run different numbers of micro-batches and, when the block cost is fitted too,
-  have stages of different depths (blocks x passes): otherwise nothing separates it from ``compute`` or
-  from the block cost.
+  pipeline schedule step by step pays and Megatron's own schedules do not. Fitted only when the plans run
+  different numbers of micro-batches and, when the block cost is fitted too, have stages of different depths
+  (blocks x passes): otherwise nothing separates it from ``compute`` or from the block cost.
+
+Each cost is fitted only while there stay more measured plans than free dimensions (five plans for the block
+cost, six for both): with as many, the fit is exact whatever the noise. With one measured plan only
+``compute`` is fitted (one number fixes one factor).
 
 The fit minimises the squared log error of predicted against measured step times (Levenberg-Marquardt,
-steps projected onto the bounds): the factors in log space within
-``[1/4, 4]`` of the calibrated constants, the overhead per micro-batch from 0 to a quarter of the shortest
-measured time per micro-batch slot, the block cost from 0 to half of the shortest per block pass. Bounded,
-so one noisy measurement cannot make the model absurd, and a factor the measurements do not constrain (a
-network term of plans that never leave the node) stays at 1. With one
-measured plan only ``compute`` is fitted (one number fixes one factor).
+steps projected onto the bounds: :mod:`.boxfit`) from the calibrated model and from each factor alone at
+either end of its range, keeping the lowest.
+The bounds: the factors in log space within ``[1/4, 4]`` of the calibrated constants (a link's at most its
+nominal bandwidth), the overhead per micro-batch from 0 to a quarter of the shortest measured time per
+micro-batch slot, the block cost from 0 to half of the shortest per block pass. Bounded, so one noisy
+measurement cannot make the model absurd, and a factor the measurements do not constrain (a network term of
+plans that never leave the node) stays at 1.
 
 Decision: the fitted model re-ranks the same search; the report gives the fit's median and largest error
 before and after, so a user can see whether the measurements agree with the model at all.
@@ -43,6 +47,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from osprey_control.planner.boxfit import Box, least_squares
 from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.model import ModelSpec
@@ -62,10 +67,6 @@ _OVERHEAD_SHARE = 0.25
 # The block cost at most this share of the shortest measured time per block pass: on a host-bound stack
 # the host's part of a small block is the larger one.
 _BLOCK_SHARE = 0.5
-_MAX_ITERATIONS = 100
-# Finite-difference step in the scaled dimensions, and the relative improvement at which the fit stops.
-_DIFFERENCE = 1e-4
-_TOLERANCE = 1e-9
 # Weight of the pull towards the calibrated model, per scaled dimension: far below a 0.1% step-time error.
 _PRIOR = 1e-4
 
@@ -102,18 +103,18 @@ def _distinct(values: Sequence[float]) -> int:
 
 def _block_bound(measured: Sequence[Measured]) -> float:
     """Upper bound of the added cost per block pass, or 0 when the measurements cannot separate it from
-    compute: no more plans than the three factors, or blocks that all do the same work."""
+    compute: blocks that all do the same work."""
     work = [point.model.layer_gemm_flops() * point.plan.micro_batch / point.plan.tp for point in measured]
-    if len(measured) <= len(FACTORS) or _distinct(work) < 2:
+    if _distinct(work) < 2:
         return 0.0
     return _BLOCK_SHARE * min(point.step_time_s / _slots(point) / _block_passes(point) for point in measured)
 
 
 def _overhead_bound(measured: Sequence[Measured], *, with_block_cost: bool) -> float:
     """Upper bound of the fitted overhead per micro-batch in seconds, or 0 when the measurements cannot
-    separate it: no more plans than the three factors, one number of micro-batches for all (it would be
-    ``compute``), or, next to a fitted block cost, stages all of one depth (it would be that cost)."""
-    if len(measured) <= len(FACTORS) or len({_micro_batches(point) for point in measured}) < 2:
+    separate it: one number of micro-batches for all (it would be ``compute``), or, next to a fitted block
+    cost, stages all of one depth (it would be that cost)."""
+    if len({_micro_batches(point) for point in measured}) < 2:
         return 0.0
     if with_block_cost and _distinct([_block_passes(point) for point in measured]) < 2:
         return 0.0
@@ -138,8 +139,9 @@ class Measured:
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """``factors``: compute, nvlink and network multipliers; ``micro_batch_overhead_s``: the fitted schedule
-    cost added per micro-batch and stage; ``layer_overhead_s``: the fitted cost added per block and pass
-    (each 0 when the measurements could not separate it)."""
+    cost added per micro-batch and stage; ``added_layer_overhead_s``: the fitted cost added per block and
+    pass, on top of the model's own ``layer_overhead_s`` (each 0 when the measurements could not separate
+    it). ``efficiency`` holds the fitted model, totals included."""
 
     factors: dict[str, float]
     efficiency: Efficiency
@@ -147,7 +149,7 @@ class Calibration:
     errors_before: tuple[float, ...]
     errors_after: tuple[float, ...]
     micro_batch_overhead_s: float = 0.0
-    layer_overhead_s: float = 0.0
+    added_layer_overhead_s: float = 0.0
 
     @staticmethod
     def summary(errors: Sequence[float]) -> dict[str, float]:
@@ -159,8 +161,8 @@ class Calibration:
         costs = []
         if self.micro_batch_overhead_s > 0:
             costs.append(f"{self.micro_batch_overhead_s * 1e3:.1f} ms per micro-batch and stage")
-        if self.layer_overhead_s > 0:
-            costs.append(f"{self.layer_overhead_s * 1e3:.2f} ms more per block and pass")
+        if self.added_layer_overhead_s > 0:
+            costs.append(f"{self.added_layer_overhead_s * 1e3:.2f} ms more per block and pass")
         return ", ".join(costs)
 
     def to_dict(self) -> dict[str, object]:
@@ -168,7 +170,7 @@ class Calibration:
             "points": self.points,
             "factors": dict(self.factors),
             "micro_batch_overhead_s": self.micro_batch_overhead_s,
-            "layer_overhead_s": self.layer_overhead_s,
+            "added_layer_overhead_s": self.added_layer_overhead_s,
             "before": self.summary(self.errors_before),
             "after": self.summary(self.errors_after),
             "errors_after": list(self.errors_after),
@@ -213,22 +215,48 @@ def _errors(measured: Sequence[Measured], cluster: Cluster, efficiency: Efficien
 
 class _Problem:
     """Log residuals of the predictions as a function of the free dimensions, each scaled to ``[-1, 1]`` (the
-    overhead to ``[0, 1]``) so that one step size and one finite difference fit them all."""
+    costs to ``[0, 1]``) so that one step size and one finite difference fit them all."""
 
     def __init__(self, measured: Sequence[Measured], cluster: Cluster, base: Efficiency) -> None:
         self.measured, self.cluster, self.base = measured, cluster, base
         span = math.log(_BOUND)
         self.scale = dict.fromkeys(FACTORS if len(measured) > 1 else ("compute",), span)
-        block_bound = _block_bound(measured)
+        # A cost is fitted only while there stay more measured plans than free dimensions: with as many, the
+        # fit is exact whatever the noise, and says nothing.
+        block_bound = _block_bound(measured) if len(measured) > len(self.scale) + 1 else 0.0
         if block_bound > 0:
             self.scale[BLOCK_OVERHEAD] = block_bound
-        overhead_bound = _overhead_bound(measured, with_block_cost=block_bound > 0)
+        overhead_bound = (
+            _overhead_bound(measured, with_block_cost=block_bound > 0)
+            if len(measured) > len(self.scale) + 1
+            else 0.0
+        )
         if overhead_bound > 0:
             self.scale[OVERHEAD] = overhead_bound
         self.free = tuple(self.scale)
+        # A link cannot beat its nominal bandwidth (apply_factors caps the fraction at 1): past that the
+        # factor changes nothing, and a fit that wandered there would stop on a flat stretch.
+        ceiling = {"nvlink": base.nvlink, "network": base.network}
+        self.box = Box(
+            lows=tuple(0.0 if name in _COSTS else -1.0 for name in self.free),
+            highs=tuple(
+                min(1.0, max(0.0, math.log(1.0 / ceiling[name]) / span)) if name in ceiling else 1.0
+                for name in self.free
+            ),
+        )
 
-    def low(self, name: str) -> float:
-        return 0.0 if name in _COSTS else -1.0
+    def starts(self) -> list[list[float]]:
+        """The calibrated model, and each factor alone at either end of its range: a link the measurements
+        barely constrain leaves two valleys (a slow network, or a fast one with the time put elsewhere), and
+        starting from each end of every factor finds the deeper one."""
+        origin = [0.0] * len(self.free)
+        starts = [origin]
+        for i, name in enumerate(self.free):
+            if name in FACTORS:
+                for end in (self.box.lows[i], self.box.highs[i]):
+                    if end != 0.0:
+                        starts.append([end if j == i else 0.0 for j in range(len(origin))])
+        return starts
 
     def point(self, x: Sequence[float]) -> dict[str, float]:
         return {name: value * self.scale[name] for name, value in zip(self.free, x, strict=True)}
@@ -239,75 +267,13 @@ class _Problem:
         # direction they do not constrain (two plans, three factors), the fit stays nearest to it.
         return [math.log1p(e) for e in errors] + [_PRIOR * value for value in x]
 
-    def clip(self, x: Sequence[float]) -> list[float]:
-        return [max(self.low(name), min(1.0, v)) for name, v in zip(self.free, x, strict=True)]
-
-
-def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
-    """Gaussian elimination with partial pivoting for the (at most 5 x 5) normal equations."""
-    n = len(rhs)
-    rows = [[*matrix[i], rhs[i]] for i in range(n)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(rows[r][col]))
-        rows[col], rows[pivot] = rows[pivot], rows[col]
-        for r in range(col + 1, n):
-            ratio = rows[r][col] / rows[col][col]
-            rows[r] = [a - ratio * b for a, b in zip(rows[r], rows[col], strict=True)]
-    solution = [0.0] * n
-    for r in reversed(range(n)):
-        tail = sum(rows[r][c] * solution[c] for c in range(r + 1, n))
-        solution[r] = (rows[r][n] - tail) / rows[r][r]
-    return solution
-
-
-def _levenberg_marquardt(problem: _Problem) -> list[float]:
-    """Minimise the squared log residuals within the bounds (projected steps), from the calibrated model.
-
-    Decision: Levenberg-Marquardt rather than a derivative-free search: the residuals are smooth almost
-    everywhere, and it needs (dimensions + 1) evaluations of the measured plans per iteration where a pattern
-    search over every direction needs 3^dimensions - 1."""
-    x = [0.0] * len(problem.free)
-    residual = problem.residuals(x)
-    loss = sum(r * r for r in residual)
-    damping = 1e-3
-    for _ in range(_MAX_ITERATIONS):
-        columns = []
-        for i in range(len(x)):
-            # One-sided difference pointing into the box (a dimension may sit on its bound).
-            h = _DIFFERENCE if x[i] + _DIFFERENCE <= 1.0 else -_DIFFERENCE
-            shifted = list(x)
-            shifted[i] += h
-            columns.append([(a - b) / h for a, b in zip(problem.residuals(shifted), residual, strict=True)])
-        normal = [[sum(a * b for a, b in zip(ci, cj, strict=True)) for cj in columns] for ci in columns]
-        gradient = [sum(a * r for a, r in zip(ci, residual, strict=True)) for ci in columns]
-        improved = False
-        while damping < 1e8:
-            # A dimension the measurements do not move (a zero column) gets no step: the ridge keeps it at 0.
-            damped = [
-                [normal[i][j] + (damping * (normal[i][i] + 1e-9) if i == j else 0.0) for j in range(len(x))]
-                for i in range(len(x))
-            ]
-            step = _solve(damped, [-g for g in gradient])
-            trial = problem.clip([a + b for a, b in zip(x, step, strict=True)])
-            trial_residual = problem.residuals(trial)
-            trial_loss = sum(r * r for r in trial_residual)
-            if trial_loss < loss - 1e-15:
-                converged = loss - trial_loss < _TOLERANCE * max(loss, 1e-12)
-                x, residual, loss, improved = trial, trial_residual, trial_loss, True
-                damping = max(damping / 3.0, 1e-9)
-                break
-            damping *= 4.0
-        if not improved or converged:
-            break
-    return x
-
 
 def fit(measured: Sequence[Measured], cluster: Cluster, base: Efficiency = DEFAULT_EFFICIENCY) -> Calibration:
     """Fit the factors to ``measured`` (at least one plan); raises ValueError on none."""
     if not measured:
         raise ValueError("calibration needs at least one measured plan")
     problem = _Problem(measured, cluster, base)
-    point = problem.point(_levenberg_marquardt(problem))
+    point = problem.point(least_squares(problem.residuals, problem.box, problem.starts()))
     fitted = _efficiency(base, point)
     return Calibration(
         factors={name: math.exp(point.get(name, 0.0)) for name in FACTORS},
@@ -316,7 +282,7 @@ def fit(measured: Sequence[Measured], cluster: Cluster, base: Efficiency = DEFAU
         errors_before=tuple(_errors(measured, cluster, base)),
         errors_after=tuple(_errors(measured, cluster, fitted)),
         micro_batch_overhead_s=point.get(OVERHEAD, 0.0),
-        layer_overhead_s=point.get(BLOCK_OVERHEAD, 0.0),
+        added_layer_overhead_s=point.get(BLOCK_OVERHEAD, 0.0),
     )
 
 
