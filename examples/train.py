@@ -23,8 +23,8 @@ Tensor parallelism is Megatron's: attention QKV and MLP up-projection column-par
 projections row-parallel (``torch.distributed.tensor.parallel``). The pipeline is GPipe with blocking
 point-to-point sends (all forwards, then all backwards), with no interleaved schedule: register the job with
 ``max_virtual=1`` (``osprey.request_planning(..., max_virtual=1)``) and the plan step recommends none; a record
-that still asks for ``virtual > 1`` is logged as skipped and training continues on the current plan. Data parallelism all-reduces gradients over the mesh's
-``dp`` dimension.
+that still asks for ``virtual > 1`` is logged as skipped and training continues on the current plan. Data
+parallelism all-reduces gradients over the mesh's ``dp`` dimension.
 """
 
 from __future__ import annotations

@@ -225,3 +225,20 @@ def test_max_virtual_is_checked_with_the_plan_the_job_runs() -> None:
         build_request(PK, model=GPT3_175B, cluster=P5_1024, current=interleaved, max_virtual=1)
     assert _fields(above) == {"current.virtual"}
     assert "runs 2 chunks per GPU, above its max_virtual 1" in str(above.value)
+
+
+def test_request_planning_stores_max_virtual_and_a_later_report_above_it_stays_planned(dynamodb: Any) -> None:
+    # Given a job registered from inside with max_virtual 1 (spelled as a string, as from a YAML file)
+    limit: Any = "1"
+    osprey.request_planning(
+        GPT3_175B, P5_1024, RUNNING_175B, max_virtual=limit, client=dynamodb, environ=_env()
+    )
+    item = _stored(dynamodb)
+    assert item is not None
+    # Then the limit is stored as the integer it was checked as
+    assert json.loads(item["config"]["S"])["max-virtual"] == 1
+    # When the job later reports running an interleaved plan anyway (chosen by hand)
+    report_progress(700, {**RUNNING_175B, "virtual": 2}, client=dynamodb, environ=_env())
+    # Then its request still reads back, so the plan step keeps planning it
+    request = request_from_item(_stored(dynamodb) or {})
+    assert (request.current.virtual, request.options.max_virtual) == (2, 1)

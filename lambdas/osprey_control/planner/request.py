@@ -165,14 +165,6 @@ def _resolve(
             errors.append(
                 RequestProblem("current", f"{error} (the plan the job runs now must fit its cluster)")
             )
-        if current.virtual > resolved.options.max_virtual:
-            errors.append(
-                RequestProblem(
-                    "current.virtual",
-                    f"the job runs {current.virtual} chunks per GPU, above its max_virtual "
-                    f"{resolved.options.max_virtual}: raise max_virtual or give the plan it runs",
-                )
-            )
     return resolved.model, resolved.cluster, resolved.options
 
 
@@ -216,7 +208,19 @@ def build_request(
     interval = _step("interval", interval, errors, positive=True)
     search_values = {} if max_virtual is None else {"max-virtual": max_virtual}
     config = {**model_keys, **cluster_values, **search_values}
-    _resolve(config, plan, errors)
+    resolved = _resolve(config, plan, errors)
+    if resolved is not None and plan is not None and max_virtual is not None:
+        limit = resolved[2].max_virtual
+        config["max-virtual"] = limit  # as checked: an int, whatever the caller's spelling
+        if plan.virtual > limit:
+            # Checked when the job registers only: a job that later reports such a plan is still planned.
+            errors.append(
+                RequestProblem(
+                    "current.virtual",
+                    f"the job runs {plan.virtual} chunks per GPU, above its max_virtual {limit}: "
+                    "raise max_virtual or give the plan it runs",
+                )
+            )
     if errors or plan is None:
         raise PlanRequestError(errors)
     moment = _timestamp(now)

@@ -70,6 +70,8 @@ def _switch(value: bool) -> str:
 
 
 def model_values(model: ModelSpec | Mapping[str, Any], errors: list[RequestProblem]) -> dict[str, Any]:
+    """The planner keys of ``model`` (a :class:`ModelSpec` or a mapping of :data:`MODEL_KEYS`); problems go
+    to ``errors`` by field."""
     if isinstance(model, ModelSpec):
         if not model.fp32_grad_accumulation:
             errors.append(

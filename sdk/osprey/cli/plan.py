@@ -29,6 +29,7 @@ from typing import Annotated, Any
 import typer
 
 from osprey.cli.plan_output import describe, fail, plot_search, print_evaluated, print_search
+from osprey.cli.plan_register import register
 from osprey_control.planner import Evaluation, PlanError, evaluate, search
 from osprey_control.planner.calibrate import Calibration, fit, measured_from_rows
 from osprey_control.planner.config import (
@@ -41,14 +42,6 @@ from osprey_control.planner.config import (
 from osprey_control.planner.search import variants
 
 __all__ = ["plan_command"]
-
-_REGISTER_FIELDS = {
-    "current": "--evaluate",
-    "current.virtual": "--evaluate",
-    "job": "--register-job",
-    "step": "--step",
-    "table": "--table",
-}
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -73,50 +66,6 @@ def _where(error: ConfigProblem, flags: set[str], config: Path | None) -> str:
     if error.key in flags or config is None:
         return f"--{error.key}"
     return f"{config}: {error.key}"
-
-
-def _register(
-    job: str, values: dict[str, Any], config: PlanConfig, table: str | None, step: int, as_json: bool
-) -> None:
-    """Write the plan request of ``job`` (``<backend>#<native id>``) and say what was registered."""
-    from osprey.cli.jobs import _table_name  # noqa: PLC0415 - boto3/SSM only for --register-job
-    from osprey.planning import PlanRequestError, request_planning  # noqa: PLC0415
-    from osprey_control.planner.request import CLUSTER_KEYS, MODEL_KEYS  # noqa: PLC0415
-
-    if config.evaluate is None:
-        fail(["--evaluate: --register-job needs the plan the job runs now, e.g. tp=8,pp=1,micro_batch=1"])
-    if "#" not in job.strip("#"):
-        fail([f"--register-job: expected <backend>#<native id> (e.g. batch#<job id>), got {job!r}"])
-    model = {key: value for key, value in values.items() if key in MODEL_KEYS}
-    cluster = {key: value for key, value in values.items() if key in CLUSTER_KEYS}
-    try:
-        item = request_planning(
-            model,
-            cluster,
-            config.evaluate,
-            step=step,
-            max_virtual=config.options.max_virtual if values.get("max-virtual") is not None else None,
-            job_key=job,
-            table=_table_name(table),
-            environ={},
-        )
-    except PlanRequestError as problems:
-        fail(
-            [
-                f"{_REGISTER_FIELDS.get(e.field, '--' + e.field.split('.')[-1].replace('_', '-'))}: {e.message}"
-                for e in problems.errors
-            ]
-        )
-    except Exception as error:
-        fail([f"--register-job {job}: cannot write the plan request ({type(error).__name__}: {error})"])
-    if as_json:
-        typer.echo(json.dumps({"registered": job, "current": config.evaluate.to_dict(), "step": step}))
-        return
-    plan = config.evaluate
-    typer.echo(
-        f"registered {job} for planning: {plan.tp}x{plan.pp}x{plan.dp} b{plan.micro_batch} v{plan.virtual} "
-        f"since step {step} ({item['sk']['S']} in the registry)"
-    )
 
 
 def _read_measured(path: Path, config: PlanConfig) -> Calibration:
@@ -384,7 +333,7 @@ def plan_command(
     if step is not None and step < 0:
         fail([f"--step: must be a non-negative integer, got {step}"])
     if register_job is not None:
-        _register(register_job, values, config, table, step or 0, as_json)
+        register(register_job, values, config, table, step or 0, as_json)
         return
 
     calibration = _read_measured(measured, config) if measured is not None else None

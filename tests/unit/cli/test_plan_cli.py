@@ -335,6 +335,36 @@ def test_register_job_writes_the_plan_request(monkeypatch: pytest.MonkeyPatch) -
         assert (request.current, request.step, request.since_step) == (Plan(8, 2, 32, 4), 120, 120)
 
 
+def test_register_job_keeps_the_jobs_max_virtual(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3  # noqa: PLC0415
+    from moto import mock_aws  # noqa: PLC0415
+
+    from osprey_control.planner.request import REQUEST_SK, request_from_item  # noqa: PLC0415
+    from osprey_control.registry.table import create_table  # noqa: PLC0415
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    register = ["--register-job", "batch#job-1", "--table", "osprey-jobs"]
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, "osprey-jobs")
+        # When a job without an interleaved schedule is registered with --max-virtual 1
+        result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--max-virtual", "1", "--evaluate", "tp=8,pp=2,micro_batch=4",
+                      *register)  # fmt: skip
+        # Then its request carries the limit the plan step searches within
+        assert result.exit_code == 0, result.output
+        item = client.get_item(
+            TableName="osprey-jobs", Key={"pk": {"S": "JOB#batch#job-1"}, "sk": {"S": REQUEST_SK}}
+        )["Item"]
+        assert request_from_item(item).options.max_virtual == 1
+        # And a current plan above the limit exits 1 naming the flags
+        result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--max-virtual", "1",
+                      "--evaluate", "tp=8,pp=2,micro_batch=1,virtual=2", *register)  # fmt: skip
+        assert result.exit_code == 1
+        assert "--evaluate: the job runs 2 chunks per GPU, above its --max-virtual 1" in result.stderr
+
+
 def test_register_job_needs_the_current_plan_and_a_job_key() -> None:
     result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--register-job", "batch#job-1", "--table", "t")
     assert result.exit_code == 1
