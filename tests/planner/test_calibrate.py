@@ -19,6 +19,7 @@ from osprey.cli.main import app
 from osprey.cli.plan_output import calibration_line
 from osprey_control.planner import DEFAULT_EFFICIENCY, ModelSpec, Plan, PlanRequest, cluster, evaluate, search
 from osprey_control.planner.calibrate import Measured, apply_factors, fit
+from osprey_control.planner.costmodel import Efficiency
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.request import build_request, request_from_item
 from osprey_control.planner.search import SearchOptions
@@ -36,9 +37,13 @@ PLANS = [
 ]
 
 
-def _measured(plans: list[Plan]) -> list[Measured]:
+# The truth on a stack whose host adds 2 ms to every block pass (eager, blocking launches).
+HOST_BOUND = dataclasses.replace(TRUTH, layer_overhead_s=TRUTH.layer_overhead_s + 0.002)
+
+
+def _measured(plans: list[Plan], truth: Efficiency = TRUTH) -> list[Measured]:
     return [
-        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=TRUTH).step_time_s) for plan in plans
+        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=truth).step_time_s) for plan in plans
     ]
 
 
@@ -69,11 +74,7 @@ def test_one_measured_plan_fits_only_the_compute_factor() -> None:
 
 def test_the_fit_finds_a_fixed_cost_per_micro_batch_when_plans_run_different_counts() -> None:
     # Given plans measured on a stack that pays 30 ms per micro-batch and stage on top of the truth
-    slow_schedule = dataclasses.replace(TRUTH, micro_batch_overhead_s=0.03)
-    measured = [
-        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=slow_schedule).step_time_s)
-        for plan in PLANS
-    ]
+    measured = _measured(PLANS, dataclasses.replace(TRUTH, micro_batch_overhead_s=0.03))
     # When the planner calibrates on them
     calibration = fit(measured, CLUSTER)
     # Then it recovers the overhead with the factors, and predicts every plan within 1%
@@ -87,17 +88,13 @@ def test_the_fit_finds_a_fixed_cost_per_micro_batch_when_plans_run_different_cou
 
 
 def test_the_fit_finds_a_fixed_cost_per_block_when_blocks_do_different_work() -> None:
-    # Given plans measured on a stack whose host adds 2 ms to every block pass (eager, blocking launches)
-    host_bound = dataclasses.replace(TRUTH, layer_overhead_s=TRUTH.layer_overhead_s + 0.002)
-    measured = [
-        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=host_bound).step_time_s)
-        for plan in PLANS
-    ]
+    # Given plans measured on a stack whose host adds 2 ms to every block pass
+    measured = _measured(PLANS, HOST_BOUND)
     # When the planner calibrates on them (micro-batch 1 to 4 at tp 2 to 8: blocks of different sizes)
     calibration = fit(measured, CLUSTER)
     # Then it recovers the block cost, not a per-micro-batch one, with the factors
     assert calibration.added_layer_overhead_s == pytest.approx(0.002, rel=0.05)
-    assert calibration.efficiency.layer_overhead_s == pytest.approx(host_bound.layer_overhead_s, rel=0.05)
+    assert calibration.efficiency.layer_overhead_s == pytest.approx(HOST_BOUND.layer_overhead_s, rel=0.05)
     assert calibration.micro_batch_overhead_s < 1e-3
     assert calibration.factors["compute"] == pytest.approx(0.8, rel=0.03)
     assert max(abs(e) for e in calibration.errors_after) < 0.01
@@ -106,26 +103,12 @@ def test_the_fit_finds_a_fixed_cost_per_block_when_blocks_do_different_work() ->
     assert "ms more per block and pass" in calibration_line(calibration)
 
 
-def test_the_block_cost_is_not_fitted_when_every_block_does_the_same_work() -> None:
-    # Given four plans with one micro-batch per tp rank ratio (b / tp = 1/2): every block does the same work
-    same_work = [Plan(8, 2, 32, 4), Plan(4, 4, 32, 2), Plan(2, 8, 32, 1), Plan(8, 4, 16, 4)]
-    calibration = fit(_measured(same_work), CLUSTER)
-    # Then nothing separates a block cost from compute, so none is fitted, and the factors fit the times
-    assert calibration.added_layer_overhead_s == 0.0
-    assert max(abs(e) for e in calibration.errors_after) < 0.01
-    assert "per block" not in calibration_line(calibration)
-
-
 def test_next_to_a_block_cost_the_micro_batch_cost_needs_stages_of_different_depths() -> None:
     # Given six plans of one pipeline depth (pp 4: 12 blocks per stage), with different micro-batch counts
     # and block sizes, on a stack that pays 2 ms per block pass
     one_depth = [Plan(8, 4, 16, 1), Plan(8, 4, 16, 2), Plan(4, 4, 32, 1), Plan(4, 4, 32, 4),
                  Plan(2, 4, 64, 1), Plan(2, 4, 64, 2)]  # fmt: skip
-    host_bound = dataclasses.replace(TRUTH, layer_overhead_s=TRUTH.layer_overhead_s + 0.002)
-    measured = [
-        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=host_bound).step_time_s)
-        for plan in one_depth
-    ]
+    measured = _measured(one_depth, HOST_BOUND)
     calibration = fit(measured, CLUSTER)
     # Then per micro-batch and per block the costs are one term, so only the block cost is fitted
     assert calibration.micro_batch_overhead_s == 0.0
@@ -135,11 +118,7 @@ def test_next_to_a_block_cost_the_micro_batch_cost_needs_stages_of_different_dep
 
 def test_a_cost_is_fitted_only_from_more_plans_than_free_dimensions() -> None:
     # Given four plans on the host-bound stack: three factors and a block cost would fit them exactly
-    host_bound = dataclasses.replace(TRUTH, layer_overhead_s=TRUTH.layer_overhead_s + 0.002)
-    measured = [
-        Measured(MODEL, plan, evaluate(MODEL, CLUSTER, plan, efficiency=host_bound).step_time_s)
-        for plan in PLANS[:5]
-    ]
+    measured = _measured(PLANS[:5], HOST_BOUND)
     # Then no cost is fitted from them
     calibration = fit(measured[:4], CLUSTER)
     assert (calibration.added_layer_overhead_s, calibration.micro_batch_overhead_s) == (0.0, 0.0)
@@ -149,15 +128,28 @@ def test_a_cost_is_fitted_only_from_more_plans_than_free_dimensions() -> None:
     assert calibration.micro_batch_overhead_s == 0.0
 
 
-def test_the_overhead_is_not_fitted_when_every_plan_runs_the_same_micro_batches() -> None:
-    # Given four measured plans with one micro-batch count (nothing separates the overhead from compute)
-    same_count = [Plan(8, 2, 32, 4), Plan(4, 4, 32, 4), Plan(2, 8, 32, 4), Plan(8, 4, 16, 8)]
-    calibration = fit(_measured(same_count), CLUSTER)
-    # Then the overhead stays 0 and the factors explain the measurements
-    assert calibration.micro_batch_overhead_s == 0.0
+@pytest.mark.parametrize(
+    ("plans", "cost", "line"),
+    [
+        # b / tp = 1/2 in every plan: every block does the same work
+        ([Plan(8, 2, 32, 4), Plan(4, 4, 32, 2), Plan(2, 8, 32, 1), Plan(8, 4, 16, 4), Plan(4, 2, 64, 2)],
+         "added_layer_overhead_s", "per block"),
+        # 12 micro-batches per pipeline in every plan
+        ([Plan(8, 2, 32, 4), Plan(4, 4, 32, 4), Plan(2, 8, 32, 4), Plan(8, 4, 16, 8), Plan(4, 8, 16, 8)],
+         "micro_batch_overhead_s", "per micro-batch"),
+    ],
+    ids=["blocks-of-one-size", "one-micro-batch-count"],
+)  # fmt: skip
+def test_a_cost_the_plans_cannot_separate_from_compute_is_not_fitted(
+    plans: list[Plan], cost: str, line: str
+) -> None:
+    # Given five plans (enough for a cost) that all do the same work per block, or run as many micro-batches
+    calibration = fit(_measured(plans), CLUSTER)
+    # Then nothing separates that cost from compute: it stays 0, the factors explain the times, and the
+    # table line does not mention it
+    assert getattr(calibration, cost) == 0.0
     assert max(abs(e) for e in calibration.errors_after) < 0.01
-    # And with no overhead fitted, the table line does not mention one
-    assert "per micro-batch" not in calibration_line(calibration)
+    assert line not in calibration_line(calibration)
 
 
 def _request() -> PlanRequest:
