@@ -29,12 +29,13 @@ them; ``placement``: why the record's node order was not offered, else null), wh
 made for other slow nodes: see below), ``no-record``, ``world-size-mismatch`` (the record is for another
 number of GPUs), ``no-source`` (neither a plan file nor a table) or ``error``.
 
-A record's node order (``stage_nodes``) is made for the nodes that were slow when the plan step planned
-(``slow_nodes``). When the job passes ``node_speeds`` and its slow nodes are now others (a node recovered, or
-the job restarted on other hosts, whose node ranks name other machines), the order is not offered: a
-placement-only record is ``placement-stale`` (None), and a new plan comes without it
-(``recommended_record()["stage_nodes"]`` is None: rank order). The same call reports the new speeds, so the
-plan step places the nodes that are slow now.
+A record's node order (``stage_nodes``) was made for the nodes that were slow when the plan step planned.
+When the job passes ``node_speeds``, the order is checked against them: it is offered only if it does not
+leave the last (critical) stage slower than the alternative, the job's current order for a placement-only
+record (else ``placement-stale``: None; a node recovered, or the job restarted on other hosts whose node
+ranks name other machines), rank order for a new plan (else the plan comes without it:
+``recommended_record()["stage_nodes"]`` is None). The same call reports the speeds, so the plan step places
+the nodes that are slow now.
 
 In a multi-process job, call it on one rank and broadcast the answer (``examples/train.py`` does), so all
 ranks re-shape together even if the record changes between their reads.
@@ -61,7 +62,7 @@ from osprey_control.planner.record import (
 )
 from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
 from osprey_control.planner.request import plan_key, stage_nodes_of
-from osprey_control.planner.speeds import node_speeds_json, slow_nodes
+from osprey_control.planner.speeds import critical_stage_speed, node_speeds_json, rank_order_nodes
 from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
@@ -292,13 +293,13 @@ def _decide(
         entry["decision"] = "world-size-mismatch"
         return None
     placed = stage_nodes_of(outcome.record.get("stage_nodes"))
-    entry["placement"] = _stale_placement(outcome.record, placed, speeds)
     if now is not None and recommended == now:
         # Same degrees: new only if the record moves a node the job runs elsewhere (a straggler moved off
         # the critical stage), compared as the identity of the two orders the plan step also uses.
         if not placed or plan_key(now, placed) == plan_key(now, order):
             entry["decision"] = "unchanged"
             return None
+        entry["placement"] = _stale_placement(placed, order, speeds, better=True)
         if entry["placement"] is not None:
             entry["decision"] = "placement-stale"
             return None
@@ -306,25 +307,32 @@ def _decide(
         _RECOMMENDED["record"] = dict(outcome.record)
         return recommended
     entry["decision"] = "new-plan"
+    entry["placement"] = _stale_placement(placed, (), speeds, better=False)
     stale = entry["placement"] is not None
     _RECOMMENDED["record"] = {**outcome.record, "stage_nodes": None} if stale else dict(outcome.record)
     return recommended
 
 
 def _stale_placement(
-    record: Mapping[str, Any], placed: tuple[tuple[int, ...], ...], speeds: list[float] | None
+    placed: tuple[tuple[int, ...], ...],
+    running: tuple[tuple[int, ...], ...],
+    speeds: list[float] | None,
+    *,
+    better: bool,
 ) -> str | None:
-    """Why the record's node order does not fit the job's nodes as measured now, or None (it fits, or there
-    is no order, no speeds from the job, or no ``slow_nodes`` in the record to compare with)."""
-    made_for = record.get("slow_nodes")
-    if not placed or speeds is None or not isinstance(made_for, list):
+    """Why the record's node order ``placed`` does not fit the job's nodes as measured now, or None: it must
+    make the critical stage faster than ``running`` (the job's order; () for rank order) when ``better``,
+    and no slower when not. None as well without an order or without speeds from the job."""
+    if not placed or speeds is None:
         return None
-    if not all(isinstance(node, int) and not isinstance(node, bool) for node in made_for):
-        return None  # a hand-written record: nothing to compare with
     nodes = sum(len(stage) for stage in placed)
     if len(speeds) != nodes:
         return f"made for {nodes} nodes, the job reports {len(speeds)}"
-    now_slow = list(slow_nodes(speeds))
-    if sorted(made_for) != now_slow:
-        return f"made for slow nodes {sorted(made_for)}, the job's slow nodes are now {now_slow}: rank order"
+    against = running or rank_order_nodes(nodes, len(placed))
+    offered, now = critical_stage_speed(placed, speeds), critical_stage_speed(against, speeds)
+    if offered < now or (better and offered == now):
+        return (
+            f"the order would run the critical stage at {offered:.3f} of nominal speed, "
+            f"the job's {'order' if running else 'rank order'} at {now:.3f}: made for other slow nodes"
+        )
     return None

@@ -39,3 +39,13 @@ def test_the_deepest_of_two_valleys_is_kept_whatever_the_first_start_finds() -> 
     assert least_squares(residuals, box, [[-0.9], [0.9]])[0] == pytest.approx(0.7, abs=1e-3)
     with pytest.raises(ValueError, match="at least one start"):
         least_squares(residuals, box, [])
+
+
+def test_a_start_where_the_residuals_break_down_never_wins() -> None:
+    # Given residuals that are NaN left of 0 and exact at 0.3, and a first start in the broken region
+    def residuals(x: Sequence[float]) -> list[float]:
+        return [float("nan") if x[0] < 0 else x[0] - 0.3]
+
+    box = Box(lows=(-1.0,), highs=(1.0,))
+    # Then the second start's exact fit is kept
+    assert least_squares(residuals, box, [[-0.5], [0.5]])[0] == pytest.approx(0.3, abs=1e-6)

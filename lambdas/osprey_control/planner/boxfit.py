@@ -14,6 +14,7 @@ over every direction needs 3^dimensions - 1.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,8 @@ def least_squares(residuals: Residuals, box: Box, starts: Sequence[Sequence[floa
     for start in starts:
         x = _levenberg_marquardt(residuals, box, box.clip(start))
         loss = sum(r * r for r in residuals(x))
+        if not math.isfinite(loss):
+            loss = math.inf  # a start where the model breaks down never wins over one where it does not
         if best is None or loss < best[0] * (1 - 1e-9):
             best = (loss, x)
     assert best is not None

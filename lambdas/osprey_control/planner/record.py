@@ -7,14 +7,11 @@ Format (JSON object, version "1"; docs/planner.md):
      "step_time_s": 12.3, "expected_saving_fraction": 0.21, "reason": "switch",
      "options": {"recompute": "selective", "sequence_parallel": true, "distributed_optimizer": true,
                  "precision": "bf16"},
-     "stage_nodes": null, "slow_nodes": null}
+     "stage_nodes": null}
 
 ``options`` are the model options the plan was scored with (the search chooses them, issue #18) and
 ``stage_nodes`` the node order per pipeline stage when nodes differ in speed (null otherwise); both are
-advice the job applies when it re-shapes. ``slow_nodes`` (with ``stage_nodes`` only) lists the nodes the
-placement was made for, those slower than ``speeds.STRAGGLER_SPEED`` when the plan step planned: a job whose
-slow nodes are no longer those (a node recovered, or the job restarted on other hosts, whose node ranks name
-other machines) runs the plan in rank order instead (``osprey.adjust_parallelism``).
+advice the job applies when it re-shapes.
 
 ``plan_id`` is a digest of the job, the five degrees and (only when it is not Megatron's rank order) the node
 order, so the same plan written twice has the same id, and the same degrees with a straggler moved off the
@@ -77,10 +74,8 @@ def plan_record(
     reason: str = "switch",
     expected_saving_fraction: float = 0.0,
     created_at: datetime | None = None,
-    slow_nodes: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """The record for ``evaluation``'s plan (JSON-ready; a DynamoDB adapter maps it to attributes);
-    ``slow_nodes``: the nodes its placement was made for (kept only when it places nodes)."""
+    """The record for ``evaluation``'s plan (JSON-ready; a DynamoDB adapter maps it to attributes)."""
     if not job_id:
         raise PlanRecordError("job_id: must be a non-empty string")
     moment = (created_at or datetime.now(UTC)).astimezone(UTC)
@@ -96,16 +91,11 @@ def plan_record(
         "reason": reason,
         "options": evaluation.options(),
         "stage_nodes": [list(stage) for stage in evaluation.stage_nodes] or None,
-        "slow_nodes": sorted(slow_nodes) if evaluation.stage_nodes else None,
     }
 
 
 def record_for_decision(
-    job_id: str,
-    decision: ReplanDecision,
-    *,
-    created_at: datetime | None = None,
-    slow_nodes: Sequence[int] = (),
+    job_id: str, decision: ReplanDecision, *, created_at: datetime | None = None
 ) -> dict[str, Any] | None:
     """The record a plan step writes for one job's :func:`replan` decision: the proposed plan when the
     decision is to switch, else None (nothing to write; the job keeps its current record)."""
@@ -117,7 +107,6 @@ def record_for_decision(
         reason=decision.reason,
         expected_saving_fraction=decision.expected_saving_fraction,
         created_at=created_at,
-        slow_nodes=slow_nodes,
     )
 
 

@@ -23,11 +23,11 @@ from typing import Any
 __all__ = [
     "NODE_SPEEDS_ATTRIBUTE",
     "STRAGGLER_SPEED",
+    "critical_stage_speed",
     "node_speeds_json",
     "node_speeds_of",
+    "rank_order_nodes",
     "slow_node_factors",
-    "slow_nodes",
-    "slow_nodes_of_factors",
 ]
 
 NODE_SPEEDS_ATTRIBUTE = "node_speeds"
@@ -69,12 +69,14 @@ def slow_node_factors(speeds: Sequence[float], gpus_per_node: int) -> tuple[floa
     return tuple(speed if speed < STRAGGLER_SPEED else 1.0 for speed in speeds for _ in range(gpus_per_node))
 
 
-def slow_nodes(speeds: Sequence[float]) -> tuple[int, ...]:
-    """The indices of the nodes slower than :data:`STRAGGLER_SPEED`: what a placement is made for."""
-    return tuple(index for index, speed in enumerate(speeds) if speed < STRAGGLER_SPEED)
+def critical_stage_speed(stage_nodes: Sequence[Sequence[int]], speeds: Sequence[float]) -> float:
+    """How fast the last pipeline stage (the critical one: it also runs the logits) runs with nodes
+    ``stage_nodes`` at ``speeds``: its slowest node's speed, a node at :data:`STRAGGLER_SPEED` or faster
+    counting as nominal (1.0)."""
+    return min(speed if (speed := speeds[node]) < STRAGGLER_SPEED else 1.0 for node in stage_nodes[-1])
 
 
-def slow_nodes_of_factors(factors: Sequence[float], gpus_per_node: int) -> tuple[int, ...]:
-    """:func:`slow_nodes` of per-GPU speed factors (a node is as fast as its slowest GPU)."""
-    nodes = len(factors) // gpus_per_node
-    return slow_nodes([min(factors[n * gpus_per_node : (n + 1) * gpus_per_node]) for n in range(nodes)])
+def rank_order_nodes(nodes: int, pp: int) -> tuple[tuple[int, ...], ...]:
+    """Megatron's rank order as node indices per stage (``pp`` must divide ``nodes``)."""
+    per = nodes // pp
+    return tuple(tuple(range(stage * per, (stage + 1) * per)) for stage in range(pp))

@@ -56,7 +56,6 @@ from osprey_control.planner.replan import (
     validate_threshold,
 )
 from osprey_control.planner.request import PlanRequest, request_from_item
-from osprey_control.planner.speeds import slow_nodes_of_factors
 from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
 from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
 from osprey_control.registry.keys import job_pk, key_from_pk
@@ -281,9 +280,7 @@ def _plan_job(
         },
     )
     pk = job_pk(JobKey.parse(request.job_id))
-    factors = measurement.speed_factors or ()
-    slow = slow_nodes_of_factors(factors, request.cluster.gpus_per_node)
-    record = record_for_decision(request.job_id, decision, created_at=now, slow_nodes=slow)
+    record = record_for_decision(request.job_id, decision, created_at=now)
     planned_at = now.strftime(_TIME_FORMAT)
     measured = _measured_history(request, observed, planned_at)
     if record is None:
