@@ -273,3 +273,13 @@ def test_a_straggler_in_the_order_the_job_ran_is_not_taken_for_slow_compute() ->
         # Then the model needs no correction: the straggler explains the step, not the GPUs' speed
         assert calibration.factors["compute"] == pytest.approx(1.0, abs=0.005)
         assert abs(calibration.errors_before[0]) < 1e-9
+
+
+def test_a_link_factor_stops_at_the_links_nominal_bandwidth() -> None:
+    # Given plans measured on a network that reaches its full nominal bandwidth (0.8 x 1.25 = 1.0)
+    fast_network = apply_factors(DEFAULT_EFFICIENCY, {"network": 1.25})
+    calibration = fit(_measured(PLANS, fast_network), CLUSTER)
+    # Then the fit finds it, and reports no factor past nominal (where the model is flat and says nothing)
+    assert calibration.factors["network"] == pytest.approx(1.25, rel=0.02)
+    assert calibration.factors["network"] <= 1.0 / DEFAULT_EFFICIENCY.network + 1e-9
+    assert max(abs(e) for e in calibration.errors_after) < 0.01
