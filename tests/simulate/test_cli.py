@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
+from osprey_control.simulate import SCHEDULERS
 
 runner = CliRunner()
 
@@ -58,8 +59,8 @@ def test_bad_input_exits_1_naming_the_flag_and_what_is_allowed(tmp_path: Path) -
     cases = {
         (
             "--schedulers",
-            "fifo,slurm",
-        ): "--schedulers: unknown slurm; allowed: fifo, fairshare, fairshare+osprey, kueue",
+            "fifo,pbs",
+        ): "--schedulers: unknown pbs; allowed: fifo, fairshare, fairshare+osprey, kueue",
         ("--workload", "nope"): "--workload: 'nope' is not one of alibaba, llm, seed",
         ("--gpus", "0"): "--gpus: must be a positive number",
         ("--cycle", "0"): "--cycle: must be between 1 and 86400",
@@ -86,7 +87,7 @@ def test_a_job_csv_runs_and_its_errors_name_the_flag(tmp_path: Path) -> None:
     jobs.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,8,500\nb,10,16,300\nc,20,8,100\n")
     result = runner.invoke(app, ["simulate", "--workload", str(jobs), "--gpus", "16", "--json"])
     assert result.exit_code == 0, result.output
-    assert len(result.stdout.splitlines()) == 9  # one per scheduler
+    assert len(result.stdout.splitlines()) == len(SCHEDULERS)  # one per scheduler
     result = runner.invoke(app, ["simulate", "--workload", str(jobs), "--gpus", "8"])
     assert result.exit_code == 1
     assert "--gpus: job b: 16 GPUs" in result.output

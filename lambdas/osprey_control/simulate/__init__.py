@@ -1,6 +1,6 @@
-"""A discrete-event GPU-cluster simulator: FIFO, fair-share, Kueue, SageMaker-queue, no-gang and oracle
-models, and Osprey layered on Kueue, Batch fair share and the SageMaker queue through the production engine,
-appliers' mappings and gang watch (docs/scheduling.md). Pure Python.
+"""A discrete-event GPU-cluster simulator: FIFO, fair-share, Kueue, SageMaker-queue, Slurm, no-gang and oracle
+models, and Osprey layered on Kueue, Batch fair share, the SageMaker queue and Slurm through the production
+engine, appliers' mappings and gang watch (docs/scheduling.md). Pure Python.
 
 >>> from osprey_control.simulate import seed_workload, simulate
 >>> simulate(seed_workload(), "kueue+osprey").mean_wait_s
@@ -28,6 +28,7 @@ from osprey_control.simulate.runner import (
     simulate,
 )
 from osprey_control.simulate.sim import JobRun, Scheduler, Simulator, Status
+from osprey_control.simulate.slurm import Slurm, SlurmOsprey
 from osprey_control.simulate.workloads import (
     TRACE_DIR,
     homogeneous_nodes,
@@ -61,6 +62,8 @@ __all__ = [
     "Scheduler",
     "SimulationError",
     "Simulator",
+    "Slurm",
+    "SlurmOsprey",
     "StartupModel",
     "Status",
     "Workload",

@@ -19,6 +19,7 @@ from osprey_control.simulate.layered import (
 from osprey_control.simulate.model import SimulationError, Workload
 from osprey_control.simulate.results import Result, summarize
 from osprey_control.simulate.sim import Scheduler, Simulator
+from osprey_control.simulate.slurm import Slurm, SlurmOsprey
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -39,6 +40,8 @@ SCHEDULERS = (
     "kueue+osprey",
     "sagemaker-queue",
     "sagemaker-queue+osprey",
+    "slurm",
+    "slurm+osprey",
     "nogang",
     "oracle",
 )
@@ -47,6 +50,7 @@ LAYERED_PAIRS = (
     ("kueue", "kueue+osprey"),
     ("fairshare", "fairshare+osprey"),
     ("sagemaker-queue", "sagemaker-queue+osprey"),
+    ("slurm", "slurm+osprey"),
 )
 DEFAULT_POLICY = shipped_policy_file(DEFAULT_POLICY_NAME)
 
@@ -75,6 +79,8 @@ def make_scheduler(
         return Oracle()
     if name == "sagemaker-queue":
         return SageMakerQueue()
+    if name == "slurm":
+        return Slurm()
     chosen = policy or load_default_policy()
     if name == "kueue+osprey":
         return KueueOsprey(chosen, cycle_s=cycle_s, seed=seed, preemption=preemption)
@@ -82,6 +88,8 @@ def make_scheduler(
         return FairShareOsprey(chosen, cycle_s=cycle_s, seed=seed)
     if name == "sagemaker-queue+osprey":
         return SageMakerQueueOsprey(chosen, cycle_s=cycle_s, seed=seed)
+    if name == "slurm+osprey":
+        return SlurmOsprey(chosen, cycle_s=cycle_s, seed=seed)
     raise SimulationError(f"unknown scheduler {name!r}; allowed: {', '.join(SCHEDULERS)}")
 
 

@@ -208,7 +208,10 @@ def simulate_command(
         ),
     ] = None,
     schedulers: Annotated[
-        str, typer.Option("--schedulers", help=f"Comma-separated: {','.join(SCHEDULERS)}.")
+        str,
+        typer.Option(
+            "--schedulers", help=f"Comma-separated: {','.join(SCHEDULERS)}.", show_default="every one"
+        ),
     ] = ",".join(SCHEDULERS),
     seed: Annotated[
         int, typer.Option("--seed", help="Seed for the generator, startup and metrics noise.")

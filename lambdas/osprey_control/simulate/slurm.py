@@ -1,0 +1,175 @@
+"""Slurm's scheduling of one partition (AWS ParallelCluster's defaults), and Osprey layered on it.
+
+What is modelled (slurm.conf, sched/backfill, priority/multifactor documentation, schedmd.com):
+
+- **Priority order.** Pending jobs are considered by priority, then submission time, then job id. Without
+  Osprey a job's priority is its QOS priority (``Job.priority_class``, the class a site maps to a QOS, as
+  Kueue's WorkloadPriorityClass and the SageMaker queue's ``schedulingPriority`` are in the other models), fixed
+  at submission; multifactor's age and size factors are left at ParallelCluster's weight 0.
+- **The main scheduler** starts jobs in that order and stops at the first one that cannot start: nothing
+  behind it starts ahead of it from this pass (``sched/backfill``'s main loop, like ``sched/builtin``).
+- **Backfill** (``sched/backfill``, the ParallelCluster default) then walks the pending jobs in priority order
+  (at most ``bf_max_job_test``, 500). Each gets the earliest time its GPUs are free for its whole time
+  limit, counting running jobs as ending at start + time limit and the reservations of the jobs before it; a
+  job whose earliest time is now starts, any other keeps its reservation, so a lower-priority job starts only
+  if it delays no higher-priority one. The time limit is the job's declared runtime
+  (``Job.declared_runtime_s``, ``--time``); without one it is the partition's ``MaxTime``, unlimited: such a
+  job never ends as far as backfill knows, and starts only where nothing reserved is delayed for ever.
+- **No preemption** (``PreemptType=preempt/none``, the default) and all of a job's nodes at once (a Slurm
+  allocation is all-or-nothing).
+
+With Osprey (``slurm+osprey``) the model is unchanged; each job's priority is what the production Slurm
+applier writes through slurmrestd, :meth:`osprey_control.slurm.applier.PriorityRange.map` of the applied
+priority (its QOS priority until Osprey's first write). An explicit priority stops Slurm recomputing the
+job's own, as in production.
+
+Generous to Slurm: the backfill pass runs at every event (real Slurm runs it every ``bf_interval``, 30 s by
+default), and GPUs are counted cluster-wide: a reservation may count GPUs of nodes the job could not use
+(``select/cons_tres`` places whole nodes for a multi-node job); the physical fit is checked when it starts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable
+from typing import ClassVar
+
+from osprey_control.policy import PriorityDerivationPolicy
+from osprey_control.registry.model import Backend
+from osprey_control.simulate.layered import Layered
+from osprey_control.simulate.sim import JobRun, Scheduler, Status
+from osprey_control.slurm.applier import DEFAULT_PRIORITY_RANGE, PriorityRange
+
+__all__ = ["BF_MAX_JOB_TEST", "Slurm", "SlurmOsprey"]
+
+# slurm.conf SchedulerParameters=bf_max_job_test: pending jobs backfill considers per pass (Slurm's default).
+BF_MAX_JOB_TEST = 500
+
+
+class _FreeGpus:
+    """Free GPUs over time as backfill sees them: a step function from ``now`` on, raised as running jobs reach
+    their time limit and lowered by each reservation. ``times[k]`` starts the step with ``free[k]`` GPUs."""
+
+    def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]]) -> None:
+        self.times = [now]
+        self.free = [free]
+        for at, gpus in sorted(releases):
+            if math.isinf(at):
+                continue  # no time limit: never released as far as backfill knows
+            if at > self.times[-1]:
+                self.times.append(at)
+                self.free.append(self.free[-1])
+            self.free[-1] += gpus
+
+    def earliest(self, gpus: int, duration: float, *, after: float | None = None) -> float | None:
+        """The first time (later than ``after``, if given) from which ``gpus`` stay free for ``duration``, or
+        None when there is none."""
+        k = 0 if after is None else bisect.bisect_right(self.times, after)
+        while k < len(self.times):
+            start, end = self.times[k], self.times[k] + duration
+            j = k
+            while j < len(self.times) and self.times[j] < end and self.free[j] >= gpus:
+                j += 1
+            if j == len(self.times) or self.times[j] >= end:
+                return start
+            k = j + 1  # step j is short: no start at or before it can span it
+        return None
+
+    def _split(self, at: float) -> int:
+        """The index of the step starting at ``at`` (a new step when ``at`` falls inside one)."""
+        k = bisect.bisect_right(self.times, at) - 1
+        if self.times[k] == at:
+            return k
+        self.times.insert(k + 1, at)
+        self.free.insert(k + 1, self.free[k])
+        return k + 1
+
+    def take(self, start: float, duration: float, gpus: int) -> None:
+        first = self._split(start)
+        last = len(self.times) if math.isinf(duration) else self._split(start + duration)
+        for k in range(first, last):
+            self.free[k] -= gpus
+
+
+class Slurm(Scheduler):
+    name: ClassVar[str] = "slurm"
+
+    def __init__(self, *, backfill: bool = True, max_job_test: int = BF_MAX_JOB_TEST) -> None:
+        self.backfill = backfill
+        self.max_job_test = max_job_test
+
+    def priority(self, run: JobRun) -> int:
+        """The job's Slurm priority: its QOS priority, fixed at submission."""
+        return run.job.priority_class
+
+    @staticmethod
+    def time_limit(run: JobRun) -> float:
+        """``--time``: the declared runtime; unlimited (the partition's MaxTime) without one."""
+        declared = run.job.declared_runtime_s
+        return math.inf if declared is None else declared
+
+    def schedule(self, now: float) -> None:
+        sim = self.sim
+        priority = self.priority
+        pending = sorted(
+            (run for run in sim.queue.values() if run.status is Status.QUEUED),
+            key=lambda run: (-priority(run), run.job.submit_s, run.index),
+        )
+        for position, run in enumerate(pending):
+            if not sim.allocate(run, now):
+                if self.backfill:
+                    self._backfill(pending[position : position + self.max_job_test], now)
+                return
+
+    def _backfill(self, pending: list[JobRun], now: float) -> None:
+        sim = self.sim
+        free = _FreeGpus(
+            now,
+            sim.cluster.free_total,
+            # A job past its limit would have been killed (TIMEOUT); it is taken as ending now.
+            (
+                (max(now, (run.allocated_s or now) + self.time_limit(run)), run.job.gpus)
+                for run in sim.running.values()
+            ),
+        )
+        for run in pending:
+            if sim.cluster.free_total == 0:
+                return  # nothing can start now; later reservations change no start of this pass
+            limit = self.time_limit(run)
+            start = free.earliest(run.job.gpus, limit)
+            if start is None:
+                continue  # never free for its whole limit: no reservation either
+            if start <= now:
+                if sim.allocate(run, now):
+                    free.take(now, limit, run.job.gpus)
+                    continue
+                # Enough GPUs, not on nodes it can use: reserved from the next release on, when Slurm's
+                # node-level view would see room (none known when every running job is unlimited).
+                start = free.earliest(run.job.gpus, limit, after=now)
+                if start is None:
+                    continue
+            free.take(start, limit, run.job.gpus)
+
+
+class SlurmOsprey(Layered, Slurm):
+    name: ClassVar[str] = "slurm+osprey"
+
+    def __init__(
+        self,
+        policy: PriorityDerivationPolicy,
+        *,
+        cycle_s: float | None = None,
+        seed: int = 0,
+        priority_range: PriorityRange = DEFAULT_PRIORITY_RANGE,
+    ) -> None:
+        super().__init__()
+        self._layer(policy, cycle_s, seed, Backend.SLURM)
+        self.priority_range = priority_range
+
+    def priority(self, run: JobRun) -> int:
+        return self.written.get(run.index, run.job.priority_class)
+
+    def write(self, run: JobRun) -> None:
+        assert run.priority is not None
+        self.written[run.index] = self.priority_range.map(run.priority)

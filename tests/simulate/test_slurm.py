@@ -1,0 +1,103 @@
+"""Slurm (sched/backfill, no preemption): the main scheduler stops at the first job it cannot start, and
+backfill starts a lower-priority job only if it delays no reservation of a higher-priority one, judged by
+time limits; with Osprey, each job's priority is the production Slurm applier's mapping of Osprey's."""
+
+from __future__ import annotations
+
+import math
+
+from osprey_control.simulate import Slurm, SlurmOsprey
+from osprey_control.simulate.slurm import _FreeGpus
+from osprey_control.slurm.applier import DEFAULT_PRIORITY_RANGE
+from tests.simulate.helpers import by_id, job, run, workload
+from tests.simulate.test_layered import SHORT_FIRST, make_policy
+
+
+def test_a_short_job_backfills_ahead_of_a_blocked_gang_only_when_its_limit_ends_before_the_gang_starts() -> (
+    None
+):
+    # Given 16 GPUs, an 8-GPU job running until 1000 s (its limit), a 16-GPU gang waiting for it, and two
+    # 8-GPU jobs behind the gang: one whose limit ends before 1000 s, one whose limit does not
+    scenario = workload(
+        job("running", 0, 8, 1000, declared=1000),
+        job("gang", 10, 16, 500, declared=600),
+        job("short", 20, 8, 300, declared=400),
+        job("long", 30, 8, 300, declared=5000),
+    )
+    times = by_id(run(scenario, Slurm()))
+    # Then the short one starts at once (it ends before the gang's reservation), the gang at 1000 s, and the
+    # long one only after the gang, though its 300 s would have fitted: Slurm judges by the limit
+    assert times["short"][1] == 20
+    assert times["gang"][1] == 1000
+    assert times["long"][1] == 1500
+
+
+def test_without_backfill_nothing_passes_the_blocked_head() -> None:
+    scenario = workload(job("running", 0, 8, 1000, declared=1000), job("gang", 10, 16, 500, declared=600),
+                        job("short", 20, 8, 300, declared=400))  # fmt: skip
+    times = by_id(run(scenario, Slurm(backfill=False)))
+    assert times["short"][1] == 1500  # behind the gang, in priority (here submission) order
+
+
+def test_a_job_without_a_time_limit_never_ends_as_far_as_backfill_knows() -> None:
+    # Given a gang waiting for a job with a limit, and a small job with no limit (the partition's MaxTime)
+    scenario = workload(
+        job("running", 0, 8, 1000, declared=1000),
+        job("gang", 10, 16, 500, declared=600),
+        job("unlimited", 20, 8, 100),
+    )
+    times = by_id(run(scenario, Slurm()))
+    # Then it does not start in front of the gang, however short it really is
+    assert times["unlimited"][1] == 1500
+    # And when no running job has a limit either, no reservation exists and it starts at once
+    scenario = workload(job("running", 0, 8, 1000), job("gang", 10, 16, 500), job("unlimited", 20, 8, 100))
+    assert by_id(run(scenario, Slurm()))["unlimited"][1] == 20
+
+
+def test_priority_comes_first_then_submission_and_nothing_is_preempted() -> None:
+    scenario = workload(
+        job("running", 0, 16, 1000, declared=1000, priority_class=0),
+        job("low", 10, 16, 100, declared=200, priority_class=0),
+        job("high", 20, 16, 100, declared=200, priority_class=10),
+    )
+    sim = run(scenario, Slurm())
+    times = by_id(sim)
+    assert sim.preemptions == 0
+    assert times["high"][1] == 1000
+    assert times["low"][1] == 1100
+
+
+def test_osprey_writes_the_production_slurm_priority_and_slurm_orders_by_it() -> None:
+    # Given one 16-GPU cluster busy until 3000 s, then a long job and a short one, both with limits
+    scenario = workload(
+        job("running", 0, 16, 3000, declared=3600),
+        job("long", 10, 16, 3000, declared=36000),
+        job("short", 20, 16, 3000, declared=3600),
+    )
+    native = by_id(run(scenario, Slurm()))
+    # When Osprey (shortest remaining time first) writes the jobs' priorities
+    scheduler = SlurmOsprey(make_policy(rules=SHORT_FIRST), cycle_s=60)
+    sim = run(scenario, scheduler)
+    layered = by_id(sim)
+    # Then Slurm starts the short job first, which it did not on its own, and each job holds exactly the
+    # value the production applier writes
+    assert native["long"][1] < native["short"][1]
+    assert layered["short"][1] < layered["long"][1]
+    for r in sim.runs:
+        assert r.priority is not None
+        assert scheduler.priority(r) == DEFAULT_PRIORITY_RANGE.map(r.priority)
+
+
+def test_backfill_profile_finds_the_first_window_and_keeps_reservations() -> None:
+    # Given 4 GPUs free now, 8 more at t=100 and 4 more at t=300 (an unlimited job never releases)
+    free = _FreeGpus(0.0, 4, [(100.0, 8), (300.0, 4), (math.inf, 16)])
+    assert free.earliest(4, 1000.0) == 0.0
+    assert free.earliest(12, 50.0) == 100.0
+    assert free.earliest(16, math.inf) == 300.0
+    assert free.earliest(17, 1.0) is None
+    # When 12 GPUs are reserved from 100 to 400, then 4 GPUs for 100 s still fit at 0, for 200 s only at 300
+    free.take(100.0, 300.0, 12)
+    assert free.earliest(4, 100.0) == 0.0
+    assert free.earliest(4, 200.0) == 300.0
+    assert free.earliest(8, 10.0) == 400.0
+    assert free.earliest(4, 10.0, after=0.0) == 300.0
