@@ -30,7 +30,8 @@ made for other slow nodes: see below), ``no-record``, ``world-size-mismatch`` (t
 number of GPUs), ``no-source`` (neither a plan file nor a table) or ``error``.
 
 A record's node order (``stage_nodes``) was made for the nodes that were slow when the plan step planned.
-When the job passes ``node_speeds``, the order is checked against them: it is offered only if it does not
+When the job passes ``node_speeds`` and the record is the plan step's (not ``OSPREY_PLAN_FILE``'s, an
+operator's instruction), the order is checked against them: it is offered only if it does not
 leave the last (critical) stage slower than the alternative, the job's current order for a placement-only
 record (else ``placement-stale``: None; a node recovered, or the job restarted on other hosts whose node
 ranks name other machines), rank order for a new plan (else the plan comes without it:
@@ -293,13 +294,16 @@ def _decide(
         entry["decision"] = "world-size-mismatch"
         return None
     placed = stage_nodes_of(outcome.record.get("stage_nodes"))
+    # A plan file is an operator's instruction (and no speeds go anywhere from it): its order is not second-
+    # guessed. A record of the plan step's is checked against the speeds the job measured.
+    measured = None if plan_file else speeds
     if now is not None and recommended == now:
         # Same degrees: new only if the record moves a node the job runs elsewhere (a straggler moved off
         # the critical stage), compared as the identity of the two orders the plan step also uses.
         if not placed or plan_key(now, placed) == plan_key(now, order):
             entry["decision"] = "unchanged"
             return None
-        entry["placement"] = _stale_placement(placed, order, speeds, better=True)
+        entry["placement"] = _stale_placement(placed, order, measured, better=True)
         if entry["placement"] is not None:
             entry["decision"] = "placement-stale"
             return None
@@ -307,7 +311,7 @@ def _decide(
         _RECOMMENDED["record"] = dict(outcome.record)
         return recommended
     entry["decision"] = "new-plan"
-    entry["placement"] = _stale_placement(placed, (), speeds, better=False)
+    entry["placement"] = _stale_placement(placed, (), measured, better=False)
     stale = entry["placement"] is not None
     _RECOMMENDED["record"] = {**outcome.record, "stage_nodes": None} if stale else dict(outcome.record)
     return recommended

@@ -258,3 +258,19 @@ def test_adjust_parallelism_with_bad_speeds_still_reports_the_progress(aws: Aws,
     last = json.loads((tmp_path / "trace.jsonl").read_text().splitlines()[-1])
     assert last["node_speeds"].startswith("ignored: node_speeds[1]")
     assert last["progress"] == "updated"
+
+
+def test_a_plan_files_order_is_an_instruction_not_checked_against_the_speeds(
+    aws: Aws, tmp_path: Path
+) -> None:
+    # Given the plan step's record written to a plan file by an operator, and speeds that would hold it back
+    _placed_for_nodes_6_and_7(aws)
+    record = record_from_item(_plan_item(aws, "llm") or {})
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(record))
+    trace = tmp_path / "trace.jsonl"
+    env = {"OSPREY_PLAN_FILE": str(plan_file), "OSPREY_LOG": str(trace)}
+    speeds = _speeds({_last_stage_nodes(aws)[0]: 0.9})
+    # When the job asks, then the order is offered as written
+    assert osprey.adjust_parallelism(720, PLACED, environ=env, node_speeds=speeds) == PLACED
+    assert _last_decision(trace)["decision"] == "new-placement"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from osprey_control.simulate import Slurm, SlurmOsprey
+from osprey_control.simulate import Simulator, Slurm, SlurmOsprey
 from osprey_control.simulate.slurm import _FreeGpus
 from osprey_control.slurm.applier import DEFAULT_PRIORITY_RANGE
 from tests.simulate.helpers import by_id, job, run, workload
@@ -54,7 +54,8 @@ def test_a_job_without_a_time_limit_never_ends_as_far_as_backfill_knows() -> Non
     assert by_id(run(scenario, Slurm()))["unlimited"][1] == 20
 
 
-def test_priority_comes_first_then_submission_and_nothing_is_preempted() -> None:
+def test_without_priority_weights_jobs_go_in_submission_order_and_nothing_is_preempted() -> None:
+    # Given ParallelCluster's slurm.conf (no priority weights): a job's class does not move it
     scenario = workload(
         job("running", 0, 16, 1000, declared=1000, priority_class=0),
         job("low", 10, 16, 100, declared=200, priority_class=0),
@@ -63,8 +64,33 @@ def test_priority_comes_first_then_submission_and_nothing_is_preempted() -> None
     sim = run(scenario, Slurm())
     times = by_id(sim)
     assert sim.preemptions == 0
-    assert times["high"][1] == 1000
-    assert times["low"][1] == 1100
+    assert times["low"][1] == 1000
+    assert times["high"][1] == 1100
+
+
+def test_a_job_still_running_at_its_limit_ends_in_timeout() -> None:
+    # Given a job that declares 500 s and needs 2000 s, and a gang waiting for its GPUs
+    scenario = workload(job("over", 0, 8, 2000, declared=500), job("gang", 10, 16, 100, declared=200))
+    sim = run(scenario, Slurm())
+    over = next(r for r in sim.runs if r.job.job_id == "over")
+    # Then slurmctld ends it at 500 s (failed), and the gang starts then
+    assert over.status.value == "failed"
+    assert over.end_s == 500
+    assert by_id(sim)["gang"][1] == 500
+
+
+def test_a_job_started_at_time_zero_keeps_its_end_for_backfill() -> None:
+    # Given a job started at 0 s with a 1000 s limit, a gang waiting for it, and a job whose 985 s limit
+    # would end after the gang's reservation (at 1000 s) if it started at 20 s
+    scenario = workload(
+        job("running", 0, 8, 1000, declared=1000),
+        job("gang", 10, 16, 500, declared=600),
+        job("late", 20, 8, 984, declared=985),
+    )
+    times = by_id(run(scenario, Slurm()))
+    # Then it does not backfill in front of the gang (its end is judged from 0 s, not from now)
+    assert times["gang"][1] == 1000
+    assert times["late"][1] == 1500
 
 
 def test_osprey_writes_the_production_slurm_priority_and_slurm_orders_by_it() -> None:
@@ -101,3 +127,21 @@ def test_backfill_profile_finds_the_first_window_and_keeps_reservations() -> Non
     assert free.earliest(4, 200.0) == 300.0
     assert free.earliest(8, 10.0) == 400.0
     assert free.earliest(4, 10.0, after=0.0) == 300.0
+
+
+def test_a_new_job_waits_at_its_own_priority_until_ospreys_first_write() -> None:
+    # Given a cluster busy until 1000 s, a job Osprey has ranked, then a new one just before the GPUs free up
+    scenario = workload(
+        job("running", 0, 16, 1000, declared=1000),
+        job("ranked", 10, 16, 100, declared=200),
+        job("new", 990, 16, 100, declared=200),
+    )
+    policy = make_policy(rules=SHORT_FIRST)
+    # When new jobs start at priority 1 (ParallelCluster) or mid-range (PriorityWeightPartition=5001)
+    bottom = by_id(run(scenario, SlurmOsprey(policy, cycle_s=60)))
+    middle = SlurmOsprey(policy, cycle_s=60, base_priority=5001)
+    unwritten = Simulator(scenario, middle).runs[2]
+    # Then the bottom one runs after the ranked job, and an unwritten job holds the base priority
+    assert bottom["ranked"][1] < bottom["new"][1]
+    assert middle.priority(unwritten) == 5001
+    assert SlurmOsprey(policy).priority(unwritten) == 1

@@ -2,10 +2,9 @@
 
 What is modelled (slurm.conf, sched/backfill, priority/multifactor documentation, schedmd.com):
 
-- **Priority order.** Pending jobs are considered by priority, then submission time, then job id. Without
-  Osprey a job's priority is its QOS priority (``Job.priority_class``, the class a site maps to a QOS, as
-  Kueue's WorkloadPriorityClass and the SageMaker queue's ``schedulingPriority`` are in the other models), fixed
-  at submission; multifactor's age and size factors are left at ParallelCluster's weight 0.
+- **Priority order.** Pending jobs are considered by priority, then submission time, then job id.
+  ParallelCluster's slurm.conf sets no ``PriorityType`` weights, so without Osprey every job has the same
+  priority (:data:`NATIVE_PRIORITY`): submission order, as ``docs/slurm.md`` describes native Slurm.
 - **The main scheduler** starts jobs in that order and stops at the first one that cannot start: nothing
   behind it starts ahead of it from this pass (``sched/backfill``'s main loop, like ``sched/builtin``).
 - **Backfill** (``sched/backfill``, the ParallelCluster default) then walks the pending jobs in priority order
@@ -15,17 +14,22 @@ What is modelled (slurm.conf, sched/backfill, priority/multifactor documentation
   if it delays no higher-priority one. The time limit is the job's declared runtime
   (``Job.declared_runtime_s``, ``--time``); without one it is the partition's ``MaxTime``, unlimited: such a
   job never ends as far as backfill knows, and starts only where nothing reserved is delayed for ever.
+  ``bf_window`` (a day by default) is not modelled: reservations further out change mean waits by less than
+  0.1 minute on the LLM workload.
+- **Time limits are enforced**: a job still running at start + limit ends ``TIMEOUT`` (failed), as slurmctld
+  ends it.
 - **No preemption** (``PreemptType=preempt/none``, the default) and all of a job's nodes at once (a Slurm
   allocation is all-or-nothing).
 
 With Osprey (``slurm+osprey``) the model is unchanged; each job's priority is what the production Slurm
 applier writes through slurmrestd, :meth:`osprey_control.slurm.applier.PriorityRange.map` of the applied
-priority (its QOS priority until Osprey's first write). An explicit priority stops Slurm recomputing the
-job's own, as in production.
+priority (an explicit priority, which Slurm stops recomputing, as in production). Until Osprey's first write a
+job keeps its own priority, ``base_priority``: 1 with ParallelCluster's slurm.conf, the bottom of the mapped
+range, so a newly submitted job waits behind every job Osprey has ranked until its first cycle.
 
 Generous to Slurm: the backfill pass runs at every event (real Slurm runs it every ``bf_interval``, 30 s by
-default), and GPUs are counted cluster-wide: a reservation may count GPUs of nodes the job could not use
-(``select/cons_tres`` places whole nodes for a multi-node job); the physical fit is checked when it starts.
+default). GPUs are counted cluster-wide for reservations (``select/cons_tres`` places whole nodes for a
+multi-node job); the physical fit is checked when a job starts.
 """
 
 from __future__ import annotations
@@ -38,13 +42,16 @@ from typing import ClassVar
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry.model import Backend
 from osprey_control.simulate.layered import Layered
-from osprey_control.simulate.sim import JobRun, Scheduler, Status
+from osprey_control.simulate.sim import JobRun, Scheduler
 from osprey_control.slurm.applier import DEFAULT_PRIORITY_RANGE, PriorityRange
 
-__all__ = ["BF_MAX_JOB_TEST", "Slurm", "SlurmOsprey"]
+__all__ = ["BF_MAX_JOB_TEST", "NATIVE_PRIORITY", "TIMEOUT", "Slurm", "SlurmOsprey"]
 
 # slurm.conf SchedulerParameters=bf_max_job_test: pending jobs backfill considers per pass (Slurm's default).
 BF_MAX_JOB_TEST = 500
+# Every job's priority with no priority weights configured (the lowest that is not "held").
+NATIVE_PRIORITY = 1
+TIMEOUT = "timeout"
 
 
 class _FreeGpus:
@@ -100,8 +107,17 @@ class Slurm(Scheduler):
         self.max_job_test = max_job_test
 
     def priority(self, run: JobRun) -> int:
-        """The job's Slurm priority: its QOS priority, fixed at submission."""
-        return run.job.priority_class
+        """The job's Slurm priority: the same for every job without priority weights."""
+        return NATIVE_PRIORITY
+
+    def on_allocated(self, run: JobRun, now: float) -> None:
+        limit = self.time_limit(run)
+        if math.isfinite(limit):
+            self.sim.set_timer(run, now + limit, TIMEOUT)
+
+    def on_timer(self, run: JobRun, tag: str, now: float) -> None:
+        if tag == TIMEOUT and run.index in self.sim.running:
+            self.sim.fail(run, now)  # state TIMEOUT: slurmctld ends the job at its limit
 
     @staticmethod
     def time_limit(run: JobRun) -> float:
@@ -112,26 +128,23 @@ class Slurm(Scheduler):
     def schedule(self, now: float) -> None:
         sim = self.sim
         priority = self.priority
-        pending = sorted(
-            (run for run in sim.queue.values() if run.status is Status.QUEUED),
-            key=lambda run: (-priority(run), run.job.submit_s, run.index),
-        )
+        pending = sorted(sim.queue.values(), key=lambda run: (-priority(run), run.job.submit_s, run.index))
         for position, run in enumerate(pending):
             if not sim.allocate(run, now):
                 if self.backfill:
                     self._backfill(pending[position : position + self.max_job_test], now)
                 return
 
+    def _end_by_limit(self, run: JobRun) -> float:
+        assert run.allocated_s is not None  # a running job was allocated
+        return run.allocated_s + self.time_limit(run)
+
     def _backfill(self, pending: list[JobRun], now: float) -> None:
         sim = self.sim
         free = _FreeGpus(
             now,
             sim.cluster.free_total,
-            # A job past its limit would have been killed (TIMEOUT); it is taken as ending now.
-            (
-                (max(now, (run.allocated_s or now) + self.time_limit(run)), run.job.gpus)
-                for run in sim.running.values()
-            ),
+            ((self._end_by_limit(run), run.job.gpus) for run in sim.running.values()),
         )
         for run in pending:
             if sim.cluster.free_total == 0:
@@ -162,13 +175,17 @@ class SlurmOsprey(Layered, Slurm):
         cycle_s: float | None = None,
         seed: int = 0,
         priority_range: PriorityRange = DEFAULT_PRIORITY_RANGE,
+        base_priority: int = NATIVE_PRIORITY,
     ) -> None:
         super().__init__()
         self._layer(policy, cycle_s, seed, Backend.SLURM)
         self.priority_range = priority_range
+        # A job's own Slurm priority until Osprey's first write: 1 with ParallelCluster's slurm.conf; with
+        # PriorityWeightPartition=N (one partition, its factor 1.0), every job starts at N (docs/slurm.md).
+        self.base_priority = base_priority
 
     def priority(self, run: JobRun) -> int:
-        return self.written.get(run.index, run.job.priority_class)
+        return self.written.get(run.index, self.base_priority)
 
     def write(self, run: JobRun) -> None:
         assert run.priority is not None
