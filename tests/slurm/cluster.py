@@ -76,13 +76,22 @@ def _free_ports(count: int) -> list[int]:
 class LocalSlurm:
     """``nodes`` nodes ``n1..nN`` with ``gpus`` fake GPUs and ``cpus`` CPUs each, one partition ``gpu``."""
 
-    def __init__(self, nodes: int = 4, *, gpus: int = 4, cpus: int = 4, cluster: str = "osprey-test") -> None:
+    def __init__(
+        self,
+        nodes: int = 4,
+        *,
+        gpus: int = 4,
+        cpus: int = 4,
+        cluster: str = "osprey-test",
+        extra_conf: Sequence[str] = (),
+    ) -> None:
         if not 1 <= nodes <= 16:
             raise ValueError("nodes must be 1..16")
         self.node_names = [f"n{index}" for index in range(1, nodes + 1)]
         self.gpus = gpus
         self.cpus = cpus
         self.cluster = cluster
+        self.extra_conf = tuple(extra_conf)  # slurm.conf lines after the fixture's own
         self.root = Path(tempfile.mkdtemp(prefix="osprey-slurm-"))
         self.root.chmod(0o755)  # munged (user munge) must reach its socket directory
         self.conf = self.root / "slurm.conf"
@@ -328,6 +337,7 @@ class LocalSlurm:
             "MinJobAge=300",
             "KillWait=1",
             "GresTypes=gpu",
+            *self.extra_conf,
         ]
         gres = []
         for name, port in zip(self.node_names, node_ports, strict=True):
