@@ -26,16 +26,22 @@ def _unavailable() -> None:
     pytest.skip(f"real Slurm unavailable: {reason}")
 
 
-@pytest.fixture(scope="module")
-def slurm() -> Iterator[LocalSlurm]:
+def running_cluster(*extra_conf: str) -> Iterator[LocalSlurm]:
+    """A started 4-node cluster (``extra_conf``: slurm.conf lines added to the fixture's), stopped after, with
+    nothing of it left running; skips or fails (``OSPREY_REQUIRE_SLURM=1``) where Slurm cannot run."""
     _unavailable()
-    cluster = LocalSlurm(nodes=4, gpus=4).start()
+    cluster = LocalSlurm(nodes=4, gpus=4, extra_conf=extra_conf).start()
     try:
         yield cluster
     finally:
         root = cluster.root
         cluster.stop()
         assert cluster.leftovers() == [], f"processes of the local Slurm in {root} outlived its teardown"
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[LocalSlurm]:
+    yield from running_cluster()
 
 
 @pytest.fixture

@@ -11,20 +11,13 @@ import pytest
 from osprey_control.apply import Outcome, PriorityChange
 from osprey_control.slurm import SlurmApplier
 from tests.slurm.cluster import LocalSlurm
-from tests.slurm.conftest import _unavailable
+from tests.slurm.conftest import running_cluster
 from tests.slurm.test_real_slurm import MARK, _fill, _record
 
 
 @pytest.fixture(scope="module")
 def weighted() -> Iterator[LocalSlurm]:
-    _unavailable()
-    cluster = LocalSlurm(nodes=4, gpus=4, extra_conf=["PriorityWeightPartition=5001"]).start()
-    try:
-        yield cluster
-    finally:
-        root = cluster.root
-        cluster.stop()
-        assert cluster.leftovers() == [], f"processes of the local Slurm in {root} outlived its teardown"
+    yield from running_cluster("PriorityWeightPartition=5001")
 
 
 def test_new_jobs_start_mid_range_and_osprey_places_jobs_around_them(weighted: LocalSlurm) -> None:
