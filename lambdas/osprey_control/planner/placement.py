@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.order import out_of_rank_order
+from osprey_control.planner.speeds import rank_order_nodes
 
 __all__ = [
     "Placement",
@@ -70,7 +71,7 @@ def rank_order(cluster: Cluster, pp: int) -> Placement:
     block = cluster.gpus // pp
     speeds = tuple(min(cluster.speed_factors[i * block : (i + 1) * block]) for i in range(pp))
     per = _nodes_per_stage(cluster, pp)
-    nodes = tuple(tuple(range(i * per, (i + 1) * per)) for i in range(pp)) if per else ()
+    nodes = rank_order_nodes(cluster.nodes, pp) if per else ()
     return Placement(speeds, nodes)
 
 

@@ -63,17 +63,21 @@ def node_speeds_of(text: Any) -> tuple[float, ...]:
         return ()
 
 
+def _as_planned(speed: float) -> float:
+    """A node's speed as the planner takes it: a straggler's own, nominal (1.0) at :data:`STRAGGLER_SPEED` or
+    faster (noise, or faster than the median)."""
+    return speed if speed < STRAGGLER_SPEED else 1.0
+
+
 def slow_node_factors(speeds: Sequence[float], gpus_per_node: int) -> tuple[float, ...]:
-    """Per-GPU speed factors: each slow node's GPUs at its speed, every other GPU (a node at
-    :data:`STRAGGLER_SPEED` or faster, or faster than the median) nominal."""
-    return tuple(speed if speed < STRAGGLER_SPEED else 1.0 for speed in speeds for _ in range(gpus_per_node))
+    """Per-GPU speed factors: each node's GPUs at its speed as planned (:func:`_as_planned`)."""
+    return tuple(_as_planned(speed) for speed in speeds for _ in range(gpus_per_node))
 
 
 def critical_stage_speed(stage_nodes: Sequence[Sequence[int]], speeds: Sequence[float]) -> float:
     """How fast the last pipeline stage (the critical one: it also runs the logits) runs with nodes
-    ``stage_nodes`` at ``speeds``: its slowest node's speed, a node at :data:`STRAGGLER_SPEED` or faster
-    counting as nominal (1.0)."""
-    return min(speed if (speed := speeds[node]) < STRAGGLER_SPEED else 1.0 for node in stage_nodes[-1])
+    ``stage_nodes`` at ``speeds``: its slowest node's speed as planned."""
+    return min(_as_planned(speeds[node]) for node in stage_nodes[-1])
 
 
 def rank_order_nodes(nodes: int, pp: int) -> tuple[tuple[int, ...], ...]:
