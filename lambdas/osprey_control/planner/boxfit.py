@@ -51,8 +51,7 @@ def least_squares(residuals: Residuals, box: Box, starts: Sequence[Sequence[floa
         raise ValueError("least_squares needs at least one start")
     best: tuple[float, list[float]] | None = None
     for start in starts:
-        x = _levenberg_marquardt(residuals, box, box.clip(start))
-        loss = sum(r * r for r in residuals(x))
+        x, loss = _levenberg_marquardt(residuals, box, box.clip(start))
         if not math.isfinite(loss):
             loss = math.inf  # a start where the model breaks down never wins over one where it does not
         if best is None or loss < best[0] * (1 - 1e-9):
@@ -78,7 +77,8 @@ def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
     return solution
 
 
-def _levenberg_marquardt(residuals: Residuals, box: Box, start: list[float]) -> list[float]:
+def _levenberg_marquardt(residuals: Residuals, box: Box, start: list[float]) -> tuple[list[float], float]:
+    """The point reached from ``start`` and its loss (the sum of squared residuals there)."""
     x = start
     residual = residuals(x)
     loss = sum(r * r for r in residual)
@@ -116,4 +116,4 @@ def _levenberg_marquardt(residuals: Residuals, box: Box, start: list[float]) -> 
             damping *= 4.0
         if not improved or converged:
             break
-    return x
+    return x, loss
