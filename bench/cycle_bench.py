@@ -145,11 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from moto import mock_aws  # noqa: PLC0415
 
     from osprey.local.serial import serialized_moto  # noqa: PLC0415
-    from osprey_control.apply import BatchShareApplier  # noqa: PLC0415
-    from osprey_control.apply_step import apply_cycle  # noqa: PLC0415
-    from osprey_control.cycle import run_shard  # noqa: PLC0415
-    from osprey_control.derive import PolicySource  # noqa: PLC0415
+    from osprey_control.backends.batch import BatchShareApplier  # noqa: PLC0415
+    from osprey_control.policy_store import PolicySource  # noqa: PLC0415
     from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
+    from osprey_control.steps.apply import apply_cycle  # noqa: PLC0415
+    from osprey_control.steps.derive import derive_within  # noqa: PLC0415
 
     # moto's DynamoDB is not thread-safe (TransactWriteItems deep-copies a table unlocked) and the derive step
     # writes from a thread pool: serialise moto's dispatch, as the tests and `osprey local` do.
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.perf_counter()
         # One derive pass over every shard at once (a deployment runs one per shard: ceil(S/500) per shard),
         # then the apply step, exactly as the state machine runs it after its Map.
-        report = run_shard(registry, policies, None, cloudwatch=clients["cloudwatch"], now=NOW)
+        report = derive_within(registry, policies, None, cloudwatch=clients["cloudwatch"], now=NOW).report
         derived_at = time.perf_counter()
         applied = apply_cycle([report.to_dict()], registry, [BatchShareApplier(clients["batch"])], now=NOW)
         seconds = time.perf_counter() - started

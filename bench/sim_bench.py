@@ -26,8 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from osprey_control.policy import PriorityDerivationPolicy, load_policies
-from osprey_control.simulate import (
+from osprey.simulate import (
     LAYERED_PAIRS,
     SCHEDULERS,
     TRACE_DIR,
@@ -41,7 +40,8 @@ from osprey_control.simulate import (
     seed_workload,
     simulate,
 )
-from osprey_control.simulate.runner import load_default_policy
+from osprey.simulate.runner import load_default_policy
+from osprey_control.policy import PriorityDerivationPolicy, load_policies
 
 REPORTED = ("mean_wait_s", "p95_wait_s", "idle_pct", "goodput", "priority_changes_per_job_hour")
 
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"goal={goal} pair={pair} workload={case.label} {'met' if met else 'MISSED'} ({detail})"
             )
         if args.plot is not None:
-            from osprey_control.simulate.plots import plot_results  # noqa: PLC0415 - matplotlib only here
+            from osprey.simulate.plots import plot_results  # noqa: PLC0415 - matplotlib only here
 
             title = f"{case.label} ({case.workloads[0].total_gpus} GPUs)"
             plot_results(first_seed, args.plot, title=title, stem=case.label)

@@ -48,7 +48,8 @@ sys.path.insert(0, str(REPO))  # tests.slurm.cluster: the same local Slurm the t
 
 from tests.slurm.cluster import LocalSlurm, missing_requirements  # noqa: E402
 
-from osprey_control.apply import PriorityChange  # noqa: E402
+from osprey_control.backends import PriorityChange  # noqa: E402
+from osprey_control.backends.slurm import SlurmApplier, SlurmObservation, discover, marker  # noqa: E402
 from osprey_control.contract import parse_block  # noqa: E402
 from osprey_control.derivation import (  # noqa: E402
     CompiledPolicy,
@@ -60,7 +61,6 @@ from osprey_control.derivation import (  # noqa: E402
 from osprey_control.policy.loader import policy_from_mapping  # noqa: E402
 from osprey_control.policy.shipped import shipped_policy_file  # noqa: E402
 from osprey_control.registry import Backend, JobRecord, JobStatus  # noqa: E402
-from osprey_control.slurm import SlurmApplier, SlurmObservation, discover, marker  # noqa: E402
 
 _TIME_METRICS = {"remaining_time": 1.0, "queue_wait": 1.0, "attained_service": 1.0}
 

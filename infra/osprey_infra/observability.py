@@ -5,7 +5,7 @@ What the Lambdas publish (EMF, namespace ``metrics_namespace``), and so what is 
 - derive (``osprey_control.telemetry.shard_metrics``, one record per shard): ``DerivedPriority`` and
   ``PriorityChange`` by ``[Policy]`` (and by ``[Policy, JobId]`` when per-job metrics are on),
   ``JobsEvaluated`` and ``MetricsMissing`` (no dimensions), ``CustomRuleFailures`` by ``[Reason]``,
-  ``DerivationErrors`` by ``[Kind]``; ``osprey_control.cycle``: ``CollectionLatencyMs``.
+  ``DerivationErrors`` by ``[Kind]``; ``osprey_control.steps.cycle``: ``CollectionLatencyMs``.
 - apply: ``PrioritiesApplied``, ``ApplyFailures``; finish (``osprey_control.telemetry.cycle_metrics``):
   ``CycleDurationMs``, ``CyclesSucceeded`` (clean cycles) / ``CyclesFailed`` (failed, or with a failed shard),
   ``FailedShards``, ``FailedJobs`` (no dimensions).

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
-from osprey_control.apply.base import DERIVED_PRIORITY_TAG
+from osprey_control.backends.actuation import DERIVED_PRIORITY_TAG
 from osprey_control.contract import ENABLED_TAG
 from osprey_infra.table_access import (
     APPLY,

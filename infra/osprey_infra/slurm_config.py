@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from osprey_control.slurm.applier import PriorityRange
+from osprey_control.backends.slurm.applier import SlurmPriorityRange
 
 __all__ = ["SlurmBridgeConfig"]
 
@@ -66,7 +66,7 @@ class SlurmBridgeConfig(BaseModel):
     @field_validator("priority_range")
     @classmethod
     def _range(cls, value: str) -> str:
-        PriorityRange.parse(value)
+        SlurmPriorityRange.parse(value)
         return value
 
     @property

@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
+    "ERROR_CHARS",
+    "FAILURE_SAMPLE",
     "REJECTED",
     "PermanentError",
     "ThrottledError",
@@ -38,6 +40,13 @@ __all__ = [
     "is_throttling",
     "is_transient",
 ]
+
+# What a step or a backend function returns to its caller (a state machine, the apply step) carries at most
+# FAILURE_SAMPLE failures, each error cut to ERROR_CHARS, next to their count: enough to see what failed in the
+# execution's history, and a size that does not grow with the fleet (docs/control-plane.md, Payload). Every
+# failure is logged. Re-exported by osprey_control.steps.payload, which holds the rest of the payload contract.
+FAILURE_SAMPLE = 5
+ERROR_CHARS = 300
 
 # The reason of a PermanentError made from an AWS refusal (ingest counts drops by reason; keep the set small).
 REJECTED = "rejected"

@@ -7,16 +7,41 @@ Per-job dimensions multiply CloudWatch cost by the fleet size, so they are off u
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
-    # Only for the annotation: importing the derive package at run time would pull Powertools Parameters and
-    # boto3 into every handler that publishes a metric point (apply, finish), ~0.2 s of cold start.
-    from osprey_control.derive.shard import ShardResult
+if TYPE_CHECKING:  # the annotation only: the apply and finish functions publish points without the engine
+    from osprey_control.derivation import Decision
 
-__all__ = ["CycleSummary", "MetricPoint", "cycle_metrics", "shard_metrics", "summarise_cycle"]
+__all__ = ["CycleSummary", "DerivedShard", "MetricPoint", "cycle_metrics", "shard_metrics", "summarise_cycle"]
+
+
+class _Job(Protocol):
+    @property
+    def policy(self) -> str: ...
+    @property
+    def key(self) -> object: ...
+
+
+class _JobOutcome(Protocol):
+    """What :func:`shard_metrics` reads of a job's outcome (``osprey_control.steps.derive.JobOutcome``)."""
+
+    @property
+    def record(self) -> _Job: ...
+    @property
+    def decision(self) -> Decision | None: ...
+    @property
+    def error_kind(self) -> str | None: ...
+
+
+class DerivedShard(Protocol):
+    """What :func:`shard_metrics` reads of a derived shard (``osprey_control.steps.derive.ShardResult``)."""
+
+    @property
+    def outcomes(self) -> Sequence[_JobOutcome]: ...
+    @property
+    def custom_rule_failures(self) -> Mapping[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -29,7 +54,7 @@ class MetricPoint:
     dimensions: dict[str, str] = field(default_factory=dict)
 
 
-def shard_metrics(result: ShardResult, *, per_job: bool = False) -> list[MetricPoint]:
+def shard_metrics(result: DerivedShard, *, per_job: bool = False) -> list[MetricPoint]:
     """DerivedPriority and PriorityChange per policy (and per job when ``per_job``), JobsEvaluated,
     CustomRuleFailures by reason, MetricsMissing (rules skipped for lack of data), DerivationErrors by kind."""
     priorities: dict[str, list[float]] = defaultdict(list)

@@ -17,14 +17,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.apply import Applier
-from osprey_control.apply_request import ApplyRequest
-from osprey_control.apply_step import ERROR_CHARS, FAILURE_SAMPLE, apply_cycle, default_appliers
-from osprey_control.coordination.deadline import Deadline
+from osprey_control.backends import Applier, Deployment, appliers
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.fence import Fence
 from osprey_control.registry.shares import ShareLedger
-from osprey_control.slurm.bridge import slurm_appliers
+from osprey_control.steps.apply import apply_cycle
+from osprey_control.steps.deadline import Deadline
+from osprey_control.steps.payload import ERROR_CHARS, FAILURE_SAMPLE, ApplyRequest
 from osprey_control.telemetry import MetricPoint
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
@@ -43,8 +42,9 @@ def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
     settings = ApplySettings.model_validate(dict(os.environ))
     registry = JobRegistry(settings.table_name, shards=settings.shards)
     ledger = ShareLedger(settings.table_name, registry.client)
-    # Slurm jobs go through the bridge function in the cluster's VPC, when the deployment has one.
-    return settings, registry, [*default_appliers(share_ledger=ledger), *slurm_appliers(os.environ)]
+    # Every backend the deployment reaches (Slurm only with a bridge function in the cluster's VPC).
+    deployment = Deployment(environment=dict(os.environ), share_ledger=ledger)
+    return settings, registry, appliers(deployment)
 
 
 @logger.inject_lambda_context

@@ -1,7 +1,7 @@
 """Collect Lambda: the cycle's one metric collection, for every shard, stored for the shards' derive steps.
 Input ``{"shards": [..], "token": T}`` (the shard plan's shards and the execution's lease token); output counts
 only: ``jobs``, ``series``, ``getmetricdata_calls``, ``stored`` and ``tooLarge`` shards
-(:mod:`osprey_control.collect_step`)."""
+(:mod:`osprey_control.steps.collect`)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from osprey_control.collect_step import collect_for_cycle
-from osprey_control.derive import PolicySource
+from osprey_control.policy_store import PolicySource
 from osprey_control.registry.collections import CollectionStore
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.steps.collect import collect_for_cycle
 from osprey_control.telemetry import MetricPoint
 from osprey_handlers._settings import PolicyReaderSettings
 from osprey_handlers._telemetry import publish

@@ -16,11 +16,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.eks import KubernetesClient, connect
-from osprey_control.eks.resources import detect_kueue
-from osprey_control.gang import GangStore, watch_step
-from osprey_control.gang.request import WatchRequest, backend_for
-from osprey_control.wiring import SLURM_BRIDGE_FUNCTION_VARIABLE
+from osprey_control.backends import Deployment, driver_for
+from osprey_control.gang import GangBackend, GangStore, WatchJob, WatchRequest, watch_step
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
 
@@ -41,10 +38,9 @@ def _settings() -> tuple[GangWatchSettings, GangStore]:
     return settings, GangStore(settings.table_name)
 
 
-@cache
-def _kubernetes(cluster: str) -> tuple[KubernetesClient, str | None]:
-    client = connect(cluster)
-    return client, detect_kueue(client)
+def _gang(job: WatchJob) -> GangBackend:
+    # The environment names what the deployment has (the Slurm bridge, when deployed, reads Slurm gangs).
+    return driver_for(job.backend).gang(job, Deployment(environment=dict(os.environ)))
 
 
 def _now() -> datetime:
@@ -55,9 +51,7 @@ def _now() -> datetime:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, store = _settings()
     request = WatchRequest.model_validate(event)
-    # Set when the Slurm bridge is deployed: Slurm gangs are read through it.
-    slurm_bridge = os.environ.get(SLURM_BRIDGE_FUNCTION_VARIABLE) or None
-    backend = backend_for(request.job, kubernetes=_kubernetes, slurm_bridge=slurm_bridge)
+    backend = _gang(request.job)
     result = watch_step(
         request.job.key, request.settings.to_settings(), backend, store, now=_now(), policy=request.policy
     )

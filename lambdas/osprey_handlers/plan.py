@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from osprey_control.planner.replan import DEFAULT_HYSTERESIS, DEFAULT_PLACEMENT_HYSTERESIS
-from osprey_control.planner.step import PlanStepConfig, run_plan_step
+from osprey_control.steps.plan import PlanStepConfig, run_plan_step
 from osprey_control.wiring import (
     PLAN_EVERY_VARIABLE,
     PLAN_HYSTERESIS_VARIABLE,

@@ -4,7 +4,7 @@
 starts co-scheduled jobs' gang watches when ``OSPREY_GANG_STATE_MACHINE_ARN`` is set);
 ``{"action": "apply", "changes": [...]}`` (the cycle's apply step) applies priorities through slurmrestd;
 ``{"action": "gang", "op": ..., "nativeId": ...}`` (the gang watch) reads a gang's readiness or stops it.
-Environment: the ``OSPREY_SLURM_*`` variables of :class:`osprey_control.slurm.bridge.BridgeSettings`, and
+Environment: the ``OSPREY_SLURM_*`` variables of :class:`osprey_control.backends.slurm.bridge.BridgeSettings`, and
 ``OSPREY_TABLE_NAME`` / ``OSPREY_REGISTRY_SHARDS`` for discovery. See docs/slurm.md.
 """
 
@@ -18,7 +18,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.slurm.bridge import BridgeSettings, ObservationStore, run_apply, run_discovery, run_gang
+from osprey_control.backends.slurm.bridge import (
+    BridgeSettings,
+    ObservationStore,
+    run_apply,
+    run_discovery,
+    run_gang,
+)
 from osprey_control.wiring import GANG_STATE_MACHINE_VARIABLE
 from osprey_handlers._settings import PolicyReaderSettings
 
@@ -37,8 +43,8 @@ def _settings() -> tuple[BridgeSettings, PolicyReaderSettings]:
 @cache
 def _gangs(state_machine_arn: str, policy_prefix: str) -> Callable[[Any], object]:
     # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
-    from osprey_control.derive.policies import PolicySource  # noqa: PLC0415
     from osprey_control.gang import GangRegistrar  # noqa: PLC0415
+    from osprey_control.policy_store import PolicySource  # noqa: PLC0415
 
     return GangRegistrar(state_machine_arn, PolicySource(policy_prefix))
 

@@ -1,7 +1,7 @@
 """Rolling a policy change out to a running deployment without a redeploy (``osprey policy diff`` / ``apply``).
 
 The deployment reads its policies from SSM, one parameter per policy (:mod:`osprey_control.policy.stored`), and
-the derive step re-reads them within a minute (:data:`osprey_control.derive.policies.DEFAULT_MAX_AGE_SECONDS`),
+the derive step re-reads them within a minute (:data:`osprey_control.policy_store.DEFAULT_MAX_AGE_SECONDS`),
 so writing the parameter *is* the roll-out: the next cycles derive under the new policy, and the damping
 (``maxPriorityChange``) moves every job towards its new priority gradually, as with any change of input.
 

@@ -1,7 +1,7 @@
 """``osprey.slurm``: put the ``osprey`` block on a Slurm batch script or a slurmrestd submission.
 
 The control plane finds Slurm jobs by the marker in their ``comment`` (slurmrestd does not show a job's
-environment; :mod:`osprey_control.slurm.marker`), and the job itself reads the ``OSPREY_*`` environment
+environment; :mod:`osprey_control.backends.slurm.marker`), and the job itself reads the ``OSPREY_*`` environment
 (``osprey.runtime``, ``osprey.adjust_parallelism``). Both are written from one block, so they always agree.
 
 **A batch script** (:func:`annotate_script`, ``osprey slurm annotate``): the block is the script's own
@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from osprey_control.backends.slurm.marker import comment_with_marker
 from osprey_control.contract import (
     ENABLED_ENV,
     ENVIRONMENT,
@@ -43,7 +44,6 @@ from osprey_control.contract import (
     parse_block,
     to_environment,
 )
-from osprey_control.slurm.marker import comment_with_marker
 
 __all__ = [
     "DEFAULT_POLICY",

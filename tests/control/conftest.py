@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from osprey.local.serial import serialized_moto
-from osprey_control.eks.client import KubernetesClient
-from tests.control.eks.fake_k8s import FakeKubernetes, run_fake
+from osprey_control.backends.eks.client import KubernetesClient
+from tests.control.backends.eks.fake_k8s import FakeKubernetes, run_fake
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -40,7 +40,7 @@ def _serialised_moto() -> Iterator[None]:
 
 @pytest.fixture
 def fake_k8s() -> Iterator[FakeKubernetes]:
-    """A fake Kubernetes API server per test (tests/control/eks/fake_k8s.py)."""
+    """A fake Kubernetes API server per test (tests/control/backends/eks/fake_k8s.py)."""
     yield from run_fake(FakeKubernetes())
 
 

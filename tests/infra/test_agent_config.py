@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from jsonschema import Draft4Validator
 
-from osprey_control.collect.collector import CollectorConfig
-from osprey_control.collect.queries import (
+from osprey_control.contract import parse_block
+from osprey_control.metrics.collector import CollectorConfig
+from osprey_control.metrics.queries import (
     CONTAINER_INSIGHTS_NAMESPACE,
     CWAGENT_NAMESPACE,
     build_series,
 )
-from osprey_control.contract import parse_block
 from osprey_control.registry.model import Backend, JobRecord, JobStatus, NodeKind, NodeRef
 from tests.conftest import REPO_ROOT
 

@@ -6,7 +6,7 @@ Workloads of EKS jobs the cycle discovers on a fake Kubernetes API server (DESIG
 What is real: the template (``build_app()``, cdk-nag on), the definition (only its tokens resolved to the moto
 resources), every function's Handler and Environment, the policies' SSM parameters, the handlers and all of
 ``osprey_control``. What is simulated: AWS itself (moto), Batch service jobs, which moto lacks
-(``osprey.local.service_jobs``), and the EKS cluster's API server (``tests/control/eks/fake_k8s.py``, set as the
+(``osprey.local.service_jobs``), and the EKS cluster's API server (``tests/control/backends/eks/fake_k8s.py``, set as the
 moto cluster's endpoint).
 """
 
@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from osprey_control.apply import weight_factor
+from osprey_control.backends.batch import weight_factor
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.policy.loader import load_policy_text
 from osprey_control.policy.stored import policy_parameter_value
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
-from tests.control.eks.fake_k8s import FakeKubernetes, run_fake
-from tests.control.eks.objects import OSPREY_LABELS, add_job, add_workload
+from tests.control.backends.eks.fake_k8s import FakeKubernetes, run_fake
+from tests.control.backends.eks.objects import OSPREY_LABELS, add_job, add_workload
 from tests.infra.e2e.fleet import Fleet
 from tests.infra.e2e.harness import (
     CycleHarness,

@@ -2,7 +2,7 @@
 
 ``osprey local`` comes up on an embedded moto server (the synthesized template, the real handlers) and runs two
 cycles. What the fleet published is what CloudWatch lists; what the collector reads is what
-:func:`osprey_control.collect.queries.build_series` asks GetMetricData for, given the registry's records (as the
+:func:`osprey_control.metrics.queries.build_series` asks GetMetricData for, given the registry's records (as the
 cycle's discovery and ingest left them) and the deployed policies (SSM), exactly as the collect step builds its
 queries. Also here: the demo's custom rule, a real Lambda function, answers in the decisions ``osprey explain``
 shows.
@@ -23,8 +23,8 @@ from osprey.local.fleet import DEFAULT_JOBS, SimulatedFleet
 from osprey.local.rules import CHECK_JOB, DEMO_POLICY, DEMO_RULE_NAME
 from osprey.local.server import LocalAws, free_port
 from osprey.local.session import CycleResult, LocalState, bring_up, run_cycle
-from osprey_control.collect import needs_from_policies
-from osprey_control.collect.queries import (
+from osprey_control.metrics import needs_from_policies
+from osprey_control.metrics.queries import (
     CONTAINER_INSIGHTS_NAMESPACE,
     CWAGENT_NAMESPACE,
     OSPREY_NAMESPACE,
@@ -32,7 +32,7 @@ from osprey_control.collect.queries import (
     build_progress_series,
     build_series,
 )
-from osprey_control.derive.policies import PolicySource
+from osprey_control.policy_store import PolicySource
 from osprey_control.registry import JobRecord
 
 Key = tuple[str, str, tuple[tuple[str, str], ...]]  # namespace, metric name, dimensions (sorted)

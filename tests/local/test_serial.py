@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from osprey.local.serial import is_lambda_invocation, serialized_moto
 from osprey_control.registry.dynamodb import JobRegistry
-from tests.control.cycle.conftest import register
+from tests.control.steps.cycle.conftest import register
 
 
 def _hammer(registry: JobRegistry, keys: list[Any]) -> list[str]:

@@ -19,14 +19,14 @@ import osprey
 from osprey.planning import report_progress
 from osprey_control.contract import OspreyBlock
 from osprey_control.planner import Plan, cluster, evaluate
-from osprey_control.planner import step as plan_step
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.record import PLAN_SK, record_from_item
 from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
-from osprey_control.planner.step import PlanStepConfig, run_plan_step
 from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
+from osprey_control.steps import plan as plan_step
+from osprey_control.steps.plan import PlanStepConfig, run_plan_step
 from tests.planner.conftest import TABLE, Aws
 
 NAMESPACE = "/aws/osprey"
@@ -304,7 +304,7 @@ def test_the_plan_step_measures_the_lead_hosts_latency_not_the_other_hosts(
     _degraded(aws, "llm")
     _put(aws, "llm", "1", {"InterconnectLatencyMicroseconds": (1500.0, "Microseconds")})
     # When the plan step runs
-    with caplog.at_level("INFO", logger="osprey_control.planner.step"):
+    with caplog.at_level("INFO", logger="osprey_control.steps.plan"):
         report = _run(aws)
     # Then the job was measured with the lead's latency (no median with the other host) and re-planned
     (planned,) = [record for record in caplog.records if record.getMessage() == "job planned"]
@@ -427,7 +427,7 @@ def test_metric_queries_are_sent_at_most_500_a_call(aws: Aws, monkeypatch: pytes
 
 
 def test_the_report_the_state_machine_gets_is_bounded_whatever_the_errors() -> None:
-    from osprey_control.planner.step import MAX_REPORTED, MESSAGE_CHARS, PlanStepReport  # noqa: PLC0415
+    from osprey_control.steps.plan import MAX_REPORTED, MESSAGE_CHARS, PlanStepReport  # noqa: PLC0415
 
     # Given a plan step that met many failures with long messages (a stack trace, say)
     report = PlanStepReport()

@@ -88,5 +88,5 @@ def test_the_wheel_carries_the_shipped_policies_and_the_trace(tmp_path: Path) ->
     # Then it holds every shipped policy and the simulator's trace, so nothing is read from outside the package
     for policy in (REPO_ROOT / "policies").glob("*.yaml"):
         assert f"osprey_control/policy/bundled/{policy.name}" in names
-    assert any(name.startswith("osprey_control/simulate/data/") and name.endswith(".csv") for name in names)
+    assert any(name.startswith("osprey/simulate/data/") and name.endswith(".csv") for name in names)
     assert not any(name.startswith(("infra/", "lambdas/", "tests/")) for name in names)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from osprey.cli.main import app
 from osprey.cli.simulate import losses
-from osprey_control.simulate import Result
+from osprey.simulate import Result
 
 runner = CliRunner()
 

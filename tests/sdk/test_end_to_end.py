@@ -9,15 +9,16 @@ from typing import Any
 
 import boto3
 
-from osprey_control.apply import DERIVED_PRIORITY_TAG, TrainingJobTagApplier
-from osprey_control.apply_step import apply_cycle
-from osprey_control.cycle import run_shard
-from osprey_control.derive import PolicySource
+from osprey_control.backends import DERIVED_PRIORITY_TAG
+from osprey_control.backends.sagemaker import TrainingJobTagApplier
 from osprey_control.ingest import Ingestor, Recogniser
 from osprey_control.policy import load_policies
 from osprey_control.policy.stored import policy_parameter_value
+from osprey_control.policy_store import PolicySource
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.steps.apply import apply_cycle
+from osprey_control.steps.derive import derive_within
 from tests.conftest import REPO_ROOT
 from tests.sdk.conftest import REGION, AwsCalls
 from tests.sdk.test_sagemaker_seed import SEED_DISTRIBUTION, seed_estimator
@@ -94,7 +95,7 @@ def test_sdk_job_is_discovered_derived_and_applied(
         )
 
     # And a cycle runs
-    report = run_shard(registry, PolicySource(client=ssm), None, cloudwatch=cloudwatch, now=now)
+    report = derive_within(registry, PolicySource(client=ssm), None, cloudwatch=cloudwatch, now=now).report
     applied = apply_cycle([report.to_dict()], registry, [TrainingJobTagApplier(sagemaker)])
 
     # Then its priority was derived from its GPUs and applied as the job's tag

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from osprey_control.simulate import Job, Scheduler, Simulator, StartupModel, Workload, make_scheduler
+from osprey.simulate import Job, Scheduler, Simulator, StartupModel, Workload, make_scheduler
 
 
 def job(

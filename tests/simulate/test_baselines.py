@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from osprey_control.simulate import FairShare
+from osprey.simulate import FairShare
 from tests.simulate.helpers import by_id, job, run, workload
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
-from osprey_control.simulate import SCHEDULERS
+from osprey.simulate import SCHEDULERS
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from osprey_control.simulate import SCHEDULERS, Status, llm_workload, seed_workload
+from osprey.simulate import SCHEDULERS, Status, llm_workload, seed_workload
 from tests.simulate.helpers import run
 
 

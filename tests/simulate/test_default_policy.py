@@ -3,11 +3,11 @@ first, aging so nothing starves, running jobs lifted above the queue, and noise 
 
 from __future__ import annotations
 
+from osprey.simulate.runner import load_default_policy
 from osprey_control.derivation import JobMetrics, NodeMetrics, compile_policy, derive
 from osprey_control.derivation.job_signals import job_level_values
 from osprey_control.policy import Metric
 from osprey_control.policy.model import BuiltinRule
-from osprey_control.simulate.runner import load_default_policy
 
 POLICY = load_default_policy()
 COMPILED = compile_policy(POLICY)

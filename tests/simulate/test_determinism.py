@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from osprey_control.simulate import SCHEDULERS, llm_workload, simulate
+from osprey.simulate import SCHEDULERS, llm_workload, simulate
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from osprey_control.simulate import Kueue
+from osprey.simulate import Kueue
 from tests.simulate.helpers import FirstTryStraggles, by_id, job, run, workload
 
 

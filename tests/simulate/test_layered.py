@@ -8,13 +8,7 @@ from typing import Any
 
 import pytest
 
-from osprey_control.apply import batch as batch_applier
-from osprey_control.collect.cadence import DEFAULT_EVERY_N_CYCLES
-from osprey_control.contract import batch_scheduling_priority
-from osprey_control.derivation import engine
-from osprey_control.eks.applier import DEFAULT_PRIORITY_RANGE
-from osprey_control.policy import PriorityDerivationPolicy, policy_from_mapping
-from osprey_control.simulate import (
+from osprey.simulate import (
     FairShareOsprey,
     KueueOsprey,
     SageMakerQueue,
@@ -22,10 +16,16 @@ from osprey_control.simulate import (
     Status,
     seed_workload,
 )
-from osprey_control.simulate import control as control_module
-from osprey_control.simulate import gangwatch as gangwatch_module
-from osprey_control.simulate import telemetry as telemetry_module
-from osprey_control.simulate.runner import load_default_policy
+from osprey.simulate import control as control_module
+from osprey.simulate import gangwatch as gangwatch_module
+from osprey.simulate import telemetry as telemetry_module
+from osprey.simulate.runner import load_default_policy
+from osprey_control.backends import batch as batch_applier
+from osprey_control.backends.eks.applier import DEFAULT_KUEUE_PRIORITY_RANGE
+from osprey_control.contract import batch_scheduling_priority
+from osprey_control.derivation import engine
+from osprey_control.metrics.cadence import DEFAULT_EVERY_N_CYCLES
+from osprey_control.policy import PriorityDerivationPolicy, policy_from_mapping
 from tests.simulate.helpers import FirstTryStraggles, by_id, job, run, workload
 
 # The module, not the function osprey_control.gang re-exports under the same name.
@@ -101,13 +101,13 @@ def test_every_cycle_derives_each_active_job_with_the_production_engine(
 
 
 def test_kueue_workload_priority_is_what_the_production_eks_applier_writes() -> None:
-    # Given a job, when Osprey has written its priority, then the Workload's priority is PriorityRange.map of it;
+    # Given a job, when Osprey has written its priority, then the Workload's priority is KueuePriorityRange.map of it;
     # before the first write it is the job's WorkloadPriorityClass value.
     scheduler = KueueOsprey(make_policy())
     sim = run(workload(job("a", 0, 8, 600, priority_class=7)), scheduler)
     (a,) = sim.runs
     assert a.priority is not None
-    assert scheduler.priority(a) == DEFAULT_PRIORITY_RANGE.map(a.priority)
+    assert scheduler.priority(a) == DEFAULT_KUEUE_PRIORITY_RANGE.map(a.priority)
     fresh = KueueOsprey(make_policy())
     untouched = run(workload(job("b", 0, 8, 600, priority_class=7)), fresh).runs[0]
     fresh.written.clear()
@@ -137,7 +137,7 @@ def test_fair_share_weights_are_the_production_weight_factors(monkeypatch: pytes
         seen.append(priority)
         return real(priority)
 
-    monkeypatch.setattr("osprey_control.simulate.layered.weight_factor", spy)
+    monkeypatch.setattr("osprey.simulate.layered.weight_factor", spy)
     scheduler = FairShareOsprey(make_policy())
     sim = run(workload(job("a", 0, 8, 600), job("b", 0, 8, 600)), scheduler)
     assert seen

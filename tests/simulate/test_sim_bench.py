@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from bench.sim_bench import main
 
-from osprey_control.simulate import LAYERED_PAIRS, SCHEDULERS
+from osprey.simulate import LAYERED_PAIRS, SCHEDULERS
 
 LINE = re.compile(
     r"scheduler=(\S+) workload=(\S+) mean_wait_s=\d+\.\d p95_wait_s=\d+\.\d idle_pct=\d+\.\d\d goodput=\d\.\d{4}"

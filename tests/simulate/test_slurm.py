@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from osprey_control.simulate import Simulator, Slurm, SlurmOsprey
-from osprey_control.simulate.slurm import _FreeGpus
-from osprey_control.slurm.applier import DEFAULT_PRIORITY_RANGE
+from osprey.simulate import Simulator, Slurm, SlurmOsprey
+from osprey.simulate.slurm import _FreeGpus
+from osprey_control.backends.slurm.applier import DEFAULT_SLURM_PRIORITY_RANGE
 from tests.simulate.helpers import by_id, job, run, workload
 from tests.simulate.test_layered import SHORT_FIRST, make_policy
 
@@ -111,7 +111,7 @@ def test_osprey_writes_the_production_slurm_priority_and_slurm_orders_by_it() ->
     assert layered["short"][1] < layered["long"][1]
     for r in sim.runs:
         assert r.priority is not None
-        assert scheduler.priority(r) == DEFAULT_PRIORITY_RANGE.map(r.priority)
+        assert scheduler.priority(r) == DEFAULT_SLURM_PRIORITY_RANGE.map(r.priority)
 
 
 def test_backfill_profile_finds_the_first_window_and_keeps_reservations() -> None:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from osprey_control.simulate import JobRun, Status
-from osprey_control.simulate.telemetry import job_values, node_metrics
+from osprey.simulate import JobRun, Status
+from osprey.simulate.telemetry import job_values, node_metrics
 from tests.simulate.helpers import job, run, workload
 
 

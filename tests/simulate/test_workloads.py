@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from osprey_control.simulate import (
+from osprey.simulate import (
     TRACE_DIR,
     Job,
     SimulationError,

@@ -34,7 +34,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from osprey_control.slurm import SlurmClient, SlurmCredentials, mint_token
+from osprey_control.backends.slurm import SlurmClient, SlurmCredentials, mint_token
 
 __all__ = ["MARKER_VARIABLE", "REQUIRED_BINARIES", "LocalSlurm", "missing_requirements"]
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from osprey_control.apply import Outcome, PriorityChange
-from osprey_control.slurm import SlurmApplier
+from osprey_control.backends import Outcome, PriorityChange
+from osprey_control.backends.slurm import SlurmApplier
 from tests.slurm.cluster import LocalSlurm
 from tests.slurm.conftest import running_cluster
 from tests.slurm.test_real_slurm import MARK, _fill, _record

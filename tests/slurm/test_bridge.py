@@ -17,13 +17,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from osprey_control.apply import Outcome
-from osprey_control.apply_step import apply_cycle
+from osprey_control.backends import Deployment, Outcome, driver_for
+from osprey_control.backends.slurm import DRIVER, Ec2InstanceMap, marker
+from osprey_control.backends.slurm.bridge import BridgeSettings, SlurmBridgeApplier
 from osprey_control.contract import parse_block
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.slurm import Ec2InstanceMap, marker
-from osprey_control.slurm.bridge import BridgeSettings, SlurmBridgeApplier, slurm_appliers
+from osprey_control.steps.apply import apply_cycle
 from osprey_handlers import slurm_discovery
 from tests.slurm.cluster import LocalSlurm
 
@@ -120,7 +120,7 @@ def test_a_bridge_that_cannot_be_invoked_fails_its_jobs_transiently() -> None:
                 {"Error": {"Code": "TooManyRequestsException", "Message": "Rate exceeded"}}, "Invoke"
             )
 
-    from osprey_control.apply import PriorityChange  # noqa: PLC0415
+    from osprey_control.backends import PriorityChange  # noqa: PLC0415
     from osprey_control.registry import JobRecord, JobStatus  # noqa: PLC0415
 
     record = JobRecord(
@@ -156,8 +156,11 @@ def test_settings_name_the_variable_that_is_wrong_and_the_apply_function_finds_i
                 "OSPREY_SLURM_PRIORITY_RANGE": "0..100",
             }
         )
-    assert slurm_appliers({}) == []
-    assert [a.function_name for a in slurm_appliers({"OSPREY_SLURM_BRIDGE_FUNCTION": "f"})] == ["f"]
+    # And the apply step has a Slurm applier exactly when the deployment has a bridge
+    assert DRIVER.applier(Deployment()) is None
+    applier = DRIVER.applier(Deployment(environment={"OSPREY_SLURM_BRIDGE_FUNCTION": "f"}))
+    assert isinstance(applier, SlurmBridgeApplier)
+    assert applier.function_name == "f"
 
 
 def test_parallelcluster_nodes_map_to_their_instances_by_private_address() -> None:
@@ -206,8 +209,7 @@ def test_parallelcluster_nodes_map_to_their_instances_by_private_address() -> No
 def test_the_gang_watch_reads_a_slurm_gang_and_applies_fail_through_the_bridge(
     clean: LocalSlurm, bridge: JobRegistry
 ) -> None:
-    from osprey_control.gang.backends import NotOptedInError  # noqa: PLC0415
-    from osprey_control.gang.request import WatchJob, backend_for  # noqa: PLC0415
+    from osprey_control.gang import NotOptedInError, WatchJob  # noqa: PLC0415
 
     # Given a 2-node marked job queued behind a full cluster, and the watch's adapter for it
     blocker = clean.sbatch("-N4", "--exclusive", "-t", "5", wrap="sleep 300")
@@ -215,7 +217,10 @@ def test_the_gang_watch_reads_a_slurm_gang_and_applies_fail_through_the_bridge(
     job = clean.sbatch("-N2", "--exclusive", "-t", "5", MARK, wrap="sleep 300")
     lambda_client = _InProcessLambda()
     watch_job = WatchJob.model_validate({"backend": "slurm", "nativeId": f"{clean.cluster}/{job}"})
-    gang = backend_for(watch_job, clients={"lambda": lambda_client}, slurm_bridge="osprey-slurm-bridge")
+    deployment = Deployment(
+        environment={"OSPREY_SLURM_BRIDGE_FUNCTION": "osprey-slurm-bridge"}, clients={"lambda": lambda_client}
+    )
+    gang = driver_for(Backend.SLURM).gang(watch_job, deployment)
     # Then it reads 0 of 2 workers while pending, 2 of 2 once the nodes free up
     assert (gang.readiness().ready_workers, gang.readiness().requested_workers) == (0, 2)
     clean.run("scancel", str(blocker))
@@ -227,23 +232,21 @@ def test_the_gang_watch_reads_a_slurm_gang_and_applies_fail_through_the_bridge(
     assert gang.readiness().finished or job not in clean.squeue_states()
     # And an unmarked job is refused as not opted in (the watch records it), never cancelled
     other = clean.sbatch("-N1", "-t", "5", wrap="sleep 300")
-    unmarked = backend_for(
-        WatchJob.model_validate({"backend": "slurm", "nativeId": f"{clean.cluster}/{other}"}),
-        clients={"lambda": lambda_client},
-        slurm_bridge="osprey-slurm-bridge",
+    unmarked = driver_for(Backend.SLURM).gang(
+        WatchJob.model_validate({"backend": "slurm", "nativeId": f"{clean.cluster}/{other}"}), deployment
     )
     with pytest.raises(NotOptedInError):
         unmarked.stop()
     assert other in clean.squeue_states()
     # And without a bridge there is no way to reach the cluster: the watch fails at once, saying so
     with pytest.raises(ValueError, match="no Slurm bridge"):
-        backend_for(watch_job)
+        driver_for(Backend.SLURM).gang(watch_job, Deployment())
 
 
 def test_discovery_hands_every_changed_record_to_the_gang_starter(
     clean: LocalSlurm, bridge: JobRegistry
 ) -> None:
-    from osprey_control.slurm.bridge import run_discovery  # noqa: PLC0415
+    from osprey_control.backends.slurm.bridge import run_discovery  # noqa: PLC0415
 
     job = clean.sbatch("-N1", "-t", "5", MARK, wrap="sleep 300")
     clean.wait_state(job, "RUNNING")
@@ -275,7 +278,7 @@ def test_the_invoke_the_apply_step_makes_is_valid_for_the_lambda_service_model()
     from botocore.response import StreamingBody  # noqa: PLC0415
     from botocore.stub import ANY, Stubber  # noqa: PLC0415
 
-    from osprey_control.apply import PriorityChange  # noqa: PLC0415
+    from osprey_control.backends import PriorityChange  # noqa: PLC0415
     from osprey_control.registry import JobRecord, JobStatus  # noqa: PLC0415
 
     # Given a real Lambda client whose requests botocore checks against the service model

@@ -13,10 +13,10 @@ from moto import mock_aws
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
+from osprey_control.backends.slurm import SlurmObservation
 from osprey_control.contract import parse_block
 from osprey_control.registry import JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.slurm import SlurmObservation
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 

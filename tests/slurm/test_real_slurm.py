@@ -16,19 +16,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from osprey_control.apply import Outcome, PriorityChange
-from osprey_control.apply_step import apply_cycle
-from osprey_control.contract import parse_block
-from osprey_control.errors import PermanentError
-from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
-from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.slurm import (
-    PriorityRange,
+from osprey_control.backends import Outcome, PriorityChange
+from osprey_control.backends.slurm import (
     SecretCredentials,
     SlurmApplier,
     SlurmClient,
     SlurmCredentials,
     SlurmGang,
+    SlurmPriorityRange,
     SlurmRejectedError,
     SlurmUnavailableError,
     discover,
@@ -36,6 +31,11 @@ from osprey_control.slurm import (
     mint_token,
     parse_secret,
 )
+from osprey_control.contract import parse_block
+from osprey_control.errors import PermanentError
+from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
+from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.steps.apply import apply_cycle
 from tests.slurm.cluster import LocalSlurm
 
 BLOCK = parse_block({"priority_derivation_profile": "training-policy", "co_schedule": True})
@@ -182,7 +182,7 @@ def test_the_apply_step_records_what_slurm_accepted_and_skips_what_it_must_not_t
     # Then the marked job holds its priority in Slurm and in the registry
     outcomes = {result.job.native_id.rsplit("/", 1)[1]: result for result in report.results}
     assert outcomes[str(marked)].outcome is Outcome.APPLIED
-    assert clean.sprio()[marked] == PriorityRange().map(80)
+    assert clean.sprio()[marked] == SlurmPriorityRange().map(80)
     stored = registry.get(JobKey(Backend.SLURM, f"{clean.cluster}/{marked}"))
     assert stored is not None
     assert stored.applied_priority == 80

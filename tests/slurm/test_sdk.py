@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from osprey.cli.main import app
 from osprey.slurm import annotate_script, annotate_submission, script_environment
+from osprey_control.backends.slurm import block_from_comment
 from osprey_control.contract import OspreyBlockError
-from osprey_control.slurm import block_from_comment
 
 SEED = Path(__file__).parent / "data" / "seed_train.sbatch"
 

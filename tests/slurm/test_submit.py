@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from osprey.cli.main import app
 from osprey.slurm import annotate_submission
+from osprey_control.backends.slurm import discover
 from osprey_control.registry import JobStatus
-from osprey_control.slurm import discover
 from tests.slurm.cluster import LocalSlurm
 
 SEED = Path(__file__).parent / "data" / "seed_train.sbatch"

@@ -13,13 +13,10 @@ from typing import Any
 
 import pytest
 
-from osprey_control.contract import OspreyBlockError, parse_block
-from osprey_control.errors import PermanentError, ThrottledError, TransientError
-from osprey_control.registry import JobStatus
-from osprey_control.slurm import (
-    PriorityRange,
+from osprey_control.backends.slurm import (
     SlurmClient,
     SlurmCredentials,
+    SlurmPriorityRange,
     SlurmRejectedError,
     block_from_comment,
     comment_with_marker,
@@ -28,8 +25,11 @@ from osprey_control.slurm import (
     parse_secret,
     raise_for_errors,
 )
-from osprey_control.slurm.discovery import job_gpus, job_nodes, job_status
-from osprey_control.slurm.hostlist import expand_hostlist
+from osprey_control.backends.slurm.discovery import job_gpus, job_nodes, job_status
+from osprey_control.backends.slurm.hostlist import expand_hostlist
+from osprey_control.contract import OspreyBlockError, parse_block
+from osprey_control.errors import PermanentError, ThrottledError, TransientError
+from osprey_control.registry import JobStatus
 
 
 @pytest.mark.parametrize(
@@ -123,13 +123,13 @@ def test_a_pending_job_holds_no_nodes_and_a_running_one_its_allocation() -> None
 
 
 def test_priorities_map_linearly_never_to_zero_and_the_range_is_checked() -> None:
-    default = PriorityRange()
+    default = SlurmPriorityRange()
     assert [default.map(p) for p in (0, 1, 50, 100)] == [1, 101, 5001, 10001]
-    assert PriorityRange.parse("1000..2000").map(50) == 1500
+    assert SlurmPriorityRange.parse("1000..2000").map(50) == 1500
     with pytest.raises(ValueError, match="0 means held"):
-        PriorityRange(0, 100)
+        SlurmPriorityRange(0, 100)
     with pytest.raises(ValueError, match=r"LOW\.\.HIGH"):
-        PriorityRange.parse("1-100")
+        SlurmPriorityRange.parse("1-100")
     with pytest.raises(ValueError, match=r"0\.\.100"):
         default.map(101)
 

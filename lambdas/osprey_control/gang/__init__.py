@@ -1,19 +1,15 @@
-"""Gang co-scheduling (docs/design.md §7): settings, the pure watch decision, per-backend readiness and fallbacks.
+"""Gang co-scheduling (docs/design.md §7): settings, the pure watch decision, the protocol every backend's gang
+implements (``backend``), the watch step over it, its state (``store``) and the watch's start (``registration``).
 
-``decision`` and ``settings`` are pure Python; ``readiness``, ``backends``, ``kubernetes`` (import it
-from ``osprey_control.gang.kubernetes``: it needs the EKS client) and ``store`` take their clients. ``watch_step`` composes them for the gang watch Lambda. See docs/gangs.md.
+``decision``, ``settings`` and ``backend`` are pure Python. What each backend does for a gang lives in its own
+package (``osprey_control.backends.<name>.gang``), reached through ``osprey_control.backends.driver_for``. See
+docs/gangs.md.
 """
 
-from osprey_control.gang.backends import (
-    BatchGang,
-    GangBackend,
-    NotOptedInError,
-    SageMakerGang,
-    SageMakerQueuedGang,
-)
+from osprey_control.gang.backend import NOT_OPTED_IN, GangBackend, NoRequeue, NotOptedInError
 from osprey_control.gang.decision import Action, GangPhase, GangState, Readiness, Step, decide, start
 from osprey_control.gang.registration import GangRegistrar, register_gang
-from osprey_control.gang.request import WatchRequest, backend_for, watch_input
+from osprey_control.gang.request import WatchJob, WatchRequest, watch_input
 from osprey_control.gang.settings import (
     GangSettings,
     poll_interval_seconds,
@@ -25,23 +21,22 @@ from osprey_control.gang.store import GangStore, StaleGangStateError
 from osprey_control.gang.watch import WatchResult, execution_name, gang_metrics, watch_step
 
 __all__ = [
+    "NOT_OPTED_IN",
     "Action",
-    "BatchGang",
     "GangBackend",
     "GangPhase",
     "GangRegistrar",
     "GangSettings",
     "GangState",
     "GangStore",
+    "NoRequeue",
     "NotOptedInError",
     "Readiness",
-    "SageMakerGang",
-    "SageMakerQueuedGang",
     "StaleGangStateError",
     "Step",
+    "WatchJob",
     "WatchRequest",
     "WatchResult",
-    "backend_for",
     "decide",
     "execution_name",
     "gang_metrics",

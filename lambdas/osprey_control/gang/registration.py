@@ -14,7 +14,7 @@ from osprey_control.aws import client_for
 from osprey_control.gang.settings import resolve_settings
 from osprey_control.gang.starter import start_watch
 from osprey_control.policy import CoScheduling, PriorityDerivationPolicy
-from osprey_control.registry.model import ACTIVE_STATUSES, Backend, JobRecord
+from osprey_control.registry.model import ACTIVE_STATUSES, JobRecord
 
 __all__ = ["GangRegistrar", "PolicyLookup", "register_gang"]
 
@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 class PolicyLookup(Protocol):
-    """Deployed policies by name (``osprey_control.derive.policies.PolicySource``); LookupError if unknown."""
+    """Deployed policies by name (``osprey_control.policy_store.PolicySource``); LookupError if unknown."""
 
     def model(self, name: str) -> PriorityDerivationPolicy: ...
 
@@ -44,15 +44,17 @@ def register_gang(
     """Start the watch of ``record`` if it is a co-scheduled job that is not over.
 
     Returns True when a start request was made. ``kind`` is the Kubernetes kind of an EKS job.
+    The backend's gang checks what it needs of them (an EKS job without a cluster fails its watch).
     """
     settings = resolve_settings(record.block, policy)
     if settings is None or record.status not in _WATCHABLE:
         return False
+    # Where the job lives, for the backend's gang (osprey_control.backends): its cluster and kind when it has them.
     job: dict[str, str] = {}
-    if record.backend is Backend.EKS:
-        if not record.cluster:
-            raise ValueError(f"EKS job {record.native_id} has no cluster; the gang watch cannot reach it")
-        job = {"cluster": record.cluster, "kind": kind or "Job"}
+    if record.cluster:
+        job["cluster"] = record.cluster
+    if kind:
+        job["kind"] = kind
     start_watch(state_machine_arn, record.key, settings, record.block.policy, client=client, **job)
     return True
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.errors import PermanentError, TransientError, classify
-from osprey_control.gang.backends import GangBackend, NotOptedInError
+from osprey_control.gang.backend import GangBackend, NotOptedInError
 from osprey_control.gang.decision import Action, GangPhase, GangState, Step, decide, start
 from osprey_control.gang.settings import GangSettings
 from osprey_control.gang.store import GangStore, StaleGangStateError, state_to_dict

@@ -80,7 +80,7 @@ def sagemaker_requested_gpus(resource_config: Any) -> int | None:
     if not isinstance(resource_config, Mapping):
         return None
     # Imported here: the collect package pulls in the collector, which the Batch and spot paths never need.
-    from osprey_control.collect.queries import gpus_for_instance_type  # noqa: PLC0415
+    from osprey_control.metrics.queries import gpus_for_instance_type  # noqa: PLC0415
 
     groups = [resource_config, *(resource_config.get("InstanceGroups") or [])]
     total = 0

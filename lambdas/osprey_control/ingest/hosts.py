@@ -46,7 +46,7 @@ def sagemaker_hosts(job_name: str, resource_config: Any, event_id: str | None = 
         return ()
     groups = _instance_groups(resource_config, event_id)
     # Imported here: the collect package pulls in the collector, which the Batch and spot paths never need.
-    from osprey_control.collect.queries import gpus_for_instance_type  # noqa: PLC0415
+    from osprey_control.metrics.queries import gpus_for_instance_type  # noqa: PLC0415
 
     hosts: list[NodeRef] = []
     for count, instance_type in groups:

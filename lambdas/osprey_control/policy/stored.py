@@ -1,6 +1,6 @@
 """A policy as the deployment stores it: one SSM String parameter per policy, ``<prefix>/<metadata.name>``, holding
 its canonical JSON. Written by the CDK app at deploy time and by ``osprey policy apply``; read by the derive step
-(:mod:`osprey_control.derive.policies`)."""
+(:mod:`osprey_control.policy_store`)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 shard's derive step in the same execution.
 
 Item: ``pk = COLLECTION#<shard>``, ``sk = META``, ``token`` (the lease token of the execution that wrote it),
-``body`` (:mod:`osprey_control.collect.snapshot` bytes) and a ``ttl`` an hour on (DynamoDB removes items the
+``body`` (:mod:`osprey_control.metrics.snapshot` bytes) and a ``ttl`` an hour on (DynamoDB removes items the
 control plane stopped writing). A reader asks for its own token: an item from another execution is not its
 cycle's collection, so no fencing is needed on the write, and a stale writer cannot mislead a reader.
 

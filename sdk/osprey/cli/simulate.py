@@ -24,8 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
-from osprey_control.simulate import (
+from osprey.simulate import (
     LAYERED_PAIRS,
     SCHEDULERS,
     TRACE_DIR,
@@ -39,6 +38,7 @@ from osprey_control.simulate import (
     seed_workload,
     simulate,
 )
+from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 
 __all__ = ["build_workload", "losses", "parse_schedulers", "simulate_command"]
 
@@ -284,7 +284,7 @@ def simulate_command(
         for note in built.notes:
             typer.echo(note)
     if plot_dir is not None:
-        from osprey_control.simulate.plots import plot_results  # noqa: PLC0415 - matplotlib only for --plot
+        from osprey.simulate.plots import plot_results  # noqa: PLC0415 - matplotlib only for --plot
 
         try:
             written = plot_results(results, plot_dir, title=f"{built.name} on {built.total_gpus} GPUs")

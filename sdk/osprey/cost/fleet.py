@@ -1,5 +1,5 @@
 """A synthetic fleet of N nodes x G GPUs running J jobs, and what it costs to watch: the series the collector
-queries (built by :mod:`osprey_control.collect.queries` itself, then counted), the shards the jobs fall in
+queries (built by :mod:`osprey_control.metrics.queries` itself, then counted), the shards the jobs fall in
 (:func:`osprey_control.registry.items.shard_of`), the runtime's EMF series and the agent's custom metrics
 (from the CloudWatch agent configuration). Pure: the agent configuration is passed in as a dict.
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.collect.cadence import turn_of
-from osprey_control.collect.collector import MAX_QUERIES_PER_CALL
-from osprey_control.collect.queries import OSPREY_NAMESPACE, Needs, build_progress_series, build_series
 from osprey_control.contract import OspreyBlock
+from osprey_control.metrics.cadence import turn_of
+from osprey_control.metrics.collector import MAX_QUERIES_PER_CALL
+from osprey_control.metrics.queries import OSPREY_NAMESPACE, Needs, build_progress_series, build_series
 from osprey_control.registry.items import shard_of
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 
@@ -90,7 +90,7 @@ class MetricLoad:
 
     def per_cycle(self, every_n_cycles: int) -> tuple[float, float]:
         """Series and GetMetricData calls of an average cycle when each job is read on one cycle in N (its
-        turn, :func:`osprey_control.collect.cadence.turn_of`): ``ceil(due series / 500)`` calls on each of
+        turn, :func:`osprey_control.metrics.cadence.turn_of`): ``ceil(due series / 500)`` calls on each of
         the N cycles (the collect step reads every shard at once)."""
         if every_n_cycles <= 1:
             return float(self.series), float(self.calls)

@@ -47,8 +47,8 @@ class _Shipped:
 def shipped_needs() -> Callable[[JobRecord], frozenset[str]]:
     """What each job's policy reads, for the policies Osprey ships (the synthetic fleet runs one of
     them, ``osprey cost --policy``): the collector's ``needs`` as the collect step builds it from its policies."""
-    from osprey_control.collect.needs import needs_from_policies  # noqa: PLC0415
     from osprey_control.derivation import compile_policy  # noqa: PLC0415
+    from osprey_control.metrics.needs import needs_from_policies  # noqa: PLC0415
     from osprey_control.policy import load_policies  # noqa: PLC0415
 
     compiled = {policy.name: compile_policy(policy) for policy in load_policies([shipped_policy_dir()])}

@@ -3,7 +3,7 @@
 It serves what Osprey's EKS discovery and Kueue applier use: lists with label selectors, get, RFC 7386
 merge-patch with ``resourceVersion`` conflicts, and the Kueue API group's discovery document. The moto EKS
 cluster's endpoint is pointed at it (``http://`` is accepted for loopback hosts only). The test suite has a
-fuller fake with fault injection (``tests/control/eks/fake_k8s.py``).
+fuller fake with fault injection (``tests/control/backends/eks/fake_k8s.py``).
 
 It has no kubelet or job controller; the one thing it plays of them is a pod turning Ready at a set time
 (:meth:`LocalKubernetes.ready_at`), with its Job's ``status.ready`` counting it, which is what the gang watch

@@ -70,15 +70,18 @@ def import_handler(spec: str) -> Handler:
     return handler  # type: ignore[no-any-return]
 
 
-def clear_handler_caches(package: str = "osprey_handlers") -> int:
+def clear_handler_caches(packages: tuple[str, ...] = ("osprey_handlers", "osprey_control")) -> int:
     """Forget what imported handlers cached per container (settings, clients, registries); returns how many.
 
-    Handlers cache their components with ``functools.cache`` as a warm Lambda container would; a new deployment
-    (another table name, a fresh moto) in the same process must start cold.
+    Handlers, and the backends they reach (an EKS cluster's client, its Kueue version), cache their components
+    with ``functools.cache`` as a warm Lambda container would; a new deployment (another table name, a fresh
+    moto) in the same process must start cold.
     """
     cleared = 0
     for name, module in list(sys.modules.items()):
-        if module is None or not (name == package or name.startswith(f"{package}.")):
+        if module is None or not any(
+            name == package or name.startswith(f"{package}.") for package in packages
+        ):
             continue
         for value in list(vars(module).values()):
             cached = not isinstance(value, type) and callable(getattr(value, "cache_clear", None))

@@ -4,9 +4,9 @@ Load is a deterministic function of the tick (one tick per cycle), so a demo run
 utilisation follows its own sine wave around a base level; memory bandwidth follows at 70 %, GPU memory at 40 %
 plus half the utilisation; the interconnect latency is a constant per job.
 
-Each job publishes exactly the series the collector reads for it (:mod:`osprey_control.collect.queries`): what
+Each job publishes exactly the series the collector reads for it (:mod:`osprey_control.metrics.queries`): what
 its backend's metric source provides, for the metrics its policy reads
-(:func:`osprey_control.collect.needs.metrics_needed`; a policy with a custom rule reads every node metric,
+(:func:`osprey_control.metrics.needs.metrics_needed`; a policy with a custom rule reads every node metric,
 since its Lambda receives them all). So every load the demo prints is one a decision uses, and no decision
 says no-data for a metric the demo published. The sources, by backend:
 
@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
-from osprey_control.collect.needs import metrics_needed
-from osprey_control.collect.queries import (
+from osprey_control.metrics.needs import metrics_needed
+from osprey_control.metrics.queries import (
     CONTAINER_INSIGHTS_NAMESPACE,
     CWAGENT_NAMESPACE,
     OSPREY_NAMESPACE,

@@ -11,7 +11,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from osprey_control.gang import BatchGang, NotOptedInError, Readiness, SageMakerGang, SageMakerQueuedGang
+from osprey_control.backends.batch import BatchGang
+from osprey_control.backends.sagemaker import SageMakerGang
+from osprey_control.backends.sagemaker_queue import SageMakerQueuedGang
+from osprey_control.gang import NotOptedInError, Readiness
 
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-job/llm-pretrain"
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from osprey_control.eks.client import KubernetesClient
+from osprey_control.backends.eks.client import KubernetesClient
+from osprey_control.backends.eks.gang import KubernetesGang, requested_workers
 from osprey_control.gang import NotOptedInError, Readiness
-from osprey_control.gang.kubernetes import KubernetesGang, requested_workers
-from tests.control.eks.fake_k8s import FakeKubernetes
+from tests.control.backends.eks.fake_k8s import FakeKubernetes
 
 
 def _job(parallelism: int, *, enabled: bool = True, conditions: list[Any] | None = None) -> dict[str, Any]:

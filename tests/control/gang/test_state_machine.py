@@ -91,7 +91,7 @@ def world(
     backends: dict[str, ScriptedBackend] = {}
     monkeypatch.setattr(WaitFunction, "_wait_interval", clock.wait)
     monkeypatch.setattr(gang_watch, "_now", lambda: clock.now)
-    monkeypatch.setattr(gang_watch, "backend_for", lambda job, **_: backends[job.native_id])
+    monkeypatch.setattr(gang_watch, "_gang", lambda job: backends[job.native_id])
     monkeypatch.setattr(gang_watch, "publish", lambda points, namespace: len(list(points)))
     config: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
     with mock_aws(config=config):

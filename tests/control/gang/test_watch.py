@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from osprey_control.eks import KubernetesUnavailableError, NotFoundError
+from osprey_control.backends.eks import KubernetesUnavailableError, NotFoundError
 from osprey_control.errors import PermanentError, TransientError
 from osprey_control.gang import (
     GangPhase,

@@ -11,13 +11,13 @@ from typing import Any
 import boto3
 from botocore.stub import Stubber
 
-from osprey_control.collect import collect
+from osprey.simulate import DEFAULT_POLICY
 from osprey_control.derivation import compile_policy, derive
 from osprey_control.ingest import Ingestor, Recogniser
+from osprey_control.metrics import collect
 from osprey_control.policy import load_policies
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.simulate import DEFAULT_POLICY
 from tests.control.ingest.conftest import SAGEMAKER, load_event
 
 KEY = JobKey(Backend.SAGEMAKER, "llama-pretrain-2026-03-01")

@@ -1,0 +1,54 @@
+"""The backends Osprey drives, one package each, behind one protocol (:class:`BackendDriver`) and one table
+(:func:`driver_for`): ``sagemaker``, ``sagemaker_queue``, ``batch``, ``eks``, ``slurm``.
+
+What every backend shares is here: the applier interface (a cycle's priority changes in, a per-job report out,
+docs/design.md §6) and the rules every applier follows (:mod:`.actuation`). What a backend needs of its own (how
+its jobs are recognised or discovered, its applier, its gang, its settings, its client) is in its package.
+
+    >>> from osprey_control.backends import Deployment, appliers
+    >>> every_applier = appliers(Deployment(clients={"batch": batch}))  # doctest: +SKIP
+
+Only changed priorities are written, and only for jobs that opted in. See ``docs/metrics-and-actuation.md``
+and ``docs/architecture.md``.
+"""
+
+from osprey_control.backends.actuation import (
+    DERIVED_PRIORITY_TAG,
+    NOT_ENABLED,
+    Applier,
+    ApplyReport,
+    ApplyResult,
+    ClientApplier,
+    GuardedApplier,
+    Housekeeper,
+    Outcome,
+    PriorityChange,
+    apply_all,
+    failure,
+    is_enabled,
+    prefilter,
+)
+from osprey_control.backends.driver import BackendDriver, Deployment
+from osprey_control.backends.table import BACKEND_PACKAGES, appliers, driver_for
+
+__all__ = [
+    "BACKEND_PACKAGES",
+    "DERIVED_PRIORITY_TAG",
+    "NOT_ENABLED",
+    "Applier",
+    "ApplyReport",
+    "ApplyResult",
+    "BackendDriver",
+    "ClientApplier",
+    "Deployment",
+    "GuardedApplier",
+    "Housekeeper",
+    "Outcome",
+    "PriorityChange",
+    "appliers",
+    "apply_all",
+    "driver_for",
+    "failure",
+    "is_enabled",
+    "prefilter",
+]

@@ -1,0 +1,240 @@
+"""The applier interface: a cycle's priority changes in, a per-job report out (docs/design.md §6).
+
+Every applier follows the same rules, enforced here where they do not depend on the backend:
+
+- only a changed priority is written (``priority != record.applied_priority``); an unchanged one is skipped;
+- only a job whose live tags say ``osprey:enabled=true`` is written (the backend adapter reads the tags);
+- one job's failure never stops the others; throttling and 5xx are retried by botocore's standard mode
+  (:mod:`osprey_control.aws`) and, if they persist, are a :class:`~osprey_control.errors.TransientError`
+  (:func:`failure` classifies what the backend call raised): reported as ``transient``, the apply step records
+  the failure and retries it next cycle (up to ``MAX_TRANSIENT_APPLY_ATTEMPTS``); a permanent or unclassified
+  failure, or a skip, is recorded as permanent and not retried until the derived priority changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from osprey_control.aws import client_for
+from osprey_control.contract import ENABLED_TAG, tags_as_dict
+from osprey_control.errors import is_transient
+from osprey_control.registry.model import Backend, JobKey, JobRecord
+
+__all__ = [
+    "DERIVED_PRIORITY_TAG",
+    "NOT_ENABLED",
+    "Applier",
+    "ApplyReport",
+    "ApplyResult",
+    "ClientApplier",
+    "GuardedApplier",
+    "Housekeeper",
+    "Outcome",
+    "PriorityChange",
+    "apply_all",
+    "failure",
+    "is_enabled",
+    "prefilter",
+]
+
+DERIVED_PRIORITY_TAG = "osprey:derived-priority"
+# Why a job that did not opt in is skipped, in every applier's words.
+NOT_ENABLED = "not tagged osprey:enabled=true; Osprey never writes to jobs that did not opt in"
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityChange:
+    """The priority the cycle decided for one job (0..100); ``record.applied_priority`` is the one in force."""
+
+    record: JobRecord
+    priority: int
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"  # the backend now has the priority (written this cycle, or found already set)
+    SKIPPED = "skipped"  # nothing to do or not allowed: unchanged, not enabled, finished, no applier
+    FAILED = "failed"  # the write was attempted or impossible: see ``reason``
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    job: JobKey
+    outcome: Outcome
+    priority: int
+    reason: str
+    transient: bool = False  # a failure worth retrying next cycle (throttling, 5xx, connection)
+    native_value: str | None = None  # what was written in the backend's own terms (9999 scale, weight)
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    results: list[ApplyResult] = field(default_factory=list)
+    writes: int = 0  # write API calls made (UpdateServiceJob, AddTags, UpdateSchedulingPolicy)
+    # Jobs whose outcome could not be recorded in the registry (the next cycle finds them still pending).
+    unrecorded: list[tuple[JobKey, str]] = field(default_factory=list)
+    # Jobs not tried before the deadline: still pending in the registry, applied by the next cycle.
+    deferred: list[JobKey] = field(default_factory=list)
+    # Another execution took the cycle lease: this one stopped writing (its jobs stay pending for that one).
+    fence_lost: bool = False
+    # Fair-share entries of finished jobs taken out of their scheduling policies (Batch housekeeping).
+    pruned: int = 0
+
+    def extend(self, other: ApplyReport) -> None:
+        self.results.extend(other.results)
+        self.writes += other.writes
+        self.pruned += other.pruned
+        self.unrecorded.extend(other.unrecorded)
+        self.deferred.extend(other.deferred)
+        self.fence_lost = self.fence_lost or other.fence_lost
+
+    def _with(self, outcome: Outcome) -> list[ApplyResult]:
+        return [result for result in self.results if result.outcome is outcome]
+
+    @property
+    def applied(self) -> list[ApplyResult]:
+        return self._with(Outcome.APPLIED)
+
+    @property
+    def skipped(self) -> list[ApplyResult]:
+        return self._with(Outcome.SKIPPED)
+
+    @property
+    def failed(self) -> list[ApplyResult]:
+        return self._with(Outcome.FAILED)
+
+    def by_job(self) -> dict[JobKey, ApplyResult]:
+        return {result.job: result for result in self.results}
+
+
+class Applier(Protocol):
+    """One backend's adapter. ``backends`` lists the :class:`Backend` values it handles.
+
+    An applier may set ``chunk_size``: how many jobs the apply step may hand it at a time, so the step can stop
+    between chunks at its deadline and record each chunk's outcomes at once. Without it (or None) the applier
+    gets all its jobs of a cycle at once (Batch: one UpdateSchedulingPolicy per policy per cycle).
+    """
+
+    backends: frozenset[Backend]
+
+    def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport: ...
+
+
+@runtime_checkable
+class GuardedApplier(Applier, Protocol):
+    """An applier whose one call makes several backend writes long after the call starts (Batch: one
+    UpdateSchedulingPolicy per policy, after the Describe calls). ``may_write`` is asked right before each
+    write (the apply step passes its fence check); once it says no, the applier writes nothing more, puts
+    the jobs it did not write in ``deferred`` and sets ``fence_lost``."""
+
+    def apply_guarded(
+        self, changes: Sequence[PriorityChange], may_write: Callable[[], bool]
+    ) -> ApplyReport: ...
+
+
+@runtime_checkable
+class Housekeeper(Protocol):
+    """An applier with work of its own once per cycle, after the jobs are applied (Batch: pruning the shares of
+    finished jobs). ``may_write`` as for :class:`GuardedApplier`."""
+
+    def housekeep(self, may_write: Callable[[], bool]) -> ApplyReport: ...
+
+
+def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> bool:
+    """Whether a resource's tags opt it in (``osprey:enabled=true``, case-insensitive value)."""
+    return tags_as_dict(tags).get(ENABLED_TAG, "").strip().lower() == "true"
+
+
+def failure(change: PriorityChange, error: BaseException, action: str) -> ApplyResult:
+    """A failed result for ``change`` whose ``reason`` names the action, the error and whether it is retried."""
+    transient = is_transient(error)
+    hint = (
+        "it is retried next cycle"
+        if transient
+        else "not retried until the derived priority changes; fix the cause"
+    )
+    return ApplyResult(
+        change.record.key,
+        Outcome.FAILED,
+        change.priority,
+        f"{action} failed ({type(error).__name__}: {error}); {hint}",
+        transient=transient,
+    )
+
+
+def prefilter(
+    changes: Iterable[PriorityChange], backends: frozenset[Backend]
+) -> tuple[list[PriorityChange], list[ApplyResult]]:
+    """Split ``changes`` into those worth a backend call and the results of the rest (unchanged, invalid)."""
+    todo: list[PriorityChange] = []
+    done: list[ApplyResult] = []
+    for change in changes:
+        key, priority = change.record.key, change.priority
+        if change.record.backend not in backends:
+            done.append(ApplyResult(key, Outcome.SKIPPED, priority, f"not a {sorted(backends)} job"))
+        elif isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
+            done.append(ApplyResult(key, Outcome.FAILED, priority, "priority must be an integer 0..100"))
+        elif priority == change.record.applied_priority:
+            done.append(ApplyResult(key, Outcome.SKIPPED, priority, "unchanged"))
+        else:
+            todo.append(change)
+    return todo, done
+
+
+class ClientApplier:
+    """Shared by the AWS appliers: a lazily created client of ``service`` and the per-job loop.
+
+    Subclasses set ``backends`` and ``service`` and implement ``_apply_one``; an applier that writes in batches
+    (Batch fair share) overrides :meth:`apply` and keeps the client handling.
+    """
+
+    backends: frozenset[Backend] = frozenset()
+    service: str = ""
+    chunk_size: int | None = 25  # per-job calls: a chunk takes seconds, well inside the deadline's margin
+
+    def __init__(self, client: Any = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        self._client = client_for(self.service, self._client)
+        return self._client
+
+    def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
+        todo, results = prefilter(changes, self.backends)
+        report = ApplyReport(results)
+        for change in todo:
+            report.results.append(self._apply_one(change, report))
+        return report
+
+    def _apply_one(self, change: PriorityChange, report: ApplyReport) -> ApplyResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement _apply_one or override apply")
+
+
+def apply_all(changes: Sequence[PriorityChange], appliers: Iterable[Applier]) -> ApplyReport:
+    """Route each change to the applier of its backend; a backend without one is skipped, never dropped."""
+    by_backend: dict[Backend, Applier] = {}
+    for applier in appliers:
+        by_backend.update(dict.fromkeys(applier.backends, applier))
+    report = ApplyReport()
+    routed: dict[int, list[PriorityChange]] = {}
+    owners: dict[int, Applier] = {}
+    for change in changes:
+        owner = by_backend.get(change.record.backend)
+        if owner is None:
+            report.results.append(
+                ApplyResult(
+                    change.record.key,
+                    Outcome.SKIPPED,
+                    change.priority,
+                    f"no applier configured for backend {change.record.backend.value}",
+                )
+            )
+            continue
+        routed.setdefault(id(owner), []).append(change)
+        owners[id(owner)] = owner
+    for applier_id, batch in routed.items():
+        report.extend(owners[applier_id].apply(batch))
+    return report

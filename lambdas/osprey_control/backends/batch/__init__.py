@@ -1,0 +1,47 @@
+"""AWS Batch container jobs on fair-share queues (backend ``batch``).
+
+Recognised from EventBridge's Batch Job State Change events (ingest); the applier turns priorities into
+fair-share ``weightFactor``s, one UpdateSchedulingPolicy per policy per cycle (:mod:`.applier`); its gang is
+the node jobs of a multi-node parallel job (:mod:`.gang`).
+"""
+
+from __future__ import annotations
+
+from osprey_control.backends.actuation import Applier
+from osprey_control.backends.batch.applier import (
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    BatchShareApplier,
+    ShareLedgerPort,
+    weight_factor,
+)
+from osprey_control.backends.batch.gang import BatchGang, batch_readiness
+from osprey_control.backends.driver import Deployment
+from osprey_control.gang import GangBackend, WatchJob
+from osprey_control.registry import Backend
+
+__all__ = [
+    "DRIVER",
+    "MAX_WEIGHT",
+    "MIN_WEIGHT",
+    "BatchGang",
+    "BatchShareApplier",
+    "ShareLedgerPort",
+    "batch_readiness",
+    "weight_factor",
+]
+
+
+class _BatchDriver:
+    backend = Backend.BATCH
+    recognition = "events"
+
+    def applier(self, deployment: Deployment) -> Applier:
+        # The registry's share ledger lets the applier prune the shares of finished jobs.
+        return BatchShareApplier(deployment.client("batch"), deployment.share_ledger)
+
+    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
+        return BatchGang(job.native_id, client=deployment.client("batch"))
+
+
+DRIVER = _BatchDriver()

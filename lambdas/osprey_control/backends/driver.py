@@ -1,0 +1,61 @@
+"""What a backend provides, as one protocol, and what the deployment gives it to build its parts.
+
+A backend is one package under :mod:`osprey_control.backends` whose front defines ``DRIVER``, an object of
+:class:`BackendDriver`; :mod:`osprey_control.backends.table` maps each :class:`~osprey_control.registry.Backend`
+to that package. The cycle's apply step, the gang watch, ingest and the CLI reach a backend only through the
+table, so adding one touches its own package, one line of the table, its infra construct and its SDK/CLI
+annotate module (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from osprey_control.aws import client_for
+from osprey_control.backends.actuation import Applier
+from osprey_control.gang import GangBackend, WatchJob
+from osprey_control.registry import Backend
+
+__all__ = ["BackendDriver", "Deployment"]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the deployment gives the backends: the function's environment (names in
+    :mod:`osprey_control.wiring`), boto3 clients by service (created lazily when absent; tests pass moto- or
+    Stubber-backed ones), and objects a backend asks for by name (``connectors``: a cluster name → client for
+    backends reached over their own API, e.g. ``"eks"``; ``share_ledger``: the registry's Batch share ledger)."""
+
+    environment: Mapping[str, str] = field(default_factory=dict)
+    clients: Mapping[str, Any] = field(default_factory=dict)
+    connectors: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
+    share_ledger: Any = None
+
+    def client(self, service: str) -> Any:
+        """The client passed for ``service``, else None (the backend's adapters create one on first use)."""
+        return self.clients.get(service)
+
+    def aws_client(self, service: str) -> Any:
+        """The client passed for ``service``, else a new one (:func:`osprey_control.aws.client_for`)."""
+        return client_for(service, self.clients.get(service))
+
+
+class BackendDriver(Protocol):
+    """One backend: how the apply step writes its priorities and how the gang watch reaches its jobs.
+
+    How its jobs are recognised (EventBridge events for SageMaker and Batch, discovery for EKS and Slurm) is its
+    ``recognition``; its own code (discovery, client, settings) stays in its package.
+    """
+
+    backend: Backend
+    recognition: str  # "events" (EventBridge, through ingest) or "discovery" (polled by its own function)
+
+    def applier(self, deployment: Deployment) -> Applier | None:
+        """The applier for this backend's jobs; None when the deployment cannot reach it (no Slurm bridge)."""
+        ...
+
+    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
+        """The gang adapter for ``job``; ValueError when the job lacks what this backend needs to reach it."""
+        ...

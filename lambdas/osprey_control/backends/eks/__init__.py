@@ -1,0 +1,109 @@
+"""EKS (backend ``eks``): Kubernetes Jobs, PyTorchJobs and JobSets, with Kueue when the cluster runs it.
+
+Its jobs are discovered (:mod:`.discovery_run`, the EKS discovery function: every configured cluster, jobs
+labelled ``osprey.aws/enabled=true``); priorities go to the Kueue Workload's ``spec.priority`` or an annotation
+(:mod:`.applier`); gangs are pods Ready, requeued through the Workload's ``active`` or the job's ``suspend``
+(:mod:`.gang`). Standard library HTTP only (no ``kubernetes`` package, no kubeconfig): a bearer token from STS
+(:mod:`.token`) and a small REST client (:mod:`.client`). See docs/eks.md for the access entry, RBAC and Kueue
+priority semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+from osprey_control.backends.actuation import Applier
+from osprey_control.backends.driver import Deployment
+from osprey_control.backends.eks.applier import (
+    DEFAULT_KUEUE_PRIORITY_RANGE,
+    EksApplier,
+    EksPriorityApplier,
+    KueuePriorityRange,
+    PriorityTarget,
+)
+from osprey_control.backends.eks.client import (
+    ConflictError,
+    KubernetesApiError,
+    KubernetesClient,
+    KubernetesRejectedError,
+    KubernetesUnavailableError,
+    NotFoundError,
+    UnauthorizedError,
+)
+from osprey_control.backends.eks.connection import ClientCache, cached_connect, connect
+from osprey_control.backends.eks.discovery import discover
+from osprey_control.backends.eks.gang import KubernetesGang
+from osprey_control.backends.eks.observation import (
+    DiscoveryProblem,
+    DiscoveryResult,
+    EksObservation,
+    WorkloadRef,
+)
+from osprey_control.backends.eks.resources import detect_kueue
+from osprey_control.backends.eks.token import (
+    ClusterEndpoint,
+    TokenProvider,
+    describe_cluster,
+    presigned_token,
+)
+from osprey_control.gang import GangBackend, WatchJob
+from osprey_control.registry import Backend
+
+__all__ = [
+    "DEFAULT_KUEUE_PRIORITY_RANGE",
+    "DRIVER",
+    "ClientCache",
+    "ClusterEndpoint",
+    "ConflictError",
+    "DiscoveryProblem",
+    "DiscoveryResult",
+    "EksApplier",
+    "EksObservation",
+    "EksPriorityApplier",
+    "KubernetesApiError",
+    "KubernetesClient",
+    "KubernetesGang",
+    "KubernetesRejectedError",
+    "KubernetesUnavailableError",
+    "KueuePriorityRange",
+    "NotFoundError",
+    "PriorityTarget",
+    "TokenProvider",
+    "UnauthorizedError",
+    "WorkloadRef",
+    "cached_connect",
+    "connect",
+    "describe_cluster",
+    "detect_kueue",
+    "discover",
+    "presigned_token",
+]
+
+
+@cache
+def _kueue_version(cluster: str, connector: Callable[[str], KubernetesClient]) -> str | None:
+    # Once per cluster per warm container: the gang watch calls every few seconds.
+    return detect_kueue(connector(cluster))
+
+
+class _EksDriver:
+    backend = Backend.EKS
+    recognition = "discovery"
+
+    def applier(self, deployment: Deployment) -> Applier:
+        return EksApplier(deployment.connectors.get("eks"))
+
+    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
+        if not job.cluster:
+            raise ValueError(f"EKS gang {job.native_id}: job.cluster is required to reach its cluster")
+        namespace, _, name = job.native_id.partition("/")
+        if not name:
+            raise ValueError(f"EKS job id must be namespace/name, got {job.native_id!r}")
+        connector = deployment.connectors.get("eks") or cached_connect
+        return KubernetesGang(
+            connector(job.cluster), job.kind, namespace, name, kueue=_kueue_version(job.cluster, connector)
+        )
+
+
+DRIVER = _EksDriver()

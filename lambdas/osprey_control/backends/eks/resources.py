@@ -1,0 +1,96 @@
+"""The Kubernetes resources Osprey reads and writes, their REST paths, and Kueue API version detection."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
+from osprey_control.contract import ENABLED_KUBERNETES
+
+__all__ = [
+    "BATCH_JOB",
+    "DERIVED_PRIORITY_ANNOTATION",
+    "ENABLED_SELECTOR",
+    "JOBSET",
+    "JOB_KINDS",
+    "KUEUE_GROUP",
+    "KUEUE_VERSIONS",
+    "PYTORCHJOB",
+    "Resource",
+    "detect_kueue",
+    "is_enabled",
+    "kind_for",
+    "workload_resource",
+]
+
+ENABLED_SELECTOR = f"{ENABLED_KUBERNETES}=true"
+DERIVED_PRIORITY_ANNOTATION = "osprey.aws/derived-priority"
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Newest first: the first one the cluster serves is used.
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One namespaced resource type: ``group`` is empty for the core API."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def _prefix(self) -> str:
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    def collection(self, namespace: str | None = None) -> str:
+        """The list path; all namespaces when ``namespace`` is None."""
+        if namespace is None:
+            return f"{self._prefix}/{self.plural}"
+        return f"{self._prefix}/namespaces/{namespace}/{self.plural}"
+
+    def item(self, namespace: str, name: str) -> str:
+        return f"{self.collection(namespace)}/{name}"
+
+
+BATCH_JOB = Resource("batch", "v1", "jobs", "Job")
+PYTORCHJOB = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+JOB_KINDS: tuple[Resource, ...] = (BATCH_JOB, PYTORCHJOB, JOBSET)
+POD = Resource("", "v1", "pods", "Pod")
+NODE_PATH = "/api/v1/nodes"
+
+
+def kind_for(kind: str) -> Resource:
+    """The job resource for a kind name (``Job``, ``PyTorchJob``, ``JobSet``, any case)."""
+    for resource in JOB_KINDS:
+        if resource.kind.lower() == kind.lower():
+            return resource
+    allowed = ", ".join(resource.kind for resource in JOB_KINDS)
+    raise ValueError(f"unsupported Kubernetes job kind {kind!r}; supported: {allowed}")
+
+
+def workload_resource(version: str) -> Resource:
+    return Resource(KUEUE_GROUP, version, "workloads", "Workload")
+
+
+def detect_kueue(client: KubernetesClient) -> str | None:
+    """The Kueue API version to use (``v1beta2`` preferred), or None when the cluster has no Kueue."""
+    try:
+        group = client.get(f"/apis/{KUEUE_GROUP}")
+    except NotFoundError:
+        return None
+    served = {str(entry.get("version")) for entry in group.get("versions") or [] if isinstance(entry, dict)}
+    return next((version for version in KUEUE_VERSIONS if version in served), None)
+
+
+def is_enabled(obj: Mapping[str, Any]) -> bool:
+    """The object carries the opt-in label (only these are ever written)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(ENABLED_KUBERNETES, "")).strip().lower() in ("true", "1")

@@ -1,0 +1,37 @@
+"""SageMaker training jobs submitted through an AWS Batch SAGEMAKER_TRAINING job queue (backend
+``sagemaker-queued``): Batch *service jobs*.
+
+Recognised from EventBridge's Batch Service Job State Change events (ingest); the applier sets the service
+job's ``schedulingPriority`` (:mod:`.applier`); its gang reads the training job the service job started
+(:mod:`.gang`). What differs from a Batch container job is all here; the queue itself is the deployment's
+(``infra/osprey_infra/sagemaker_queue.py``).
+"""
+
+from __future__ import annotations
+
+from osprey_control.backends.actuation import Applier
+from osprey_control.backends.driver import Deployment
+from osprey_control.backends.sagemaker_queue.applier import ServiceJobApplier
+from osprey_control.backends.sagemaker_queue.gang import SageMakerQueuedGang, sagemaker_queued_readiness
+from osprey_control.gang import GangBackend, WatchJob
+from osprey_control.registry import Backend
+
+__all__ = ["DRIVER", "SageMakerQueuedGang", "ServiceJobApplier", "sagemaker_queued_readiness"]
+
+
+class _SageMakerQueueDriver:
+    backend = Backend.SAGEMAKER_QUEUED
+    recognition = "events"
+
+    def applier(self, deployment: Deployment) -> Applier:
+        return ServiceJobApplier(deployment.client("batch"))
+
+    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
+        return SageMakerQueuedGang(
+            job.native_id,
+            batch_client=deployment.client("batch"),
+            sagemaker_client=deployment.client("sagemaker"),
+        )
+
+
+DRIVER = _SageMakerQueueDriver()

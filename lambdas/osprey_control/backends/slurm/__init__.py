@@ -1,0 +1,95 @@
+"""Slurm (backend ``slurm``: AWS ParallelCluster, SageMaker HyperPod Slurm): slurmrestd client, JWT credentials
+from Secrets Manager, discovery of jobs carrying the Osprey marker, node → EC2 instance mapping, the priority
+applier and gang readiness. Standard library HTTP only; boto3 clients are passed in. See docs/slurm.md.
+
+slurmrestd is reachable only inside the cluster's VPC, so the control plane reaches it through the bridge
+function (:mod:`.bridge`): the apply step's applier and the gang watch's gang invoke it; discovery runs in it.
+"""
+
+from __future__ import annotations
+
+from osprey_control.backends.actuation import Applier
+from osprey_control.backends.driver import Deployment
+from osprey_control.backends.slurm.applier import (
+    DEFAULT_SLURM_PRIORITY_RANGE,
+    SlurmApplier,
+    SlurmPriorityRange,
+)
+from osprey_control.backends.slurm.bridge import SlurmBridgeApplier, SlurmBridgeGang
+from osprey_control.backends.slurm.client import (
+    API_VERSION,
+    SlurmApiError,
+    SlurmClient,
+    SlurmCredentials,
+    SlurmRejectedError,
+    SlurmUnavailableError,
+    raise_for_errors,
+)
+from osprey_control.backends.slurm.discovery import (
+    DiscoveryProblem,
+    SlurmDiscovery,
+    SlurmObservation,
+    discover,
+    native_id,
+    parse_native_id,
+)
+from osprey_control.backends.slurm.gang import SlurmGang, slurm_readiness
+from osprey_control.backends.slurm.instances import Ec2InstanceMap, Instance, InstanceMap, StaticInstanceMap
+from osprey_control.backends.slurm.marker import block_from_comment, comment_with_marker, marker
+from osprey_control.backends.slurm.token import SecretCredentials, mint_token, parse_secret
+from osprey_control.gang import GangBackend, WatchJob
+from osprey_control.registry import Backend
+from osprey_control.wiring import SLURM_BRIDGE_FUNCTION_VARIABLE
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_SLURM_PRIORITY_RANGE",
+    "DRIVER",
+    "DiscoveryProblem",
+    "Ec2InstanceMap",
+    "Instance",
+    "InstanceMap",
+    "SecretCredentials",
+    "SlurmApiError",
+    "SlurmApplier",
+    "SlurmBridgeApplier",
+    "SlurmBridgeGang",
+    "SlurmClient",
+    "SlurmCredentials",
+    "SlurmDiscovery",
+    "SlurmGang",
+    "SlurmObservation",
+    "SlurmPriorityRange",
+    "SlurmRejectedError",
+    "SlurmUnavailableError",
+    "StaticInstanceMap",
+    "block_from_comment",
+    "comment_with_marker",
+    "discover",
+    "marker",
+    "mint_token",
+    "native_id",
+    "parse_native_id",
+    "parse_secret",
+    "raise_for_errors",
+    "slurm_readiness",
+]
+
+
+class _SlurmDriver:
+    backend = Backend.SLURM
+    recognition = "discovery"
+
+    def applier(self, deployment: Deployment) -> Applier | None:
+        # Only when the deployment has a bridge in the cluster's VPC (its name in the apply function's environment).
+        name = deployment.environment.get(SLURM_BRIDGE_FUNCTION_VARIABLE, "").strip()
+        return SlurmBridgeApplier(name, client=deployment.client("lambda")) if name else None
+
+    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
+        name = deployment.environment.get(SLURM_BRIDGE_FUNCTION_VARIABLE, "").strip()
+        if not name:
+            raise ValueError(f"Slurm gang {job.native_id}: no Slurm bridge function is deployed to reach it")
+        return SlurmBridgeGang(name, job.native_id, client=deployment.client("lambda"))
+
+
+DRIVER = _SlurmDriver()

@@ -1,0 +1,49 @@
+"""Metric collection for a shard of jobs: CloudWatch GetMetricData MetricStat queries → ``JobMetrics``.
+
+    >>> from osprey_control.metrics import collect
+    >>> result = collect(records, client=cloudwatch)  # doctest: +SKIP
+    >>> result.metrics[record.key].nodes[0].values["gpu_utilization"]  # doctest: +SKIP
+    87.5
+
+See ``docs/metrics-and-actuation.md`` for the sources, units, and the CloudWatch agent configuration assumed.
+"""
+
+from osprey_control.metrics.cadence import DEFAULT_EVERY_N_CYCLES, EVERY_N_CYCLES_VARIABLE
+from osprey_control.metrics.collector import (
+    MAX_QUERIES_PER_CALL,
+    CollectionProblem,
+    CollectionResult,
+    CollectorConfig,
+    collect,
+    fetch_latest,
+    fetch_points,
+)
+from osprey_control.metrics.needs import metrics_needed, needs_from_policies
+from osprey_control.metrics.queries import (
+    GPUS_PER_INSTANCE_TYPE,
+    QUERY_ID_PATTERN,
+    SeriesSpec,
+    build_series,
+    gpus_for_instance_type,
+    metric_data_query,
+)
+
+__all__ = [
+    "DEFAULT_EVERY_N_CYCLES",
+    "EVERY_N_CYCLES_VARIABLE",
+    "GPUS_PER_INSTANCE_TYPE",
+    "MAX_QUERIES_PER_CALL",
+    "QUERY_ID_PATTERN",
+    "CollectionProblem",
+    "CollectionResult",
+    "CollectorConfig",
+    "SeriesSpec",
+    "build_series",
+    "collect",
+    "fetch_latest",
+    "fetch_points",
+    "gpus_for_instance_type",
+    "metric_data_query",
+    "metrics_needed",
+    "needs_from_policies",
+]

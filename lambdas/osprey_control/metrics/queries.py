@@ -1,0 +1,377 @@
+"""Which CloudWatch series describe a job: one :class:`SeriesSpec` per (node, source metric), docs/design.md §3.
+
+Pure Python, no AWS import. :func:`build_series` turns a shard of :class:`JobRecord` into specs;
+:func:`metric_data_query` turns one spec into a GetMetricData ``MetricStat`` query.
+
+Sources, by node kind:
+
+- ``instance`` (Batch, EKS nodes): CloudWatch agent ``nvidia_smi_*`` rolled up per instance (dimension
+  ``InstanceId`` only). This needs the agent configured with ``append_dimensions: {"InstanceId":
+  "${aws:InstanceId}"}`` and ``aggregation_dimensions: [["InstanceId"]]``; without the rollup every series
+  also carries ``index``/``name``/``arch`` and a MetricStat on ``InstanceId`` alone finds nothing.
+- ``host`` (SageMaker): ``/aws/sagemaker/TrainingJobs`` ``GPUUtilization`` / ``GPUMemoryUtilization`` with
+  ``Host = <training job name>/algo-N``. SageMaker reports the sum over the host's GPUs (0..100 times GPUs), so
+  the value is divided by the GPU count (``NodeRef.gpus``, else :data:`GPUS_PER_INSTANCE_TYPE`).
+- ``pod`` (EKS): Container Insights ``pod_gpu_utilization`` / ``pod_gpu_memory_utilization`` with
+  ``ClusterName``, ``Namespace``, ``PodName``.
+- every job with nodes, once: the runtime's ``InterconnectLatencyMicroseconds`` in ``/aws/osprey`` with
+  exactly ``[Backend, JobId, Host]`` (``osprey.runtime``) of its *lead host* (below). The latency is timed
+  with a collective that completes on every rank at once, so the runtime publishes it from the lead process
+  only. The value lands on the lead node (see :func:`build_series`).
+- every RUNNING job, once (:func:`build_progress_series`): the runtime's ``report_progress`` series
+  ``RemainingSeconds`` of its lead host, statistic ``Minimum``: within a period the smallest remaining time
+  is the latest report of a job that advances (each report's remaining time is lower than the one before),
+  so a period never averages in older, larger values. The lead host is the first node in the registry's
+  order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first): where rank 0 runs. Once
+  per job rather than per node, since every rank reports the same progress and each series costs one
+  GetMetricData metric per cycle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.wiring import METRICS_NAMESPACE
+
+__all__ = [
+    "CLOUDWATCH_NODE_METRICS",
+    "CONTAINER_INSIGHTS_NAMESPACE",
+    "CWAGENT_NAMESPACE",
+    "GPUS_PER_INSTANCE_TYPE",
+    "OSPREY_NAMESPACE",
+    "PROGRESS_SOURCES",
+    "QUERY_ID_PATTERN",
+    "SAGEMAKER_NAMESPACE",
+    "BuildProblem",
+    "Needs",
+    "SeriesSpec",
+    "build_progress_series",
+    "build_series",
+    "gpus_for_instance_type",
+    "lead_host",
+    "lead_series",
+    "metric_data_query",
+    "runtime_backend",
+]
+
+CWAGENT_NAMESPACE = "CWAgent"
+SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
+CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
+OSPREY_NAMESPACE = METRICS_NAMESPACE
+QUERY_ID_PATTERN = re.compile(r"^[a-z][a-zA-Z0-9_]*$")
+
+# The node metrics that come from CloudWatch (spot_interruption_risk comes from the registry record).
+CLOUDWATCH_NODE_METRICS = frozenset(
+    {"gpu_utilization", "memory_bandwidth_utilization", "gpu_memory_utilization", "node_interconnect_latency"}
+)
+# Which policy metrics a job needs (collect.needs.needs_from_policies); None: every series, as before.
+Needs = Callable[[JobRecord], frozenset[str]] | None
+
+# GPUs per host for the instance types SageMaker and Batch GPU fleets use; "ml." is stripped first. A type not
+# listed here needs NodeRef.gpus, otherwise the SageMaker sum cannot be normalised and the value stays absent.
+GPUS_PER_INSTANCE_TYPE: Mapping[str, int] = {
+    "p3.2xlarge": 1,
+    "p3.8xlarge": 4,
+    "p3.16xlarge": 8,
+    "p3dn.24xlarge": 8,
+    "p4d.24xlarge": 8,
+    "p4de.24xlarge": 8,
+    "p5.4xlarge": 1,
+    "p5.48xlarge": 8,
+    "p5e.48xlarge": 8,
+    "p5en.48xlarge": 8,
+    "p6-b200.48xlarge": 8,
+    "g4dn.xlarge": 1,
+    "g4dn.2xlarge": 1,
+    "g4dn.4xlarge": 1,
+    "g4dn.8xlarge": 1,
+    "g4dn.16xlarge": 1,
+    "g4dn.12xlarge": 4,
+    "g4dn.metal": 8,
+    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("xlarge", "2xlarge", "4xlarge")},
+    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("8xlarge", "16xlarge")},
+    **{f"{family}.{size}": 4 for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
+    **{f"{family}.48xlarge": 8 for family in ("g5", "g6", "g6e")},
+}
+
+
+def gpus_for_instance_type(instance_type: str | None) -> int | None:
+    """GPUs per host of an EC2 or SageMaker (``ml.``) instance type, None when unknown."""
+    if not instance_type:
+        return None
+    return GPUS_PER_INSTANCE_TYPE.get(instance_type.removeprefix("ml."))
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSpec:
+    """One CloudWatch series and where its value goes: ``metric`` of ``node_id`` of ``job``.
+
+    ``part`` is ``"used"`` / ``"total"`` for the two halves of the CWAgent memory ratio, else ``""``;
+    ``divisor`` turns SageMaker's per-host sum into a per-GPU percent.
+    """
+
+    job: JobKey
+    node_id: str
+    metric: str
+    namespace: str
+    metric_name: str
+    dimensions: tuple[tuple[str, str], ...]
+    part: str = ""
+    divisor: float = 1.0
+    stat: str = "Average"
+    # A job-level series (the runtime's remaining time): its value describes the job, not the node it names.
+    job_level: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BuildProblem:
+    """A node whose series could not be built (the metric stays absent)."""
+
+    job: JobKey
+    kind: str
+    message: str
+
+
+def runtime_backend(backend: Backend) -> str:
+    """The ``Backend`` dimension value ``osprey.runtime`` writes for a job on ``backend``."""
+    return "sagemaker" if backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) else backend.value
+
+
+def _training_job_name(record: JobRecord) -> str:
+    # A queued job's native id is its Batch service job id; SageMaker metrics are keyed by the training job.
+    return record.name if record.backend is Backend.SAGEMAKER_QUEUED else record.native_id
+
+
+def _runtime_job_id(record: JobRecord) -> str:
+    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED):
+        return _training_job_name(record)
+    return record.native_id
+
+
+def _runtime_host(record: JobRecord, position: int, node: NodeRef) -> str:
+    if node.kind is NodeKind.HOST:
+        return node.node_id.rsplit("/", 1)[-1]
+    if record.backend is Backend.BATCH and not node.node_id.isdigit():
+        # The runtime reports AWS_BATCH_JOB_NODE_INDEX; the registry keeps a Batch job's nodes in index order.
+        return str(position)
+    return node.node_id
+
+
+def _cwagent(job: JobKey, node: NodeRef, wanted: frozenset[str]) -> list[SeriesSpec]:
+    dims = (("InstanceId", node.instance_id or node.node_id),)
+    sources = (
+        ("gpu_utilization", "nvidia_smi_utilization_gpu", ""),
+        ("memory_bandwidth_utilization", "nvidia_smi_utilization_memory", ""),
+        ("gpu_memory_utilization", "nvidia_smi_memory_used", "used"),
+        ("gpu_memory_utilization", "nvidia_smi_memory_total", "total"),
+    )
+    return [
+        SeriesSpec(job, node.node_id, metric, CWAGENT_NAMESPACE, name, dims, part)
+        for metric, name, part in sources
+        if metric in wanted
+    ]
+
+
+def _sagemaker(
+    record: JobRecord, node: NodeRef, instance_type: str | None, wanted: frozenset[str]
+) -> tuple[list[SeriesSpec], BuildProblem | None]:
+    if not wanted & {"gpu_utilization", "gpu_memory_utilization"}:
+        return [], None  # nothing to normalise, so an unknown GPU count is no problem either
+    gpus = node.gpus or gpus_for_instance_type(instance_type)
+    if not gpus:
+        problem = BuildProblem(
+            record.key,
+            "gpus-unknown",
+            f"GPU count of SageMaker host {node.node_id} is unknown, so its GPUUtilization (a sum over GPUs) "
+            f"cannot be normalised; record NodeRef.gpus or use an instance type listed in "
+            f"GPUS_PER_INSTANCE_TYPE (got {instance_type!r})",
+        )
+        return [], problem
+    host = node.node_id if "/" in node.node_id else f"{_training_job_name(record)}/{node.node_id}"
+    dims = (("Host", host),)
+    specs = [
+        SeriesSpec(record.key, node.node_id, metric, SAGEMAKER_NAMESPACE, name, dims, divisor=float(gpus))
+        for metric, name in (
+            ("gpu_utilization", "GPUUtilization"),
+            ("gpu_memory_utilization", "GPUMemoryUtilization"),
+        )
+        if metric in wanted
+    ]
+    return specs, None
+
+
+def _pod(
+    record: JobRecord, node: NodeRef, wanted: frozenset[str]
+) -> tuple[list[SeriesSpec], BuildProblem | None]:
+    if not wanted & {"gpu_utilization", "gpu_memory_utilization"}:
+        return [], None
+    if not record.cluster:
+        problem = BuildProblem(
+            record.key, "cluster-unknown", "EKS job has no cluster name; Container Insights needs ClusterName"
+        )
+        return [], problem
+    namespace = record.native_id.split("/", 1)[0] if "/" in record.native_id else "default"
+    dims = (("ClusterName", record.cluster), ("Namespace", namespace), ("PodName", node.node_id))
+    specs = [
+        SeriesSpec(record.key, node.node_id, metric, CONTAINER_INSIGHTS_NAMESPACE, name, dims)
+        for metric, name in (
+            ("gpu_utilization", "pod_gpu_utilization"),
+            ("gpu_memory_utilization", "pod_gpu_memory_utilization"),
+        )
+        if metric in wanted
+    ]
+    return specs, None
+
+
+def build_series(
+    records: Iterable[JobRecord],
+    *,
+    instance_type: Callable[[JobRecord, NodeRef], str | None] | None = None,
+    osprey_namespace: str = OSPREY_NAMESPACE,
+    needs: Needs = None,
+) -> tuple[list[SeriesSpec], list[BuildProblem]]:
+    """Every series of every node of ``records``, in job order, plus the nodes that could not be queried.
+
+    ``instance_type`` tells the SageMaker normalisation a host's instance type when ``NodeRef.gpus`` is unset.
+    ``needs`` limits a job's series to the metrics its policy reads (each series is paid for on every read);
+    None builds them all.
+
+    The runtime's latency is one series per job, on the lead host (module docstring), and its value goes to
+    the lead node only. That is the job's value: the engine aggregates a node rule over the nodes that have
+    data, so ``mean``, ``min`` and ``max`` all return the lead's latency, as when the same value sits on every
+    node (which is how :mod:`osprey_control.metrics.reuse` replays a decision).
+    """
+    specs: list[SeriesSpec] = []
+    problems: list[BuildProblem] = []
+    for record in records:
+        wanted = CLOUDWATCH_NODE_METRICS if needs is None else needs(record) & CLOUDWATCH_NODE_METRICS
+        for node in record.nodes:
+            problem: BuildProblem | None = None
+            if node.kind is NodeKind.INSTANCE:
+                specs.extend(_cwagent(record.key, node, wanted))
+            elif node.kind is NodeKind.HOST:
+                found, problem = _sagemaker(
+                    record, node, instance_type(record, node) if instance_type else None, wanted
+                )
+                specs.extend(found)
+            else:
+                found, problem = _pod(record, node, wanted)
+                specs.extend(found)
+            if problem is not None:
+                problems.append(problem)
+        lead = _lead_node(record)
+        if lead is not None and "node_interconnect_latency" in wanted:
+            node, host = lead
+            runtime_dims = (
+                ("Backend", runtime_backend(record.backend)),
+                ("JobId", _runtime_job_id(record)),
+                ("Host", host),
+            )
+            specs.append(
+                SeriesSpec(
+                    record.key,
+                    node.node_id,
+                    "node_interconnect_latency",
+                    osprey_namespace,
+                    "InterconnectLatencyMicroseconds",
+                    runtime_dims,
+                )
+            )
+    return specs, problems
+
+
+# (signal, runtime metric name, statistic): Minimum, the period's latest report of a job that advances.
+PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (("remaining_seconds", "RemainingSeconds", "Minimum"),)
+
+
+def build_progress_series(
+    records: Iterable[JobRecord], *, osprey_namespace: str = OSPREY_NAMESPACE, needs: Needs = None
+) -> list[SeriesSpec]:
+    """The progress series of every RUNNING job's lead host (module docstring); queued jobs have none, nor do
+    jobs whose policy has no ``remaining_time`` rule (``needs``)."""
+    specs: list[SeriesSpec] = []
+    for record in records:
+        host = lead_host(record)
+        if record.status is not JobStatus.RUNNING or host is None:
+            continue
+        if needs is not None and "remaining_time" not in needs(record):
+            continue
+        dims = (
+            ("Backend", runtime_backend(record.backend)),
+            ("JobId", _runtime_job_id(record)),
+            ("Host", host),
+        )
+        specs.extend(
+            SeriesSpec(record.key, host, signal, osprey_namespace, name, dims, stat=stat, job_level=True)
+            for signal, name, stat in PROGRESS_SOURCES
+        )
+    return specs
+
+
+def lead_host(record: JobRecord) -> str | None:
+    """The runtime's ``Host`` where rank 0 usually runs; None when it cannot be known (an EKS job without pods)."""
+    if record.backend is Backend.BATCH:
+        return "0"  # AWS_BATCH_JOB_NODE_INDEX of a single-node job and of a multi-node job's main node
+    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) and not record.nodes:
+        return "algo-1"
+    return _runtime_host(record, 0, record.nodes[0]) if record.nodes else None
+
+
+def _lead_node(record: JobRecord) -> tuple[NodeRef, str] | None:
+    """The node the lead host's series describe, and that host; None for a job without nodes."""
+    host = lead_host(record)
+    if host is None or not record.nodes:
+        return None
+    for position, node in enumerate(record.nodes):
+        if _runtime_host(record, position, node) == host:
+            return node, host
+    return record.nodes[0], host
+
+
+def lead_series(
+    records: Iterable[JobRecord],
+    signal: str,
+    metric_name: str,
+    *,
+    stat: str = "Average",
+    osprey_namespace: str = OSPREY_NAMESPACE,
+) -> list[SeriesSpec]:
+    """One runtime series per job, on its lead host: for a value every rank shares (the step time or the
+    collective latency of a synchronous job), which the runtime publishes from the lead process only."""
+    specs: list[SeriesSpec] = []
+    for record in records:
+        host = lead_host(record)
+        if host is None:
+            continue
+        dims = (
+            ("Backend", runtime_backend(record.backend)),
+            ("JobId", _runtime_job_id(record)),
+            ("Host", host),
+        )
+        specs.append(
+            SeriesSpec(
+                record.key, host, signal, osprey_namespace, metric_name, dims, stat=stat, job_level=True
+            )
+        )
+    return specs
+
+
+def metric_data_query(query_id: str, spec: SeriesSpec, period: int) -> dict[str, Any]:
+    """The GetMetricData ``MetricDataQueries`` entry for ``spec`` (a MetricStat, no math, no SEARCH)."""
+    return {
+        "Id": query_id,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": spec.namespace,
+                "MetricName": spec.metric_name,
+                "Dimensions": [{"Name": name, "Value": value} for name, value in spec.dimensions],
+            },
+            "Period": period,
+            "Stat": spec.stat,
+        },
+        "ReturnData": True,
+    }

@@ -1,0 +1,240 @@
+"""The apply step of a cycle: every job whose derived priority is not on its backend yet, applied at once.
+
+It runs after the shards' Map state so that Batch gets one UpdateSchedulingPolicy per queue per cycle. The
+shards report only counts (the state machine's payload stays the same size whatever the fleet); the pending
+jobs are in the registry's sparse ``apply-pending`` index, which the apply step queries for every shard that
+reported. It re-reads each one and applies its ``derived_priority`` against its ``applied_priority`` (what
+the backend holds), then records the outcome with a conditional write, which also sets or removes the job's
+``apply-pending`` entry:
+
+- applied (written, or found already set) → ``applied_priority`` and ``applied_at``;
+- failed transiently (throttling, 5xx, connection) → ``apply_failure`` with a count of consecutive attempts,
+  retried next cycle until ``MAX_TRANSIENT_APPLY_ATTEMPTS``;
+- failed otherwise, or skipped (not opted in, job finished, no applier) → a permanent ``apply_failure``: not
+  tried again until the derived priority changes.
+
+Liveness: outcomes are recorded per applier call (all of Batch's jobs at once, since Batch gets one
+UpdateSchedulingPolicy per policy per cycle; the per-job appliers in chunks of their ``chunk_size``), and no
+call starts after the deadline's margin. Jobs not reached are ``deferred``: still pending in the registry, so
+the next cycle finds them again. The jobs whose derived priority changed longest ago go first, so
+the ones a deadline defers are tried early next cycle.
+
+Fencing: with a ``fence`` (the execution's lease token), every registry write is a transaction that checks the
+token, each applier call is preceded by a consistent read of it, and Batch's applier checks it again right
+before each UpdateSchedulingPolicy (:class:`~osprey_control.backends.GuardedApplier`). Once it fails
+(``ApplyReport.fence_lost``) the step writes nothing more: the calls not made are ``deferred`` and the outcomes
+not recorded are ``unrecorded``; those jobs stay pending for the execution that now holds the lease, and no
+apply failure is recorded against them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from osprey_control.backends import (
+    Applier,
+    ApplyReport,
+    GuardedApplier,
+    Housekeeper,
+    Outcome,
+    PriorityChange,
+    apply_all,
+)
+from osprey_control.registry import Backend, JobKey, JobRecord
+from osprey_control.registry.fence import Fence, FenceLostError
+from osprey_control.steps.deadline import Deadline
+
+__all__ = [
+    "ApplyRegistry",
+    "RecordSource",
+    "apply_cycle",
+    "pending_changes",
+    "record_outcomes",
+    "reported_shards",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class RecordSource(Protocol):
+    def get(self, key: JobKey) -> JobRecord | None: ...
+
+
+class PendingSource(RecordSource, Protocol):
+    def pending_keys(self, shard: int | None = None) -> list[JobKey]: ...
+
+
+class ApplyRegistry(PendingSource, Protocol):
+    """The registry as the apply step uses it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
+
+    def record_applied(
+        self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None, detail: str = ""
+    ) -> JobRecord | None: ...
+
+    def record_apply_failure(
+        self,
+        key: JobKey,
+        priority: int,
+        reason: str,
+        *,
+        permanent: bool,
+        now: datetime,
+        fence: Fence | None = None,
+    ) -> JobRecord | None: ...
+
+
+def reported_shards(reports: Iterable[Mapping[str, Any]]) -> list[int | None]:
+    """The shards whose derive step reported (a failed shard's jobs wait for a cycle in which it derives);
+    ``[None]`` (every shard) when a report covers the whole registry (``shard`` null or absent)."""
+    shards: list[int | None] = []
+    for report in reports:
+        if report.get("failed"):
+            continue
+        shard = report.get("shard")
+        if not isinstance(shard, int) or isinstance(shard, bool):
+            return [None]
+        if shard not in shards:
+            shards.append(shard)
+    return shards
+
+
+def pending_changes(shards: Iterable[int | None], registry: PendingSource) -> list[PriorityChange]:
+    """A :class:`PriorityChange` to ``derived_priority`` for each job of ``shards`` in the ``apply-pending``
+    index, re-read with a consistent read (the index lags) and still pending (``JobRecord.apply_pending``);
+    jobs that left the registry meanwhile are skipped."""
+    changes: list[PriorityChange] = []
+    seen: set[JobKey] = set()
+    for shard in shards:
+        for key in registry.pending_keys(shard):
+            if key in seen:
+                continue
+            seen.add(key)
+            record = registry.get(key)
+            if record is not None and record.apply_pending() and record.derived_priority is not None:
+                changes.append(PriorityChange(record, record.derived_priority))
+    return changes
+
+
+def record_outcomes(
+    report: ApplyReport,
+    registry: ApplyRegistry,
+    keys: Iterable[JobKey],
+    now: datetime,
+    fence: Fence | None = None,
+) -> None:
+    """Write each job's apply result (of ``keys``) to the registry; a job whose write fails is listed in
+    ``report.unrecorded`` and stays pending, so the next cycle applies it again (appliers are idempotent).
+    Once the fence fails (here or before: ``report.fence_lost``), nothing more is written."""
+    wanted = set(keys)
+    for result in report.results:
+        if result.job not in wanted:
+            continue
+        if report.fence_lost:
+            report.unrecorded.append((result.job, "FenceLostError: another execution holds the cycle lease"))
+            continue
+        try:
+            if result.outcome is Outcome.APPLIED:
+                detail = f"{result.reason}: {result.native_value}" if result.native_value else result.reason
+                registry.record_applied(result.job, result.priority, now, fence=fence, detail=detail)
+            else:
+                # A skip (not opted in, finished, no applier) is as final as a non-transient failure.
+                permanent = result.outcome is Outcome.SKIPPED or not result.transient
+                reason = f"{result.outcome.value}: {result.reason}"
+                registry.record_apply_failure(
+                    result.job, result.priority, reason, permanent=permanent, now=now, fence=fence
+                )
+        except FenceLostError as error:  # permanent, and not the job's failure: stop writing, record nothing
+            logger.warning("fence lost: apply outcomes no longer recorded", extra={"token": error.token})
+            report.fence_lost = True
+            report.unrecorded.append((result.job, f"FenceLostError: {error}"))
+        except Exception as error:  # one job's registry write must not lose the others'
+            message = f"{type(error).__name__}: {error}"
+            logger.warning("apply outcome not recorded", extra={"job": str(result.job), "error": message})
+            report.unrecorded.append((result.job, message))
+
+
+def _oldest_change_first(change: PriorityChange) -> tuple[bool, datetime]:
+    changed = change.record.last_changed_at
+    return changed is not None, changed or datetime.min.replace(tzinfo=UTC)
+
+
+def _work(
+    changes: Sequence[PriorityChange], appliers: Iterable[Applier]
+) -> tuple[list[PriorityChange], list[tuple[Applier, list[PriorityChange]]]]:
+    """The changes without an applier, and each applier's calls: whole-cycle appliers first (Batch must see
+    all its jobs in one call), then the per-job ones in chunks, oldest change first."""
+    by_backend: dict[Backend, Applier] = {}
+    for applier in appliers:
+        by_backend.update(dict.fromkeys(applier.backends, applier))
+    unrouted: list[PriorityChange] = []
+    routed: dict[int, tuple[Applier, list[PriorityChange]]] = {}
+    for change in sorted(changes, key=_oldest_change_first):
+        owner = by_backend.get(change.record.backend)
+        if owner is None:
+            unrouted.append(change)
+        else:
+            routed.setdefault(id(owner), (owner, []))[1].append(change)
+    calls: list[tuple[Applier, list[PriorityChange]]] = []
+    for applier, batch in sorted(routed.values(), key=lambda entry: _chunk_size(entry[0]) is not None):
+        size = _chunk_size(applier) or len(batch)
+        calls.extend((applier, batch[start : start + size]) for start in range(0, len(batch), size))
+    return unrouted, calls
+
+
+def _chunk_size(applier: Applier) -> int | None:
+    size = getattr(applier, "chunk_size", None)
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def apply_cycle(
+    reports: Iterable[Mapping[str, Any]],
+    registry: ApplyRegistry,
+    appliers: Iterable[Applier],
+    *,
+    now: datetime | None = None,
+    deadline: Deadline | None = None,
+    fence: Fence | None = None,
+) -> ApplyReport:
+    """Apply the pending jobs of every shard that reported (``reports``: the Map's output, each with its
+    ``shard``) and record each call's outcomes as it returns, until ``deadline`` (none: all of them) or until
+    ``fence`` fails; one report for the cycle, with the jobs not reached under ``deferred``."""
+    now = now or datetime.now(UTC)
+    deadline = deadline or Deadline.never()
+    changes = pending_changes(reported_shards(reports), registry)
+    unrouted, calls = _work(changes, appliers)
+    report = apply_all(unrouted, ())  # skipped: no applier for their backend
+    record_outcomes(report, registry, (change.record.key for change in unrouted), now, fence)
+    for applier, batch in calls:
+        keys = [change.record.key for change in batch]
+        if deadline.expired or report.fence_lost:
+            report.deferred.extend(keys)
+            continue
+        if fence is not None and not fence.holds():  # one read per call: no backend write after a takeover
+            logger.warning("fence lost: no further applier calls", extra={"token": fence.token})
+            report.fence_lost = True
+            report.deferred.extend(keys)
+            continue
+        if fence is not None and isinstance(applier, GuardedApplier):
+            part = applier.apply_guarded(batch, fence.holds)
+        else:
+            part = applier.apply(batch)
+        record_outcomes(part, registry, keys, now, fence)
+        report.extend(part)
+    _housekeep(appliers, report, deadline, fence)
+    return report
+
+
+def _housekeep(
+    appliers: Iterable[Applier], report: ApplyReport, deadline: Deadline, fence: Fence | None
+) -> None:
+    """Each applier's once-a-cycle work, after the jobs: it never delays a priority, so it runs only with time
+    and the lease left."""
+    may_write = fence.holds if fence is not None else lambda: True
+    for applier in appliers:
+        if deadline.expired or report.fence_lost:
+            return
+        if isinstance(applier, Housekeeper):
+            report.extend(applier.housekeep(may_write))

@@ -1,0 +1,160 @@
+"""The baselines without priorities of their own: FIFO and fair share (AWS Batch), no gang (plain
+kube-scheduler), and the oracle. Kueue is in :mod:`osprey.simulate.kueue`.
+
+Each one is generous to itself where the real system's behaviour is not fully documented (noted below), so
+the comparison never rests on a weakened baseline.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import ClassVar
+
+from osprey.simulate.sim import JobRun, Scheduler
+
+__all__ = ["FairShare", "Fifo", "NoGang", "Oracle", "ShareUsage"]
+
+
+class Fifo(Scheduler):
+    """AWS Batch job queue without a scheduling policy: jobs start in submission order, and the job at the
+    head blocks every job behind it while it cannot be placed (head-of-line blocking). A multi-node parallel
+    job gets all its nodes together. Source: AWS Batch User Guide, "Job queues" (a queue without a
+    scheduling policy is first-in, first-out) and "Multi-node parallel jobs"."""
+
+    name: ClassVar[str] = "fifo"
+
+    def schedule(self, now: float) -> None:
+        for run in list(self.sim.queue.values()):
+            if not self.sim.allocate(run, now):
+                return  # the head cannot start: everything behind it waits
+
+
+@dataclass
+class ShareUsage:
+    """One share identifier's usage: GPUs held, averaged with an exponential decay of ``decay_s``.
+
+    ``usage(t) = ∫ gpus(τ) e^{-(t-τ)/D} dτ / D``, updated exactly between changes (gpus is constant there).
+    With ``D = 0`` only current usage counts, as the Batch docs say for ``shareDecaySeconds: 0``.
+    """
+
+    decay_s: float
+    gpus: int = 0
+    decayed: float = 0.0
+    updated_s: float = 0.0
+
+    def usage(self, now: float) -> float:
+        if self.decay_s <= 0:
+            return float(self.gpus)
+        factor = math.exp(-(now - self.updated_s) / self.decay_s)
+        return self.decayed * factor + self.gpus * (1.0 - factor)
+
+    def change(self, now: float, delta: int) -> None:
+        self.decayed = self.usage(now)
+        self.updated_s = now
+        self.gpus += delta
+
+
+class FairShare(Scheduler):
+    """AWS Batch fair-share scheduling policy: the next job comes from the share identifier with the lowest
+    usage x ``weightFactor`` (a lower weight factor gets more: 0.125 gets 8x what 1.0 gets), usage decayed
+    over ``shareDecaySeconds``; within a share, submission order. A share whose next job cannot be placed
+    does not hold up the other shares (Batch documents no cross-share blocking, so none is assumed).
+    Source: AWS Batch User Guide, "Fair-share scheduling policies" and the ``FairsharePolicy`` API
+    (``shareDecaySeconds``, ``shareDistribution[].weightFactor``)."""
+
+    name: ClassVar[str] = "fairshare"
+
+    def __init__(self, share_decay_s: float = 3600.0, weight_factors: dict[str, float] | None = None) -> None:
+        self.share_decay_s = share_decay_s
+        self.weight_factors = dict(weight_factors or {})
+        self._shares: dict[str, ShareUsage] = {}
+
+    def _share(self, name: str) -> ShareUsage:
+        if name not in self._shares:
+            self._shares[name] = ShareUsage(self.share_decay_s)
+        return self._shares[name]
+
+    # -- what a queue built on fair share decides differently (the layered schedulers override these) ------
+    def share_of(self, run: JobRun) -> str:
+        """The job's share identifier."""
+        return run.job.share
+
+    def weight_of(self, share: str) -> float:
+        """The share's ``weightFactor`` (1.0 for a share the policy has no entry for)."""
+        return self.weight_factors.get(share, 1.0)
+
+    def tiebreak(self, share: str, head: JobRun) -> tuple[float, ...] | str:
+        """Order between shares of equal weighted usage (Batch documents none; here the identifier)."""
+        return share
+
+    def within_share(self, runs: list[JobRun]) -> list[JobRun]:
+        """Order of a share's queued jobs (here submission order, the order they entered the queue)."""
+        return runs
+
+    def on_allocated(self, run: JobRun, now: float) -> None:
+        self._share(self.share_of(run)).change(now, run.job.gpus)
+
+    def on_finished(self, run: JobRun, now: float) -> None:
+        # Completed, failed or evicted: the job's GPUs stop counting as its share's usage now.
+        self._share(self.share_of(run)).change(now, -run.job.gpus)
+
+    def schedule(self, now: float) -> None:
+        heads: dict[str, list[JobRun]] = defaultdict(list)
+        for run in self.sim.queue.values():
+            heads[self.share_of(run)].append(run)
+        for share, runs in heads.items():
+            heads[share] = self.within_share(runs)
+        # Within one instant only the share that just started a job changes its usage, so a heap keyed on
+        # (weighted usage, tie-break) picks the same share as a scan of every share, in O(log shares).
+        positions = dict.fromkeys(heads, 0)
+        ready = [self._key(share, heads[share][0], now) for share in heads]
+        heapq.heapify(ready)
+        while ready and self.sim.cluster.free_total > 0:
+            *_, share = heapq.heappop(ready)
+            run = heads[share][positions[share]]
+            if not self.sim.allocate(run, now):
+                continue  # the share's head does not fit: that share waits, the others go on
+            positions[share] += 1
+            if positions[share] < len(heads[share]):
+                heapq.heappush(ready, self._key(share, heads[share][positions[share]], now))
+
+    def _key(self, share: str, head: JobRun, now: float) -> tuple[float, tuple[float, ...] | str, str]:
+        return (self._share(share).usage(now) * self.weight_of(share), self.tiebreak(share, head), share)
+
+
+class NoGang(Scheduler):
+    """The default Kubernetes scheduler without gang scheduling: every worker (pod) is bound on its own, in
+    submission order, as soon as a node has room; pods that do not fit are skipped, not waited for. A job
+    trains only once all its workers are up, so a partly placed gang holds GPUs that do nothing (the seed's
+    "one worker training while 63 sit idle"). Source: Kubernetes docs, "Kubernetes Scheduler" (pods are
+    scheduled one at a time) and the coscheduling KEP/plugin that exists because of this."""
+
+    name: ClassVar[str] = "nogang"
+
+    def schedule(self, now: float) -> None:
+        for run in list(self.sim.queue.values()):
+            while self.sim.cluster.free_total >= run.worker_gpus and self.sim.place_worker(run, now):
+                pass
+            if self.sim.cluster.free_total == 0:
+                return
+
+
+class Oracle(Scheduler):
+    """Not a real scheduler: a reference bound. Knows every job's duration and starts, among the waiting
+    jobs, the one with the least remaining GPU-time (GPUs x remaining seconds) first, skipping any that does
+    not fit (whole-job placement). Non-preemptive: preempting would throw away work."""
+
+    name: ClassVar[str] = "oracle"
+
+    def schedule(self, now: float) -> None:
+        queued = sorted(
+            self.sim.queue.values(), key=lambda r: (r.job.gpus * r.remaining_s, r.job.submit_s, r.index)
+        )
+        for run in queued:
+            if self.sim.cluster.free_total == 0:
+                return
+            if run.job.gpus <= self.sim.cluster.free_total:
+                self.sim.allocate(run, now)

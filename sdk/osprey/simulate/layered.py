@@ -1,0 +1,172 @@
+"""Osprey layered on each backend, exactly as production actuates it (docs/scheduling.md).
+
+Osprey only writes priorities; the backend model decides admission and preemption from them:
+
+- ``kueue+osprey``: the :class:`~osprey.simulate.kueue.Kueue` model unchanged (BestEffortFIFO,
+  ``LowerPriority`` preemption, waitForPodsReady); a Workload's ``spec.priority`` is what the production EKS
+  applier writes, :meth:`osprey_control.backends.eks.applier.KueuePriorityRange.map` of the applied priority (its
+  WorkloadPriorityClass value until Osprey's first write).
+- ``fairshare+osprey``: the :class:`~osprey.simulate.baselines.FairShare` model with one share
+  identifier per job (the production Batch applier requires it) whose ``weightFactor`` is the production
+  :func:`osprey_control.backends.batch.applier.weight_factor` of the applied priority (1.0, Batch's value for a share
+  without an entry, until Osprey's first write). Batch documents no order between shares of equal weighted
+  usage; submission order is assumed.
+- ``sagemaker-queue``: an AWS Batch SAGEMAKER_TRAINING service job queue with a fair-share scheduling policy
+  (share identifier = team): shares as in ``fairshare``, and within a share "jobs with a higher scheduling
+  priority are scheduled before jobs with a lower scheduling priority" (UpdateServiceJob), then submission
+  order. Without Osprey a job keeps the ``schedulingPriority`` it was submitted with (its priority class).
+- ``sagemaker-queue+osprey``: the same queue with the production
+  :func:`osprey_control.contract.batch_scheduling_priority` of the applied priority, written by
+  ``UpdateServiceJob`` every cycle it changes.
+
+Every layered scheduler also runs Osprey's gang watch (:class:`~osprey.simulate.gangwatch.GangWatch`)
+under the policy's ``coScheduling``; only EKS can suspend a job, so ``requeue`` runs as ``serial`` elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from osprey.simulate.baselines import FairShare
+from osprey.simulate.control import OspreyControl
+from osprey.simulate.gangwatch import GangWatch
+from osprey.simulate.kueue import Kueue
+from osprey.simulate.sim import JobRun, Scheduler
+from osprey_control.backends.batch.applier import weight_factor
+from osprey_control.backends.eks.applier import DEFAULT_KUEUE_PRIORITY_RANGE, KueuePriorityRange
+from osprey_control.contract import batch_scheduling_priority
+from osprey_control.policy import PriorityDerivationPolicy
+from osprey_control.registry.model import Backend
+
+__all__ = [
+    "BATCH_MAX_SCHEDULING_PRIORITY",
+    "FairShareOsprey",
+    "KueueOsprey",
+    "Layered",
+    "SageMakerQueue",
+    "SageMakerQueueOsprey",
+]
+
+BATCH_MAX_SCHEDULING_PRIORITY = 9999
+
+
+class Layered(Scheduler):
+    """Mixin state of a backend model with Osprey on top: the control loop and the gang watch."""
+
+    control: OspreyControl
+    gangs: GangWatch
+
+    def _layer(
+        self, policy: PriorityDerivationPolicy, cycle_s: float | None, seed: int, backend: Backend
+    ) -> None:
+        self.control = OspreyControl(policy, backend=backend, cycle_s=cycle_s, seed=seed)
+        # The backend's own value written for each job (Workload priority, schedulingPriority), by run index.
+        self.written: dict[int, int] = {}
+        self.cycle_s = self.control.interval_s
+        # Only EKS can suspend a started job (osprey_control.backends.gangs).
+        self.gangs = GangWatch(policy, supports_requeue=backend is Backend.EKS)
+
+    def write(self, run: JobRun) -> None:
+        """Write ``run.priority`` to the backend in its own terms (the production mapping)."""
+        raise NotImplementedError
+
+    def on_cycle(self, now: float) -> None:
+        written = self.control.cycle(self.sim, now)
+        for run in written:
+            self.write(run)
+        if written:
+            self.sim.mark_changed()
+
+    # Layered comes first in each subclass's bases, so these run the backend model's hook, then Osprey's.
+    def on_arrival(self, run: JobRun, now: float) -> None:
+        super().on_arrival(run, now)
+        self.control.admit(run)
+
+    def on_allocated(self, run: JobRun, now: float) -> None:
+        super().on_allocated(run, now)
+        self.gangs.on_allocated(self.sim, run, now)
+
+    def on_timer(self, run: JobRun, tag: str, now: float) -> None:
+        super().on_timer(run, tag, now)
+        self.gangs.on_timer(self.sim, run, tag, now)
+
+
+class KueueOsprey(Layered, Kueue):
+    name: ClassVar[str] = "kueue+osprey"
+
+    def __init__(
+        self,
+        policy: PriorityDerivationPolicy,
+        *,
+        cycle_s: float | None = None,
+        seed: int = 0,
+        priority_range: KueuePriorityRange = DEFAULT_KUEUE_PRIORITY_RANGE,
+        preemption: bool = True,
+    ) -> None:
+        super().__init__(preemption=preemption)
+        self._layer(policy, cycle_s, seed, Backend.EKS)
+        self.priority_range = priority_range
+
+    def priority(self, run: JobRun) -> int:
+        return self.written.get(run.index, run.job.priority_class)
+
+    def write(self, run: JobRun) -> None:
+        assert run.priority is not None
+        self.written[run.index] = self.priority_range.map(run.priority)
+
+
+class _FairShareLayered(Layered, FairShare):
+    backend: ClassVar[Backend]
+
+    def __init__(
+        self,
+        policy: PriorityDerivationPolicy,
+        *,
+        cycle_s: float | None = None,
+        seed: int = 0,
+        share_decay_s: float = 3600.0,
+    ) -> None:
+        super().__init__(share_decay_s=share_decay_s)
+        self._layer(policy, cycle_s, seed, self.backend)
+
+
+class FairShareOsprey(_FairShareLayered):
+    name: ClassVar[str] = "fairshare+osprey"
+    backend: ClassVar[Backend] = Backend.BATCH
+
+    def share_of(self, run: JobRun) -> str:
+        return f"osprey-{run.job.job_id}"
+
+    def tiebreak(self, share: str, head: JobRun) -> tuple[float, ...]:
+        return (head.job.submit_s, float(head.index))
+
+    def write(self, run: JobRun) -> None:
+        assert run.priority is not None
+        self.weight_factors[self.share_of(run)] = weight_factor(run.priority)
+
+
+class SageMakerQueue(FairShare):
+    """A SAGEMAKER_TRAINING service job queue: fair share between teams, ``schedulingPriority`` within one."""
+
+    name: ClassVar[str] = "sagemaker-queue"
+
+    def scheduling_priority(self, run: JobRun) -> int:
+        """The service job's ``schedulingPriority``: what it was submitted with (its priority class)."""
+        return min(BATCH_MAX_SCHEDULING_PRIORITY, max(0, run.job.priority_class))
+
+    def within_share(self, runs: list[JobRun]) -> list[JobRun]:
+        # sorted() is stable: equal priorities keep submission (queue) order.
+        return sorted(runs, key=lambda run: -self.scheduling_priority(run))
+
+
+class SageMakerQueueOsprey(SageMakerQueue, _FairShareLayered):
+    name: ClassVar[str] = "sagemaker-queue+osprey"
+    backend: ClassVar[Backend] = Backend.SAGEMAKER_QUEUED
+
+    def scheduling_priority(self, run: JobRun) -> int:
+        written = self.written.get(run.index)
+        return written if written is not None else super().scheduling_priority(run)
+
+    def write(self, run: JobRun) -> None:
+        assert run.priority is not None
+        self.written[run.index] = batch_scheduling_priority(run.priority)

@@ -1,0 +1,192 @@
+"""Slurm's scheduling of one partition (AWS ParallelCluster's defaults), and Osprey layered on it.
+
+What is modelled (slurm.conf, sched/backfill, priority/multifactor documentation, schedmd.com):
+
+- **Priority order.** Pending jobs are considered by priority, then submission time, then job id.
+  ParallelCluster's slurm.conf sets no ``PriorityType`` weights, so without Osprey every job has the same
+  priority (:data:`NATIVE_PRIORITY`): submission order, as ``docs/slurm.md`` describes native Slurm.
+- **The main scheduler** starts jobs in that order and stops at the first one that cannot start: nothing
+  behind it starts ahead of it from this pass (``sched/backfill``'s main loop, like ``sched/builtin``).
+- **Backfill** (``sched/backfill``, the ParallelCluster default) then walks the pending jobs in priority order
+  (at most ``bf_max_job_test``, 500). Each gets the earliest time its GPUs are free for its whole time
+  limit, counting running jobs as ending at start + time limit and the reservations of the jobs before it; a
+  job whose earliest time is now starts, any other keeps its reservation, so a lower-priority job starts only
+  if it delays no higher-priority one. The time limit is the job's declared runtime
+  (``Job.declared_runtime_s``, ``--time``); without one it is the partition's ``MaxTime``, unlimited: such a
+  job never ends as far as backfill knows, and starts only where nothing reserved is delayed for ever.
+  ``bf_window`` (a day by default) is not modelled: reservations further out change mean waits by less than
+  0.1 minute on the LLM workload.
+- **Time limits are enforced**: a job still running at start + limit ends ``TIMEOUT`` (failed), as slurmctld
+  ends it.
+- **No preemption** (``PreemptType=preempt/none``, the default) and all of a job's nodes at once (a Slurm
+  allocation is all-or-nothing).
+
+With Osprey (``slurm+osprey``) the model is unchanged; each job's priority is what the production Slurm
+applier writes through slurmrestd, :meth:`osprey_control.backends.slurm.applier.SlurmPriorityRange.map` of the applied
+priority (an explicit priority, which Slurm stops recomputing, as in production). Until Osprey's first write a
+job keeps its own priority, ``base_priority``: 1 with ParallelCluster's slurm.conf, the bottom of the mapped
+range, so a newly submitted job waits behind every job Osprey has ranked until its first cycle.
+
+Generous to Slurm: the backfill pass runs at every event (real Slurm runs it every ``bf_interval``, 30 s by
+default). GPUs are counted cluster-wide for reservations (``select/cons_tres`` places whole nodes for a
+multi-node job); the physical fit is checked when a job starts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable
+from typing import ClassVar
+
+from osprey.simulate.layered import Layered
+from osprey.simulate.sim import JobRun, Scheduler
+from osprey_control.backends.slurm.applier import DEFAULT_SLURM_PRIORITY_RANGE, SlurmPriorityRange
+from osprey_control.policy import PriorityDerivationPolicy
+from osprey_control.registry.model import Backend
+
+__all__ = ["BF_MAX_JOB_TEST", "NATIVE_PRIORITY", "TIMEOUT", "Slurm", "SlurmOsprey"]
+
+# slurm.conf SchedulerParameters=bf_max_job_test: pending jobs backfill considers per pass (Slurm's default).
+BF_MAX_JOB_TEST = 500
+# Every job's priority with no priority weights configured (the lowest that is not "held").
+NATIVE_PRIORITY = 1
+TIMEOUT = "timeout"
+
+
+class _FreeGpus:
+    """Free GPUs over time as backfill sees them: a step function from ``now`` on, raised as running jobs reach
+    their time limit and lowered by each reservation. ``times[k]`` starts the step with ``free[k]`` GPUs."""
+
+    def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]]) -> None:
+        self.times = [now]
+        self.free = [free]
+        for at, gpus in sorted(releases):
+            if math.isinf(at):
+                continue  # no time limit: never released as far as backfill knows
+            if at > self.times[-1]:
+                self.times.append(at)
+                self.free.append(self.free[-1])
+            self.free[-1] += gpus
+
+    def earliest(self, gpus: int, duration: float, *, after: float | None = None) -> float | None:
+        """The first time (later than ``after``, if given) from which ``gpus`` stay free for ``duration``, or
+        None when there is none."""
+        k = 0 if after is None else bisect.bisect_right(self.times, after)
+        while k < len(self.times):
+            start, end = self.times[k], self.times[k] + duration
+            j = k
+            while j < len(self.times) and self.times[j] < end and self.free[j] >= gpus:
+                j += 1
+            if j == len(self.times) or self.times[j] >= end:
+                return start
+            k = j + 1  # step j is short: no start at or before it can span it
+        return None
+
+    def _split(self, at: float) -> int:
+        """The index of the step starting at ``at`` (a new step when ``at`` falls inside one)."""
+        k = bisect.bisect_right(self.times, at) - 1
+        if self.times[k] == at:
+            return k
+        self.times.insert(k + 1, at)
+        self.free.insert(k + 1, self.free[k])
+        return k + 1
+
+    def take(self, start: float, duration: float, gpus: int) -> None:
+        first = self._split(start)
+        last = len(self.times) if math.isinf(duration) else self._split(start + duration)
+        for k in range(first, last):
+            self.free[k] -= gpus
+
+
+class Slurm(Scheduler):
+    name: ClassVar[str] = "slurm"
+
+    def __init__(self, *, backfill: bool = True, max_job_test: int = BF_MAX_JOB_TEST) -> None:
+        self.backfill = backfill
+        self.max_job_test = max_job_test
+
+    def priority(self, run: JobRun) -> int:
+        """The job's Slurm priority: the same for every job without priority weights."""
+        return NATIVE_PRIORITY
+
+    def on_allocated(self, run: JobRun, now: float) -> None:
+        limit = self.time_limit(run)
+        if math.isfinite(limit):
+            self.sim.set_timer(run, now + limit, TIMEOUT)
+
+    def on_timer(self, run: JobRun, tag: str, now: float) -> None:
+        if tag == TIMEOUT and run.index in self.sim.running:
+            self.sim.fail(run, now)  # state TIMEOUT: slurmctld ends the job at its limit
+
+    @staticmethod
+    def time_limit(run: JobRun) -> float:
+        """``--time``: the declared runtime; unlimited (the partition's MaxTime) without one."""
+        declared = run.job.declared_runtime_s
+        return math.inf if declared is None else declared
+
+    def schedule(self, now: float) -> None:
+        sim = self.sim
+        priority = self.priority
+        pending = sorted(sim.queue.values(), key=lambda run: (-priority(run), run.job.submit_s, run.index))
+        for position, run in enumerate(pending):
+            if not sim.allocate(run, now):
+                if self.backfill:
+                    self._backfill(pending[position : position + self.max_job_test], now)
+                return
+
+    def _end_by_limit(self, run: JobRun) -> float:
+        assert run.allocated_s is not None  # a running job was allocated
+        return run.allocated_s + self.time_limit(run)
+
+    def _backfill(self, pending: list[JobRun], now: float) -> None:
+        sim = self.sim
+        free = _FreeGpus(
+            now,
+            sim.cluster.free_total,
+            ((self._end_by_limit(run), run.job.gpus) for run in sim.running.values()),
+        )
+        for run in pending:
+            if sim.cluster.free_total == 0:
+                return  # nothing can start now; later reservations change no start of this pass
+            limit = self.time_limit(run)
+            start = free.earliest(run.job.gpus, limit)
+            if start is None:
+                continue  # never free for its whole limit: no reservation either
+            if start <= now:
+                if sim.allocate(run, now):
+                    free.take(now, limit, run.job.gpus)
+                    continue
+                # Enough GPUs, not on nodes it can use: reserved from the next release on, when Slurm's
+                # node-level view would see room (none known when every running job is unlimited).
+                start = free.earliest(run.job.gpus, limit, after=now)
+                if start is None:
+                    continue
+            free.take(start, limit, run.job.gpus)
+
+
+class SlurmOsprey(Layered, Slurm):
+    name: ClassVar[str] = "slurm+osprey"
+
+    def __init__(
+        self,
+        policy: PriorityDerivationPolicy,
+        *,
+        cycle_s: float | None = None,
+        seed: int = 0,
+        priority_range: SlurmPriorityRange = DEFAULT_SLURM_PRIORITY_RANGE,
+        base_priority: int = NATIVE_PRIORITY,
+    ) -> None:
+        super().__init__()
+        self._layer(policy, cycle_s, seed, Backend.SLURM)
+        self.priority_range = priority_range
+        # A job's own Slurm priority until Osprey's first write: 1 with ParallelCluster's slurm.conf; with
+        # PriorityWeightPartition=N (one partition, its factor 1.0), every job starts at N (docs/slurm.md).
+        self.base_priority = base_priority
+
+    def priority(self, run: JobRun) -> int:
+        return self.written.get(run.index, self.base_priority)
+
+    def write(self, run: JobRun) -> None:
+        assert run.priority is not None
+        self.written[run.index] = self.priority_range.map(run.priority)

@@ -1,0 +1,264 @@
+"""Batch fair-share weights against moto: one UpdateSchedulingPolicy per policy, other shares untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from hypothesis import given
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from osprey_control.backends import Outcome, PriorityChange
+from osprey_control.backends.batch import MAX_WEIGHT, MIN_WEIGHT, BatchShareApplier, weight_factor
+from osprey_control.registry.model import Backend, JobRecord
+from tests.control.metrics.helpers import instance, record
+
+ENABLED = {"osprey:enabled": "true", "osprey:policy": "training-policy"}
+
+
+class Fleet:
+    """A fair-share queue in moto with a non-Osprey share and a wildcard entry already in its policy."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        iam = boto3.client("iam", region_name="us-east-1")
+        role = iam.create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        environment = client.create_compute_environment(
+            computeEnvironmentName="gpu", type="UNMANAGED", state="ENABLED", serviceRole=role
+        )["computeEnvironmentArn"]
+        self.policy = client.create_scheduling_policy(
+            name="fair",
+            fairsharePolicy={
+                "shareDecaySeconds": 3600,
+                "computeReservation": 10,
+                "shareDistribution": [
+                    {"shareIdentifier": "analytics", "weightFactor": 0.5},
+                    {"shareIdentifier": "legacy*", "weightFactor": 2.0},
+                ],
+            },
+        )["arn"]
+        self.queue = client.create_job_queue(
+            jobQueueName="ml",
+            state="ENABLED",
+            priority=1,
+            schedulingPolicyArn=self.policy,
+            computeEnvironmentOrder=[{"order": 1, "computeEnvironment": environment}],
+        )["jobQueueArn"]
+        client.register_job_definition(
+            jobDefinitionName="train",
+            type="container",
+            containerProperties={"image": "train:1", "vcpus": 1, "memory": 512},
+        )
+        self.updates: list[dict[str, Any]] = []
+        client.meta.events.register(
+            "provide-client-params.batch.UpdateSchedulingPolicy",
+            lambda params, **_: self.updates.append(params),
+        )
+
+    def job(self, name: str, *, share: str, applied: int | None, tags: dict[str, str] = ENABLED) -> JobRecord:
+        job_id = self.client.submit_job(
+            jobName=name, jobQueue=self.queue, jobDefinition="train", shareIdentifier=share, tags=tags
+        )["jobId"]
+        return record(
+            Backend.BATCH,
+            job_id,
+            [instance("i-1")],
+            job_queue=self.queue,
+            share_identifier=share,
+            applied_priority=applied,
+        )
+
+    def shares(self) -> dict[str, float]:
+        [policy] = self.client.describe_scheduling_policies(arns=[self.policy])["schedulingPolicies"]
+        return {
+            entry["shareIdentifier"]: entry["weightFactor"]
+            for entry in policy["fairsharePolicy"]["shareDistribution"]
+        }
+
+
+@pytest.fixture
+def fleet() -> Iterator[Fleet]:
+    with mock_aws(config={"batch": {"use_docker": False}}):
+        yield Fleet(boto3.client("batch", region_name="us-east-1"))
+
+
+def test_one_policy_update_per_cycle_sets_each_jobs_weight_and_keeps_other_shares(fleet: Fleet) -> None:
+    # Given three enabled jobs with their own shares, one job that did not opt in, and one unchanged job
+    high = fleet.job("high", share="job-high", applied=50)
+    low = fleet.job("low", share="job-low", applied=50)
+    top = fleet.job("top", share="job-top", applied=90)
+    foreign = fleet.job("foreign", share="job-foreign", applied=50, tags={"team": "x"})
+    same = fleet.job("same", share="job-same", applied=30)
+    changes = [
+        PriorityChange(high, 60),
+        PriorityChange(low, 0),
+        PriorityChange(top, 100),
+        PriorityChange(foreign, 80),
+        PriorityChange(same, 30),
+    ]
+
+    # When applied
+    report = BatchShareApplier(fleet.client).apply(changes)
+
+    # Then the policy was updated exactly once with the mapped weights, the existing shares kept as they were
+    assert len(fleet.updates) == 1
+    assert report.writes == 1
+    assert fleet.shares() == {
+        "analytics": 0.5,
+        "legacy*": 2.0,
+        "job-high": weight_factor(60),
+        "job-low": MAX_WEIGHT,
+        "job-top": MIN_WEIGHT,
+    }
+    [policy] = fleet.client.describe_scheduling_policies(arns=[fleet.policy])["schedulingPolicies"]
+    assert policy["fairsharePolicy"]["shareDecaySeconds"] == 3600
+    outcomes = {result.job: result.outcome for result in report.results}
+    assert outcomes[foreign.key] is Outcome.SKIPPED
+    assert outcomes[same.key] is Outcome.SKIPPED
+    assert [outcomes[job.key] for job in (high, low, top)] == [Outcome.APPLIED] * 3
+
+
+def test_jobs_whose_share_cannot_be_weighted_fail_alone(fleet: Fleet) -> None:
+    # Given a job inside the policy's wildcard, two jobs sharing one identifier, and a well-formed job
+    wild = fleet.job("wild", share="legacy-1", applied=50)
+    twin_a = fleet.job("twin-a", share="shared", applied=50)
+    twin_b = fleet.job("twin-b", share="shared", applied=50)
+    good = fleet.job("good", share="job-good", applied=50)
+
+    report = BatchShareApplier(fleet.client).apply(
+        [PriorityChange(job, 70) for job in (wild, twin_a, twin_b, good)]
+    )
+
+    # Then each problem job fails with a reason that says what to change, and the good job still gets its weight
+    by_job = report.by_job()
+    assert "wildcard entry legacy*" in by_job[wild.key].reason
+    assert "give each job its own" in by_job[twin_a.key].reason
+    assert by_job[twin_b.key].outcome is Outcome.FAILED
+    assert by_job[good.key].outcome is Outcome.APPLIED
+    assert set(fleet.shares()) == {"analytics", "legacy*", "job-good"}
+    assert len(fleet.updates) == 1
+
+
+def test_weights_already_in_place_are_not_written_again(fleet: Fleet) -> None:
+    job = fleet.job("j", share="job-j", applied=50)
+    BatchShareApplier(fleet.client).apply([PriorityChange(job, 60)])
+
+    # When the registry lost the applied priority and the same change comes again
+    report = BatchShareApplier(fleet.client).apply([PriorityChange(job, 60)])
+
+    # Then no second update is made
+    assert len(fleet.updates) == 1
+    assert report.results[0].reason == "already set"
+
+
+def test_a_queue_without_a_scheduling_policy_is_explained(fleet: Fleet) -> None:
+    environment = fleet.client.describe_compute_environments()["computeEnvironments"][0][
+        "computeEnvironmentArn"
+    ]
+    plain = fleet.client.create_job_queue(
+        jobQueueName="fifo",
+        state="ENABLED",
+        priority=1,
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": environment}],
+    )["jobQueueArn"]
+    job_id = fleet.client.submit_job(jobName="f", jobQueue=plain, jobDefinition="train", tags=ENABLED)[
+        "jobId"
+    ]
+    job = record(Backend.BATCH, job_id, [], job_queue=plain, share_identifier="job-f", applied_priority=50)
+
+    report = BatchShareApplier(fleet.client).apply([PriorityChange(job, 60)])
+
+    assert report.results[0].outcome is Outcome.FAILED
+    assert "no fair-share scheduling policy" in report.results[0].reason
+    assert fleet.updates == []
+
+
+@given(st.integers(0, 99))
+def test_weight_factor_is_strictly_decreasing_within_the_batch_limits(priority: int) -> None:
+    assert weight_factor(priority) > weight_factor(priority + 1)
+    assert 0.0001 <= weight_factor(priority + 1) <= weight_factor(priority) <= 999.9999
+    assert weight_factor(100) == 1.0
+    assert weight_factor(0) == 100.0
+
+
+def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
+    # Given two queues with their own scheduling policies (real request shapes checked by the Stubber)
+    client = boto3.client("batch", region_name="us-east-1")
+    arn = "arn:aws:batch:us-east-1:123456789012:{}"
+    jobs = [
+        record(
+            Backend.BATCH,
+            f"id-{name}",
+            [],
+            job_queue=arn.format(f"job-queue/{name}"),
+            share_identifier=f"job-{name}",
+            applied_priority=60,
+        )
+        for name in ("a", "b")
+    ]
+    described = [
+        {
+            "jobId": f"id-{name}",
+            "jobName": name,
+            "jobQueue": "q",
+            "status": "RUNNABLE",
+            "startedAt": 0,
+            "jobDefinition": "d",
+            "tags": ENABLED,
+        }
+        for name in ("a", "b")
+    ]
+    queues: list[dict[str, Any]] = [
+        {
+            "jobQueueName": name,
+            "jobQueueArn": arn.format(f"job-queue/{name}"),
+            "state": "ENABLED",
+            "priority": 1,
+            "computeEnvironmentOrder": [],
+            "schedulingPolicyArn": arn.format(f"scheduling-policy/{name}"),
+        }
+        for name in ("a", "b")
+    ]
+    with Stubber(client) as stubber:
+        stubber.add_response("describe_jobs", {"jobs": described}, {"jobs": ["id-a", "id-b"]})
+        stubber.add_response(
+            "describe_job_queues", {"jobQueues": queues}, {"jobQueues": [q["jobQueueArn"] for q in queues]}
+        )
+        for name in ("a", "b"):
+            policy_arn = arn.format(f"scheduling-policy/{name}")
+            stubber.add_response(
+                "describe_scheduling_policies",
+                {
+                    "schedulingPolicies": [
+                        {"name": name, "arn": policy_arn, "fairsharePolicy": {"shareDistribution": []}}
+                    ]
+                },
+                {"arns": [policy_arn]},
+            )
+            expected = {
+                "arn": policy_arn,
+                "fairsharePolicy": {
+                    "shareDistribution": [{"shareIdentifier": f"job-{name}", "weightFactor": 10.0}]
+                },
+            }
+            if name == "a":
+                stubber.add_client_error(
+                    "update_scheduling_policy", "ServerException", "internal", 500, expected_params=expected
+                )
+            else:
+                stubber.add_response("update_scheduling_policy", {}, expected)
+
+        # When policy a's update fails with a 5xx
+        report = BatchShareApplier(client).apply([PriorityChange(job, 50) for job in jobs])
+        stubber.assert_no_pending_responses()
+
+    # Then job a fails as transient and job b is applied; one update per policy
+    by_job = report.by_job()
+    assert by_job[jobs[0].key].outcome is Outcome.FAILED
+    assert by_job[jobs[0].key].transient
+    assert by_job[jobs[1].key].outcome is Outcome.APPLIED
+    assert report.writes == 2
