@@ -9,7 +9,7 @@ What the Lambdas publish (EMF, namespace ``metrics_namespace``), and so what is 
 - apply: ``PrioritiesApplied``, ``ApplyFailures``; finish (``osprey_control.telemetry.cycle_metrics``):
   ``CycleDurationMs``, ``CyclesSucceeded`` (clean cycles) / ``CyclesFailed`` (failed, or with a failed shard),
   ``FailedShards``, ``FailedJobs`` (no dimensions).
-- gang watch (``osprey_control.gang.watch.gang_metrics``): ``CoSchedulingSuccessRate`` (100 or 0 per gang,
+- gang watch (``osprey_control.steps.gang_watch.gang_metrics``): ``CoSchedulingSuccessRate`` (100 or 0 per gang,
   so its Average is the rate) and ``GangWaitSeconds``, by ``[Policy]``.
 
 Alarms cannot use SEARCH, so the custom-rule alarm sums every ``Reason`` with a Metrics Insights query, and a

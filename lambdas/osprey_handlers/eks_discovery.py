@@ -52,7 +52,7 @@ def _gangs(environment: EksDiscoveryEnvironment) -> Callable[[Any], object] | No
     if not environment.gang_state_machine_arn or not environment.table_name:
         return None
     # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
-    from osprey_control.gang import GangRegistrar  # noqa: PLC0415
     from osprey_control.policy_store import PolicySource  # noqa: PLC0415
+    from osprey_control.steps.gang_start import GangRegistrar  # noqa: PLC0415
 
     return GangRegistrar(environment.gang_state_machine_arn, PolicySource(environment.policy_prefix))

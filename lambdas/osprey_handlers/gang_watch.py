@@ -17,7 +17,9 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from osprey_control.backends import Deployment, driver_for
-from osprey_control.gang import GangBackend, GangStore, WatchJob, WatchRequest, watch_step
+from osprey_control.gang import GangBackend, WatchJob, WatchRequest
+from osprey_control.gang.store import GangStore
+from osprey_control.steps.gang_watch import watch_step
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
 

@@ -51,8 +51,8 @@ def ingestor() -> Ingestor:
     gangs = None
     if config.gang_state_machine_arn:
         # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
-        from osprey_control.gang import GangRegistrar  # noqa: PLC0415
         from osprey_control.policy_store import PolicySource  # noqa: PLC0415
+        from osprey_control.steps.gang_start import GangRegistrar  # noqa: PLC0415
 
         gangs = GangRegistrar(config.gang_state_machine_arn, PolicySource(config.policy_prefix))
     return Ingestor(

@@ -1,6 +1,5 @@
-"""Lease Lambda: the cycle state machine's first step. Input ``{"owner": <execution name>}``; output
-``{"acquired", "owner", "heldBy", "expiresAt", "token"}`` — the state machine skips the cycle when not acquired,
-and passes ``token`` (the fencing token, docs/control-plane.md, Fencing) to the derive and apply steps."""
+"""Lease Lambda: the cycle state machine's first step (:mod:`osprey_control.steps.lease`). Input
+``{"owner": <execution name>}``; output ``{"acquired", "owner", "heldBy", "expiresAt", "token"}``."""
 
 from __future__ import annotations
 
@@ -9,16 +8,19 @@ from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from osprey_control.registry.lease import CycleLease
+from osprey_control.steps.lease import take_lease
 from osprey_control.wiring import LEASE_SECONDS_VARIABLE
 from osprey_handlers._settings import HandlerSettings
 
 __all__ = ["LeaseSettings", "handler"]
 
 logger = Logger(service="osprey-lease")
+copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control"})
 
 
 class LeaseSettings(HandlerSettings):
@@ -34,9 +36,4 @@ def _lease() -> tuple[LeaseSettings, CycleLease]:
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, lease = _lease()
-    state = lease.acquire(str(event.get("owner", "")), settings.ttl_seconds)
-    if not state.acquired:
-        logger.info(
-            "cycle skipped: lease held", extra={"held_by": state.held_by, "expires_at": state.expires_at}
-        )
-    return state.to_dict()
+    return take_lease(lease, str(event.get("owner", "")), settings.ttl_seconds)

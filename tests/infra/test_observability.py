@@ -17,9 +17,9 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from osprey_control.gang.decision import GangPhase
-from osprey_control.gang.watch import gang_metrics
 from osprey_control.ingest.drops import DropReason, drop_metrics
 from osprey_control.steps.derive import ShardResult
+from osprey_control.steps.gang_watch import gang_metrics
 from osprey_control.telemetry import shard_metrics
 from osprey_infra.config import ControlPlaneConfig
 from osprey_infra.observability import PRIORITY_BANDS, search

@@ -116,9 +116,9 @@ def start_watches(
     with the ingest step's :class:`~osprey_control.gang.GangRegistrar`; returns the jobs whose watch started."""
     from osprey_control.backends.eks import connect  # noqa: PLC0415
     from osprey_control.backends.eks.discovery import discover  # noqa: PLC0415
-    from osprey_control.gang import GangRegistrar  # noqa: PLC0415
     from osprey_control.policy_store import PolicySource  # noqa: PLC0415 - AWS SDK only when up
     from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
+    from osprey_control.steps.gang_start import GangRegistrar  # noqa: PLC0415
 
     wanted = set(names)
     registry = JobRegistry(

@@ -12,9 +12,11 @@ from botocore.stub import Stubber
 from pydantic import ValidationError
 
 from osprey_control.contract import parse_block
-from osprey_control.gang import GangSettings, execution_name, register_gang, start_watch
+from osprey_control.gang import GangSettings
 from osprey_control.policy import CoScheduling, GangFallback
 from osprey_control.registry.model import Backend, JobKey, JobRecord
+from osprey_control.steps.gang_start import register_gang, start_watch
+from osprey_control.steps.gang_watch import execution_name
 from osprey_handlers import gang_watch
 from tests.control.gang.conftest import TABLE
 

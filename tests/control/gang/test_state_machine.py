@@ -27,9 +27,11 @@ from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 
 from osprey.local.lambdas import InProcessLambdas
-from osprey_control.gang import GangStore, Readiness, execution_name
+from osprey_control.gang import Readiness
+from osprey_control.gang.store import GangStore
 from osprey_control.registry.model import Backend, JobKey
 from osprey_control.registry.table import create_table
+from osprey_control.steps.gang_watch import execution_name
 from osprey_handlers import gang_watch
 from osprey_infra.gang_watch import GangWatchStateMachine
 from tests.control.gang.test_watch import ScriptedBackend

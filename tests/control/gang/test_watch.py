@@ -12,19 +12,11 @@ from botocore.exceptions import ClientError
 
 from osprey_control.backends.eks import KubernetesUnavailableError, NotFoundError
 from osprey_control.errors import PermanentError, TransientError
-from osprey_control.gang import (
-    GangPhase,
-    GangSettings,
-    GangStore,
-    Readiness,
-    StaleGangStateError,
-    WatchResult,
-    execution_name,
-    start,
-    watch_step,
-)
+from osprey_control.gang import GangPhase, GangSettings, Readiness, start
+from osprey_control.gang.store import GangStore, StaleGangStateError
 from osprey_control.policy import GangFallback
 from osprey_control.registry.model import Backend, JobKey
+from osprey_control.steps.gang_watch import WatchResult, execution_name, watch_step
 from tests.control.gang.conftest import TABLE
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

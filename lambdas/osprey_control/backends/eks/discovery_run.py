@@ -16,8 +16,8 @@ from osprey_control.backends.eks.client import KubernetesApiError, KubernetesCli
 from osprey_control.backends.eks.connection import cached_connect
 from osprey_control.backends.eks.discovery import discover
 from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
+from osprey_control.errors import ERROR_CHARS, FAILURE_SAMPLE
 from osprey_control.registry.observation import JobObservation
-from osprey_control.steps.payload import ERROR_CHARS, FAILURE_SAMPLE
 
 __all__ = ["ObservationStore", "Sink", "run_discovery"]
 

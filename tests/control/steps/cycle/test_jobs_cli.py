@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from osprey.cli.main import app
 from osprey_control.backends.batch import BatchShareApplier
-from osprey_control.gang import GangPhase, GangState, GangStore, start
+from osprey_control.gang import GangPhase, GangState, start
+from osprey_control.gang.store import GangStore
 from osprey_control.policy_store import PolicySource
 from osprey_control.registry import Backend, JobKey
 from osprey_control.steps.apply import apply_cycle

@@ -1,4 +1,8 @@
-"""Which newly registered jobs get a gang watch, and starting it: the one call the ingest step makes.
+"""Which newly registered jobs get a gang watch, and starting it: the one call the ingest and discovery
+functions make with every record they change.
+
+A watch is one Step Functions execution per job, named after the job: the name is the idempotency key, so a
+duplicate or replayed registration starts nothing (Standard workflows keep names unique for 90 days).
 
 A job gets a watch when its settings (job block over the policy's ``coScheduling``) say it is co-scheduled
 and it is not over yet. Starting is idempotent (the execution is named after the job), so the ingest step
@@ -7,21 +11,24 @@ calls this for every changed record of a job that is not over, without tracking 
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Protocol
 
 from osprey_control.aws import client_for
-from osprey_control.gang.settings import resolve_settings
-from osprey_control.gang.starter import start_watch
+from osprey_control.errors import classified
+from osprey_control.gang.request import watch_input
+from osprey_control.gang.settings import GangSettings, resolve_settings
 from osprey_control.policy import CoScheduling, PriorityDerivationPolicy
-from osprey_control.registry.model import ACTIVE_STATUSES, JobRecord
+from osprey_control.registry.model import ACTIVE_STATUSES, JobKey, JobRecord
+from osprey_control.steps.gang_watch import execution_name
 
-__all__ = ["GangRegistrar", "PolicyLookup", "register_gang"]
+__all__ = ["GangRegistrar", "PolicyModels", "register_gang", "start_watch"]
 
 logger = logging.getLogger(__name__)
 
 
-class PolicyLookup(Protocol):
+class PolicyModels(Protocol):
     """Deployed policies by name (``osprey_control.policy_store.PolicySource``); LookupError if unknown."""
 
     def model(self, name: str) -> PriorityDerivationPolicy: ...
@@ -65,7 +72,7 @@ class GangRegistrar:
     step reports the unknown policy); AWS errors propagate so the event is redelivered (starting is idempotent).
     """
 
-    def __init__(self, state_machine_arn: str, policies: PolicyLookup, *, client: Any = None) -> None:
+    def __init__(self, state_machine_arn: str, policies: PolicyModels, *, client: Any = None) -> None:
         self._arn = state_machine_arn
         self._policies = policies
         self._client = client
@@ -88,3 +95,30 @@ class GangRegistrar:
             client=self._client,
             kind=record.kind,
         )
+
+
+def start_watch(
+    state_machine_arn: str,
+    key: JobKey,
+    settings: GangSettings,
+    policy: str,
+    *,
+    client: Any = None,
+    **job: str,
+) -> bool:
+    """Start the watch of ``key``. Starting it again is harmless: Step Functions answers a repeated name and
+    input of a running execution with that execution, and a finished one with ``ExecutionAlreadyExists``
+    (returned here as False); either way no second watch runs."""
+    sfn = client_for("stepfunctions", client)
+    # Classified (osprey_control.errors) once "already started" is answered: that one is success, not a failure.
+    with classified():
+        try:
+            sfn.start_execution(
+                stateMachineArn=state_machine_arn,
+                name=execution_name(key),
+                input=json.dumps(watch_input(key, settings, policy, **job)),
+            )
+        except sfn.exceptions.ExecutionAlreadyExists:
+            logger.info("gang watch already started", extra={"job": str(key)})
+            return False
+    return True
