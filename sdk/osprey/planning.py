@@ -18,7 +18,7 @@ checked before anything is written: :class:`PlanRequestError` lists every proble
 The table is ``table=`` or ``OSPREY_TABLE_NAME``; the job is ``job_key=`` or ``OSPREY_JOB_KEY``
 (``<backend>#<native id>``) or what :func:`osprey.runtime.job_dimensions` detects, as for ``adjust_parallelism``.
 IAM for the job's role: ``dynamodb:PutItem`` (this call) and ``dynamodb:UpdateItem`` (the step and plan
-``adjust_parallelism`` reports at each decision point, :func:`report_progress`) on the table.
+``adjust_parallelism`` reports at each decision point, :func:`report_plan_progress`) on the table.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ __all__ = [
     "PlanRequestError",
     "job_partition_key",
     "node_speeds",
-    "report_progress",
+    "report_plan_progress",
     "request_planning",
     "update_progress",
 ]
@@ -178,7 +178,7 @@ def node_speeds(rank_compute_seconds: Sequence[float], gpus_per_node: int) -> li
     return node_speeds_from_rank_times(list(rank_compute_seconds), gpus_per_node)
 
 
-def report_progress(
+def report_plan_progress(
     step: int,
     current: Plan | Mapping[str, Any] | None = None,
     *,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from osprey.planning import report_progress
+from osprey.planning import report_plan_progress
 from osprey_control.planner import DEFAULT_EFFICIENCY, Plan, evaluate
 from osprey_control.planner.calibrate import apply_factors
 from osprey_control.planner.history import (
@@ -90,7 +90,7 @@ def test_the_plan_step_records_each_plan_and_fits_the_job_on_all_of_them(aws: Aw
     assert entry.step_time_s == pytest.approx(_true_step(CURRENT))
     assert "fitted to the measured step" in first["calibrations"][0]["fit"]
     # Given the job then adopts another plan and reports its step time
-    assert report_progress(1200, OTHER, client=aws.dynamodb, environ=_env("llm")) == "adopted"
+    assert report_plan_progress(1200, OTHER, client=aws.dynamodb, environ=_env("llm")) == "adopted"
     _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=_true_step(OTHER), minutes_ago=1)
     # When the plan step runs before the job has run the new plan for its interval (60 steps)
     early = _run(aws)
@@ -98,7 +98,7 @@ def test_the_plan_step_records_each_plan_and_fits_the_job_on_all_of_them(aws: Aw
     assert early["calibrated"] == 0
     assert [e.plan for e in history_from_item(_request_item(aws, "llm"))] == [CURRENT]
     # Given the job 100 steps into the new plan
-    assert report_progress(1300, OTHER, client=aws.dynamodb, environ=_env("llm")) == "updated"
+    assert report_plan_progress(1300, OTHER, client=aws.dynamodb, environ=_env("llm")) == "updated"
     # When the plan step runs again
     second = _run(aws)
     # Then both plans are on the request, and the job's model is fitted to both: the compute factor of the

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import osprey
-from osprey.planning import node_speeds, report_progress
+from osprey.planning import node_speeds, report_plan_progress
 from osprey_control.planner import evaluate
 from osprey_control.planner.measure import Observed, measure
 from osprey_control.planner.placement import running
@@ -228,20 +228,20 @@ def test_a_progress_report_without_speeds_removes_the_earlier_ones(aws: Aws) -> 
     # Given a job that reported its node speeds
     _job_with_a_slow_last_node(aws, PIPELINE)
     assert (
-        report_progress(620, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
+        report_plan_progress(620, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
         == "updated"
     )
     assert request_from_item(_request_item(aws, "llm")).node_speeds == tuple(SPEEDS)
     # When its next report carries none (and when it adopts another plan without them)
-    assert report_progress(640, PIPELINE, client=aws.dynamodb, environ=_env("llm")) == "updated"
+    assert report_plan_progress(640, PIPELINE, client=aws.dynamodb, environ=_env("llm")) == "updated"
     # Then the request holds no speeds: the plan step never reads an old measurement
     assert "node_speeds" not in _request_item(aws, "llm")
-    report_progress(650, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
-    assert report_progress(660, Plan(8, 4, 2, 1), client=aws.dynamodb, environ=_env("llm")) == "adopted"
+    report_plan_progress(650, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=SPEEDS)
+    assert report_plan_progress(660, Plan(8, 4, 2, 1), client=aws.dynamodb, environ=_env("llm")) == "adopted"
     assert "node_speeds" not in _request_item(aws, "llm")
-    # And bad speeds are refused by name, nothing written (report_progress raises: the caller gave them)
+    # And bad speeds are refused by name, nothing written (report_plan_progress raises: the caller gave them)
     with pytest.raises(PlanRequestError, match=r"node_speeds\[0\]"):
-        report_progress(680, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=[-1.0])
+        report_plan_progress(680, PIPELINE, client=aws.dynamodb, environ=_env("llm"), node_speeds=[-1.0])
     assert request_from_item(_request_item(aws, "llm")).step == 660
 
 

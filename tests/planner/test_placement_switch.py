@@ -6,7 +6,7 @@ next plan step proposes nothing more (moto DynamoDB and CloudWatch)."""
 from __future__ import annotations
 
 import osprey
-from osprey.planning import report_progress
+from osprey.planning import report_plan_progress
 from osprey_control.planner import Cluster, Plan, evaluate, search
 from osprey_control.planner.order import plan_key
 from osprey_control.planner.placement import speed_factors_with_slow_node
@@ -50,7 +50,7 @@ def _best_with_the_straggler() -> Plan:
 def _job_with_a_slow_last_node(aws: Aws, plan: Plan) -> None:
     _running_job(aws, "llm", [f"i-{n}" for n in range(8)])
     osprey.request_planning(MODEL, INSTANCE, plan, client=aws.dynamodb, environ=_env("llm"))
-    assert report_progress(600, plan, client=aws.dynamodb, environ=_env("llm")) == "updated"
+    assert report_plan_progress(600, plan, client=aws.dynamodb, environ=_env("llm")) == "updated"
     request = request_from_item(build_request("JOB#batch#x", model=MODEL, cluster=INSTANCE, current=plan))
     step = evaluate(request.model, _slow(request.cluster), plan, placement="rank-order").step_time_s
     _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=step)
@@ -89,7 +89,7 @@ def test_a_straggler_on_the_critical_stage_is_moved_without_changing_the_plan(aw
     placed = evaluate(request.model, _slow(request.cluster), plan).step_time_s
     _runtime_metrics(aws, "llm", latency_us=15.0, step_time_s=placed, minutes_ago=1)
     assert (
-        report_progress(820, plan, client=aws.dynamodb, environ=_env("llm"), stage_nodes=stage_nodes)
+        report_plan_progress(820, plan, client=aws.dynamodb, environ=_env("llm"), stage_nodes=stage_nodes)
         == "updated"
     )
     again = _run(aws)

@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 import osprey
-from osprey.planning import PlanRequestError, report_progress
+from osprey.planning import PlanRequestError, report_plan_progress
 from osprey_control.planner import Plan, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Recompute
 from osprey_control.planner.replan import Measurement, replan
@@ -165,17 +165,17 @@ def test_a_broken_item_names_the_attribute() -> None:
 
 def test_progress_updates_the_step_and_adopts_a_new_plan(dynamodb: Any) -> None:
     # Given a job without a request: progress writes nothing
-    assert report_progress(60, CURRENT, client=dynamodb, environ=_env()) == "no-request"
+    assert report_plan_progress(60, CURRENT, client=dynamodb, environ=_env()) == "no-request"
     assert _stored(dynamodb) is None
     # Given a request at step 0 for 2x1x32
     osprey.request_planning(MODEL, "p4de.24xlarge", CURRENT, client=dynamodb, environ=_env())
     # When the job reports step 60 on the same plan, then only the step moves
-    assert report_progress(60, CURRENT, client=dynamodb, environ=_env()) == "updated"
+    assert report_plan_progress(60, CURRENT, client=dynamodb, environ=_env()) == "updated"
     request = request_from_item(_stored(dynamodb) or {})
     assert (request.step, request.since_step) == (60, 0)
     # When it reports step 120 on another plan, then that plan is current since step 120
     new = {"tp": 2, "pp": 4, "dp": 8, "micro_batch": 1}
-    assert report_progress(120, new, client=dynamodb, environ=_env()) == "adopted"
+    assert report_plan_progress(120, new, client=dynamodb, environ=_env()) == "adopted"
     request = request_from_item(_stored(dynamodb) or {})
     assert (request.step, request.since_step, request.current) == (120, 120, Plan(2, 4, 8, 1))
 
@@ -238,7 +238,7 @@ def test_request_planning_stores_max_virtual_and_a_later_report_above_it_stays_p
     # Then the limit is stored as the integer it was checked as
     assert json.loads(item["config"]["S"])["max-virtual"] == 1
     # When the job later reports running an interleaved plan anyway (chosen by hand)
-    report_progress(700, {**RUNNING_175B, "virtual": 2}, client=dynamodb, environ=_env())
+    report_plan_progress(700, {**RUNNING_175B, "virtual": 2}, client=dynamodb, environ=_env())
     # Then its request still reads back, so the plan step keeps planning it
     request = request_from_item(_stored(dynamodb) or {})
     assert (request.current.virtual, request.options.max_virtual) == (2, 1)

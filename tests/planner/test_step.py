@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import osprey
-from osprey.planning import report_progress
+from osprey.planning import report_plan_progress
 from osprey_control.contract import OspreyBlock
 from osprey_control.planner import Plan, cluster, evaluate
 from osprey_control.planner.measure import Observed, measure
@@ -71,7 +71,7 @@ def _job(aws: Aws, job: str, *, step: int = 600) -> None:
     """A running Batch job on two instances that asked to be planned at step 0 and is now at ``step``."""
     _running_job(aws, job, HOSTS)
     osprey.request_planning(MODEL, "p4de.24xlarge", CURRENT, client=aws.dynamodb, environ=_env(job))
-    assert report_progress(step, CURRENT, client=aws.dynamodb, environ=_env(job)) == "updated"
+    assert report_plan_progress(step, CURRENT, client=aws.dynamodb, environ=_env(job)) == "updated"
 
 
 def _step_time(network_gbits: float | None, latency_us: float | None) -> float:

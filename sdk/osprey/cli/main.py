@@ -61,7 +61,7 @@ class GuardedGroup(TyperGroup):
 app = typer.Typer(
     name="osprey",
     cls=GuardedGroup,
-    help="Osprey: GPU-job priority control plane for SageMaker, AWS Batch and EKS.",
+    help="Osprey: GPU-job priority control plane for SageMaker, AWS Batch, EKS (Kueue) and Slurm.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
