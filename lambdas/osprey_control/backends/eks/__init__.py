@@ -18,9 +18,7 @@ from osprey_control.backends.driver import Deployment
 from osprey_control.backends.eks.applier import (
     DEFAULT_KUEUE_PRIORITY_RANGE,
     EksApplier,
-    EksPriorityApplier,
     KueuePriorityRange,
-    PriorityTarget,
 )
 from osprey_control.backends.eks.client import (
     ConflictError,
@@ -60,7 +58,6 @@ __all__ = [
     "DiscoveryResult",
     "EksApplier",
     "EksObservation",
-    "EksPriorityApplier",
     "KubernetesApiError",
     "KubernetesClient",
     "KubernetesGang",
@@ -68,7 +65,6 @@ __all__ = [
     "KubernetesUnavailableError",
     "KueuePriorityRange",
     "NotFoundError",
-    "PriorityTarget",
     "TokenProvider",
     "UnauthorizedError",
     "WorkloadRef",

@@ -8,23 +8,24 @@
 - No Kueue on the cluster, or Kueue does not manage this job (no Workload): the annotation
   ``osprey.aws/derived-priority=<N>`` on the job object, with the same conditional-write loop.
 
-Nothing is written when the cluster already holds the target value, and only objects labelled
-``osprey.aws/enabled=true`` are ever written. Each job's outcome is reported on its own; one failure never
-stops the rest.
+Nothing is written when the cluster already holds the target value (the job is reported SKIPPED), and only
+objects labelled ``osprey.aws/enabled=true`` are ever written. Each job's outcome is reported on its own; one
+failure never stops the rest, and a cluster that cannot be reached fails only its own jobs.
+
+:class:`EksApplier` reports in the shared terms of :mod:`osprey_control.backends.actuation`: ``reason`` names
+what was written or found ("workload ns/name", "annotation Kind ns/name"), ``native_value`` is the Workload's
+``spec.priority`` when Kueue holds the priority, and ``writes`` counts the PATCHes that landed.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.backends.actuation import ApplyReport as CycleReport
-from osprey_control.backends.actuation import ApplyResult as CycleResult
-from osprey_control.backends.actuation import Outcome, PriorityChange, prefilter
+from osprey_control.backends.actuation import ApplyReport, ApplyResult, Outcome, PriorityChange, prefilter
 from osprey_control.backends.eks.client import (
     ConflictError,
     KubernetesApiError,
@@ -39,22 +40,12 @@ from osprey_control.backends.eks.resources import (
     Resource,
     detect_kueue,
     is_enabled,
-    kind_for,
     workload_resource,
 )
 from osprey_control.errors import TransientError, is_transient
-from osprey_control.registry.model import Backend, JobRecord
+from osprey_control.registry.model import Backend, JobKey
 
-__all__ = [
-    "DEFAULT_KUEUE_PRIORITY_RANGE",
-    "ApplyOutcome",
-    "ApplyReport",
-    "ApplyResult",
-    "EksApplier",
-    "EksPriorityApplier",
-    "KueuePriorityRange",
-    "PriorityTarget",
-]
+__all__ = ["DEFAULT_KUEUE_PRIORITY_RANGE", "EksApplier", "KueuePriorityRange"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,88 +78,67 @@ class KueuePriorityRange:
 DEFAULT_KUEUE_PRIORITY_RANGE = KueuePriorityRange()
 
 
-@dataclass(frozen=True)
-class PriorityTarget:
-    """One job to set: ``kind`` is ``Job``/``PyTorchJob``/``JobSet``; None tries each kind in turn."""
+class EksApplier:
+    """The apply step's :class:`~osprey_control.backends.actuation.Applier` for ``eks`` jobs.
 
-    namespace: str
-    name: str
-    priority: int
-    kind: str | None = None
+    The jobs of a call are grouped by cluster; each cluster is connected once, asked once whether it runs Kueue,
+    and each of its jobs written on its own. ``connect`` builds a Kubernetes client for a cluster name (default:
+    EKS DescribeCluster + IAM token); a cluster that cannot be reached fails only its own jobs.
+    """
 
-    @classmethod
-    def from_native_id(cls, native_id: str, priority: int, kind: str | None = None) -> PriorityTarget:
-        namespace, sep, name = native_id.partition("/")
-        if not sep or not namespace or not name:
-            raise ValueError(f"EKS native id must be 'namespace/name', got {native_id!r}")
-        return cls(namespace=namespace, name=name, priority=priority, kind=kind)
+    backends = frozenset({Backend.EKS})
+    chunk_size = 50  # one PATCH per job; each chunk connects again (DescribeCluster + token), hence larger
 
-    @classmethod
-    def from_record(cls, record: JobRecord, priority: int, kind: str | None = None) -> PriorityTarget:
-        """The target for a registry record (``backend=eks``, ``native_id=namespace/name``)."""
-        if record.backend is not Backend.EKS:
-            raise ValueError(f"job {record.key} is not an EKS job; use the {record.backend.value} applier")
-        return cls.from_native_id(record.native_id, priority, kind)
+    def __init__(
+        self,
+        connect: Callable[[str], KubernetesClient] | None = None,
+        *,
+        priority_range: KueuePriorityRange = DEFAULT_KUEUE_PRIORITY_RANGE,
+        max_conflict_attempts: int = 5,
+    ) -> None:
+        if max_conflict_attempts < 1:
+            raise ValueError("max_conflict_attempts must be at least 1")
+        self._connect = connect
+        self.priority_range = priority_range
+        self.max_conflict_attempts = max_conflict_attempts
 
-    @property
-    def native_id(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-class ApplyOutcome(StrEnum):
-    APPLIED = "applied"
-    SKIPPED = "skipped"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class ApplyResult:
-    native_id: str
-    outcome: ApplyOutcome
-    reason: str
-    priority: int
-    written_to: str | None = None  # "workload <ns>/<name>" or "annotation <Kind> <ns>/<name>"
-    kubernetes_value: int | None = None  # the Workload priority, when Kueue
-    transient: bool = False  # no answer, 429 or 5xx from the API server: worth retrying next cycle
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "native_id": self.native_id,
-            "outcome": self.outcome.value,
-            "reason": self.reason,
-            "priority": self.priority,
-            "written_to": self.written_to,
-            "kubernetes_value": self.kubernetes_value,
-        }
-
-
-@dataclass
-class ApplyReport:
-    cluster: str
-    kueue_version: str | None
-    results: list[ApplyResult] = field(default_factory=list)
-
-    def count(self, outcome: ApplyOutcome) -> int:
-        return sum(1 for result in self.results if result.outcome is outcome)
-
-    @property
-    def writes(self) -> int:
-        return self.count(ApplyOutcome.APPLIED)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "kueue_version": self.kueue_version,
-            "applied": self.count(ApplyOutcome.APPLIED),
-            "skipped": self.count(ApplyOutcome.SKIPPED),
-            "failed": self.count(ApplyOutcome.FAILED),
-            "results": [result.to_dict() for result in self.results],
-        }
+    def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
+        # The same unchanged/invalid rules as the AWS appliers, then per cluster.
+        todo, results = prefilter(changes, self.backends)
+        report = ApplyReport(results)
+        by_cluster: dict[str, list[PriorityChange]] = defaultdict(list)
+        for change in todo:
+            if change.record.cluster is None:
+                report.results.append(
+                    ApplyResult(
+                        change.record.key, Outcome.FAILED, change.priority, "EKS job without a cluster"
+                    )
+                )
+                continue
+            by_cluster[change.record.cluster].append(change)
+        for cluster, batch in by_cluster.items():
+            try:
+                client = (self._connect or connect_cluster)(cluster)
+                # Its own report, merged only once the whole cluster is done: an error no job handler expects
+                # (below) fails the cluster's jobs as one, like a cluster that cannot be reached.
+                writes = _ClusterWrites(client, cluster, self.priority_range, self.max_conflict_attempts)
+                report.extend(writes.apply(batch))
+            except Exception as error:  # an unreachable cluster fails its own jobs only
+                reason = f"cluster {cluster}: {type(error).__name__}: {error}"
+                # Classified where it was raised: DescribeCluster throttled, no answer from the API server or a
+                # cluster still being created are transient; a refused credential or a bug is not.
+                transient = is_transient(error)
+                report.results.extend(
+                    ApplyResult(c.record.key, Outcome.FAILED, c.priority, reason, transient=transient)
+                    for c in batch
+                )
+        return report
 
 
 def _transient(error: BaseException) -> bool:
-    # Classified by the client (osprey_control.backends.eks.client): no answer, 429, 5xx, or a 409 this apply already
-    # re-read max_conflict_attempts times. A ValueError / KeyError here is a bad object, which no retry mends.
+    # Classified by the client (osprey_control.backends.eks.client): no answer, 429, 5xx, or a 409 this apply
+    # already re-read max_conflict_attempts times. A ValueError / KeyError here is a bad object, which no retry
+    # mends.
     return isinstance(error, TransientError)
 
 
@@ -176,106 +146,120 @@ class _Skip(Exception):  # noqa: N818 - control flow, not an error
     pass
 
 
-class EksPriorityApplier:
-    """Writes priorities to one cluster. Kueue detection and Workload lists are cached per :meth:`apply`."""
+@dataclass(frozen=True)
+class _Target:
+    """One job to write: its registry key, where it lives on the cluster, and its Osprey priority."""
+
+    key: JobKey
+    namespace: str
+    name: str
+    priority: int
+
+    @classmethod
+    def of(cls, change: PriorityChange) -> _Target:
+        native_id = change.record.native_id
+        namespace, sep, name = native_id.partition("/")
+        if not sep or not namespace or not name:
+            raise ValueError(f"EKS native id must be 'namespace/name', got {native_id!r}")
+        return cls(change.record.key, namespace, name, change.priority)
+
+    @property
+    def native_id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class _ClusterWrites:
+    """One cluster's share of an :meth:`EksApplier.apply` call. Kueue detection and the Workload lists are
+    cached for this call only: the next call sees Kueue installed or removed since."""
 
     def __init__(
         self,
         client: KubernetesClient,
         cluster: str,
-        *,
-        priority_range: KueuePriorityRange = DEFAULT_KUEUE_PRIORITY_RANGE,
-        max_conflict_attempts: int = 5,
+        priority_range: KueuePriorityRange,
+        max_conflict_attempts: int,
     ) -> None:
-        if max_conflict_attempts < 1:
-            raise ValueError("max_conflict_attempts must be at least 1")
         self.client = client
         self.cluster = cluster
         self.priority_range = priority_range
         self.max_conflict_attempts = max_conflict_attempts
+        self._workloads: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> owner uid -> Workload
 
-    def apply(self, targets: Iterable[PriorityTarget]) -> ApplyReport:
+    def apply(self, batch: Sequence[PriorityChange]) -> ApplyReport:
+        report = ApplyReport()
         try:
             kueue = detect_kueue(self.client)
         except KubernetesApiError as error:
-            targets = list(targets)
             reason = f"Kueue API discovery failed: {error}"
-            results = [
-                ApplyResult(t.native_id, ApplyOutcome.FAILED, reason, t.priority, transient=_transient(error))
-                for t in targets
-            ]
-            return ApplyReport(self.cluster, None, results)
-        report = ApplyReport(self.cluster, kueue)
-        workloads: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> owner uid -> Workload
-        for target in targets:
+            report.results.extend(
+                ApplyResult(c.record.key, Outcome.FAILED, c.priority, reason, transient=_transient(error))
+                for c in batch
+            )
+            return report
+        for change in batch:
             try:
-                result = self._apply_one(target, kueue, workloads)
+                result = self._apply_one(_Target.of(change), kueue)
             except _Skip as skip:
-                result = ApplyResult(target.native_id, ApplyOutcome.SKIPPED, str(skip), target.priority)
+                result = ApplyResult(change.record.key, Outcome.SKIPPED, change.priority, str(skip))
             except (KubernetesApiError, ValueError, KeyError, TypeError) as error:
                 result = ApplyResult(
-                    target.native_id,
-                    ApplyOutcome.FAILED,
+                    change.record.key,
+                    Outcome.FAILED,
+                    change.priority,
                     str(error),
-                    target.priority,
                     transient=_transient(error),
                 )
-            if result.outcome is ApplyOutcome.FAILED:
+            if result.outcome is Outcome.FAILED:
                 logger.warning(
                     "eks priority not applied",
-                    extra={"cluster": self.cluster, "job": target.native_id, "reason": result.reason},
+                    extra={"cluster": self.cluster, "job": change.record.native_id, "reason": result.reason},
                 )
+            elif result.outcome is Outcome.APPLIED:
+                report.writes += 1  # APPLIED here always means a PATCH landed (an unchanged value is SKIPPED)
             report.results.append(result)
         return report
 
     # -- one job ------------------------------------------------------------------------------------------
 
-    def _find_job(self, target: PriorityTarget) -> tuple[Resource, dict[str, Any]]:
-        kinds = (kind_for(target.kind),) if target.kind else JOB_KINDS
-        for resource in kinds:
+    def _find_job(self, target: _Target) -> tuple[Resource, dict[str, Any]]:
+        # Each kind in turn, Job first: the object is found whatever kind (if any) the registry recorded.
+        for resource in JOB_KINDS:
             try:
                 return resource, self.client.get(resource.item(target.namespace, target.name))
             except NotFoundError:
                 continue
-        names = "/".join(resource.kind for resource in kinds)
+        names = "/".join(resource.kind for resource in JOB_KINDS)
         raise NotFoundError(
             "GET", target.native_id, 404, "NotFound",
             f"no {names} {target.native_id} on cluster {self.cluster}; it was deleted or never existed",
         )  # fmt: skip
 
-    def _workload_for(
-        self, uid: str, namespace: str, kueue: str, cache: dict[str, dict[str, Mapping[str, Any]]]
-    ) -> Mapping[str, Any] | None:
-        if namespace not in cache:
+    def _workload_for(self, uid: str, namespace: str, kueue: str) -> Mapping[str, Any] | None:
+        if namespace not in self._workloads:
             listed = self.client.list(workload_resource(kueue).collection(namespace))
-            cache[namespace] = workloads_by_owner(listed)
-        return cache[namespace].get(uid)
+            self._workloads[namespace] = workloads_by_owner(listed)
+        return self._workloads[namespace].get(uid)
 
-    def _apply_one(
-        self, target: PriorityTarget, kueue: str | None, cache: dict[str, dict[str, Mapping[str, Any]]]
-    ) -> ApplyResult:
+    def _apply_one(self, target: _Target, kueue: str | None) -> ApplyResult:
         value = self.priority_range.map(target.priority)  # validates the priority before any call
         resource, job = self._find_job(target)
         if not is_enabled(job):
             raise _Skip("not labelled osprey.aws/enabled=true: Osprey never writes unmanaged objects")
         workload = None
         if kueue is not None:
-            workload = self._workload_for(str(job["metadata"].get("uid")), target.namespace, kueue, cache)
-        if workload is not None:
-            path = workload_resource(kueue or "").item(target.namespace, str(workload["metadata"]["name"]))
+            workload = self._workload_for(str(job["metadata"].get("uid")), target.namespace, kueue)
+        if kueue is not None and workload is not None:
+            path = workload_resource(kueue).item(target.namespace, str(workload["metadata"]["name"]))
             return self._write_workload(target, path, dict(workload), value)
         return self._write_annotation(target, resource, job)
 
     def _write_workload(
-        self, target: PriorityTarget, path: str, workload: dict[str, Any], value: int
+        self, target: _Target, path: str, workload: dict[str, Any], value: int
     ) -> ApplyResult:
         where = f"workload {target.namespace}/{workload['metadata']['name']}"
         for attempt in range(1, self.max_conflict_attempts + 1):
             if (workload.get("spec") or {}).get("priority") == value:
-                reason = "unchanged" if attempt == 1 else "unchanged (set by a concurrent writer)"
-                return ApplyResult(
-                    target.native_id, ApplyOutcome.SKIPPED, reason, target.priority, where, value
-                )
+                return self._unchanged(target, where, attempt, native_value=str(value))
             patch = {
                 "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
                 "spec": {"priority": value},
@@ -290,16 +274,11 @@ class EksPriorityApplier:
                 workload = self.client.get(path)
                 continue
             return ApplyResult(
-                target.native_id, ApplyOutcome.APPLIED, "patched", target.priority, where, value
+                target.key, Outcome.APPLIED, target.priority, f"patched {where}", native_value=str(value)
             )
-        raise ConflictError(
-            "PATCH", path, 409, "Conflict",
-            f"{where} kept changing: gave up after {self.max_conflict_attempts} attempts; the next cycle retries",
-        )  # fmt: skip
+        raise self._gave_up(path, where)
 
-    def _write_annotation(
-        self, target: PriorityTarget, resource: Resource, job: dict[str, Any]
-    ) -> ApplyResult:
+    def _write_annotation(self, target: _Target, resource: Resource, job: dict[str, Any]) -> ApplyResult:
         path = resource.item(target.namespace, target.name)
         where = f"annotation {resource.kind} {target.native_id}"
         wanted = str(target.priority)
@@ -308,8 +287,7 @@ class EksPriorityApplier:
                 raise _Skip("osprey.aws/enabled label was removed; not written")
             annotations = job["metadata"].get("annotations") or {}
             if annotations.get(DERIVED_PRIORITY_ANNOTATION) == wanted:
-                reason = "unchanged" if attempt == 1 else "unchanged (set by a concurrent writer)"
-                return ApplyResult(target.native_id, ApplyOutcome.SKIPPED, reason, target.priority, where)
+                return self._unchanged(target, where, attempt)
             patch = {
                 "metadata": {
                     "resourceVersion": job["metadata"]["resourceVersion"],
@@ -321,72 +299,19 @@ class EksPriorityApplier:
             except ConflictError:
                 job = self.client.get(path)
                 continue
-            return ApplyResult(target.native_id, ApplyOutcome.APPLIED, "annotated", target.priority, where)
-        raise ConflictError(
+            return ApplyResult(target.key, Outcome.APPLIED, target.priority, f"patched {where}")
+        raise self._gave_up(path, where)
+
+    @staticmethod
+    def _unchanged(target: _Target, where: str, attempt: int, native_value: str | None = None) -> ApplyResult:
+        # The cluster already holds the value: nothing written, so SKIPPED (the apply step records it as final).
+        how = "unchanged" if attempt == 1 else "unchanged (set by a concurrent writer)"
+        return ApplyResult(
+            target.key, Outcome.SKIPPED, target.priority, f"{how}: {where}", native_value=native_value
+        )
+
+    def _gave_up(self, path: str, where: str) -> ConflictError:
+        return ConflictError(
             "PATCH", path, 409, "Conflict",
             f"{where} kept changing: gave up after {self.max_conflict_attempts} attempts; the next cycle retries",
         )  # fmt: skip
-
-
-class EksApplier:
-    """The apply step's :class:`~osprey_control.backends.Applier` for ``eks`` jobs, over :class:`EksPriorityApplier`, one per cluster.
-
-    ``connect`` builds a Kubernetes client for a cluster name (default: EKS DescribeCluster + IAM token); a
-    cluster that cannot be reached fails only its own jobs.
-    """
-
-    backends = frozenset({Backend.EKS})
-    chunk_size = 50  # one PATCH per job; each chunk connects again (DescribeCluster + token), hence larger
-
-    def __init__(self, connect: Callable[[str], Any] | None = None) -> None:
-        self._connect = connect
-
-    def apply(self, changes: Sequence[PriorityChange]) -> CycleReport:
-        # The same unchanged/invalid rules as the AWS appliers, then per cluster.
-        todo, results = prefilter(changes, self.backends)
-        report = CycleReport(results)
-        by_cluster: dict[str, list[PriorityChange]] = defaultdict(list)
-        for change in todo:
-            if change.record.cluster is None:
-                report.results.append(
-                    CycleResult(
-                        change.record.key, Outcome.FAILED, change.priority, "EKS job without a cluster"
-                    )
-                )
-                continue
-            by_cluster[change.record.cluster].append(change)
-        outcomes = {ApplyOutcome.APPLIED: Outcome.APPLIED, ApplyOutcome.SKIPPED: Outcome.SKIPPED}
-        for cluster, batch in by_cluster.items():
-            keys = {change.record.native_id: change.record.key for change in batch}
-            try:
-                client = (self._connect or connect_cluster)(cluster)
-                eks_report = EksPriorityApplier(client, cluster).apply(
-                    PriorityTarget.from_record(change.record, change.priority) for change in batch
-                )
-            except Exception as error:  # an unreachable cluster fails its own jobs only
-                reason = f"cluster {cluster}: {type(error).__name__}: {error}"
-                # Classified where it was raised: DescribeCluster throttled, no answer from the API server or a
-                # cluster still being created are transient; a refused credential or a bug is not.
-                transient = is_transient(error)
-                report.results.extend(
-                    CycleResult(c.record.key, Outcome.FAILED, c.priority, reason, transient=transient)
-                    for c in batch
-                )
-                continue
-            for result in eks_report.results:
-                outcome = outcomes.get(result.outcome, Outcome.FAILED)
-                report.results.append(
-                    CycleResult(
-                        keys[result.native_id],
-                        outcome,
-                        result.priority,
-                        result.reason,
-                        transient=result.transient,
-                        native_value=None
-                        if result.kubernetes_value is None
-                        else str(result.kubernetes_value),
-                    )
-                )
-                if outcome is Outcome.APPLIED and result.written_to:
-                    report.writes += 1
-        return report
