@@ -1,7 +1,8 @@
 """Given the CDK app's package (``infra/osprey_infra``), when its modules' imports are read with ``ast`` (every
 import statement: those under ``TYPE_CHECKING`` and inside functions count too), then no module reaches itself
-through the others (no import cycle), and no construct imports the composer: only the stack imports
-``control_plane``. And the check itself finds a cycle that only a type-only import closes."""
+through the others (no import cycle), every import points to the importer's layer or a lower one (the layers of
+the package docstring), and no construct imports the composer: only the stack imports ``control_plane``. And the
+check itself finds a cycle that only a type-only import closes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,41 @@ from tests.conftest import REPO_ROOT
 
 PACKAGE = "osprey_infra"
 COMPOSER = f"{PACKAGE}.control_plane"
+# osprey_infra's docstring, as data: a new module gets a layer here, and may import only its layer or lower.
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(["", "config", "slurm_config"], 1),
+    **dict.fromkeys(
+        ["nag", "function", "state_machines", "registry_table", "table_access", "permissions"], 2
+    ),
+    **dict.fromkeys(
+        [
+            "gangs",
+            "gang_watch",
+            "cycle_state_machine",
+            "planning",
+            "policy_store",
+            "event_ingestion",
+            "cycle_schedule",
+            "observability",
+            "alarms",
+        ],
+        3,
+    ),
+    **dict.fromkeys(
+        [
+            "backends",
+            "backends.grantees",
+            "backends.sagemaker",
+            "backends.sagemaker_queue",
+            "backends.batch",
+            "backends.eks",
+            "backends.slurm",
+        ],
+        4,
+    ),
+    "control_plane": 5,
+    "stack": 6,
+}
 
 
 def _modules(root: Path, package: str) -> dict[str, Path]:
@@ -97,6 +133,22 @@ def test_the_cdk_app_has_no_import_cycle() -> None:
     graph = import_graph(REPO_ROOT / "infra" / PACKAGE, PACKAGE)
     assert f"{PACKAGE}.backends.slurm" in graph  # the walk did see the sub-packages
     assert cycles(graph) == []
+
+
+def _layer(module: str) -> int:
+    return LAYERS[module.removeprefix(PACKAGE).removeprefix(".")]
+
+
+def test_every_module_has_a_layer_and_imports_only_its_own_or_lower() -> None:
+    graph = import_graph(REPO_ROOT / "infra" / PACKAGE, PACKAGE)
+    assert sorted(m for m in graph if m.removeprefix(PACKAGE).removeprefix(".") not in LAYERS) == []
+    upward = sorted(
+        f"{module} (layer {_layer(module)}) imports {imported} (layer {_layer(imported)})"
+        for module, imports in graph.items()
+        for imported in imports
+        if _layer(imported) > _layer(module)
+    )
+    assert upward == []
 
 
 def test_only_the_stack_imports_the_composer() -> None:
