@@ -3,9 +3,9 @@ submitted through an AWS Batch ``SAGEMAKER_TRAINING`` job queue, i.e. Batch *ser
 
 On with the ``sagemaker`` backend (the configuration has no key of its own). It grants what its code calls: to
 apply ``UpdateServiceJob`` (the job's ``schedulingPriority``), to the gang watch ``TerminateServiceJob`` (the
-``fail`` fallback), both only on service jobs tagged ``osprey:enabled=true``. Its reads (DescribeServiceJob)
-are among Batch's describes (:mod:`.batch`: none has resource-level permissions), the training job a service
-job started is read with SageMaker's (:mod:`.sagemaker`).
+``fail`` fallback), both only on service jobs tagged ``osprey:enabled=true``. Its reads are granted with
+others: DescribeServiceJob among Batch's describes (:mod:`.batch`: none has resource-level permissions), the
+training job a service job started with SageMaker's reads (:mod:`.sagemaker`).
 
 With ``osprey:sagemakerQueue`` it also creates the queue the SDK's ``queue`` field targets
 (``osprey.sagemaker._queue``: ``SubmitServiceJob`` with ``serviceJobType=SAGEMAKER_TRAINING``,

@@ -11,7 +11,7 @@ SlurmBridgeConfig`). It adds:
 - optionally, on the head node's security group, ingress to slurmrestd's port from that group only;
 - its role: ``secretsmanager:GetSecretValue`` on the JWT secret, ``ec2:DescribeInstances`` (the node →
   instance lookup; no resource-level permissions exist), the ENI actions every function in a VPC needs, and the
-  registry calls of ``JobRegistry.apply_observation`` (GetItem, PutItem);
+  registry calls of ``JobRegistry.apply_observation`` (``osprey_infra.table_access.SLURM_BRIDGE``);
 - a rule that runs discovery every ``discoveryMinutes``;
 - on the apply function: ``OSPREY_SLURM_BRIDGE_FUNCTION`` and ``lambda:InvokeFunction`` on this function only;
 - co-scheduled Slurm jobs: the bridge's discovery starts their gang watches (``states:StartExecution``, reading
@@ -51,6 +51,7 @@ from osprey_infra.slurm_config import SlurmBridgeConfig
 from osprey_infra.table_access import SLURM_BRIDGE, grant_table_access
 
 __all__ = ["SlurmBridge"]
+
 # What a function attached to a VPC needs to manage its network interfaces (AWSLambdaVPCAccessExecutionRole).
 _ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
