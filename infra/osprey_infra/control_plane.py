@@ -1,10 +1,12 @@
 """``OspreyControlPlane``: the whole control plane as one reusable construct (embed it in your own app).
 
-It composes the registry, the policies, one function per step (each with its own role), the cycle state
-machine, the gang watch, event ingestion, the schedule, the dashboard and alarms, and ``/osprey/config`` (where the SDK and
-CLI find the deployment). Permissions are granted in :mod:`osprey_infra.permissions`, one file that shows who may
-do what (each function the DynamoDB calls its code makes; mutations of SageMaker and Batch resources conditioned
-on the ``osprey:enabled=true`` tag).
+It composes, and only composes: the registry, the policies, one function per step (each with its own role),
+the cycle state machine, the gang watch, event ingestion, the schedule, the dashboard and alarms, one construct
+per backend (:mod:`osprey_infra.backends`), and ``/osprey/config`` (where the SDK and CLI find the deployment).
+Who may do what is granted where it is needed: the steps' shared grants in :mod:`osprey_infra.permissions`
+(each function the DynamoDB calls its code makes, metrics, policies, custom rules), each backend's in its
+construct (its API calls; writes only to resources tagged ``osprey:enabled=true``). Every construct is a
+module below this one; none imports it.
 
 The policies are checked at synth, custom rule ARNs included: a rule the deployment could not invoke (name
 outside ``allowed_rule_prefix``, another account or region) fails the synth naming its file and field.
@@ -12,10 +14,11 @@ outside ``allowed_rule_prefix``, another account or region) fails the synth nami
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
@@ -25,7 +28,6 @@ from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,
     CYCLE_SECONDS_VARIABLE,
-    EKS_CLUSTERS_VARIABLE,
     EVERY_N_CYCLES_VARIABLE,
     HISTORY_RETENTION_VARIABLE,
     LEASE_SECONDS_VARIABLE,
@@ -36,20 +38,23 @@ from osprey_control.wiring import (
     REGISTRY_SHARDS_VARIABLE,
     TABLE_NAME_VARIABLE,
 )
+from osprey_infra.backends.batch import BatchBackend
+from osprey_infra.backends.eks import EksBackend
+from osprey_infra.backends.grantees import BackendGrantees
+from osprey_infra.backends.sagemaker import SageMakerBackend
+from osprey_infra.backends.sagemaker_queue import QueueSettings, SageMakerQueueBackend
+from osprey_infra.backends.slurm import SlurmBridge
 from osprey_infra.config import ControlPlaneConfig
 from osprey_infra.cycle_schedule import CycleSchedule
 from osprey_infra.cycle_state_machine import CycleStateMachine
 from osprey_infra.event_ingestion import EventIngestion
 from osprey_infra.function import LAMBDAS_DIR, OspreyFunction, powertools_layer_arn
 from osprey_infra.gangs import GangWatch
-from osprey_infra.nag import acknowledge_findings
 from osprey_infra.observability import Observability
-from osprey_infra.permissions import grant_control_plane
+from osprey_infra.permissions import grant_steps
 from osprey_infra.planning import Planning
 from osprey_infra.policy_store import PolicyStore, rule_allow_list
 from osprey_infra.registry_table import RegistryTable
-from osprey_infra.sagemaker_queue import SageMakerTrainingQueue
-from osprey_infra.slurm_bridge import SlurmBridge
 from osprey_infra.state_machines import EXPRESS_MAX_SECONDS
 
 __all__ = ["CONFIG_PARAMETER", "OspreyControlPlane"]
@@ -168,42 +173,22 @@ class OspreyControlPlane(Construct):
             "Apply", "apply", "Osprey: apply changed priorities to the backends", timeout=120
         )
         self.finish = function("Finish", "finish", "Osprey: cycle metrics and lease release", timeout=30)
-        self.eks_discovery: OspreyFunction | None = None
-        if "eks" in config.backends and config.eks_clusters:
-            self.eks_discovery = function(
-                "EksDiscovery",
-                "eks_discovery",
-                "Osprey: discover Osprey jobs on EKS",
-                timeout=120,
-                **{
-                    EKS_CLUSTERS_VARIABLE: ",".join(config.eks_clusters),
-                    POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
-                },
-            )
-
-        # Slurm (context osprey:slurm): the bridge into the cluster's VPC; apply invokes it (docs/slurm.md).
-        self.slurm = SlurmBridge.compose(
-            self, config.slurm, table=table, environment=common, layer=layer, code=code, apply=self.apply
-        )
-
-        self.gangs = GangWatch(
-            self,
-            "Gangs",
-            table=table,
-            environment=common,
-            layer=layer,
-            code=code,
-            backends=sorted(config.backends),
-            eks_clusters=list(config.eks_clusters),
-        )
-        if self.slurm is not None:  # Slurm gangs: started by the bridge's discovery, read through the bridge
-            self.slurm.connect_gangs(self.gangs, POLICY_PREFIX)
-        # Both steps that register jobs start their gang watches: ingest (events) and EKS discovery.
-        self.gangs.allow_start(self.ingest.function)
-        if self.eks_discovery is not None:
-            self.gangs.allow_start(self.eks_discovery.function)
+        self.gangs = GangWatch(self, "Gangs", table=table, environment=common, layer=layer, code=code)
+        self.gangs.allow_start(self.ingest.function)  # ingest registers jobs from events, gangs among them
         self.planning = Planning(self, "Planning", table=table, environment=common, layer=layer, code=code)
-        grant_control_plane(self, POLICY_PREFIX)
+        grant_steps(
+            table,
+            ingest=self.ingest,
+            lease=self.lease,
+            shards=self.shards,
+            collect=self.collect,
+            derive=self.derive,
+            apply=self.apply,
+            finish=self.finish,
+            policy_prefix=POLICY_PREFIX,
+            allowed_rule_prefix=config.allowed_rule_prefix,
+        )
+        self._compose_backends(table=table, environment=common, layer=layer, code=code)
 
         self.cycle = CycleStateMachine(
             self,
@@ -215,7 +200,7 @@ class OspreyControlPlane(Construct):
             apply=self.apply.function,
             finish=self.finish.function,
             plan_parallelism=self.planning.plan.function,
-            eks_discovery=self.eks_discovery.function if self.eks_discovery else None,
+            eks_discovery=self.eks.discovery.function if self.eks else None,
             timeout=cdk.Duration.seconds(CYCLE_TIMEOUT_SECONDS),
         )
         self.events = EventIngestion(self, "Events", ingest=self.ingest.function, ingest_timeout_seconds=60)
@@ -227,14 +212,6 @@ class OspreyControlPlane(Construct):
             cycles_per_execution=config.cycles_per_execution,
             interval_seconds=config.cycle_interval_seconds,
         )
-        self.sagemaker_queue: SageMakerTrainingQueue | None = None
-        if config.sagemaker_queue:
-            self.sagemaker_queue = SageMakerTrainingQueue(
-                self,
-                "SageMakerQueue",
-                queue_name=config.sagemaker_queue_name,
-                max_instances=config.sagemaker_queue_max_instances,
-            )
         self.observability = Observability(
             self,
             "Observability",
@@ -255,7 +232,65 @@ class OspreyControlPlane(Construct):
             description="Where the Osprey SDK and CLI find this deployment",
             string_value=cdk.Stack.of(self).to_json_string(self._published_config()),
         )
-        acknowledge_findings(self)
+
+    def _compose_backends(
+        self,
+        *,
+        table: dynamodb.ITable,
+        environment: Mapping[str, str],
+        layer: lambda_.ILayerVersion,
+        code: lambda_.Code,
+    ) -> None:
+        """One construct per backend, each granting ingest, apply and the gang watch what its code calls.
+
+        SageMaker's and Batch's reads are granted whichever backends are on (ingest records every event
+        EventBridge delivers); ``backends`` decides their writes. The others exist only when configured."""
+        config = self.config
+        grantees = BackendGrantees(ingest=self.ingest, apply=self.apply, gangs=self.gangs)
+        self.sagemaker = SageMakerBackend(
+            self, "SageMaker", grantees=grantees, enabled="sagemaker" in config.backends
+        )
+        # Service jobs are SageMaker training jobs too: the queued backend is on with sagemaker. The construct
+        # keeps the id the queue's resources always had.
+        self.sagemaker_queue: SageMakerQueueBackend | None = None
+        if "sagemaker" in config.backends:
+            queue = (
+                QueueSettings(config.sagemaker_queue_name, config.sagemaker_queue_max_instances)
+                if config.sagemaker_queue
+                else None
+            )
+            self.sagemaker_queue = SageMakerQueueBackend(
+                self, "SageMakerQueue", grantees=grantees, queue=queue
+            )
+        self.batch = BatchBackend(self, "Batch", grantees=grantees, enabled="batch" in config.backends)
+        self.eks: EksBackend | None = None
+        if "eks" in config.backends and config.eks_clusters:
+            # The id the discovery function had as this construct's own child: its logical IDs stay.
+            self.eks = EksBackend(
+                self,
+                "EksDiscovery",
+                clusters=config.eks_clusters,
+                grantees=grantees,
+                table=table,
+                environment=environment,
+                layer=layer,
+                code=code,
+                policy_prefix=POLICY_PREFIX,
+            )
+        # Slurm (context osprey:slurm): the bridge into the cluster's VPC; apply invokes it (docs/slurm.md).
+        self.slurm: SlurmBridge | None = None
+        if config.slurm is not None:
+            self.slurm = SlurmBridge(
+                self,
+                "Slurm",
+                config=config.slurm,
+                grantees=grantees,
+                table=table,
+                environment=environment,
+                layer=layer,
+                code=code,
+                policy_prefix=POLICY_PREFIX,
+            )
 
     def functions(self) -> dict[str, OspreyFunction]:
         named = {
@@ -269,8 +304,8 @@ class OspreyControlPlane(Construct):
             "gangWatch": self.gangs.watch,
             "plan": self.planning.plan,
         }
-        if self.eks_discovery is not None:
-            named["eksDiscovery"] = self.eks_discovery
+        if self.eks is not None:
+            named["eksDiscovery"] = self.eks.discovery
         return named
 
     def _published_config(self) -> dict[str, object]:

@@ -199,8 +199,16 @@ class CycleStateMachine(Construct):
             .otherwise(done)
         )
 
+        invoked = [lease, shards, collect, derive, apply, finish, plan_parallelism]
+        if eks_discovery is not None:
+            invoked.append(eks_discovery)
         self.log_group, self.state_machine = state_machine(
-            self, acquire, timeout=timeout, comment="Osprey priority cycle", kind=sfn.StateMachineType.EXPRESS
+            self,
+            acquire,
+            timeout=timeout,
+            comment="Osprey priority cycle",
+            invokes=invoked,
+            kind=sfn.StateMachineType.EXPRESS,
         )
 
     def _shard_map(self, derive: lambda_.IFunction) -> sfn.Map:

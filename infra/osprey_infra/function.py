@@ -1,5 +1,6 @@
 """One Osprey Lambda: its own role (least privilege: the caller grants what it needs), its own log group,
-the shared code asset (``lambdas/``) and the AWS-managed Powertools layer.
+the shared code asset (``lambdas/``) and the AWS-managed Powertools layer. cdk-nag's L1 (not the newest
+runtime) is acknowledged here, next to :data:`RUNTIME`, for every function.
 
 Bundling needs no Docker: the functions depend only on Powertools and pydantic (both in the managed layer)
 and on boto3 (in the runtime); nothing on a handler's import path imports PyYAML.
@@ -15,6 +16,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from osprey_infra.nag import acknowledge
 
 __all__ = ["ARCHITECTURE", "LAMBDAS_DIR", "RUNTIME", "OspreyFunction", "powertools_layer_arn"]
 
@@ -85,3 +88,9 @@ class OspreyFunction(Construct):
             logging_format=lambda_.LoggingFormat.JSON,
         )
         self.function.node.add_dependency(self.role)
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            "Pinned to the newest runtime the AWS-managed Powertools v3 layer is published for; "
+            "raise function.RUNTIME together with the layer.",
+        )

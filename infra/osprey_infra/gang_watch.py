@@ -61,4 +61,5 @@ class GangWatchStateMachine(Construct):
             step,
             timeout=GANG_WATCH_TIMEOUT,
             comment="Osprey gang watch: one execution per co-scheduled job",
+            invokes=[watch],
         )

@@ -1,33 +1,40 @@
-"""Who may do what: every IAM grant of the control plane's step functions, in one file.
+"""The control plane's shared grants: what its own steps may do, whichever backends are on.
 
 Least privilege, concretely:
 
 - the registry table: each function the DynamoDB actions its code calls (:mod:`osprey_infra.table_access`);
   the lease and finish functions only on the lease item (``dynamodb:LeadingKeys``);
-- describes on resource ARNs where the service allows it (SageMaker training jobs, ECS container instances);
-  AWS Batch's Describe* and CloudWatch's GetMetricData have no resource-level permissions, so ``*``;
-- writes to SageMaker and Batch resources only when they carry ``osprey:enabled=true`` (``aws:ResourceTag``),
-  and AddTags only of the tag Osprey writes (``aws:TagKeys``), so it cannot rewrite the opt-in or cost tags;
+- CloudWatch's GetMetricData, which has no resource-level permissions, so ``*``: the collect and derive steps
+  (and the plan step, :mod:`osprey_infra.planning`);
+- the policies in SSM, under the deployment's policy prefix only: ingest, collect and derive (and EKS discovery
+  and the Slurm bridge, which read them with :func:`grant_policy_reads` too);
 - custom rules only under the deployment's allowed prefix, in this account and region.
 
-The gang watch's grants are in :mod:`osprey_infra.gangs` and the plan step's in :mod:`osprey_infra.planning`.
+What a backend's code calls (SageMaker, Batch, EKS, the Slurm bridge: reads by ingest, apply and the gang
+watch; writes only of resources tagged ``osprey:enabled=true``, :data:`TAGGED`) is granted by that backend's
+construct in :mod:`osprey_infra.backends`. Each grant that needs a wildcard acknowledges its cdk-nag finding
+where it is made.
+
+A grant takes the smallest thing it needs: a :class:`Grantee` (a role), or a :class:`FunctionGrantee` (a
+function and its role) when it also tells the function where to find what it may now call.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 
-from osprey_control.backends.actuation import DERIVED_PRIORITY_TAG
 from osprey_control.contract import ENABLED_TAG
+from osprey_infra.nag import acknowledge_wildcard, nag_arn
 from osprey_infra.table_access import (
     APPLY,
     APPLY_SHARES,
     COLLECT,
     DERIVE,
-    EKS_DISCOVERY,
     FINISH,
     INGEST,
     LEASE,
@@ -35,161 +42,111 @@ from osprey_infra.table_access import (
     grant_table_access,
 )
 
-if TYPE_CHECKING:
-    from osprey_infra.control_plane import OspreyControlPlane
+__all__ = [
+    "TAGGED",
+    "FunctionGrantee",
+    "Grantee",
+    "grant_metric_reads",
+    "grant_policy_reads",
+    "grant_steps",
+]
 
-__all__ = ["SAGEMAKER_READS", "TAGGED", "grant_control_plane", "training_jobs"]
-
+# The condition on every write to a backend's resources: only those opted in with osprey:enabled=true.
 TAGGED = {"StringEquals": {f"aws:ResourceTag/{ENABLED_TAG}": "true"}}
-# SageMaker reads (DescribeTrainingJob, ListTags) that recognition, apply and the gang watch make.
-SAGEMAKER_READS = ["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"]
 
 
-def training_jobs(scope: cdk.Stack) -> str:
-    return scope.format_arn(service="sagemaker", resource="training-job", resource_name="*")
+class Grantee(Protocol):
+    """What a grant needs of a function: its role."""
+
+    @property
+    def role(self) -> iam.IRole: ...
 
 
-def grant_control_plane(plane: OspreyControlPlane, policy_prefix: str) -> None:
-    """Every grant of the cycle's functions, ingest and EKS discovery."""
-    table = plane.registry.table
-    for made, access in (
-        (plane.ingest, INGEST),
-        (plane.lease, LEASE),
-        (plane.finish, FINISH),
-        (plane.shards, SHARDS),
-        (plane.collect, COLLECT),
-        (plane.derive, DERIVE),
-        (plane.apply, APPLY),
-        (plane.apply, APPLY_SHARES),
+class FunctionGrantee(Grantee, Protocol):
+    """A function and its role: for grants that also set the function's environment."""
+
+    @property
+    def function(self) -> lambda_.Function: ...
+
+
+def grant_steps(
+    table: dynamodb.ITable,
+    *,
+    ingest: Grantee,
+    lease: Grantee,
+    shards: Grantee,
+    collect: Grantee,
+    derive: Grantee,
+    apply: Grantee,
+    finish: Grantee,
+    policy_prefix: str,
+    allowed_rule_prefix: str,
+) -> None:
+    """The shared grants of ingest and the cycle's steps: the registry, metrics, the policies, custom rules."""
+    for grantee, access in (
+        (ingest, INGEST),
+        (lease, LEASE),
+        (finish, FINISH),
+        (shards, SHARDS),
+        (collect, COLLECT),
+        (derive, DERIVE),
+        (apply, APPLY),
+        (apply, APPLY_SHARES),
     ):
-        grant_table_access(table, made.role, access)
-    if plane.eks_discovery is not None:
-        grant_table_access(table, plane.eks_discovery.role, EKS_DISCOVERY)
-    _grant_ingest(plane)
-    _grant_derive(plane, policy_prefix)
-    _grant_apply(plane)
-    _grant_eks(plane)
+        grant_table_access(table, grantee.role, access)
+    for reader in (collect, derive):
+        grant_metric_reads(reader)
+    for reader in (derive, collect, ingest):
+        grant_policy_reads(reader, policy_prefix)
+    _grant_custom_rules(derive, allowed_rule_prefix)
 
 
-def _grant_ingest(plane: OspreyControlPlane) -> None:
-    """Recognition by environment and node discovery: read-only describes."""
-    stack = cdk.Stack.of(plane)
-    role = plane.ingest.role
-    role.add_to_principal_policy(
-        iam.PolicyStatement(actions=SAGEMAKER_READS, resources=[training_jobs(stack)])
+def grant_metric_reads(grantee: Grantee) -> None:
+    """CloudWatch's GetMetricData, on ``*``: it has no resource-level permissions."""
+    grantee.role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
     )
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["ecs:DescribeContainerInstances"],
-            # container-instance/<cluster>/<id> (and the older container-instance/<id>)
-            resources=[stack.format_arn(service="ecs", resource="container-instance", resource_name="*")],
-        )
-    )
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["batch:DescribeJobs", "batch:DescribeServiceJob"],
-            resources=["*"],  # Batch's Describe* have no resource-level permissions
-        )
-    )
+    acknowledge_wildcard(grantee.role, "*", "cloudwatch:GetMetricData has no resource-level permissions.")
 
 
-def _grant_derive(plane: OspreyControlPlane, policy_prefix: str) -> None:
-    """Metrics (GetMetricData has no resource-level permissions), the policies, the allowed custom rules."""
-    stack = cdk.Stack.of(plane)
-    for reader in (plane.collect, plane.derive):
-        reader.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
-        )
+def grant_policy_reads(grantee: Grantee, policy_prefix: str) -> None:
+    """Reads of the policies Osprey deploys: the parameters under ``policy_prefix``, and nothing else in SSM."""
+    stack = cdk.Stack.of(grantee.role)
     name = policy_prefix.lstrip("/")
-    read_policies = iam.PolicyStatement(
-        actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
-        resources=[
-            stack.format_arn(service="ssm", resource="parameter", resource_name=name),
-            stack.format_arn(service="ssm", resource="parameter", resource_name=name + "/*"),
-        ],
+    grantee.role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
+            resources=[
+                stack.format_arn(service="ssm", resource="parameter", resource_name=name),
+                stack.format_arn(service="ssm", resource="parameter", resource_name=name + "/*"),
+            ],
+        )
     )
-    readers = [plane.derive, plane.collect, plane.ingest]
-    if plane.eks_discovery is not None:
-        readers.append(plane.eks_discovery)
-    for reader in readers:
-        reader.role.add_to_principal_policy(read_policies)
-    plane.derive.role.add_to_principal_policy(
+    acknowledge_wildcard(
+        grantee.role,
+        nag_arn("ssm", f"parameter/{name}/*"),
+        f"The policies Osprey deploys, one parameter each under {policy_prefix}.",
+    )
+
+
+def _grant_custom_rules(derive: Grantee, allowed_rule_prefix: str) -> None:
+    """Invoking custom rules: functions of this account and region whose name has the allowed prefix."""
+    stack = cdk.Stack.of(derive.role)
+    derive.role.add_to_principal_policy(
         iam.PolicyStatement(
             actions=["lambda:InvokeFunction"],
             resources=[
                 stack.format_arn(
                     service="lambda",
                     resource="function",
-                    resource_name=f"{plane.config.allowed_rule_prefix}*",
+                    resource_name=f"{allowed_rule_prefix}*",
                     arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
                 )
             ],
         )
     )
-
-
-def _grant_apply(plane: OspreyControlPlane) -> None:
-    """Reads of the jobs it applies to; writes only to Osprey-tagged resources."""
-    stack = cdk.Stack.of(plane)
-    role = plane.apply.role
-    # The tag applier reads a training job's tags, and looks its ARN up when the registry has none yet.
-    role.add_to_principal_policy(
-        iam.PolicyStatement(actions=SAGEMAKER_READS, resources=[training_jobs(stack)])
+    acknowledge_wildcard(
+        derive.role,
+        nag_arn("lambda", f"function:{allowed_rule_prefix}*"),
+        "Custom rules: only functions of this account whose name has the deployment's allowed prefix.",
     )
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=[
-                "batch:DescribeServiceJob",
-                "batch:DescribeJobs",
-                "batch:DescribeJobQueues",
-                "batch:DescribeSchedulingPolicies",
-            ],
-            resources=["*"],  # Batch's Describe* have no resource-level permissions
-        )
-    )
-    backends = plane.config.backends
-    if "sagemaker" in backends:
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:AddTags"],
-                resources=[training_jobs(stack)],
-                # ForAllValues alone also holds for a request without tag keys; Null rules that out.
-                conditions={
-                    **TAGGED,
-                    "ForAllValues:StringEquals": {"aws:TagKeys": [DERIVED_PRIORITY_TAG]},
-                    "Null": {"aws:TagKeys": "false"},
-                },
-            )
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["batch:UpdateServiceJob"],
-                resources=[stack.format_arn(service="batch", resource="service-job", resource_name="*")],
-                conditions=TAGGED,
-            )
-        )
-    if "batch" in backends:
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["batch:UpdateSchedulingPolicy"],
-                resources=[
-                    stack.format_arn(service="batch", resource="scheduling-policy", resource_name="*")
-                ],
-                conditions=TAGGED,
-            )
-        )
-
-
-def _grant_eks(plane: OspreyControlPlane) -> None:
-    """DescribeCluster (endpoint and CA) on the configured clusters; inside them, each role's Kubernetes group
-    decides what it may do (docs/eks.md)."""
-    if plane.eks_discovery is None:
-        return
-    stack = cdk.Stack.of(plane)
-    clusters = [
-        stack.format_arn(service="eks", resource="cluster", resource_name=name)
-        for name in plane.config.eks_clusters
-    ]
-    describe = iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=clusters)
-    plane.eks_discovery.role.add_to_principal_policy(describe)
-    plane.apply.role.add_to_principal_policy(describe)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 from osprey_infra.function import OspreyFunction
+from osprey_infra.permissions import grant_metric_reads
 from osprey_infra.table_access import PLAN, grant_table_access
 
 __all__ = ["Planning"]
@@ -48,9 +48,7 @@ class Planning(Construct):
             memory_size=1024,  # the search is CPU-bound; Lambda's CPU share grows with memory
         )
         grant_table_access(table, self.plan.role, PLAN)
-        self.plan.role.add_to_policy(
-            iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])  # no resource ARNs
-        )
+        grant_metric_reads(self.plan)
 
     @property
     def function(self) -> lambda_.Function:

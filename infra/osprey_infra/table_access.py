@@ -35,6 +35,7 @@ __all__ = [
     "LEASE",
     "PLAN",
     "SHARDS",
+    "SLURM_BRIDGE",
     "TableAccess",
     "grant_table_access",
 ]
@@ -76,6 +77,8 @@ APPLY = TableAccess((_GET, _PUT, _CHECK, _BATCH_GET), indexes=(APPLY_PENDING_IND
 APPLY_SHARES = TableAccess((_QUERY, _DELETE), leading_keys=(SHARES_PK,))
 # JobRegistry.apply_observation only.
 EKS_DISCOVERY = TableAccess((_GET, _PUT))
+# The Slurm bridge: JobRegistry.apply_observation (the instance links are PutItems, their risk GetItems).
+SLURM_BRIDGE = TableAccess((_GET, _PUT))
 # GangStore.load (GetItem) and save (conditional PutItem) of the job's GANG item.
 GANG_WATCH = TableAccess((_GET, _PUT))
 # The plan step: list_active (Query on active-jobs), BatchGetItem of the PLANREQ items, PutItem of PLAN records,

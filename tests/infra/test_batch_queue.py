@@ -13,8 +13,8 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from osprey_control.contract import ENABLED_TAG
+from osprey_infra.backends.sagemaker_queue import SHARE_DECAY_SECONDS
 from osprey_infra.config import ConfigError, ControlPlaneConfig
-from osprey_infra.sagemaker_queue import SHARE_DECAY_SECONDS
 from osprey_infra.stack import OspreyStack
 from tests.conftest import REPO_ROOT
 

@@ -1,4 +1,5 @@
-"""``SlurmBridge``: the function that reaches a Slurm cluster's slurmrestd from inside its VPC (docs/slurm.md).
+"""Backend ``slurm`` (``osprey_control.backends.slurm``): ``SlurmBridge``, the function that reaches a Slurm
+cluster's slurmrestd from inside its VPC (docs/slurm.md).
 
 Created only when the context ``osprey:slurm`` names a cluster (:class:`~osprey_infra.slurm_config.
 SlurmBridgeConfig`). It adds:
@@ -10,11 +11,12 @@ SlurmBridgeConfig`). It adds:
 - optionally, on the head node's security group, ingress to slurmrestd's port from that group only;
 - its role: ``secretsmanager:GetSecretValue`` on the JWT secret, ``ec2:DescribeInstances`` (the node →
   instance lookup; no resource-level permissions exist), the ENI actions every function in a VPC needs, and the
-  registry calls of ``JobRegistry.apply_observation`` (GetItem, PutItem);
+  registry calls of ``JobRegistry.apply_observation`` (``osprey_infra.table_access.SLURM_BRIDGE``);
 - a rule that runs discovery every ``discoveryMinutes``;
 - on the apply function: ``OSPREY_SLURM_BRIDGE_FUNCTION`` and ``lambda:InvokeFunction`` on this function only;
-- with :meth:`SlurmBridge.connect_gangs`: the bridge starts gang watches (``states:StartExecution``, the
-  policies in SSM), and the gang watch function may invoke the bridge (readiness, the ``fail`` fallback).
+- co-scheduled Slurm jobs: the bridge's discovery starts their gang watches (``states:StartExecution``, reading
+  the policies' ``coScheduling`` in SSM), and the gang watch function may invoke the bridge, and only it
+  (readiness, the ``fail`` fallback).
 """
 
 from __future__ import annotations
@@ -41,15 +43,15 @@ from osprey_control.wiring import (
     SLURM_URL_VARIABLE,
     SLURM_USER_VARIABLE,
 )
+from osprey_infra.backends.grantees import BackendGrantees
 from osprey_infra.function import OspreyFunction
-from osprey_infra.gangs import GangWatch
+from osprey_infra.nag import acknowledge_wildcard
+from osprey_infra.permissions import grant_policy_reads
 from osprey_infra.slurm_config import SlurmBridgeConfig
-from osprey_infra.table_access import TableAccess, grant_table_access
+from osprey_infra.table_access import SLURM_BRIDGE, grant_table_access
 
-__all__ = ["SLURM_BRIDGE_ACCESS", "SlurmBridge"]
+__all__ = ["SlurmBridge"]
 
-# JobRegistry.apply_observation (GetItem, PutItem; the instance links are PutItems, their risk GetItems).
-SLURM_BRIDGE_ACCESS = TableAccess(("dynamodb:GetItem", "dynamodb:PutItem"))
 # What a function attached to a VPC needs to manage its network interfaces (AWSLambdaVPCAccessExecutionRole).
 _ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
@@ -81,11 +83,12 @@ class SlurmBridge(Construct):
         construct_id: str,
         *,
         config: SlurmBridgeConfig,
+        grantees: BackendGrantees,
         table: dynamodb.ITable,
         environment: Mapping[str, str],
         layer: lambda_.ILayerVersion,
         code: lambda_.Code,
-        apply: OspreyFunction,
+        policy_prefix: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
@@ -135,6 +138,7 @@ class SlurmBridge(Construct):
                 SLURM_USER_VARIABLE: config.user,
                 SLURM_PRIORITY_RANGE_VARIABLE: config.priority_range,
                 SLURM_INSTANCE_TAG_VARIABLE: config.instance_tag,
+                POLICY_PREFIX_VARIABLE: policy_prefix,
             },
             layer=layer,
             code=code,
@@ -164,7 +168,7 @@ class SlurmBridge(Construct):
                 actions=["secretsmanager:GetSecretValue"], resources=[config.token_secret_arn]
             )
         )
-        grant_table_access(table, role, SLURM_BRIDGE_ACCESS)
+        grant_table_access(table, role, SLURM_BRIDGE)
         self.schedule = events.Rule(
             self,
             "Discovery",
@@ -178,79 +182,21 @@ class SlurmBridge(Construct):
                 )
             ],
         )
-        apply.function.add_environment(SLURM_BRIDGE_FUNCTION_VARIABLE, self.function_name)
-        apply.role.add_to_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function_arn])
-        )
-        self._acknowledge()
-
-    def connect_gangs(self, gangs: GangWatch, policy_prefix: str) -> None:
-        """Co-scheduled Slurm jobs: discovery starts their watches (reading the policies' coScheduling), and
-        the watch function reads their readiness (and applies ``fail``) through the bridge."""
-        gangs.allow_start(self.bridge.function)
-        self.bridge.function.add_environment(POLICY_PREFIX_VARIABLE, policy_prefix)
-        stack = cdk.Stack.of(self)
-        name = policy_prefix.lstrip("/")
-        self.bridge.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
-                resources=[
-                    stack.format_arn(service="ssm", resource="parameter", resource_name=name),
-                    stack.format_arn(service="ssm", resource="parameter", resource_name=name + "/*"),
-                ],
-            )
-        )
-        cdk.Validations.of(self.bridge.role).acknowledge(
-            cdk.Acknowledgment(
-                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:"
-                f"<AWS::AccountId>:parameter/{name}/*]",
-                reason=f"The policies Osprey deploys, one parameter each under {policy_prefix}.",
-            )
-        )
-        watch = gangs.watch
-        watch.function.add_environment(SLURM_BRIDGE_FUNCTION_VARIABLE, self.function_name)
-        watch.role.add_to_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function_arn])
+        self._connect(grantees, policy_prefix)
+        acknowledge_wildcard(
+            role,
+            "*",
+            "ec2:DescribeInstances and the network-interface actions of a function in a VPC have no "
+            "resource-level permissions (AWSLambdaVPCAccessExecutionRole grants them on *).",
         )
 
-    def _acknowledge(self) -> None:
-        cdk.Validations.of(self.bridge.function).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-L1",
-                reason="Pinned to the newest runtime the AWS-managed Powertools v3 layer is published for; "
-                "raise function.RUNTIME together with the layer.",
+    def _connect(self, grantees: BackendGrantees, policy_prefix: str) -> None:
+        """Apply and the gang watch invoke the bridge (and only it), found by name; co-scheduled Slurm jobs:
+        discovery starts their watches, reading the policies' coScheduling."""
+        for caller in (grantees.apply, grantees.gangs.watch):
+            caller.function.add_environment(SLURM_BRIDGE_FUNCTION_VARIABLE, self.function_name)
+            caller.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function_arn])
             )
-        )
-        cdk.Validations.of(self.bridge.role).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-                reason="ec2:DescribeInstances and the network-interface actions of a function in a VPC have no "
-                "resource-level permissions (AWSLambdaVPCAccessExecutionRole grants them on *).",
-            )
-        )
-
-    @classmethod
-    def compose(
-        cls,
-        scope: Construct,
-        config: SlurmBridgeConfig | None,
-        *,
-        table: dynamodb.ITable,
-        environment: Mapping[str, str],
-        layer: lambda_.ILayerVersion,
-        code: lambda_.Code,
-        apply: OspreyFunction,
-    ) -> SlurmBridge | None:
-        """The bridge when ``config`` is set (the control plane's one line), else None."""
-        if config is None:
-            return None
-        return cls(
-            scope,
-            "Slurm",
-            config=config,
-            table=table,
-            environment=environment,
-            layer=layer,
-            code=code,
-            apply=apply,
-        )
+        grantees.gangs.allow_start(self.bridge.function)
+        grant_policy_reads(self.bridge, policy_prefix)
