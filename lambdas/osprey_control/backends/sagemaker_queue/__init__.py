@@ -4,7 +4,7 @@
 Recognised from EventBridge's Batch Service Job State Change events (ingest); the applier sets the service
 job's ``schedulingPriority`` (:mod:`.applier`); its gang reads the training job the service job started
 (:mod:`.gang`). What differs from a Batch container job is all here; the queue itself is the deployment's
-(``infra/osprey_infra/sagemaker_queue.py``).
+(``infra/osprey_infra/backends/sagemaker_queue.py``).
 """
 
 from __future__ import annotations
