@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.ingest.declared import (
+from osprey_control.backends.declared import (
     batch_declared_runtime,
     batch_requested_gpus,
     sagemaker_declared_runtime,
@@ -102,7 +102,7 @@ class JobEvent:
     container_instance_arn: str | None = None  # Batch on EC2: resolves to the job's EC2 instance
     training_job: str | None = None  # a service job's SageMaker training job, once Batch has started it
     node_index: int | None = None  # a Batch multi-node job's node (nodeDetails.nodeIndex)
-    # What the job declares (osprey_control.ingest.declared); a service job's come partly from its payload.
+    # What the job declares (osprey_control.backends.declared); a service job's come partly from its payload.
     declared_runtime_s: int | None = None
     requested_gpus: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from osprey_control.aws import client_for
+from osprey_control.backends.declared import sagemaker_declared_runtime, sagemaker_requested_gpus
 from osprey_control.contract import OspreyBlock, OspreyBlockError, recognise_job, tags_as_dict
 from osprey_control.errors import classified
-from osprey_control.ingest.declared import sagemaker_declared_runtime, sagemaker_requested_gpus
 from osprey_control.ingest.events import JobEvent, batch_environment, sagemaker_hosts
 from osprey_control.ingest.limits import event_tags
 from osprey_control.registry.model import Backend, JobKey, NodeRef

@@ -28,9 +28,9 @@ from typing import Any, Literal, NoReturn
 from pydantic import ValidationError
 
 from osprey_control.aws import client_for
+from osprey_control.backends.declared import smallest
 from osprey_control.contract import OspreyBlock
 from osprey_control.errors import PermanentError, TransientError, classified
-from osprey_control.ingest.declared import smallest
 from osprey_control.ingest.drops import (
     MalformedEventError,
     OverLimitError,

@@ -10,8 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from osprey_control.ingest import Ingestor, Recogniser
-from osprey_control.ingest.declared import (
+from osprey_control.backends.declared import (
     batch_declared_runtime,
     batch_requested_gpus,
     kubernetes_container_gpus,
@@ -19,6 +18,7 @@ from osprey_control.ingest.declared import (
     sagemaker_requested_gpus,
     smallest,
 )
+from osprey_control.ingest import Ingestor, Recogniser
 from osprey_control.ingest.events import JobEvent, parse_event
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from osprey_control.backends.declared import batch_requested_gpus, sagemaker_declared_runtime
 from osprey_control.ingest import (
     Ingestor,
     JobEvent,
@@ -19,7 +20,6 @@ from osprey_control.ingest import (
     parse_event,
 )
 from osprey_control.ingest import hosts as hosts_module
-from osprey_control.ingest.declared import batch_requested_gpus, sagemaker_declared_runtime
 from osprey_control.ingest.limits import MAX_CLOCK_SKEW, MAX_HOSTS, MAX_TAGS
 from osprey_control.ingest.service import decode_body
 from osprey_control.registry.dynamodb import JobRegistry
