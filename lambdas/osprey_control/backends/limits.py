@@ -17,8 +17,8 @@ instance groups        16          SageMaker heterogeneous clusters use a handfu
 tags per job           50          AWS's limit of user tags per resource (``aws:`` keys and the
                                    ``resourceArn`` entry of Batch events do not count)
 tag key / value        128 / 256   AWS's tag key and value lengths (characters)
-job name               63 / 128    SageMaker training job / AWS Batch job and service job names (each
-                                   backend's ``MAX_NAME``, in its ``events`` module)
+job name               63 / 128    SageMaker training job / AWS Batch job and service job names
+                                   (``MAX_NAME`` of ``sagemaker.events`` / ``aws_batch``)
 job id                 128         a Batch job id is a UUID, ``#<node>`` for a multi-node job's node
 ARN                    2,048       the longest ARN AWS issues
 instance type          40          the longest EC2 / SageMaker instance type is about 20

@@ -1,11 +1,12 @@
 """Given the statuses AWS reports for a job, when mapped by the job's backend, then each is Osprey's status of
-the table in each backend's events module (and docs/registry.md). Parsing whole events: tests/control/ingest."""
+the tables in backends/sagemaker/events.py and backends/aws_batch.py (and docs/registry.md). Whole events are
+parsed in tests/control/ingest."""
 
 from __future__ import annotations
 
 import pytest
 
-from osprey_control.backends.batch.events import batch_status
+from osprey_control.backends.aws_batch import batch_status
 from osprey_control.backends.sagemaker.events import sagemaker_status
 from osprey_control.backends.sagemaker_queue.events import service_job_status
 from osprey_control.registry import JobStatus

@@ -1,14 +1,13 @@
 """Batch Service Job State Change events (source ``aws.batch``) → :class:`JobEvent` keyed by the service job id,
 and DescribeServiceJob, which every service job's recognition needs.
 
-A service job's ``detail`` is a Batch ``JobDetail`` (:func:`osprey_control.backends.batch.events.job_detail`)
-without tags, environment or resources. Its name is the SageMaker training job Batch started for it
+A service job's ``detail`` is a Batch ``JobDetail`` (:mod:`osprey_control.backends.aws_batch`) without tags, environment or resources. Its name is the SageMaker training job Batch started for it
 (``latestAttempt.serviceResourceId``), once there is one, since the collector keys SageMaker metrics by that.
 DescribeServiceJob gives the tags (else the training request payload's copy), the payload's ``Environment``,
 its ``StoppingCondition`` (the event carries only Batch's timeout) and its ``ResourceConfig``: the GPUs, and
 the hosts once the training job runs (``<training job>/algo-N``, like a SageMaker job's).
 
-Statuses: those of a Batch job (:data:`~osprey_control.backends.batch.events.BATCH_STATUS`), and SCHEDULED
+Statuses: those of a Batch job (:data:`~osprey_control.backends.aws_batch.BATCH_STATUS`), and SCHEDULED
 (handed to SageMaker, instances being provisioned) → STARTING.
 """
 
@@ -19,8 +18,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from osprey_control.backends.batch.ecs import ContainerInstances
-from osprey_control.backends.batch.events import BATCH_STATUS, batch_status, job_detail, job_identity
+from osprey_control.backends.aws_batch import BATCH_STATUS, batch_status, job_detail, job_identity
 from osprey_control.backends.declared import sagemaker_declared_runtime, sagemaker_requested_gpus
 from osprey_control.backends.events import (
     AwsClients,
@@ -35,10 +33,7 @@ from osprey_control.backends.sagemaker.hosts import sagemaker_hosts
 from osprey_control.contract import tags_as_dict
 from osprey_control.registry.model import Backend, JobStatus, NodeRef
 
-__all__ = ["EVENTS", "MAX_NAME", "SERVICE_JOB_STATUS", "ServiceJobEvents", "service_job_status"]
-
-# The longest service job name AWS Batch accepts.
-MAX_NAME = 128
+__all__ = ["EVENTS", "SERVICE_JOB_STATUS", "ServiceJobEvents", "service_job_status"]
 
 SERVICE_JOB_STATUS: dict[str, JobStatus] = {**BATCH_STATUS, "SCHEDULED": JobStatus.STARTING}
 
@@ -49,7 +44,7 @@ def service_job_status(status: str) -> JobStatus:
 
 def _parse(event_id: str, when: datetime, detail: Mapping[str, Any]) -> JobEvent:
     # The fields are read in this order (the first problem found is the one reported).
-    job_id, status, name = job_identity(event_id, detail, MAX_NAME)
+    job_id, status, name = job_identity(event_id, detail)
     training_job: str | None = None
     latest = detail.get("latestAttempt")
     resource = latest.get("serviceResourceId") if isinstance(latest, Mapping) else None
@@ -120,17 +115,15 @@ class ServiceJobEvents:
         return _describe(event, clients)
 
     def node_finder(self, clients: AwsClients) -> NodeFinder:
-        # A service job runs on SageMaker, not on an ECS container instance; should its JobDetail name one
-        # all the same, it is looked up as a Batch job's is.
-        instances = ContainerInstances(clients)
+        return _training_hosts
 
-        def nodes(event: JobEvent, description: JobDescription) -> tuple[NodeRef, ...]:
-            hosts: tuple[NodeRef, ...] = ()
-            if event.training_job is not None and description.resource_config is not None:
-                hosts = sagemaker_hosts(event.training_job, description.resource_config, event.event_id)
-            return (*hosts, *instances(event, description))
 
-        return nodes
+def _training_hosts(event: JobEvent, description: JobDescription) -> tuple[NodeRef, ...]:
+    """The hosts of the training job the service job started, once it has one (a service job runs on
+    SageMaker: it has no ECS container instance to look up)."""
+    if event.training_job is None or description.resource_config is None:
+        return ()
+    return sagemaker_hosts(event.training_job, description.resource_config, event.event_id)
 
 
 EVENTS = ServiceJobEvents()
