@@ -1,7 +1,8 @@
 """Batch Service Job State Change events (source ``aws.batch``) → :class:`JobEvent` keyed by the service job id,
 and DescribeServiceJob, which every service job's recognition needs.
 
-A service job's ``detail`` is a Batch ``JobDetail`` (:mod:`osprey_control.backends.aws_batch`) without tags, environment or resources. Its name is the SageMaker training job Batch started for it
+A service job's ``detail`` is a Batch ``JobDetail`` (:mod:`osprey_control.backends.aws_batch`) without tags,
+environment or resources. Its name is the SageMaker training job Batch started for it
 (``latestAttempt.serviceResourceId``), once there is one, since the collector keys SageMaker metrics by that.
 DescribeServiceJob gives the tags (else the training request payload's copy), the payload's ``Environment``,
 its ``StoppingCondition`` (the event carries only Batch's timeout) and its ``ResourceConfig``: the GPUs, and
@@ -20,13 +21,7 @@ from typing import Any
 
 from osprey_control.backends.aws_batch import BATCH_STATUS, batch_status, job_detail, job_identity
 from osprey_control.backends.declared import sagemaker_declared_runtime, sagemaker_requested_gpus
-from osprey_control.backends.events import (
-    AwsClients,
-    JobDescription,
-    JobEvent,
-    NodeFinder,
-    optional_text,
-)
+from osprey_control.backends.events import AwsClients, JobDescription, JobEvent, NodeFinder, optional_text
 from osprey_control.backends.limits import MAX_ARN, check_text, event_tags
 from osprey_control.backends.sagemaker.events import MAX_NAME as MAX_TRAINING_JOB_NAME
 from osprey_control.backends.sagemaker.hosts import sagemaker_hosts
