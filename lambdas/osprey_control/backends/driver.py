@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from osprey_control.aws import client_for
 from osprey_control.backends.actuation import Applier
+from osprey_control.backends.events import JobEvents
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
-__all__ = ["BackendDriver", "Deployment"]
+__all__ = ["BackendDriver", "Deployment", "EventDriver"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,12 @@ class BackendDriver(Protocol):
     def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
         """The gang adapter for ``job``; ValueError when the job lacks what this backend needs to reach it."""
         ...
+
+
+@runtime_checkable
+class EventDriver(BackendDriver, Protocol):
+    """A backend whose jobs announce themselves through EventBridge (``recognition == "events"``: SageMaker,
+    SageMaker through a Batch queue, Batch): ingest parses their events and recognises their jobs through
+    ``events``. EKS and Slurm discover their jobs instead and have none."""
+
+    events: JobEvents

@@ -1,7 +1,9 @@
 """Event ingestion: EventBridge job state changes and spot warnings → the job registry.
 
-Pure parsing (:mod:`.events`, :mod:`.status`, :mod:`.limits`) is separate from AWS access (:mod:`.recognise`,
-:mod:`.service`), which takes its boto3 clients as parameters. What ingest drops, and why, is :mod:`.drops`.
+Pure parsing of the envelope and the spot events (:mod:`.events`, :mod:`.limits`) is separate from AWS access
+(:mod:`.recognise`, :mod:`.service`), which takes its boto3 clients as parameters. A job event is read and its
+job looked up by its backend's package (``DRIVER.events``, :mod:`osprey_control.backends.events`), reached
+through :func:`osprey_control.backends.driver_for`. What ingest drops, and why, is :mod:`.drops`.
 """
 
 from osprey_control.ingest.drops import (
@@ -23,7 +25,6 @@ from osprey_control.ingest.events import (
 from osprey_control.ingest.recognise import Recogniser, Recognition
 from osprey_control.ingest.service import Ingestor, IngestOutcome
 from osprey_control.ingest.settings import IngestSettings, SettingsError
-from osprey_control.ingest.status import batch_status, sagemaker_status
 
 __all__ = [
     "EVENTS_DROPPED",
@@ -42,8 +43,6 @@ __all__ = [
     "SettingsError",
     "SpotEvent",
     "UnsupportedEventError",
-    "batch_status",
     "drop_metrics",
     "parse_event",
-    "sagemaker_status",
 ]

@@ -8,11 +8,14 @@ Reason         the event
 =============  ===========================================================================================
 malformed      is not JSON, or a field Osprey reads is missing, mistyped, out of range or an unknown status
 unsupported    has a detail-type the ingest function does not handle (the event rules send none such)
-over-limit     is larger than Osprey stores: too many hosts, tags or characters (:mod:`.limits`)
+over-limit     is larger than Osprey stores: too many hosts, tags or characters (:mod:`.limits`,
+               :mod:`osprey_control.backends.limits`)
 rejected       made AWS refuse a request permanently (validation, access denied, not found)
 =============  ===========================================================================================
 
 Each reason is one custom metric (billed per month), so the set stays this small; the log holds the detail.
+The errors of a malformed or over-limit event are the backends' parsers' as much as ingest's, so they live
+below both (:mod:`osprey_control.backends.limits`) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
+from osprey_control.backends.limits import MALFORMED, OVER_LIMIT, MalformedEventError, OverLimitError
 from osprey_control.errors import REJECTED, PermanentError
 from osprey_control.telemetry import MetricPoint
 
@@ -37,34 +41,10 @@ EVENTS_DROPPED = "EventsDropped"
 
 
 class DropReason(StrEnum):
-    MALFORMED = "malformed"
+    MALFORMED = MALFORMED
     UNSUPPORTED = "unsupported"
-    OVER_LIMIT = "over-limit"
+    OVER_LIMIT = OVER_LIMIT
     REJECTED = REJECTED
-
-
-class MalformedEventError(PermanentError):
-    """The event cannot be understood; it is dropped (redelivering it would not help)."""
-
-    hint = (
-        "if it came from AWS, check the EventBridge rule delivers the unmodified event (no input transformer)"
-    )
-
-    def __init__(
-        self, message: str, *, event_id: str | None = None, reason: DropReason = DropReason.MALFORMED
-    ) -> None:
-        self.event_id = event_id
-        where = f"event {event_id}: " if event_id else ""
-        super().__init__(f"{where}{message}. The event is dropped; {self.hint}.", reason=reason.value)
-
-
-class OverLimitError(MalformedEventError):
-    """The event describes more than Osprey stores for one job (docs/registry.md, Limits)."""
-
-    hint = "Osprey's limits per job and why are in docs/registry.md (Limits)"
-
-    def __init__(self, message: str, *, event_id: str | None = None) -> None:
-        super().__init__(message, event_id=event_id, reason=DropReason.OVER_LIMIT)
 
 
 class UnsupportedEventError(MalformedEventError):

@@ -1,142 +1,30 @@
-"""What ingest accepts from one event at most, checked before anything is built or written.
+"""What ingest accepts of one message: its size and the time its event claims, checked before it is parsed.
 
-The bounds keep one job's registry item far below DynamoDB's 400 KB item limit whatever the event says, and
-keep the work per event small: counts are checked before hosts are expanded, so a short message cannot make
-ingest build millions of hosts. An event beyond a bound is dropped (:class:`OverLimitError`, reason
-``over-limit``); a value of the wrong type is ``malformed``. The table is repeated in docs/registry.md.
+What one job's event may hold (hosts, tags, names, ARNs) is shared with the backends' event parsers and lives
+below both (:mod:`osprey_control.backends.limits`, whose table is repeated in docs/registry.md):
 
 =====================  ==========  ===============================================================
 bound                  value       why this value
 =====================  ==========  ===============================================================
-hosts per job          1,000       AWS Batch's default maximum nodes of a multi-node job; SageMaker
-                                   ``InstanceCount`` summed over the instance groups
-instance groups        16          SageMaker heterogeneous clusters use a handful
-tags per job           50          AWS's limit of user tags per resource (``aws:`` keys and the
-                                   ``resourceArn`` entry of Batch events do not count)
-tag key / value        128 / 256   AWS's tag key and value lengths (characters)
-job name               63 / 128    SageMaker training job / AWS Batch job and service job names
-job id                 128         a Batch job id is a UUID, ``#<node>`` for a multi-node job's node
-ARN                    2,048       the longest ARN AWS issues
-instance type          40          the longest EC2 / SageMaker instance type is about 20
-other text             256         share identifiers, instance ids, statuses
 message body           256 KiB     EventBridge's maximum event size
+event time             2000 ..     AWS never dates an event earlier, nor later than the function's
+                       now + 1 h   clock allows for skew
 =====================  ==========  ===============================================================
-
-At these bounds a job item holds at most about 1,000 x 160 bytes of hosts (a 63-character job name in each
-host's id, a 40-character instance type) plus 50 x 384 bytes of tags and a few KB of names and ARNs: about
-170 KB, under half of DynamoDB's limit (measured in tests/control/ingest/test_limits.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from osprey_control.ingest.drops import MalformedEventError, OverLimitError
-from osprey_control.registry.model import Backend
+from osprey_control.backends.limits import MalformedEventError
 
-__all__ = [
-    "EARLIEST_TIME",
-    "MAX_ARN",
-    "MAX_BODY_BYTES",
-    "MAX_CLOCK_SKEW",
-    "MAX_HOSTS",
-    "MAX_INSTANCE_GROUPS",
-    "MAX_INSTANCE_TYPE",
-    "MAX_JOB_ID",
-    "MAX_NAME",
-    "MAX_TAGS",
-    "MAX_TAG_KEY",
-    "MAX_TAG_VALUE",
-    "MAX_TEXT",
-    "check_host_count",
-    "check_tags",
-    "check_text",
-    "check_time",
-    "event_tags",
-]
+__all__ = ["EARLIEST_TIME", "MAX_BODY_BYTES", "MAX_CLOCK_SKEW", "check_time"]
 
-MAX_HOSTS = 1_000
-MAX_INSTANCE_GROUPS = 16
-MAX_TAGS = 50
-MAX_TAG_KEY = 128
-MAX_TAG_VALUE = 256
-MAX_NAME: Mapping[Backend, int] = {Backend.SAGEMAKER: 63, Backend.BATCH: 128, Backend.SAGEMAKER_QUEUED: 128}
-MAX_JOB_ID = 128
-MAX_ARN = 2_048
-MAX_TEXT = 256
-MAX_INSTANCE_TYPE = 40
 MAX_BODY_BYTES = 256 * 1024
 # Event times come from AWS: before 2000 or later than the function's clock allows for skew, they are forged or
 # corrupt, and a far-future time would freeze the job's description (the newest event wins, docs/registry.md).
 EARLIEST_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 MAX_CLOCK_SKEW = timedelta(hours=1)
-
-# Not user tags: AWS-reserved keys, and the resource's own ARN that Batch adds to the tags of its events.
-_UNCOUNTED_PREFIX = "aws:"
-_UNCOUNTED_KEYS = frozenset({"resourceArn"})
-
-
-def check_text(value: str, field: str, limit: int, event_id: str | None) -> str:
-    if len(value) > limit:
-        raise OverLimitError(
-            f"{field} has {len(value)} characters; Osprey stores at most {limit}", event_id=event_id
-        )
-    return value
-
-
-def check_host_count(count: int, event_id: str | None = None) -> int:
-    if count > MAX_HOSTS:
-        raise OverLimitError(
-            f"the job has {count} hosts; Osprey tracks at most {MAX_HOSTS} per job", event_id=event_id
-        )
-    return count
-
-
-def check_tags(tags: Mapping[str, str], event_id: str | None = None) -> Mapping[str, str]:
-    """``tags`` if within AWS's limits (count, key and value lengths), else :class:`OverLimitError`."""
-    counted = [key for key in tags if not key.startswith(_UNCOUNTED_PREFIX) and key not in _UNCOUNTED_KEYS]
-    if len(counted) > MAX_TAGS:
-        raise OverLimitError(f"the job has {len(counted)} tags; AWS allows {MAX_TAGS}", event_id=event_id)
-    for key, value in tags.items():
-        check_text(key, "a tag key", MAX_TAG_KEY, event_id)
-        limit = MAX_ARN if key in _UNCOUNTED_KEYS else MAX_TAG_VALUE
-        check_text(value, f"tag {key!r}", limit, event_id)
-    return tags
-
-
-def _tag_pair(entry: Any, where: str, event_id: str | None) -> tuple[str, str]:
-    key = entry.get("Key", entry.get("key")) if isinstance(entry, Mapping) else None
-    value = entry.get("Value", entry.get("value", "")) if isinstance(entry, Mapping) else None
-    if not isinstance(key, str) or not isinstance(value, str):
-        raise MalformedEventError(
-            f"{where} must be a map of strings or a list of {{Key, Value}} strings, got entry {entry!r:.100}",
-            event_id=event_id,
-        )
-    return key, value
-
-
-def event_tags(value: Any, where: str, event_id: str | None) -> dict[str, str] | None:
-    """Tags as an event or an AWS response carries them: a map, or SageMaker's ``[{"Key", "Value"}]`` list.
-    None when absent; anything else (a list of strings, nested objects, numbers) is malformed."""
-    if value is None:
-        return None
-    if isinstance(value, Mapping):
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise MalformedEventError(f"{where} must map strings to strings", event_id=event_id)
-        tags = dict(value)
-    elif isinstance(value, list):
-        if len(value) > 4 * MAX_TAGS:  # before looking at each entry
-            raise OverLimitError(f"{where} has {len(value)} entries", event_id=event_id)
-        tags = dict(_tag_pair(entry, where, event_id) for entry in value)
-    else:
-        raise MalformedEventError(
-            f"{where} must be a map or a list of {{Key, Value}}, got {type(value).__name__}",
-            event_id=event_id,
-        )
-    check_tags(tags, event_id)
-    return tags
 
 
 def check_time(when: datetime, field: str, now: datetime | None, event_id: str | None) -> datetime:

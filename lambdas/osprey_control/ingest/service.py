@@ -11,14 +11,15 @@ decides what happens to the record (:mod:`osprey_control.errors`):
 - anything else is a bug: it propagates too (kopf's default for unknown errors), so the event is redelivered
   and, after the queue's maxReceiveCount, kept in the dead-letter queue, whose alarm asks for a look.
 
-AWS errors are classified where the calls are made (:func:`osprey_control.errors.classified`).
+AWS errors are classified where the calls are made (:func:`osprey_control.errors.classified`). What differs by
+backend (a job event ingest leaves to another backend, a node job's parent, nodes only lookups reveal) is the
+backend's (:class:`~osprey_control.backends.events.JobEvents`, reached by the event's backend).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,35 +28,32 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import ValidationError
 
-from osprey_control.aws import client_for
+from osprey_control.backends.declared import smallest
+from osprey_control.backends.events import JobEvent, NodeFinder
+from osprey_control.backends.limits import check_tags
 from osprey_control.contract import OspreyBlock
 from osprey_control.errors import PermanentError, TransientError, classified
-from osprey_control.ingest.declared import smallest
 from osprey_control.ingest.drops import (
     MalformedEventError,
     OverLimitError,
     UnsupportedEventError,
     drop_reason,
 )
-from osprey_control.ingest.events import IgnoredEvent, JobEvent, SpotEvent, parse_event
-from osprey_control.ingest.limits import MAX_BODY_BYTES, check_tags
-from osprey_control.ingest.recognise import Recogniser, Recognition
+from osprey_control.ingest.events import IgnoredEvent, SpotEvent, job_events, parse_event
+from osprey_control.ingest.limits import MAX_BODY_BYTES
+from osprey_control.ingest.recognise import LazyClients, Recogniser, Recognition
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeRef
 from osprey_control.registry.observation import JobObservation
 
-__all__ = ["SERVICE_TRAINING_PREFIX", "IngestOutcome", "Ingestor", "decode_body"]
+__all__ = ["IngestOutcome", "Ingestor", "decode_body"]
 
 logger = logging.getLogger(__name__)
 
-# AWS Batch names the training jobs it creates for service jobs "AWSBatch<job name><hash>"; those are
-# tracked once, as the service job (backend sagemaker-queued), not a second time as direct SageMaker jobs.
-SERVICE_TRAINING_PREFIX = "AWSBatch"
-
-# A multi-node parallel job's node jobs ("<job id>#<index>") are the parent job's nodes, not jobs of their own:
-# their events only add the node's instance to the parent. Dated at the epoch, such an observation never moves
-# the parent's status or description (the registry keeps the newest), whatever order the events arrive in.
-MULTINODE_SEPARATOR = "#"
+# A node job (its backend names its parent: a multi-node parallel job's "<job id>#<index>") is one of the
+# parent job's nodes, not a job of its own: its events only add the node's instance to the parent. Dated at the
+# epoch, such an observation never moves the parent's status or description (the registry keeps the newest),
+# whatever order the events arrive in.
 _NODE_EVENT_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 Action = Literal["registered", "updated", "duplicate", "ignored", "spot", "dropped"]
@@ -113,13 +111,13 @@ class Ingestor:
     ) -> None:
         self.registry = registry
         self.recogniser = recogniser or Recogniser()
-        self._ecs = ecs
+        self._clients = LazyClients(ecs=ecs)
         self._clock = clock  # events dated after it (plus the clock skew) are malformed
         # Called with every record an event changed (the gang watch starter); its AWS errors propagate so the
         # event is redelivered, which is why what it does must be idempotent.
         self._on_change = on_change
-        # container instance ARN -> (EC2 instance id, instance type), negative answers too
-        self._instances: OrderedDict[str, tuple[str, str | None] | None] = OrderedDict()
+        # Each backend's, made on its first event: they may cache their lookups (a Batch job's EC2 instance).
+        self._node_finders: dict[Backend, NodeFinder] = {}
 
     def ingest_message(self, body: str) -> IngestOutcome:
         """One SQS message body (an EventBridge event as JSON): ``dropped`` for a permanent failure; a transient
@@ -174,19 +172,19 @@ class Ingestor:
         return self._job(parsed)
 
     def _job(self, event: JobEvent) -> IngestOutcome:
+        backend_events = job_events(event.backend)
         key = JobKey(event.backend, event.native_id)
-        if event.backend is Backend.SAGEMAKER and event.native_id.startswith(SERVICE_TRAINING_PREFIX):
-            return IngestOutcome(
-                "ignored", event.event_id, "training job of an AWS Batch service job", (key,)
-            )
+        elsewhere = backend_events.ignored(event)
+        if elsewhere is not None:
+            return IngestOutcome("ignored", event.event_id, elsewhere, (key,))
         recognition = self.recogniser.recognise(event)
         block = recognition.block
         if block is None:
             return IngestOutcome("ignored", event.event_id, "not an Osprey job", (key,))
-        nodes = [*event.nodes, *recognition.hosts(event), *self._batch_instance(event)]
-        parent_id, _, node = event.native_id.partition(MULTINODE_SEPARATOR)
-        node_job = event.backend is Backend.BATCH and bool(node)
-        if node_job:
+        nodes = [*event.nodes, *self._node_finder(event.backend)(event, recognition.description)]
+        parent_id = backend_events.parent(event)
+        node_job = parent_id is not None
+        if parent_id is not None:
             key = JobKey(event.backend, parent_id)
         try:
             observation = self._observation(event, key, block, recognition, nodes, node_job=node_job)
@@ -243,58 +241,15 @@ class Ingestor:
             # A node job's own timeout and GPUs are one node's, not the job's: the parent's events carry those.
             declared_runtime_s=None
             if node_job
-            else smallest(event.declared_runtime_s, recognition.payload_runtime_s),
-            requested_gpus=None if node_job else event.requested_gpus or recognition.payload_gpus,
+            else smallest(event.declared_runtime_s, recognition.description.declared_runtime_s),
+            requested_gpus=None
+            if node_job
+            else event.requested_gpus or recognition.description.requested_gpus,
             marks_allocation=not node_job,
         )
 
-    def _batch_instance(self, event: JobEvent) -> tuple[NodeRef, ...]:
-        """The EC2 instance of a Batch job on EC2 (its ECS container instance), so spot events find the job."""
-        arn = event.container_instance_arn
-        if arn is None:
-            return ()
-        if arn not in self._instances:
-            self._instances[arn] = self._describe_container_instance(arn)
-            if len(self._instances) > 4096:
-                self._instances.popitem(last=False)
-        instance = self._instances[arn]
-        if instance is None:
-            return ()
-        instance_id, instance_type = instance
-        node = NodeRef(
-            node_id=instance_id,
-            kind=NodeKind.INSTANCE,
-            instance_id=instance_id,
-            instance_type=instance_type,
-            node_index=event.node_index,
-        )
-        return (node,)
-
-    def _describe_container_instance(self, arn: str) -> tuple[str, str | None] | None:
-        # arn:aws:ecs:<region>:<account>:container-instance/<cluster>/<id>; the cluster is needed to describe.
-        parts = arn.split(":", 5)[-1].split("/")
-        if len(parts) != 3:
-            return None
-        self._ecs = client_for("ecs", self._ecs)
-        try:
-            with classified():
-                found = self._ecs.describe_container_instances(cluster=parts[1], containerInstances=[arn])
-        except PermanentError as error:
-            # The instance only helps spot warnings find the job: without it the job event is still recorded.
-            logger.warning("container instance not described", extra={"arn": arn, "error": str(error)[:300]})
-            return None
-        instances = found.get("containerInstances") or []
-        instance_id = instances[0].get("ec2InstanceId") if instances else None
-        if not isinstance(instance_id, str):
-            return None
-        # ECS reports the instance type as the attribute ecs.instance-type.
-        attributes = instances[0].get("attributes") or []
-        instance_type = next(
-            (
-                a.get("value")
-                for a in attributes
-                if isinstance(a, dict) and a.get("name") == "ecs.instance-type"
-            ),
-            None,
-        )
-        return instance_id, instance_type if isinstance(instance_type, str) else None
+    def _node_finder(self, backend: Backend) -> NodeFinder:
+        finder = self._node_finders.get(backend)
+        if finder is None:
+            finder = self._node_finders[backend] = job_events(backend).node_finder(self._clients)
+        return finder

@@ -4,31 +4,15 @@ the job asks for are what the scheduler was told, and anything unknown stays Non
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import boto3
-import pytest
 from botocore.stub import Stubber
 
 from osprey_control.ingest import Ingestor, Recogniser
-from osprey_control.ingest.declared import (
-    batch_declared_runtime,
-    batch_requested_gpus,
-    kubernetes_container_gpus,
-    sagemaker_declared_runtime,
-    sagemaker_requested_gpus,
-    smallest,
-)
 from osprey_control.ingest.events import JobEvent, parse_event
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
 from tests.control.ingest.conftest import BATCH, SAGEMAKER, SERVICE, load_event
-
-GPU = {"type": "GPU", "value": "4"}
-
-
-def _container(*requirements: dict[str, str]) -> dict[str, Any]:
-    return {"image": "trainer", "resourceRequirements": [{"type": "VCPU", "value": "8"}, *requirements]}
 
 
 def test_given_the_sagemaker_event_when_parsed_then_stopping_condition_and_instance_gpus_are_read() -> None:
@@ -44,58 +28,6 @@ def test_given_the_batch_event_when_parsed_then_timeout_and_gpu_requirement_are_
     event = parse_event(load_event(BATCH))
     assert isinstance(event, JobEvent)
     assert (event.declared_runtime_s, event.requested_gpus) == (7200, 1)
-
-
-@pytest.mark.parametrize(
-    ("resource_config", "expected"),
-    [
-        ({"InstanceType": "ml.p5.48xlarge", "InstanceCount": 4}, 32),
-        ({"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1}, 1),
-        ({"InstanceGroups": [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "InstanceGroupName": "a"},
-                             {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1, "InstanceGroupName": "b"}]}, 20),
-        ({"InstanceGroups": [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "InstanceGroupName": "a"},
-                             {"InstanceType": "ml.c5.xlarge", "InstanceCount": 1, "InstanceGroupName": "cpu"}]}, None),
-        ({"InstanceType": "ml.m5.xlarge", "InstanceCount": 2}, None),
-        (None, None),
-    ],
-)  # fmt: skip
-def test_given_a_resource_config_when_counting_gpus_then_unknown_types_make_the_total_unknown(
-    resource_config: Any, expected: int | None
-) -> None:
-    assert sagemaker_requested_gpus(resource_config) == expected
-
-
-@pytest.mark.parametrize(
-    ("detail", "expected"),
-    [
-        ({"container": _container(GPU)}, 4),
-        ({"container": _container()}, None),
-        ({"nodeProperties": {"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [
-            {"targetNodes": "0:", "container": _container({"type": "GPU", "value": "8"})}]}}, 32),
-        ({"nodeProperties": {"numNodes": 3, "mainNode": 0, "nodeRangeProperties": [
-            {"targetNodes": "0", "container": _container()},
-            {"targetNodes": "1:2", "container": _container({"type": "GPU", "value": "8"})}]}}, 16),
-        ({"ecsProperties": {"taskProperties": [{"containers": [_container(GPU), _container(GPU)]}]}}, 8),
-        ({"eksProperties": {"podProperties": {"containers": [
-            {"name": "t", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "1"}}},
-            {"name": "u", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}, 3),
-    ],
-)  # fmt: skip
-def test_given_a_batch_job_detail_when_counting_gpus_then_every_node_and_container_counts(
-    detail: dict[str, Any], expected: int | None
-) -> None:
-    assert batch_requested_gpus(detail) == expected
-
-
-def test_given_malformed_or_absent_limits_when_read_then_they_are_unknown_never_zero() -> None:
-    assert sagemaker_declared_runtime({"StoppingCondition": {"MaxRuntimeInSeconds": 0}}) is None
-    assert sagemaker_declared_runtime({"StoppingCondition": {"MaxRuntimeInSeconds": True}}) is None
-    assert sagemaker_declared_runtime({}) is None
-    assert batch_declared_runtime({"timeout": {"attemptDurationSeconds": "x"}}) is None
-    assert batch_declared_runtime({"timeoutConfig": {"attemptDurationSeconds": 600}}) == 600
-    assert kubernetes_container_gpus([{"resources": {"limits": {"nvidia.com/gpu": "-1"}}}]) == 0
-    assert smallest(None, 600, 300) == 300
-    assert smallest(None, None) is None
 
 
 def test_given_a_service_job_when_ingested_then_its_payload_and_timeout_give_limit_and_gpus(

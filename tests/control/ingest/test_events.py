@@ -14,9 +14,7 @@ from osprey_control.ingest import (
     JobEvent,
     MalformedEventError,
     SpotEvent,
-    batch_status,
     parse_event,
-    sagemaker_status,
 )
 from osprey_control.registry import Backend, JobStatus, NodeKind
 from tests.control.ingest.conftest import BATCH, INTERRUPTION, REBALANCE, SAGEMAKER, SERVICE, load_event
@@ -119,40 +117,3 @@ def test_malformed_events_name_the_field(event: Any, message: str) -> None:
     with pytest.raises(MalformedEventError, match=message) as raised:
         parse_event(event)
     assert "dropped" in str(raised.value)
-
-
-@pytest.mark.parametrize(
-    ("primary", "secondary", "expected"),
-    [
-        ("InProgress", "Pending", JobStatus.PENDING),
-        ("InProgress", "Starting", JobStatus.STARTING),
-        ("InProgress", "Downloading", JobStatus.STARTING),
-        ("InProgress", "Interrupted", JobStatus.STARTING),
-        ("InProgress", "Training", JobStatus.RUNNING),
-        ("InProgress", "Uploading", JobStatus.RUNNING),
-        ("Stopping", "Stopping", JobStatus.RUNNING),
-        ("Completed", "Completed", JobStatus.SUCCEEDED),
-        ("Failed", "Failed", JobStatus.FAILED),
-        ("Stopped", "MaxRuntimeExceeded", JobStatus.STOPPED),
-        ("InProgress", "SomethingNew", JobStatus.STARTING),
-        ("InProgress", None, JobStatus.STARTING),
-    ],
-)
-def test_sagemaker_status_table(primary: str, secondary: str | None, expected: JobStatus) -> None:
-    assert sagemaker_status(primary, secondary) is expected
-
-
-@pytest.mark.parametrize(
-    ("status", "service", "expected"),
-    [
-        ("SUBMITTED", False, JobStatus.PENDING),
-        ("RUNNABLE", False, JobStatus.PENDING),
-        ("STARTING", False, JobStatus.STARTING),
-        ("RUNNING", False, JobStatus.RUNNING),
-        ("SUCCEEDED", False, JobStatus.SUCCEEDED),
-        ("FAILED", False, JobStatus.FAILED),
-        ("SCHEDULED", True, JobStatus.STARTING),
-    ],
-)
-def test_batch_status_table(status: str, service: bool, expected: JobStatus) -> None:
-    assert batch_status(status, service=service) is expected

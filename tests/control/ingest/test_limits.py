@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from osprey_control.backends.declared import batch_requested_gpus, sagemaker_declared_runtime
+from osprey_control.backends.limits import MAX_HOSTS, MAX_TAGS
+from osprey_control.backends.sagemaker import hosts as hosts_module
 from osprey_control.ingest import (
     Ingestor,
     JobEvent,
@@ -18,9 +21,7 @@ from osprey_control.ingest import (
     Recogniser,
     parse_event,
 )
-from osprey_control.ingest import hosts as hosts_module
-from osprey_control.ingest.declared import batch_requested_gpus, sagemaker_declared_runtime
-from osprey_control.ingest.limits import MAX_CLOCK_SKEW, MAX_HOSTS, MAX_TAGS
+from osprey_control.ingest.limits import MAX_CLOCK_SKEW
 from osprey_control.ingest.service import decode_body
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.model import NodeRef

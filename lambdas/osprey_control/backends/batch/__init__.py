@@ -15,6 +15,7 @@ from osprey_control.backends.batch.applier import (
     ShareLedgerPort,
     weight_factor,
 )
+from osprey_control.backends.batch.events import EVENTS
 from osprey_control.backends.batch.gang import BatchGang, batch_readiness
 from osprey_control.backends.driver import Deployment
 from osprey_control.gang import GangBackend, WatchJob
@@ -35,6 +36,7 @@ __all__ = [
 class _BatchDriver:
     backend = Backend.BATCH
     recognition = "events"
+    events = EVENTS  # how ingest reads its events (.events)
 
     def applier(self, deployment: Deployment) -> Applier:
         # The registry's share ledger lets the applier prune the shares of finished jobs.

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from osprey_control.ingest.declared import kubernetes_container_gpus
+from osprey_control.backends.declared import kubernetes_container_gpus
 
 __all__ = ["job_declared_runtime", "job_requested_gpus", "pod_gpus"]
 

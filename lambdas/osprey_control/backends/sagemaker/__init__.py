@@ -10,6 +10,7 @@ from __future__ import annotations
 from osprey_control.backends.actuation import Applier
 from osprey_control.backends.driver import Deployment
 from osprey_control.backends.sagemaker.applier import TrainingJobTagApplier
+from osprey_control.backends.sagemaker.events import EVENTS
 from osprey_control.backends.sagemaker.gang import SageMakerGang, instance_count, sagemaker_readiness
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
@@ -20,6 +21,7 @@ __all__ = ["DRIVER", "SageMakerGang", "TrainingJobTagApplier", "instance_count",
 class _SageMakerDriver:
     backend = Backend.SAGEMAKER
     recognition = "events"
+    events = EVENTS  # how ingest reads its events (.events)
 
     def applier(self, deployment: Deployment) -> Applier:
         return TrainingJobTagApplier(deployment.client("sagemaker"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from osprey_control.backends.actuation import Applier
 from osprey_control.backends.driver import Deployment
 from osprey_control.backends.sagemaker_queue.applier import ServiceJobApplier
+from osprey_control.backends.sagemaker_queue.events import EVENTS
 from osprey_control.backends.sagemaker_queue.gang import SageMakerQueuedGang, sagemaker_queued_readiness
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
@@ -22,6 +23,7 @@ __all__ = ["DRIVER", "SageMakerQueuedGang", "ServiceJobApplier", "sagemaker_queu
 class _SageMakerQueueDriver:
     backend = Backend.SAGEMAKER_QUEUED
     recognition = "events"
+    events = EVENTS  # how ingest reads its events (.events)
 
     def applier(self, deployment: Deployment) -> Applier:
         return ServiceJobApplier(deployment.client("batch"))

@@ -5,8 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from osprey_control.ingest.drops import OverLimitError
-from osprey_control.ingest.limits import MAX_INSTANCE_GROUPS, MAX_INSTANCE_TYPE, check_host_count, check_text
+from osprey_control.backends.limits import (
+    MAX_INSTANCE_GROUPS,
+    MAX_INSTANCE_TYPE,
+    OverLimitError,
+    check_host_count,
+    check_text,
+)
 from osprey_control.registry.model import NodeKind, NodeRef
 
 __all__ = ["sagemaker_hosts"]
