@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from osprey_control.catalog import gpus_for_instance_type
 from osprey_control.ingest.drops import OverLimitError
 from osprey_control.ingest.limits import MAX_INSTANCE_GROUPS, MAX_INSTANCE_TYPE, check_host_count, check_text
 from osprey_control.registry.model import NodeKind, NodeRef
@@ -45,9 +46,6 @@ def sagemaker_hosts(job_name: str, resource_config: Any, event_id: str | None = 
     if not isinstance(resource_config, Mapping):
         return ()
     groups = _instance_groups(resource_config, event_id)
-    # Imported here: the collect package pulls in the collector, which the Batch and spot paths never need.
-    from osprey_control.metrics.queries import gpus_for_instance_type  # noqa: PLC0415
-
     hosts: list[NodeRef] = []
     for count, instance_type in groups:
         gpus = gpus_for_instance_type(instance_type)

@@ -11,7 +11,7 @@ Sources, by node kind:
   also carries ``index``/``name``/``arch`` and a MetricStat on ``InstanceId`` alone finds nothing.
 - ``host`` (SageMaker): ``/aws/sagemaker/TrainingJobs`` ``GPUUtilization`` / ``GPUMemoryUtilization`` with
   ``Host = <training job name>/algo-N``. SageMaker reports the sum over the host's GPUs (0..100 times GPUs), so
-  the value is divided by the GPU count (``NodeRef.gpus``, else :data:`GPUS_PER_INSTANCE_TYPE`).
+  the value is divided by the GPU count (``NodeRef.gpus``, else the instance type's in :mod:`osprey_control.catalog`).
 - ``pod`` (EKS): Container Insights ``pod_gpu_utilization`` / ``pod_gpu_memory_utilization`` with
   ``ClusterName``, ``Namespace``, ``PodName``.
 - every job with nodes, once: the runtime's ``InterconnectLatencyMicroseconds`` in ``/aws/osprey`` with
@@ -30,10 +30,11 @@ Sources, by node kind:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from osprey_control.catalog import gpus_for_instance_type
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 from osprey_control.wiring import METRICS_NAMESPACE
 
@@ -41,7 +42,6 @@ __all__ = [
     "CLOUDWATCH_NODE_METRICS",
     "CONTAINER_INSIGHTS_NAMESPACE",
     "CWAGENT_NAMESPACE",
-    "GPUS_PER_INSTANCE_TYPE",
     "OSPREY_NAMESPACE",
     "PROGRESS_SOURCES",
     "QUERY_ID_PATTERN",
@@ -51,7 +51,6 @@ __all__ = [
     "SeriesSpec",
     "build_progress_series",
     "build_series",
-    "gpus_for_instance_type",
     "lead_host",
     "lead_series",
     "metric_data_query",
@@ -70,40 +69,6 @@ CLOUDWATCH_NODE_METRICS = frozenset(
 )
 # Which policy metrics a job needs (collect.needs.needs_from_policies); None: every series, as before.
 Needs = Callable[[JobRecord], frozenset[str]] | None
-
-# GPUs per host for the instance types SageMaker and Batch GPU fleets use; "ml." is stripped first. A type not
-# listed here needs NodeRef.gpus, otherwise the SageMaker sum cannot be normalised and the value stays absent.
-GPUS_PER_INSTANCE_TYPE: Mapping[str, int] = {
-    "p3.2xlarge": 1,
-    "p3.8xlarge": 4,
-    "p3.16xlarge": 8,
-    "p3dn.24xlarge": 8,
-    "p4d.24xlarge": 8,
-    "p4de.24xlarge": 8,
-    "p5.4xlarge": 1,
-    "p5.48xlarge": 8,
-    "p5e.48xlarge": 8,
-    "p5en.48xlarge": 8,
-    "p6-b200.48xlarge": 8,
-    "g4dn.xlarge": 1,
-    "g4dn.2xlarge": 1,
-    "g4dn.4xlarge": 1,
-    "g4dn.8xlarge": 1,
-    "g4dn.16xlarge": 1,
-    "g4dn.12xlarge": 4,
-    "g4dn.metal": 8,
-    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("xlarge", "2xlarge", "4xlarge")},
-    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("8xlarge", "16xlarge")},
-    **{f"{family}.{size}": 4 for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
-    **{f"{family}.48xlarge": 8 for family in ("g5", "g6", "g6e")},
-}
-
-
-def gpus_for_instance_type(instance_type: str | None) -> int | None:
-    """GPUs per host of an EC2 or SageMaker (``ml.``) instance type, None when unknown."""
-    if not instance_type:
-        return None
-    return GPUS_PER_INSTANCE_TYPE.get(instance_type.removeprefix("ml."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +153,7 @@ def _sagemaker(
             "gpus-unknown",
             f"GPU count of SageMaker host {node.node_id} is unknown, so its GPUUtilization (a sum over GPUs) "
             f"cannot be normalised; record NodeRef.gpus or use an instance type listed in "
-            f"GPUS_PER_INSTANCE_TYPE (got {instance_type!r})",
+            f"osprey_control.catalog (got {instance_type!r})",
         )
         return [], problem
     host = node.node_id if "/" in node.node_id else f"{_training_job_name(record)}/{node.node_id}"
