@@ -22,7 +22,9 @@ Sources, by node kind:
   ``RemainingSeconds`` of its lead host, statistic ``Minimum``: within a period the smallest remaining time
   is the latest report of a job that advances (each report's remaining time is lower than the one before),
   so a period never averages in older, larger values. The lead host is the first node in the registry's
-  order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first): where rank 0 runs. Once
+  order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first): where rank 0 runs. How the
+  runtime names a job and its hosts is each backend's (``DRIVER.runtime``,
+  :mod:`osprey_control.backends.runtime_naming`). Once
   per job rather than per node, since every rank reports the same progress and each series costs one
   GetMetricData metric per cycle.
 """
@@ -34,8 +36,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from osprey_control.backends.driver import RuntimeNaming
+from osprey_control.backends.table import driver_for
 from osprey_control.catalog import gpus_for_instance_type
-from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.registry.model import JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 from osprey_control.wiring import METRICS_NAMESPACE
 
 __all__ = [
@@ -54,7 +58,6 @@ __all__ = [
     "lead_host",
     "lead_series",
     "metric_data_query",
-    "runtime_backend",
 ]
 
 CWAGENT_NAMESPACE = "CWAgent"
@@ -101,29 +104,9 @@ class BuildProblem:
     message: str
 
 
-def runtime_backend(backend: Backend) -> str:
-    """The ``Backend`` dimension value ``osprey.runtime`` writes for a job on ``backend``."""
-    return "sagemaker" if backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) else backend.value
-
-
-def _training_job_name(record: JobRecord) -> str:
-    # A queued job's native id is its Batch service job id; SageMaker metrics are keyed by the training job.
-    return record.name if record.backend is Backend.SAGEMAKER_QUEUED else record.native_id
-
-
-def _runtime_job_id(record: JobRecord) -> str:
-    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED):
-        return _training_job_name(record)
-    return record.native_id
-
-
-def _runtime_host(record: JobRecord, position: int, node: NodeRef) -> str:
-    if node.kind is NodeKind.HOST:
-        return node.node_id.rsplit("/", 1)[-1]
-    if record.backend is Backend.BATCH and not node.node_id.isdigit():
-        # The runtime reports AWS_BATCH_JOB_NODE_INDEX; the registry keeps a Batch job's nodes in index order.
-        return str(position)
-    return node.node_id
+def _naming(record: JobRecord) -> RuntimeNaming:
+    """How the runtime names ``record``'s job and hosts: its backend's (``DRIVER.runtime``)."""
+    return driver_for(record.backend).runtime
 
 
 def _cwagent(job: JobKey, node: NodeRef, wanted: frozenset[str]) -> list[SeriesSpec]:
@@ -156,7 +139,8 @@ def _sagemaker(
             f"osprey_control.catalog (got {instance_type!r})",
         )
         return [], problem
-    host = node.node_id if "/" in node.node_id else f"{_training_job_name(record)}/{node.node_id}"
+    # SageMaker keys a host's metrics by "<training job>/algo-N"; the training job is the runtime's JobId.
+    host = node.node_id if "/" in node.node_id else f"{_naming(record).job_id(record)}/{node.node_id}"
     dims = (("Host", host),)
     specs = [
         SeriesSpec(record.key, node.node_id, metric, SAGEMAKER_NAMESPACE, name, dims, divisor=float(gpus))
@@ -231,11 +215,7 @@ def build_series(
         lead = _lead_node(record)
         if lead is not None and "node_interconnect_latency" in wanted:
             node, host = lead
-            runtime_dims = (
-                ("Backend", runtime_backend(record.backend)),
-                ("JobId", _runtime_job_id(record)),
-                ("Host", host),
-            )
+            runtime_dims = _runtime_dimensions(record, host)
             specs.append(
                 SeriesSpec(
                     record.key,
@@ -265,11 +245,7 @@ def build_progress_series(
             continue
         if needs is not None and "remaining_time" not in needs(record):
             continue
-        dims = (
-            ("Backend", runtime_backend(record.backend)),
-            ("JobId", _runtime_job_id(record)),
-            ("Host", host),
-        )
+        dims = _runtime_dimensions(record, host)
         specs.extend(
             SeriesSpec(record.key, host, signal, osprey_namespace, name, dims, stat=stat, job_level=True)
             for signal, name, stat in PROGRESS_SOURCES
@@ -279,11 +255,13 @@ def build_progress_series(
 
 def lead_host(record: JobRecord) -> str | None:
     """The runtime's ``Host`` where rank 0 usually runs; None when it cannot be known (an EKS job without pods)."""
-    if record.backend is Backend.BATCH:
-        return "0"  # AWS_BATCH_JOB_NODE_INDEX of a single-node job and of a multi-node job's main node
-    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) and not record.nodes:
-        return "algo-1"
-    return _runtime_host(record, 0, record.nodes[0]) if record.nodes else None
+    return _naming(record).lead_host(record)
+
+
+def _runtime_dimensions(record: JobRecord, host: str) -> tuple[tuple[str, str], ...]:
+    """The dimensions of the runtime's series of ``record`` on ``host``, as the runtime writes them."""
+    naming = _naming(record)
+    return (("Backend", naming.backend_dimension), ("JobId", naming.job_id(record)), ("Host", host))
 
 
 def _lead_node(record: JobRecord) -> tuple[NodeRef, str] | None:
@@ -291,8 +269,9 @@ def _lead_node(record: JobRecord) -> tuple[NodeRef, str] | None:
     host = lead_host(record)
     if host is None or not record.nodes:
         return None
+    naming = _naming(record)
     for position, node in enumerate(record.nodes):
-        if _runtime_host(record, position, node) == host:
+        if naming.host(record, position, node) == host:
             return node, host
     return record.nodes[0], host
 
@@ -312,11 +291,7 @@ def lead_series(
         host = lead_host(record)
         if host is None:
             continue
-        dims = (
-            ("Backend", runtime_backend(record.backend)),
-            ("JobId", _runtime_job_id(record)),
-            ("Host", host),
-        )
+        dims = _runtime_dimensions(record, host)
         specs.append(
             SeriesSpec(
                 record.key, host, signal, osprey_namespace, metric_name, dims, stat=stat, job_level=True

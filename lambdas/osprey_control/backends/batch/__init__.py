@@ -16,6 +16,7 @@ from osprey_control.backends.batch.applier import (
     weight_factor,
 )
 from osprey_control.backends.batch.gang import BatchGang, batch_readiness
+from osprey_control.backends.batch.naming import BATCH_RUNTIME
 from osprey_control.backends.driver import Deployment
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
@@ -35,6 +36,8 @@ __all__ = [
 class _BatchDriver:
     backend = Backend.BATCH
     recognition = "events"
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = BATCH_RUNTIME
 
     def applier(self, deployment: Deployment) -> Applier:
         # The registry's share ledger lets the applier prune the shares of finished jobs.

@@ -11,6 +11,7 @@ from osprey_control.backends.actuation import Applier
 from osprey_control.backends.driver import Deployment
 from osprey_control.backends.sagemaker.applier import TrainingJobTagApplier
 from osprey_control.backends.sagemaker.gang import SageMakerGang, instance_count, sagemaker_readiness
+from osprey_control.backends.sagemaker.naming import SAGEMAKER_RUNTIME
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
@@ -20,6 +21,8 @@ __all__ = ["DRIVER", "SageMakerGang", "TrainingJobTagApplier", "instance_count",
 class _SageMakerDriver:
     backend = Backend.SAGEMAKER
     recognition = "events"
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = SAGEMAKER_RUNTIME
 
     def applier(self, deployment: Deployment) -> Applier:
         return TrainingJobTagApplier(deployment.client("sagemaker"))

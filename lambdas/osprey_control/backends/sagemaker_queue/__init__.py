@@ -13,6 +13,7 @@ from osprey_control.backends.actuation import Applier
 from osprey_control.backends.driver import Deployment
 from osprey_control.backends.sagemaker_queue.applier import ServiceJobApplier
 from osprey_control.backends.sagemaker_queue.gang import SageMakerQueuedGang, sagemaker_queued_readiness
+from osprey_control.backends.sagemaker_queue.naming import SAGEMAKER_QUEUED_RUNTIME
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
@@ -22,6 +23,8 @@ __all__ = ["DRIVER", "SageMakerQueuedGang", "ServiceJobApplier", "sagemaker_queu
 class _SageMakerQueueDriver:
     backend = Backend.SAGEMAKER_QUEUED
     recognition = "events"
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = SAGEMAKER_QUEUED_RUNTIME
 
     def applier(self, deployment: Deployment) -> Applier:
         return ServiceJobApplier(deployment.client("batch"))
