@@ -65,9 +65,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from osprey.stages import StageNodesError, process_group_ranks, rank_permutation
-from osprey_control.contract import OspreyBlock, from_environment
+from osprey_control.contract import ENVIRONMENT, OspreyBlock, from_environment
 from osprey_control.planner.placement import node_speeds_from_rank_times
-from osprey_control.wiring import METRICS_NAMESPACE, METRICS_NAMESPACE_VARIABLE
+from osprey_control.wiring import (
+    INTERCONNECT_LATENCY_METRIC,
+    METRICS_NAMESPACE,
+    METRICS_NAMESPACE_VARIABLE,
+    REMAINING_SECONDS_METRIC,
+    RUNTIME_DIMENSIONS,
+    RUNTIME_HOST_VARIABLE,
+    RUNTIME_JOB_ID_VARIABLE,
+    RUNTIME_POD_NAME_VARIABLE,
+    SLOWEST_NODE_INDEX_METRIC,
+    SLOWEST_NODE_SPEED_METRIC,
+    STEP_TIME_METRIC,
+)
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -93,13 +105,12 @@ __all__ = [
     "report_step_time",
 ]
 
+# The metric names and dimensions are osprey_control.wiring's (the collector queries the same constants); they
+# stay importable from here, the runtime's public surface.
 DEFAULT_NAMESPACE = METRICS_NAMESPACE
-INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
-STEP_TIME_METRIC = "StepTimeSeconds"
-SLOWEST_NODE_SPEED_METRIC = "SlowestNodeSpeed"
-SLOWEST_NODE_INDEX_METRIC = "SlowestNodeIndex"
-REMAINING_SECONDS_METRIC = "RemainingSeconds"
-DIMENSIONS = ("Backend", "JobId", "Host")
+DIMENSIONS = RUNTIME_DIMENSIONS
+# The block's policy variable, printed as a property of every line.
+_POLICY_VARIABLE = ENVIRONMENT.key("priority_derivation_profile")
 RESOURCE_CONFIG_PATH = Path("/opt/ml/input/config/resourceconfig.json")
 
 
@@ -133,14 +144,15 @@ def job_dimensions(
     elif "KUBERNETES_SERVICE_HOST" in env:
         backend = "eks"
         job_id = None
-        host = env.get("OSPREY_K8S_POD_NAME") or env.get("HOSTNAME")
+        host = env.get(RUNTIME_POD_NAME_VARIABLE) or env.get("HOSTNAME")
     else:
         backend, job_id, host = "unknown", None, env.get("HOSTNAME")
-    return {
-        "Backend": backend,
-        "JobId": env.get("OSPREY_JOB_ID") or job_id or "unknown",
-        "Host": env.get("OSPREY_HOST") or host or "unknown",
-    }
+    values = (
+        backend,
+        env.get(RUNTIME_JOB_ID_VARIABLE) or job_id or "unknown",
+        env.get(RUNTIME_HOST_VARIABLE) or host or "unknown",
+    )
+    return dict(zip(DIMENSIONS, values, strict=True))
 
 
 def _flag(text: str) -> bool | None:
@@ -202,7 +214,7 @@ def emf_record(
         },
         **dimensions,
     }
-    policy = env.get("OSPREY_PRIORITY_POLICY")
+    policy = env.get(_POLICY_VARIABLE)
     if policy:
         record["PolicyName"] = policy
     record.update({name: float(value) for name, (value, _unit) in metrics.items()})

@@ -40,16 +40,31 @@ from osprey_control.backends.driver import RuntimeNaming
 from osprey_control.backends.table import driver_for
 from osprey_control.catalog import gpus_for_instance_type
 from osprey_control.registry.model import JobKey, JobRecord, JobStatus, NodeKind, NodeRef
-from osprey_control.wiring import METRICS_NAMESPACE
+from osprey_control.wiring import (
+    CONTAINER_INSIGHTS_DIMENSIONS,
+    CONTAINER_INSIGHTS_NAMESPACE,
+    CWAGENT_DIMENSION,
+    CWAGENT_GPU_UTILIZATION_METRIC,
+    CWAGENT_MEMORY_TOTAL_METRIC,
+    CWAGENT_MEMORY_USED_METRIC,
+    CWAGENT_MEMORY_UTILIZATION_METRIC,
+    CWAGENT_NAMESPACE,
+    INTERCONNECT_LATENCY_METRIC,
+    METRICS_NAMESPACE,
+    POD_GPU_MEMORY_UTILIZATION_METRIC,
+    POD_GPU_UTILIZATION_METRIC,
+    REMAINING_SECONDS_METRIC,
+    RUNTIME_DIMENSIONS,
+    SAGEMAKER_DIMENSION,
+    SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC,
+    SAGEMAKER_GPU_UTILIZATION_METRIC,
+    SAGEMAKER_NAMESPACE,
+)
 
 __all__ = [
     "CLOUDWATCH_NODE_METRICS",
-    "CONTAINER_INSIGHTS_NAMESPACE",
-    "CWAGENT_NAMESPACE",
-    "OSPREY_NAMESPACE",
     "PROGRESS_SOURCES",
     "QUERY_ID_PATTERN",
-    "SAGEMAKER_NAMESPACE",
     "BuildProblem",
     "Needs",
     "SeriesSpec",
@@ -60,10 +75,6 @@ __all__ = [
     "metric_data_query",
 ]
 
-CWAGENT_NAMESPACE = "CWAgent"
-SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
-CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
-OSPREY_NAMESPACE = METRICS_NAMESPACE
 QUERY_ID_PATTERN = re.compile(r"^[a-z][a-zA-Z0-9_]*$")
 
 # The node metrics that come from CloudWatch (spot_interruption_risk comes from the registry record).
@@ -110,12 +121,12 @@ def _naming(record: JobRecord) -> RuntimeNaming:
 
 
 def _cwagent(job: JobKey, node: NodeRef, wanted: frozenset[str]) -> list[SeriesSpec]:
-    dims = (("InstanceId", node.instance_id or node.node_id),)
+    dims = ((CWAGENT_DIMENSION, node.instance_id or node.node_id),)
     sources = (
-        ("gpu_utilization", "nvidia_smi_utilization_gpu", ""),
-        ("memory_bandwidth_utilization", "nvidia_smi_utilization_memory", ""),
-        ("gpu_memory_utilization", "nvidia_smi_memory_used", "used"),
-        ("gpu_memory_utilization", "nvidia_smi_memory_total", "total"),
+        ("gpu_utilization", CWAGENT_GPU_UTILIZATION_METRIC, ""),
+        ("memory_bandwidth_utilization", CWAGENT_MEMORY_UTILIZATION_METRIC, ""),
+        ("gpu_memory_utilization", CWAGENT_MEMORY_USED_METRIC, "used"),
+        ("gpu_memory_utilization", CWAGENT_MEMORY_TOTAL_METRIC, "total"),
     )
     return [
         SeriesSpec(job, node.node_id, metric, CWAGENT_NAMESPACE, name, dims, part)
@@ -141,12 +152,12 @@ def _sagemaker(
         return [], problem
     # SageMaker keys a host's metrics by "<training job>/algo-N"; the training job is the runtime's JobId.
     host = node.node_id if "/" in node.node_id else f"{_naming(record).job_id(record)}/{node.node_id}"
-    dims = (("Host", host),)
+    dims = ((SAGEMAKER_DIMENSION, host),)
     specs = [
         SeriesSpec(record.key, node.node_id, metric, SAGEMAKER_NAMESPACE, name, dims, divisor=float(gpus))
         for metric, name in (
-            ("gpu_utilization", "GPUUtilization"),
-            ("gpu_memory_utilization", "GPUMemoryUtilization"),
+            ("gpu_utilization", SAGEMAKER_GPU_UTILIZATION_METRIC),
+            ("gpu_memory_utilization", SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC),
         )
         if metric in wanted
     ]
@@ -164,12 +175,12 @@ def _pod(
         )
         return [], problem
     namespace = record.native_id.split("/", 1)[0] if "/" in record.native_id else "default"
-    dims = (("ClusterName", record.cluster), ("Namespace", namespace), ("PodName", node.node_id))
+    dims = tuple(zip(CONTAINER_INSIGHTS_DIMENSIONS, (record.cluster, namespace, node.node_id), strict=True))
     specs = [
         SeriesSpec(record.key, node.node_id, metric, CONTAINER_INSIGHTS_NAMESPACE, name, dims)
         for metric, name in (
-            ("gpu_utilization", "pod_gpu_utilization"),
-            ("gpu_memory_utilization", "pod_gpu_memory_utilization"),
+            ("gpu_utilization", POD_GPU_UTILIZATION_METRIC),
+            ("gpu_memory_utilization", POD_GPU_MEMORY_UTILIZATION_METRIC),
         )
         if metric in wanted
     ]
@@ -180,7 +191,7 @@ def build_series(
     records: Iterable[JobRecord],
     *,
     instance_type: Callable[[JobRecord, NodeRef], str | None] | None = None,
-    osprey_namespace: str = OSPREY_NAMESPACE,
+    osprey_namespace: str = METRICS_NAMESPACE,
     needs: Needs = None,
 ) -> tuple[list[SeriesSpec], list[BuildProblem]]:
     """Every series of every node of ``records``, in job order, plus the nodes that could not be queried.
@@ -222,7 +233,7 @@ def build_series(
                     node.node_id,
                     "node_interconnect_latency",
                     osprey_namespace,
-                    "InterconnectLatencyMicroseconds",
+                    INTERCONNECT_LATENCY_METRIC,
                     runtime_dims,
                 )
             )
@@ -230,11 +241,13 @@ def build_series(
 
 
 # (signal, runtime metric name, statistic): Minimum, the period's latest report of a job that advances.
-PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (("remaining_seconds", "RemainingSeconds", "Minimum"),)
+PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (
+    ("remaining_seconds", REMAINING_SECONDS_METRIC, "Minimum"),
+)
 
 
 def build_progress_series(
-    records: Iterable[JobRecord], *, osprey_namespace: str = OSPREY_NAMESPACE, needs: Needs = None
+    records: Iterable[JobRecord], *, osprey_namespace: str = METRICS_NAMESPACE, needs: Needs = None
 ) -> list[SeriesSpec]:
     """The progress series of every RUNNING job's lead host (module docstring); queued jobs have none, nor do
     jobs whose policy has no ``remaining_time`` rule (``needs``)."""
@@ -261,7 +274,8 @@ def lead_host(record: JobRecord) -> str | None:
 def _runtime_dimensions(record: JobRecord, host: str) -> tuple[tuple[str, str], ...]:
     """The dimensions of the runtime's series of ``record`` on ``host``, as the runtime writes them."""
     naming = _naming(record)
-    return (("Backend", naming.backend_dimension), ("JobId", naming.job_id(record)), ("Host", host))
+    values = (naming.backend_dimension, naming.job_id(record), host)
+    return tuple(zip(RUNTIME_DIMENSIONS, values, strict=True))
 
 
 def _lead_node(record: JobRecord) -> tuple[NodeRef, str] | None:
@@ -282,7 +296,7 @@ def lead_series(
     metric_name: str,
     *,
     stat: str = "Average",
-    osprey_namespace: str = OSPREY_NAMESPACE,
+    osprey_namespace: str = METRICS_NAMESPACE,
 ) -> list[SeriesSpec]:
     """One runtime series per job, on its lead host: for a value every rank shares (the step time or the
     collective latency of a synchronous job), which the runtime publishes from the lead process only."""
