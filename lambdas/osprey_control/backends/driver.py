@@ -76,7 +76,11 @@ class BackendDriver(Protocol):
 
     backend: Backend
     recognition: str  # "events" (EventBridge, through ingest) or "discovery" (polled by its own function)
-    runtime: RuntimeNaming  # how the in-job runtime names its jobs and hosts (what the collector queries)
+
+    @property
+    def runtime(self) -> RuntimeNaming:
+        """How the in-job runtime names this backend's jobs and hosts (what the collector queries)."""
+        ...
 
     def applier(self, deployment: Deployment) -> Applier | None:
         """The applier for this backend's jobs; None when the deployment cannot reach it (no Slurm bridge)."""
