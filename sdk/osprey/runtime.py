@@ -65,17 +65,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from osprey.stages import StageNodesError, process_group_ranks, rank_permutation
+from osprey_control import wiring
 from osprey_control.contract import ENVIRONMENT, OspreyBlock, from_environment
 from osprey_control.planner.placement import node_speeds_from_rank_times
-from osprey_control.wiring import (
+from osprey_control.wiring import (  # public here too; the collector and the plan step query the same constants
     INTERCONNECT_LATENCY_METRIC,
-    METRICS_NAMESPACE,
-    METRICS_NAMESPACE_VARIABLE,
     REMAINING_SECONDS_METRIC,
-    RUNTIME_DIMENSIONS,
-    RUNTIME_HOST_VARIABLE,
-    RUNTIME_JOB_ID_VARIABLE,
-    RUNTIME_POD_NAME_VARIABLE,
     SLOWEST_NODE_INDEX_METRIC,
     SLOWEST_NODE_SPEED_METRIC,
     STEP_TIME_METRIC,
@@ -105,12 +100,9 @@ __all__ = [
     "report_step_time",
 ]
 
-# The metric names and dimensions are osprey_control.wiring's (the collector queries the same constants); they
-# stay importable from here, the runtime's public surface.
-DEFAULT_NAMESPACE = METRICS_NAMESPACE
-DIMENSIONS = RUNTIME_DIMENSIONS
-# The block's policy variable, printed as a property of every line.
-_POLICY_VARIABLE = ENVIRONMENT.key("priority_derivation_profile")
+DEFAULT_NAMESPACE = wiring.METRICS_NAMESPACE
+DIMENSIONS = wiring.RUNTIME_DIMENSIONS
+_POLICY_VARIABLE = ENVIRONMENT.key("priority_derivation_profile")  # printed as a property of every line
 RESOURCE_CONFIG_PATH = Path("/opt/ml/input/config/resourceconfig.json")
 
 
@@ -144,15 +136,12 @@ def job_dimensions(
     elif "KUBERNETES_SERVICE_HOST" in env:
         backend = "eks"
         job_id = None
-        host = env.get(RUNTIME_POD_NAME_VARIABLE) or env.get("HOSTNAME")
+        host = env.get(wiring.RUNTIME_POD_NAME_VARIABLE) or env.get("HOSTNAME")
     else:
         backend, job_id, host = "unknown", None, env.get("HOSTNAME")
-    values = (
-        backend,
-        env.get(RUNTIME_JOB_ID_VARIABLE) or job_id or "unknown",
-        env.get(RUNTIME_HOST_VARIABLE) or host or "unknown",
-    )
-    return dict(zip(DIMENSIONS, values, strict=True))
+    job_id = env.get(wiring.RUNTIME_JOB_ID_VARIABLE) or job_id or "unknown"
+    host = env.get(wiring.RUNTIME_HOST_VARIABLE) or host or "unknown"
+    return dict(zip(DIMENSIONS, (backend, job_id, host), strict=True))
 
 
 def _flag(text: str) -> bool | None:
@@ -206,7 +195,7 @@ def emf_record(
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
             "CloudWatchMetrics": [
                 {
-                    "Namespace": env.get(METRICS_NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE,
+                    "Namespace": env.get(wiring.METRICS_NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE,
                     "Dimensions": [list(DIMENSIONS)],
                     "Metrics": [{"Name": name, "Unit": unit} for name, (_value, unit) in metrics.items()],
                 }
