@@ -22,11 +22,13 @@ Sources, by node kind:
   ``RemainingSeconds`` of its lead host, statistic ``Minimum``: within a period the smallest remaining time
   is the latest report of a job that advances (each report's remaining time is lower than the one before),
   so a period never averages in older, larger values. The lead host is the first node in the registry's
-  order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first): where rank 0 runs. How the
-  runtime names a job and its hosts is each backend's (``DRIVER.runtime``,
-  :mod:`osprey_control.backends.runtime_naming`). Once
+  order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first): where rank 0 runs. Once
   per job rather than per node, since every rank reports the same progress and each series costs one
   GetMetricData metric per cycle.
+
+How the runtime names a job and its hosts (the values of ``Backend``, ``JobId``, ``Host``) is each backend's
+own (``DRIVER.runtime``, :mod:`osprey_control.backends.runtime_naming`); the names of the metrics, namespaces
+and dimensions are :mod:`osprey_control.wiring`'s.
 """
 
 from __future__ import annotations
