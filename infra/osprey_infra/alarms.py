@@ -23,6 +23,8 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from osprey_control.wiring import CYCLES_SUCCEEDED_METRIC, FAILED_JOBS_METRIC, FAILED_SHARDS_METRIC
+
 __all__ = ["FUNCTION_ALARM_PERIOD", "OperationalAlarms", "alarm_name"]
 
 FUNCTION_ALARM_PERIOD = cdk.Duration.minutes(5)
@@ -59,21 +61,21 @@ class OperationalAlarms(Construct):
             "FailedShards",
             "Osprey: a registry shard's derive step failed in consecutive cycles; its jobs keep their old "
             "priorities. The finish log's 'cycle had failed shards' line names the shards and errors.",
-            cycle_metric("FailedShards", cycle_period),
+            cycle_metric(FAILED_SHARDS_METRIC, cycle_period),
             evaluation_periods=failure_alarm_periods,
         )
         self.failed_jobs = self._alarm(
             "FailedJobs",
             "Osprey: jobs failed derivation or apply in consecutive cycles; `osprey jobs` shows their apply "
             "state and error, the finish log's 'cycle had failed jobs' line their keys.",
-            cycle_metric("FailedJobs", cycle_period),
+            cycle_metric(FAILED_JOBS_METRIC, cycle_period),
             evaluation_periods=failure_alarm_periods,
         )
         self.stale_cycles = self._alarm(
             "CycleStale",
             f"Osprey: no clean cycle in {stale_after_minutes} minutes (schedule stopped, lease held, cycles "
             "failing or a shard failing every cycle): priorities are not being updated.",
-            cycle_metric("CyclesSucceeded", cdk.Duration.minutes(1)),
+            cycle_metric(CYCLES_SUCCEEDED_METRIC, cdk.Duration.minutes(1)),
             evaluation_periods=stale_after_minutes,
             threshold=1,
             comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,

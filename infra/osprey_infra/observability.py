@@ -35,6 +35,29 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from osprey_control.wiring import (
+    APPLY_FAILURES_METRIC,
+    CO_SCHEDULING_SUCCESS_RATE_METRIC,
+    COLLECTION_LATENCY_METRIC,
+    CUSTOM_RULE_FAILURES_METRIC,
+    CYCLE_DURATION_METRIC,
+    CYCLES_FAILED_METRIC,
+    CYCLES_SUCCEEDED_METRIC,
+    DERIVATION_ERRORS_METRIC,
+    DERIVED_PRIORITY_METRIC,
+    EVENTS_DROPPED_METRIC,
+    FAILED_JOBS_METRIC,
+    FAILED_SHARDS_METRIC,
+    GANG_WAIT_METRIC,
+    JOB_DIMENSION,
+    JOBS_EVALUATED_METRIC,
+    KIND_DIMENSION,
+    METRICS_MISSING_METRIC,
+    POLICY_DIMENSION,
+    PRIORITIES_APPLIED_METRIC,
+    PRIORITY_CHANGE_METRIC,
+    REASON_DIMENSION,
+)
 from osprey_infra.alarms import OperationalAlarms, alarm_name
 
 __all__ = ["PRIORITY_BANDS", "Observability", "search"]
@@ -121,7 +144,7 @@ class Observability(Construct):
             alarm_description="Osprey: custom rule Lambdas keep failing (their fallback value is used); "
             "see the CustomRuleFailures widget for the reason.",
             metric=cw.MathExpression(
-                expression=f'SELECT SUM(CustomRuleFailures) FROM SCHEMA("{namespace}", Reason)',
+                expression=f'SELECT SUM({CUSTOM_RULE_FAILURES_METRIC}) FROM SCHEMA("{namespace}", {REASON_DIMENSION})',
                 using_metrics={},
                 label="Custom rule failures",
                 period=_ALARM_PERIOD,
@@ -215,9 +238,9 @@ class Observability(Construct):
 
     def _priority_widgets(self, per_job: bool) -> list[cw.IWidget]:
         # A table of series by time with coloured cells is CloudWatch's nearest thing to a heat map.
-        rows = [self._search("DerivedPriority", ("Policy",), "Average")]
+        rows = [self._search(DERIVED_PRIORITY_METRIC, (POLICY_DIMENSION,), "Average")]
         if per_job:
-            rows.append(self._search("DerivedPriority", ("Policy", "JobId"), "Average"))
+            rows.append(self._search(DERIVED_PRIORITY_METRIC, (POLICY_DIMENSION, JOB_DIMENSION), "Average"))
         heat_map = cw.TableWidget(
             title="DerivedPriority (per policy" + (" and per job)" if per_job else ")"),
             metrics=rows,
@@ -228,14 +251,14 @@ class Observability(Construct):
         )
         changes = cw.GraphWidget(
             title="PriorityChange by policy",
-            left=[self._search("PriorityChange", ("Policy",), "Average")],
+            left=[self._search(PRIORITY_CHANGE_METRIC, (POLICY_DIMENSION,), "Average")],
             width=12,
             height=6,
         )
         co_scheduling = cw.GraphWidget(
             title="Gang jobs: CoSchedulingSuccessRate and GangWaitSeconds",
-            left=[self._search("CoSchedulingSuccessRate", ("Policy",), "Average")],
-            right=[self._search("GangWaitSeconds", ("Policy",), "Maximum")],
+            left=[self._search(CO_SCHEDULING_SUCCESS_RATE_METRIC, (POLICY_DIMENSION,), "Average")],
+            right=[self._search(GANG_WAIT_METRIC, (POLICY_DIMENSION,), "Maximum")],
             width=12,
             height=6,
         )
@@ -245,26 +268,26 @@ class Observability(Construct):
         duration = cw.GraphWidget(
             title="CycleDurationMs",
             left=[
-                self._metric("CycleDurationMs", "p50").with_(label="p50"),
-                self._metric("CycleDurationMs", "p90").with_(label="p90"),
-                self._metric("CycleDurationMs", "Maximum").with_(label="max"),
+                self._metric(CYCLE_DURATION_METRIC, "p50").with_(label="p50"),
+                self._metric(CYCLE_DURATION_METRIC, "p90").with_(label="p90"),
+                self._metric(CYCLE_DURATION_METRIC, "Maximum").with_(label="max"),
             ],
-            right=[self._metric("CollectionLatencyMs", "Maximum").with_(label="collection (max)")],
+            right=[self._metric(COLLECTION_LATENCY_METRIC, "Maximum").with_(label="collection (max)")],
             width=12,
             height=6,
         )
         cycles = cw.GraphWidget(
             title="Cycles and jobs evaluated",
             left=[
-                self._metric("CyclesSucceeded").with_(label="succeeded"),
-                self._metric("CyclesFailed").with_(label="failed"),
+                self._metric(CYCLES_SUCCEEDED_METRIC).with_(label="succeeded"),
+                self._metric(CYCLES_FAILED_METRIC).with_(label="failed"),
                 state_machine.metric_failed(statistic="Sum").with_(label="executions failed"),
-                self._metric("FailedShards").with_(label="failed shards"),
-                self._metric("FailedJobs").with_(label="failed jobs"),
+                self._metric(FAILED_SHARDS_METRIC).with_(label="failed shards"),
+                self._metric(FAILED_JOBS_METRIC).with_(label="failed jobs"),
             ],
             right=[
-                self._metric("JobsEvaluated").with_(label="jobs evaluated"),
-                self._metric("MetricsMissing").with_(label="rules without data"),
+                self._metric(JOBS_EVALUATED_METRIC).with_(label="jobs evaluated"),
+                self._metric(METRICS_MISSING_METRIC).with_(label="rules without data"),
             ],
             width=12,
             height=6,
@@ -276,23 +299,23 @@ class Observability(Construct):
     ) -> list[cw.IWidget]:
         rules = cw.GraphWidget(
             title="CustomRuleFailures by reason",
-            left=[self._search("CustomRuleFailures", ("Reason",), "Sum")],
+            left=[self._search(CUSTOM_RULE_FAILURES_METRIC, (REASON_DIMENSION,), "Sum")],
             width=8,
             height=6,
         )
         apply = cw.GraphWidget(
             title="Apply: priorities applied and failures",
-            left=[self._metric("ApplyFailures").with_(label="apply failures")],
-            right=[self._metric("PrioritiesApplied").with_(label="applied")],
+            left=[self._metric(APPLY_FAILURES_METRIC).with_(label="apply failures")],
+            right=[self._metric(PRIORITIES_APPLIED_METRIC).with_(label="applied")],
             width=8,
             height=6,
         )
         errors = cw.GraphWidget(
             title="DerivationErrors by kind, events dropped by reason, Lambda errors, dead letters",
             left=[
-                self._search("DerivationErrors", ("Kind",), "Sum"),
+                self._search(DERIVATION_ERRORS_METRIC, (KIND_DIMENSION,), "Sum"),
                 # Ingest's permanently bad events: dropped, never redelivered (docs/registry.md, Ingest).
-                self._search("EventsDropped", ("Reason",), "Sum"),
+                self._search(EVENTS_DROPPED_METRIC, (REASON_DIMENSION,), "Sum"),
                 *(
                     function.metric_errors(statistic="Sum").with_(label=f"{role} errors")
                     for role, function in sorted(functions.items())

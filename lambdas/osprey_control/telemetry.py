@@ -11,6 +11,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from osprey_control.wiring import (
+    CUSTOM_RULE_FAILURES_METRIC,
+    CYCLE_DURATION_METRIC,
+    CYCLES_FAILED_METRIC,
+    CYCLES_SUCCEEDED_METRIC,
+    DERIVATION_ERRORS_METRIC,
+    DERIVED_PRIORITY_METRIC,
+    FAILED_JOBS_METRIC,
+    FAILED_SHARDS_METRIC,
+    JOB_DIMENSION,
+    JOBS_EVALUATED_METRIC,
+    KIND_DIMENSION,
+    METRICS_MISSING_METRIC,
+    POLICY_DIMENSION,
+    PRIORITY_CHANGE_METRIC,
+    REASON_DIMENSION,
+)
+
 if TYPE_CHECKING:  # the annotation only: the apply and finish functions publish points without the engine
     from osprey_control.derivation import Decision
 
@@ -74,18 +92,21 @@ def shard_metrics(result: DerivedShard, *, per_job: bool = False) -> list[Metric
         changes[policy].append(change)
         missing += sum(1 for rule in decision.rules if rule.outcome in ("no-data", "invalid-data"))
         if per_job:
-            job = {"Policy": policy, "JobId": str(outcome.record.key)}
-            points.append(MetricPoint("DerivedPriority", "None", (float(decision.priority),), job))
-            points.append(MetricPoint("PriorityChange", "None", (change,), job))
+            job = {POLICY_DIMENSION: policy, JOB_DIMENSION: str(outcome.record.key)}
+            points.append(MetricPoint(DERIVED_PRIORITY_METRIC, "None", (float(decision.priority),), job))
+            points.append(MetricPoint(PRIORITY_CHANGE_METRIC, "None", (change,), job))
     for policy in sorted(priorities):
-        points.append(MetricPoint("DerivedPriority", "None", tuple(priorities[policy]), {"Policy": policy}))
-        points.append(MetricPoint("PriorityChange", "None", tuple(changes[policy]), {"Policy": policy}))
-    points.append(MetricPoint("JobsEvaluated", "Count", (float(len(result.outcomes)),)))
-    points.append(MetricPoint("MetricsMissing", "Count", (float(missing),)))
+        by_policy = {POLICY_DIMENSION: policy}
+        points.append(MetricPoint(DERIVED_PRIORITY_METRIC, "None", tuple(priorities[policy]), by_policy))
+        points.append(MetricPoint(PRIORITY_CHANGE_METRIC, "None", tuple(changes[policy]), by_policy))
+    points.append(MetricPoint(JOBS_EVALUATED_METRIC, "Count", (float(len(result.outcomes)),)))
+    points.append(MetricPoint(METRICS_MISSING_METRIC, "Count", (float(missing),)))
     for reason, count in sorted(result.custom_rule_failures.items()):
-        points.append(MetricPoint("CustomRuleFailures", "Count", (float(count),), {"Reason": reason}))
+        points.append(
+            MetricPoint(CUSTOM_RULE_FAILURES_METRIC, "Count", (float(count),), {REASON_DIMENSION: reason})
+        )
     for kind, count in sorted(errors.items()):
-        points.append(MetricPoint("DerivationErrors", "Count", (float(count),), {"Kind": kind}))
+        points.append(MetricPoint(DERIVATION_ERRORS_METRIC, "Count", (float(count),), {KIND_DIMENSION: kind}))
     return points
 
 
@@ -158,10 +179,10 @@ def cycle_metrics(summary: CycleSummary, duration_ms: float) -> list[MetricPoint
     """
     clean = summary.clean
     return [
-        MetricPoint("CycleDurationMs", "Milliseconds", (round(duration_ms, 1),)),
-        MetricPoint("CyclesSucceeded" if clean else "CyclesFailed", "Count", (1.0,)),
-        MetricPoint("FailedShards", "Count", (float(len(summary.failed_shards)),)),
-        MetricPoint("FailedJobs", "Count", (float(summary.jobs_failed),)),
+        MetricPoint(CYCLE_DURATION_METRIC, "Milliseconds", (round(duration_ms, 1),)),
+        MetricPoint(CYCLES_SUCCEEDED_METRIC if clean else CYCLES_FAILED_METRIC, "Count", (1.0,)),
+        MetricPoint(FAILED_SHARDS_METRIC, "Count", (float(len(summary.failed_shards)),)),
+        MetricPoint(FAILED_JOBS_METRIC, "Count", (float(summary.jobs_failed),)),
     ]
 
 

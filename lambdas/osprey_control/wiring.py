@@ -1,19 +1,54 @@
 """The names that wire Osprey's parts together, in one place: the environment variables the CDK app sets on
-each function and the handlers read, the SSM paths the app writes and the SDK and CLI read, and the metrics
-namespace. Infra, handlers and SDK import these; none spells them again."""
+each function and the handlers read, the SSM paths the app writes and the SDK and CLI read, the CloudWatch
+metric names and dimensions one part publishes and another reads, and the tag, label and annotation keys the
+SDK, the control plane and the apply role's IAM conditions agree on. Infra, handlers, SDK and runtime import
+these; none spells them again. A name only one module uses stays in that module."""
 
 from __future__ import annotations
 
 __all__ = [
     "ALLOWED_RULE_PREFIX_VARIABLE",
+    "APPLY_FAILURES_METRIC",
+    "COLLECTION_LATENCY_METRIC",
     "CONFIG_PARAMETER",
+    "CONTAINER_INSIGHTS_DIMENSIONS",
+    "CONTAINER_INSIGHTS_NAMESPACE",
+    "CO_SCHEDULING_SUCCESS_RATE_METRIC",
+    "CUSTOM_RULE_FAILURES_METRIC",
+    "CWAGENT_DIMENSION",
+    "CWAGENT_GPU_UTILIZATION_METRIC",
+    "CWAGENT_MEMORY_TOTAL_METRIC",
+    "CWAGENT_MEMORY_USED_METRIC",
+    "CWAGENT_MEMORY_UTILIZATION_METRIC",
+    "CWAGENT_NAMESPACE",
+    "CYCLES_FAILED_METRIC",
+    "CYCLES_SUCCEEDED_METRIC",
+    "CYCLE_DURATION_METRIC",
     "CYCLE_SECONDS_VARIABLE",
+    "DERIVATION_ERRORS_METRIC",
+    "DERIVED_PRIORITY_ANNOTATION",
+    "DERIVED_PRIORITY_METRIC",
+    "DERIVED_PRIORITY_TAG",
     "EKS_CLUSTERS_VARIABLE",
     "EKS_INCLUDE_PODS_VARIABLE",
+    "ENABLED_ENV",
+    "ENABLED_KUBERNETES",
+    "ENABLED_TAG",
+    "ENVIRONMENT_PREFIX",
+    "EVENTS_DROPPED_METRIC",
     "EVERY_N_CYCLES_VARIABLE",
+    "FAILED_JOBS_METRIC",
+    "FAILED_SHARDS_METRIC",
     "GANG_STATE_MACHINE_VARIABLE",
+    "GANG_WAIT_METRIC",
     "HISTORY_RETENTION_VARIABLE",
+    "INTERCONNECT_LATENCY_METRIC",
+    "JOBS_EVALUATED_METRIC",
+    "JOB_DIMENSION",
+    "KIND_DIMENSION",
+    "KUBERNETES_PREFIX",
     "LEASE_SECONDS_VARIABLE",
+    "METRICS_MISSING_METRIC",
     "METRICS_NAMESPACE",
     "METRICS_NAMESPACE_VARIABLE",
     "PER_JOB_METRICS_VARIABLE",
@@ -21,10 +56,28 @@ __all__ = [
     "PLAN_HYSTERESIS_VARIABLE",
     "PLAN_PLACEMENT_HYSTERESIS_VARIABLE",
     "PLAN_WINDOW_VARIABLE",
+    "POD_GPU_MEMORY_UTILIZATION_METRIC",
+    "POD_GPU_UTILIZATION_METRIC",
+    "POLICY_DIMENSION",
     "POLICY_PREFIX",
     "POLICY_PREFIX_VARIABLE",
+    "PRIORITIES_APPLIED_METRIC",
+    "PRIORITY_CHANGE_METRIC",
+    "REASON_DIMENSION",
     "RECOGNISE_BY_ENVIRONMENT_VARIABLE",
     "REGISTRY_SHARDS_VARIABLE",
+    "REMAINING_SECONDS_METRIC",
+    "RUNTIME_DIMENSIONS",
+    "RUNTIME_HOST_VARIABLE",
+    "RUNTIME_JOB_ID_VARIABLE",
+    "RUNTIME_POD_NAMESPACE_VARIABLE",
+    "RUNTIME_POD_NAME_VARIABLE",
+    "SAGEMAKER_DIMENSION",
+    "SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC",
+    "SAGEMAKER_GPU_UTILIZATION_METRIC",
+    "SAGEMAKER_NAMESPACE",
+    "SLOWEST_NODE_INDEX_METRIC",
+    "SLOWEST_NODE_SPEED_METRIC",
     "SLURM_BRIDGE_FUNCTION_VARIABLE",
     "SLURM_CLUSTER_VARIABLE",
     "SLURM_INSTANCE_TAG_VARIABLE",
@@ -32,7 +85,9 @@ __all__ = [
     "SLURM_TOKEN_SECRET_VARIABLE",
     "SLURM_URL_VARIABLE",
     "SLURM_USER_VARIABLE",
+    "STEP_TIME_METRIC",
     "TABLE_NAME_VARIABLE",
+    "TAG_PREFIX",
 ]
 
 # Environment of the control plane's functions (set by infra/osprey_infra, read by osprey_handlers).
@@ -72,3 +127,85 @@ CONFIG_PARAMETER = "/osprey/config"
 # CloudWatch namespace of the runtime's and the control plane's EMF metrics (default; the deployment can set
 # another with METRICS_NAMESPACE_VARIABLE).
 METRICS_NAMESPACE = "/aws/osprey"
+
+# The in-job runtime's environment (osprey.runtime reads it; osprey.eks and osprey.slurm set it; the contract's
+# readers ignore it, osprey_control.contract.RUNTIME_ENVIRONMENT). METRICS_NAMESPACE_VARIABLE is read there too.
+RUNTIME_JOB_ID_VARIABLE = "OSPREY_JOB_ID"
+RUNTIME_HOST_VARIABLE = "OSPREY_HOST"
+RUNTIME_POD_NAMESPACE_VARIABLE = "OSPREY_K8S_NAMESPACE"
+RUNTIME_POD_NAME_VARIABLE = "OSPREY_K8S_POD_NAME"
+
+# --- CloudWatch metric names and dimensions ---------------------------------------------------------------------
+
+# The in-job runtime's series: osprey.runtime prints them as EMF (in METRICS_NAMESPACE) from the job's lead
+# process; the collector (osprey_control.metrics.queries) and the plan step (osprey_control.steps.plan) query
+# them. Every series has exactly RUNTIME_DIMENSIONS; their values per backend are each backend's
+# ``DRIVER.runtime`` (osprey_control.backends.runtime_naming).
+RUNTIME_DIMENSIONS = ("Backend", "JobId", "Host")
+INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
+REMAINING_SECONDS_METRIC = "RemainingSeconds"
+STEP_TIME_METRIC = "StepTimeSeconds"
+SLOWEST_NODE_SPEED_METRIC = "SlowestNodeSpeed"
+SLOWEST_NODE_INDEX_METRIC = "SlowestNodeIndex"
+
+# The GPU series AWS publishes and the collector reads (osprey.local's simulated fleet publishes the same): the
+# CloudWatch agent's per-instance rollup (as infra/agent/cloudwatch-agent-gpu.json configures it), SageMaker's
+# per-host sums over the host's GPUs, Container Insights' per-pod values.
+CWAGENT_NAMESPACE = "CWAgent"
+CWAGENT_DIMENSION = "InstanceId"
+CWAGENT_GPU_UTILIZATION_METRIC = "nvidia_smi_utilization_gpu"
+CWAGENT_MEMORY_UTILIZATION_METRIC = "nvidia_smi_utilization_memory"
+CWAGENT_MEMORY_USED_METRIC = "nvidia_smi_memory_used"
+CWAGENT_MEMORY_TOTAL_METRIC = "nvidia_smi_memory_total"
+SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
+SAGEMAKER_DIMENSION = "Host"  # "<training job name>/algo-N"
+SAGEMAKER_GPU_UTILIZATION_METRIC = "GPUUtilization"
+SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC = "GPUMemoryUtilization"
+CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
+CONTAINER_INSIGHTS_DIMENSIONS = ("ClusterName", "Namespace", "PodName")
+POD_GPU_UTILIZATION_METRIC = "pod_gpu_utilization"
+POD_GPU_MEMORY_UTILIZATION_METRIC = "pod_gpu_memory_utilization"
+
+# The control plane's own EMF series (METRICS_NAMESPACE, docs/design.md §8): osprey_control.telemetry, the
+# handlers, the gang watch and ingest publish them; infra's dashboard and alarms graph them and `osprey cost`
+# prices them.
+DERIVED_PRIORITY_METRIC = "DerivedPriority"
+PRIORITY_CHANGE_METRIC = "PriorityChange"
+JOBS_EVALUATED_METRIC = "JobsEvaluated"
+METRICS_MISSING_METRIC = "MetricsMissing"
+CUSTOM_RULE_FAILURES_METRIC = "CustomRuleFailures"
+DERIVATION_ERRORS_METRIC = "DerivationErrors"
+COLLECTION_LATENCY_METRIC = "CollectionLatencyMs"
+PRIORITIES_APPLIED_METRIC = "PrioritiesApplied"
+APPLY_FAILURES_METRIC = "ApplyFailures"
+CYCLE_DURATION_METRIC = "CycleDurationMs"
+CYCLES_SUCCEEDED_METRIC = "CyclesSucceeded"
+CYCLES_FAILED_METRIC = "CyclesFailed"
+FAILED_SHARDS_METRIC = "FailedShards"
+FAILED_JOBS_METRIC = "FailedJobs"
+CO_SCHEDULING_SUCCESS_RATE_METRIC = "CoSchedulingSuccessRate"
+GANG_WAIT_METRIC = "GangWaitSeconds"
+EVENTS_DROPPED_METRIC = "EventsDropped"
+# Their dimensions, which the dashboard's SEARCH expressions and the custom-rule alarm's query name as well.
+POLICY_DIMENSION = "Policy"
+JOB_DIMENSION = "JobId"  # per-job metrics only: the registry's job key
+REASON_DIMENSION = "Reason"
+KIND_DIMENSION = "Kind"
+
+# --- Tag, label and annotation keys -----------------------------------------------------------------------------
+
+# The job contract's forms (osprey_control.contract builds every key of the osprey block from these prefixes):
+# environment variables, AWS tags (and the Slurm marker), Kubernetes labels and annotations.
+ENVIRONMENT_PREFIX = "OSPREY_"
+TAG_PREFIX = "osprey:"
+KUBERNETES_PREFIX = "osprey.aws/"
+# The opt-in, in each form: the SDK writes it; ingest and discovery recognise a job by it; the appliers and gang
+# adapters write only jobs that carry it; the apply role's IAM conditions require the tag.
+ENABLED_ENV = "OSPREY_ENABLED"
+ENABLED_TAG = "osprey:enabled"
+ENABLED_KUBERNETES = "osprey.aws/enabled"
+# Where Osprey records a priority no scheduler field takes: the SageMaker applier writes the tag (the only tag
+# key the apply role may add), the EKS applier the annotation (EKS discovery reads it back); the contract's
+# readers ignore both.
+DERIVED_PRIORITY_TAG = "osprey:derived-priority"
+DERIVED_PRIORITY_ANNOTATION = "osprey.aws/derived-priority"

@@ -25,6 +25,7 @@ from osprey_control.steps.apply import apply_cycle
 from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.payload import ERROR_CHARS, FAILURE_SAMPLE, ApplyRequest
 from osprey_control.telemetry import MetricPoint
+from osprey_control.wiring import APPLY_FAILURES_METRIC, PRIORITIES_APPLIED_METRIC
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish
 
@@ -72,8 +73,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         )
     publish(
         [
-            MetricPoint("PrioritiesApplied", "Count", (float(len(report.applied)),)),
-            MetricPoint("ApplyFailures", "Count", (float(len(report.failed)),)),
+            MetricPoint(PRIORITIES_APPLIED_METRIC, "Count", (float(len(report.applied)),)),
+            MetricPoint(APPLY_FAILURES_METRIC, "Count", (float(len(report.failed)),)),
             MetricPoint("JobsDeferred", "Count", (float(len(report.deferred)),), {"Step": "apply"}),
         ],
         settings.metrics_namespace,

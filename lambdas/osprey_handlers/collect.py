@@ -18,6 +18,7 @@ from osprey_control.registry.collections import CollectionStore
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.steps.collect import collect_for_cycle
 from osprey_control.telemetry import MetricPoint
+from osprey_control.wiring import COLLECTION_LATENCY_METRIC
 from osprey_handlers._settings import PolicyReaderSettings
 from osprey_handlers._telemetry import publish
 
@@ -64,7 +65,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = collect_for_cycle(registry, policies, store, shards=request.shards, token=request.token)
     # The same series the shards' derive steps publish when they collect for themselves (no new metric cost).
     publish(
-        [MetricPoint("CollectionLatencyMs", "Milliseconds", (report.collection_ms,))],
+        [MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (report.collection_ms,))],
         settings.metrics_namespace,
     )
     if report.too_large:

@@ -46,6 +46,11 @@ from osprey_control.contract import (
     to_kubernetes,
 )
 from osprey_control.contract.merge import Source
+from osprey_control.wiring import (
+    RUNTIME_JOB_ID_VARIABLE,
+    RUNTIME_POD_NAME_VARIABLE,
+    RUNTIME_POD_NAMESPACE_VARIABLE,
+)
 
 __all__ = [
     "KUEUE_MIN_PARALLELISM",
@@ -202,10 +207,13 @@ def _set_label(
 
 def _runtime_env(name: str) -> list[dict[str, Any]]:
     return [
-        {"name": "OSPREY_K8S_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        {"name": "OSPREY_K8S_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {
+            "name": RUNTIME_POD_NAMESPACE_VARIABLE,
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        },
+        {"name": RUNTIME_POD_NAME_VARIABLE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         # $(VAR) expands variables defined earlier in the same list.
-        {"name": "OSPREY_JOB_ID", "value": f"$(OSPREY_K8S_NAMESPACE)/{name}"},
+        {"name": RUNTIME_JOB_ID_VARIABLE, "value": f"$({RUNTIME_POD_NAMESPACE_VARIABLE})/{name}"},
     ]
 
 

@@ -65,9 +65,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from osprey.stages import StageNodesError, process_group_ranks, rank_permutation
-from osprey_control.contract import OspreyBlock, from_environment
+from osprey_control import wiring
+from osprey_control.contract import ENVIRONMENT, OspreyBlock, from_environment
 from osprey_control.planner.placement import node_speeds_from_rank_times
-from osprey_control.wiring import METRICS_NAMESPACE, METRICS_NAMESPACE_VARIABLE
+from osprey_control.wiring import (  # public here too; the collector and the plan step query the same constants
+    INTERCONNECT_LATENCY_METRIC,
+    REMAINING_SECONDS_METRIC,
+    SLOWEST_NODE_INDEX_METRIC,
+    SLOWEST_NODE_SPEED_METRIC,
+    STEP_TIME_METRIC,
+)
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -93,13 +100,9 @@ __all__ = [
     "report_step_time",
 ]
 
-DEFAULT_NAMESPACE = METRICS_NAMESPACE
-INTERCONNECT_LATENCY_METRIC = "InterconnectLatencyMicroseconds"
-STEP_TIME_METRIC = "StepTimeSeconds"
-SLOWEST_NODE_SPEED_METRIC = "SlowestNodeSpeed"
-SLOWEST_NODE_INDEX_METRIC = "SlowestNodeIndex"
-REMAINING_SECONDS_METRIC = "RemainingSeconds"
-DIMENSIONS = ("Backend", "JobId", "Host")
+DEFAULT_NAMESPACE = wiring.METRICS_NAMESPACE
+DIMENSIONS = wiring.RUNTIME_DIMENSIONS
+_POLICY_VARIABLE = ENVIRONMENT.key("priority_derivation_profile")  # printed as a property of every line
 RESOURCE_CONFIG_PATH = Path("/opt/ml/input/config/resourceconfig.json")
 
 
@@ -133,14 +136,12 @@ def job_dimensions(
     elif "KUBERNETES_SERVICE_HOST" in env:
         backend = "eks"
         job_id = None
-        host = env.get("OSPREY_K8S_POD_NAME") or env.get("HOSTNAME")
+        host = env.get(wiring.RUNTIME_POD_NAME_VARIABLE) or env.get("HOSTNAME")
     else:
         backend, job_id, host = "unknown", None, env.get("HOSTNAME")
-    return {
-        "Backend": backend,
-        "JobId": env.get("OSPREY_JOB_ID") or job_id or "unknown",
-        "Host": env.get("OSPREY_HOST") or host or "unknown",
-    }
+    job_id = env.get(wiring.RUNTIME_JOB_ID_VARIABLE) or job_id or "unknown"
+    host = env.get(wiring.RUNTIME_HOST_VARIABLE) or host or "unknown"
+    return dict(zip(DIMENSIONS, (backend, job_id, host), strict=True))
 
 
 def _flag(text: str) -> bool | None:
@@ -194,7 +195,7 @@ def emf_record(
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
             "CloudWatchMetrics": [
                 {
-                    "Namespace": env.get(METRICS_NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE,
+                    "Namespace": env.get(wiring.METRICS_NAMESPACE_VARIABLE) or DEFAULT_NAMESPACE,
                     "Dimensions": [list(DIMENSIONS)],
                     "Metrics": [{"Name": name, "Unit": unit} for name, (_value, unit) in metrics.items()],
                 }
@@ -202,7 +203,7 @@ def emf_record(
         },
         **dimensions,
     }
-    policy = env.get("OSPREY_PRIORITY_POLICY")
+    policy = env.get(_POLICY_VARIABLE)
     if policy:
         record["PolicyName"] = policy
     record.update({name: float(value) for name, (value, _unit) in metrics.items()})

@@ -44,6 +44,7 @@ from osprey_control.contract import (
     parse_block,
     to_environment,
 )
+from osprey_control.wiring import RUNTIME_JOB_ID_VARIABLE
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 DEFAULT_POLICY = "default-policy"
-_JOB_ID_LINE = 'export OSPREY_JOB_ID="${SLURM_CLUSTER_NAME}/${SLURM_JOB_ID}"'
+_JOB_ID_LINE = f'export {RUNTIME_JOB_ID_VARIABLE}="${{SLURM_CLUSTER_NAME}}/${{SLURM_JOB_ID}}"'
 _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?(OSPREY_[A-Z0-9_]+)=(.*?)\s*(?:#.*)?$")
 _SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
 _CONTRACT_KEYS = frozenset(ENVIRONMENT.keys)
@@ -166,7 +167,7 @@ def annotate_script(text: str, osprey: OspreyBlock | Mapping[str, Any] | None = 
         for name, value in to_environment(block).items()
         if name not in environment
     ]
-    if "OSPREY_JOB_ID" not in environment:
+    if RUNTIME_JOB_ID_VARIABLE not in environment:
         added.append(_JOB_ID_LINE)
     body = kept[:end] + added + kept[end:]
     return AnnotatedScript("\n".join(body) + ("\n" if text.endswith("\n") or not text else ""), block, notes)

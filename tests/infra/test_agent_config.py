@@ -16,12 +16,9 @@ from jsonschema import Draft4Validator
 
 from osprey_control.contract import parse_block
 from osprey_control.metrics.collector import CollectorConfig
-from osprey_control.metrics.queries import (
-    CONTAINER_INSIGHTS_NAMESPACE,
-    CWAGENT_NAMESPACE,
-    build_series,
-)
+from osprey_control.metrics.queries import build_series
 from osprey_control.registry.model import Backend, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.wiring import CONTAINER_INSIGHTS_NAMESPACE, CWAGENT_NAMESPACE
 from tests.conftest import REPO_ROOT
 
 AGENT_FILE = REPO_ROOT / "infra" / "agent" / "cloudwatch-agent-gpu.json"

@@ -16,6 +16,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from osprey_control import wiring
 from osprey_control.gang.decision import GangPhase
 from osprey_control.ingest.drops import DropReason, drop_metrics
 from osprey_control.steps.derive import ShardResult
@@ -72,13 +73,16 @@ def _published() -> dict[str, set[tuple[str, ...]]]:
     ]
     for point in points:
         found.setdefault(point.name, set()).add(tuple(point.dimensions))
+    name_token = r'("\w+"|[A-Z][A-Z0-9_]*)'  # a literal name or a constant of osprey_control.wiring
     for source in (REPO_ROOT / "lambdas").rglob("*.py"):
-        # MetricPoint("Name", ...) or MetricPoint("A" if cond else "B", ...)
-        for names in re.findall(
-            r'MetricPoint\(\s*"(\w+)"(?:\s+if\s+\w+\s+else\s+"(\w+)")?', source.read_text()
+        # MetricPoint("Name", ...), MetricPoint(NAME_METRIC, ...) or MetricPoint(A if cond else B, ...)
+        for tokens in re.findall(
+            rf"MetricPoint\(\s*{name_token}(?:\s+if\s+\w+\s+else\s+{name_token})?", source.read_text()
         ):
-            for name in filter(None, names):
-                found.setdefault(name, set()).add(())
+            for token in filter(None, tokens):
+                name = token.strip('"') if token.startswith('"') else getattr(wiring, token, None)
+                if isinstance(name, str):
+                    found.setdefault(name, set()).add(())
     return found
 
 

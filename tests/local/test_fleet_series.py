@@ -24,16 +24,15 @@ from osprey.local.rules import CHECK_JOB, DEMO_POLICY, DEMO_RULE_NAME
 from osprey.local.server import LocalAws, free_port
 from osprey.local.session import CycleResult, LocalState, bring_up, run_cycle
 from osprey_control.metrics import needs_from_policies
-from osprey_control.metrics.queries import (
-    CONTAINER_INSIGHTS_NAMESPACE,
-    CWAGENT_NAMESPACE,
-    OSPREY_NAMESPACE,
-    SAGEMAKER_NAMESPACE,
-    build_progress_series,
-    build_series,
-)
+from osprey_control.metrics.queries import build_progress_series, build_series
 from osprey_control.policy_store import PolicySource
 from osprey_control.registry import JobRecord
+from osprey_control.wiring import (
+    CONTAINER_INSIGHTS_NAMESPACE,
+    CWAGENT_NAMESPACE,
+    METRICS_NAMESPACE,
+    SAGEMAKER_NAMESPACE,
+)
 
 Key = tuple[str, str, tuple[tuple[str, str], ...]]  # namespace, metric name, dimensions (sorted)
 
@@ -71,14 +70,19 @@ def documents(output: str) -> list[dict[str, Any]]:
 def published(state: LocalState) -> set[Key]:
     cloudwatch = state.client("cloudwatch")
     found: set[Key] = set()
-    for namespace in (CWAGENT_NAMESPACE, SAGEMAKER_NAMESPACE, CONTAINER_INSIGHTS_NAMESPACE, OSPREY_NAMESPACE):
+    for namespace in (
+        CWAGENT_NAMESPACE,
+        SAGEMAKER_NAMESPACE,
+        CONTAINER_INSIGHTS_NAMESPACE,
+        METRICS_NAMESPACE,
+    ):
         for page in cloudwatch.get_paginator("list_metrics").paginate(Namespace=namespace):
             found |= {key(namespace, m["MetricName"], m["Dimensions"]) for m in page["Metrics"]}
     # The control plane's own EMF metrics share the Osprey namespace; the runtime's series are the jobs'.
     return {
         item
         for item in found
-        if item[0] != OSPREY_NAMESPACE or dict(item[2]).keys() == {"Backend", "JobId", "Host"}
+        if item[0] != METRICS_NAMESPACE or dict(item[2]).keys() == {"Backend", "JobId", "Host"}
     }
 
 

@@ -28,7 +28,7 @@ from osprey_control.backends.actuation import (
     is_enabled,
     prefilter,
 )
-from osprey_control.backends.driver import BackendDriver, Deployment
+from osprey_control.backends.driver import BackendDriver, Deployment, RuntimeNaming
 from osprey_control.backends.table import BACKEND_PACKAGES, appliers, driver_for
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "Housekeeper",
     "Outcome",
     "PriorityChange",
+    "RuntimeNaming",
     "appliers",
     "apply_all",
     "driver_for",

@@ -22,6 +22,7 @@ from osprey_control.aws import client_for
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
 from osprey_control.errors import is_transient
 from osprey_control.registry.model import Backend, JobKey, JobRecord
+from osprey_control.wiring import DERIVED_PRIORITY_TAG
 
 __all__ = [
     "DERIVED_PRIORITY_TAG",
@@ -40,9 +41,9 @@ __all__ = [
     "prefilter",
 ]
 
-DERIVED_PRIORITY_TAG = "osprey:derived-priority"
+# DERIVED_PRIORITY_TAG (the tag the SageMaker applier writes) is osprey_control.wiring's, exported here too.
 # Why a job that did not opt in is skipped, in every applier's words.
-NOT_ENABLED = "not tagged osprey:enabled=true; Osprey never writes to jobs that did not opt in"
+NOT_ENABLED = f"not tagged {ENABLED_TAG}=true; Osprey never writes to jobs that did not opt in"
 
 
 @dataclass(frozen=True, slots=True)

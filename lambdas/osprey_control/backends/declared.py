@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from osprey_control.catalog import gpus_for_instance_type
+
 __all__ = [
     "MAX_DECLARED",
     "batch_declared_runtime",
@@ -79,9 +81,6 @@ def sagemaker_requested_gpus(resource_config: Any) -> int | None:
     """GPUs of a ``ResourceConfig`` (instance count x GPUs per type, heterogeneous groups summed)."""
     if not isinstance(resource_config, Mapping):
         return None
-    # Imported here: the collect package pulls in the collector, which the Batch and spot paths never need.
-    from osprey_control.metrics.queries import gpus_for_instance_type  # noqa: PLC0415
-
     groups = [resource_config, *(resource_config.get("InstanceGroups") or [])]
     total = 0
     for group in groups:

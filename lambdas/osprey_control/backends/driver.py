@@ -17,9 +17,9 @@ from osprey_control.aws import client_for
 from osprey_control.backends.actuation import Applier
 from osprey_control.backends.events import JobEvents
 from osprey_control.gang import GangBackend, WatchJob
-from osprey_control.registry import Backend
+from osprey_control.registry import Backend, JobRecord, NodeRef
 
-__all__ = ["BackendDriver", "Deployment", "EventDriver"]
+__all__ = ["BackendDriver", "Deployment", "EventDriver", "RuntimeNaming"]
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,33 @@ class Deployment:
         return client_for(service, self.clients.get(service))
 
 
+class RuntimeNaming(Protocol):
+    """How the in-job runtime (``osprey.runtime``) names this backend's jobs in its series' dimensions
+    ``[Backend, JobId, Host]`` (:data:`osprey_control.wiring.RUNTIME_DIMENSIONS`): the collector and the plan
+    step compute them from the registry record, to query exactly what the runtime wrote
+    (:mod:`osprey_control.backends.runtime_naming`)."""
+
+    @property
+    def backend_dimension(self) -> str:
+        """The runtime's ``Backend`` value for this backend's jobs."""
+        ...
+
+    def job_id(self, record: JobRecord) -> str:
+        """The runtime's ``JobId`` of ``record``."""
+        ...
+
+    def host(self, record: JobRecord, position: int, node: NodeRef) -> str:
+        """The runtime's ``Host`` of ``node``, the ``position``-th node of ``record``."""
+        ...
+
+    def lead_host(self, record: JobRecord) -> str | None:
+        """The ``Host`` of the lead process (rank 0), which reports the job's series; None when unknown."""
+        ...
+
+
 class BackendDriver(Protocol):
-    """One backend: how the apply step writes its priorities and how the gang watch reaches its jobs.
+    """One backend: how the apply step writes its priorities, how the gang watch reaches its jobs and how the
+    collector finds the series the in-job runtime writes for them.
 
     How its jobs are recognised (EventBridge events for SageMaker and Batch, discovery for EKS and Slurm) is its
     ``recognition``; its own code (discovery, client, settings) stays in its package.
@@ -52,6 +77,11 @@ class BackendDriver(Protocol):
 
     backend: Backend
     recognition: str  # "events" (EventBridge, through ingest) or "discovery" (polled by its own function)
+
+    @property
+    def runtime(self) -> RuntimeNaming:
+        """How the in-job runtime names this backend's jobs and hosts (what the collector queries)."""
+        ...
 
     def applier(self, deployment: Deployment) -> Applier | None:
         """The applier for this backend's jobs; None when the deployment cannot reach it (no Slurm bridge)."""

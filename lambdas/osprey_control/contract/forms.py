@@ -47,6 +47,21 @@ from osprey_control.contract.model import (
     closest,
     describe_validation_error,
 )
+from osprey_control.wiring import (
+    DERIVED_PRIORITY_ANNOTATION,
+    DERIVED_PRIORITY_TAG,
+    ENABLED_ENV,
+    ENABLED_KUBERNETES,
+    ENABLED_TAG,
+    ENVIRONMENT_PREFIX,
+    KUBERNETES_PREFIX,
+    METRICS_NAMESPACE_VARIABLE,
+    RUNTIME_HOST_VARIABLE,
+    RUNTIME_JOB_ID_VARIABLE,
+    RUNTIME_POD_NAME_VARIABLE,
+    RUNTIME_POD_NAMESPACE_VARIABLE,
+    TAG_PREFIX,
+)
 
 __all__ = [
     "ENABLED_ENV",
@@ -69,18 +84,14 @@ __all__ = [
     "to_tags",
 ]
 
-ENABLED_ENV = "OSPREY_ENABLED"
-ENABLED_TAG = "osprey:enabled"
-ENABLED_KUBERNETES = "osprey.aws/enabled"
-
 # Variables the in-job runtime reads (osprey.runtime); they are not part of the block.
 RUNTIME_ENVIRONMENT = frozenset(
     {
-        "OSPREY_METRICS_NAMESPACE",
-        "OSPREY_JOB_ID",
-        "OSPREY_HOST",
-        "OSPREY_K8S_NAMESPACE",
-        "OSPREY_K8S_POD_NAME",
+        METRICS_NAMESPACE_VARIABLE,
+        RUNTIME_JOB_ID_VARIABLE,
+        RUNTIME_HOST_VARIABLE,
+        RUNTIME_POD_NAMESPACE_VARIABLE,
+        RUNTIME_POD_NAME_VARIABLE,
     }
 )
 
@@ -121,7 +132,7 @@ class Form:
     def key(self, field: str) -> str:
         """The key for block field ``field`` in this form."""
         spec = next(spec for spec in _KEYS if spec.field == field)
-        if self.prefix == "OSPREY_":
+        if self.prefix == ENVIRONMENT_PREFIX:
             return spec.env
         return self.prefix + spec.suffix
 
@@ -131,11 +142,11 @@ class Form:
         return (self.enabled_key, *(self.key(spec.field) for spec in _KEYS))
 
 
-ENVIRONMENT = Form("environment", ENABLED_ENV, "1", "OSPREY_", RUNTIME_ENVIRONMENT)
-TAGS = Form("tags", ENABLED_TAG, "true", "osprey:", frozenset({"osprey:derived-priority"}))
+ENVIRONMENT = Form("environment", ENABLED_ENV, "1", ENVIRONMENT_PREFIX, RUNTIME_ENVIRONMENT)
+TAGS = Form("tags", ENABLED_TAG, "true", TAG_PREFIX, frozenset({DERIVED_PRIORITY_TAG}))
 KUBERNETES = Form(
-    "Kubernetes labels/annotations", ENABLED_KUBERNETES, "true", "osprey.aws/",
-    frozenset({"osprey.aws/derived-priority"}),
+    "Kubernetes labels/annotations", ENABLED_KUBERNETES, "true", KUBERNETES_PREFIX,
+    frozenset({DERIVED_PRIORITY_ANNOTATION}),
 )  # fmt: skip
 _KUBERNETES_LABEL_FIELDS = frozenset({"priority_derivation_profile"})
 

@@ -26,6 +26,7 @@ from enum import StrEnum
 from osprey_control.backends.limits import MALFORMED, OVER_LIMIT, MalformedEventError, OverLimitError
 from osprey_control.errors import REJECTED, PermanentError
 from osprey_control.telemetry import MetricPoint
+from osprey_control.wiring import EVENTS_DROPPED_METRIC, REASON_DIMENSION
 
 __all__ = [
     "EVENTS_DROPPED",
@@ -37,7 +38,7 @@ __all__ = [
     "drop_reason",
 ]
 
-EVENTS_DROPPED = "EventsDropped"
+EVENTS_DROPPED = EVENTS_DROPPED_METRIC  # the name the dashboard graphs, from osprey_control.wiring
 
 
 class DropReason(StrEnum):
@@ -65,7 +66,7 @@ def drop_reason(error: PermanentError) -> DropReason:
 def drop_metrics(counts: Mapping[DropReason, int]) -> list[MetricPoint]:
     """One ``EventsDropped`` point per reason that dropped something (no points when nothing was dropped)."""
     return [
-        MetricPoint(EVENTS_DROPPED, "Count", (float(count),), {"Reason": reason.value})
+        MetricPoint(EVENTS_DROPPED, "Count", (float(count),), {REASON_DIMENSION: reason.value})
         for reason, count in sorted(counts.items())
         if count > 0
     ]

@@ -20,18 +20,15 @@ from osprey_control.metrics.collector import (
 )
 from osprey_control.metrics.needs import metrics_needed, needs_from_policies
 from osprey_control.metrics.queries import (
-    GPUS_PER_INSTANCE_TYPE,
     QUERY_ID_PATTERN,
     SeriesSpec,
     build_series,
-    gpus_for_instance_type,
     metric_data_query,
 )
 
 __all__ = [
     "DEFAULT_EVERY_N_CYCLES",
     "EVERY_N_CYCLES_VARIABLE",
-    "GPUS_PER_INSTANCE_TYPE",
     "MAX_QUERIES_PER_CALL",
     "QUERY_ID_PATTERN",
     "CollectionProblem",
@@ -42,7 +39,6 @@ __all__ = [
     "collect",
     "fetch_latest",
     "fetch_points",
-    "gpus_for_instance_type",
     "metric_data_query",
     "metrics_needed",
     "needs_from_policies",

@@ -33,7 +33,6 @@ from osprey_control.metrics.cadence import is_due, read_setting
 from osprey_control.metrics.job_level import ProgressPoints, job_values, progress_report
 from osprey_control.metrics.queries import (
     CLOUDWATCH_NODE_METRICS,
-    OSPREY_NAMESPACE,
     Needs,
     SeriesSpec,
     build_progress_series,
@@ -42,6 +41,7 @@ from osprey_control.metrics.queries import (
 )
 from osprey_control.metrics.reuse import REUSABLE_METRICS, Reused, reused_values
 from osprey_control.registry.model import JobKey, JobRecord, JobStatus, NodeRef
+from osprey_control.wiring import METRICS_NAMESPACE
 
 __all__ = [
     "MAX_QUERIES_PER_CALL",
@@ -69,7 +69,7 @@ class CollectorConfig:
     window_seconds: int = 300
     period_seconds: int = 60
     max_queries_per_call: int = MAX_QUERIES_PER_CALL
-    osprey_namespace: str = OSPREY_NAMESPACE
+    osprey_namespace: str = METRICS_NAMESPACE
     every_n_cycles: int = 1
     cycle_seconds: int = 60
 

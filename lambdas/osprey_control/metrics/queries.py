@@ -11,7 +11,7 @@ Sources, by node kind:
   also carries ``index``/``name``/``arch`` and a MetricStat on ``InstanceId`` alone finds nothing.
 - ``host`` (SageMaker): ``/aws/sagemaker/TrainingJobs`` ``GPUUtilization`` / ``GPUMemoryUtilization`` with
   ``Host = <training job name>/algo-N``. SageMaker reports the sum over the host's GPUs (0..100 times GPUs), so
-  the value is divided by the GPU count (``NodeRef.gpus``, else :data:`GPUS_PER_INSTANCE_TYPE`).
+  the value is divided by the GPU count (``NodeRef.gpus``, else the instance type's in :mod:`osprey_control.catalog`).
 - ``pod`` (EKS): Container Insights ``pod_gpu_utilization`` / ``pod_gpu_memory_utilization`` with
   ``ClusterName``, ``Namespace``, ``PodName``.
 - every job with nodes, once: the runtime's ``InterconnectLatencyMicroseconds`` in ``/aws/osprey`` with
@@ -25,43 +25,58 @@ Sources, by node kind:
   order (SageMaker ``algo-1``, Batch node 0, the EKS pod whose name sorts first): where rank 0 runs. Once
   per job rather than per node, since every rank reports the same progress and each series costs one
   GetMetricData metric per cycle.
+
+How the runtime names a job and its hosts (the values of ``Backend``, ``JobId``, ``Host``) is each backend's
+own (``DRIVER.runtime``, :mod:`osprey_control.backends.runtime_naming`); the names of the metrics, namespaces
+and dimensions are :mod:`osprey_control.wiring`'s.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
-from osprey_control.wiring import METRICS_NAMESPACE
+from osprey_control.backends.driver import RuntimeNaming
+from osprey_control.backends.table import driver_for
+from osprey_control.catalog import gpus_for_instance_type
+from osprey_control.registry.model import JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.wiring import (
+    CONTAINER_INSIGHTS_DIMENSIONS,
+    CONTAINER_INSIGHTS_NAMESPACE,
+    CWAGENT_DIMENSION,
+    CWAGENT_GPU_UTILIZATION_METRIC,
+    CWAGENT_MEMORY_TOTAL_METRIC,
+    CWAGENT_MEMORY_USED_METRIC,
+    CWAGENT_MEMORY_UTILIZATION_METRIC,
+    CWAGENT_NAMESPACE,
+    INTERCONNECT_LATENCY_METRIC,
+    METRICS_NAMESPACE,
+    POD_GPU_MEMORY_UTILIZATION_METRIC,
+    POD_GPU_UTILIZATION_METRIC,
+    REMAINING_SECONDS_METRIC,
+    RUNTIME_DIMENSIONS,
+    SAGEMAKER_DIMENSION,
+    SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC,
+    SAGEMAKER_GPU_UTILIZATION_METRIC,
+    SAGEMAKER_NAMESPACE,
+)
 
 __all__ = [
     "CLOUDWATCH_NODE_METRICS",
-    "CONTAINER_INSIGHTS_NAMESPACE",
-    "CWAGENT_NAMESPACE",
-    "GPUS_PER_INSTANCE_TYPE",
-    "OSPREY_NAMESPACE",
     "PROGRESS_SOURCES",
     "QUERY_ID_PATTERN",
-    "SAGEMAKER_NAMESPACE",
     "BuildProblem",
     "Needs",
     "SeriesSpec",
     "build_progress_series",
     "build_series",
-    "gpus_for_instance_type",
     "lead_host",
     "lead_series",
     "metric_data_query",
-    "runtime_backend",
 ]
 
-CWAGENT_NAMESPACE = "CWAgent"
-SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
-CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
-OSPREY_NAMESPACE = METRICS_NAMESPACE
 QUERY_ID_PATTERN = re.compile(r"^[a-z][a-zA-Z0-9_]*$")
 
 # The node metrics that come from CloudWatch (spot_interruption_risk comes from the registry record).
@@ -70,40 +85,6 @@ CLOUDWATCH_NODE_METRICS = frozenset(
 )
 # Which policy metrics a job needs (collect.needs.needs_from_policies); None: every series, as before.
 Needs = Callable[[JobRecord], frozenset[str]] | None
-
-# GPUs per host for the instance types SageMaker and Batch GPU fleets use; "ml." is stripped first. A type not
-# listed here needs NodeRef.gpus, otherwise the SageMaker sum cannot be normalised and the value stays absent.
-GPUS_PER_INSTANCE_TYPE: Mapping[str, int] = {
-    "p3.2xlarge": 1,
-    "p3.8xlarge": 4,
-    "p3.16xlarge": 8,
-    "p3dn.24xlarge": 8,
-    "p4d.24xlarge": 8,
-    "p4de.24xlarge": 8,
-    "p5.4xlarge": 1,
-    "p5.48xlarge": 8,
-    "p5e.48xlarge": 8,
-    "p5en.48xlarge": 8,
-    "p6-b200.48xlarge": 8,
-    "g4dn.xlarge": 1,
-    "g4dn.2xlarge": 1,
-    "g4dn.4xlarge": 1,
-    "g4dn.8xlarge": 1,
-    "g4dn.16xlarge": 1,
-    "g4dn.12xlarge": 4,
-    "g4dn.metal": 8,
-    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("xlarge", "2xlarge", "4xlarge")},
-    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("8xlarge", "16xlarge")},
-    **{f"{family}.{size}": 4 for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
-    **{f"{family}.48xlarge": 8 for family in ("g5", "g6", "g6e")},
-}
-
-
-def gpus_for_instance_type(instance_type: str | None) -> int | None:
-    """GPUs per host of an EC2 or SageMaker (``ml.``) instance type, None when unknown."""
-    if not instance_type:
-        return None
-    return GPUS_PER_INSTANCE_TYPE.get(instance_type.removeprefix("ml."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,38 +117,18 @@ class BuildProblem:
     message: str
 
 
-def runtime_backend(backend: Backend) -> str:
-    """The ``Backend`` dimension value ``osprey.runtime`` writes for a job on ``backend``."""
-    return "sagemaker" if backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) else backend.value
-
-
-def _training_job_name(record: JobRecord) -> str:
-    # A queued job's native id is its Batch service job id; SageMaker metrics are keyed by the training job.
-    return record.name if record.backend is Backend.SAGEMAKER_QUEUED else record.native_id
-
-
-def _runtime_job_id(record: JobRecord) -> str:
-    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED):
-        return _training_job_name(record)
-    return record.native_id
-
-
-def _runtime_host(record: JobRecord, position: int, node: NodeRef) -> str:
-    if node.kind is NodeKind.HOST:
-        return node.node_id.rsplit("/", 1)[-1]
-    if record.backend is Backend.BATCH and not node.node_id.isdigit():
-        # The runtime reports AWS_BATCH_JOB_NODE_INDEX; the registry keeps a Batch job's nodes in index order.
-        return str(position)
-    return node.node_id
+def _naming(record: JobRecord) -> RuntimeNaming:
+    """How the runtime names ``record``'s job and hosts: its backend's (``DRIVER.runtime``)."""
+    return driver_for(record.backend).runtime
 
 
 def _cwagent(job: JobKey, node: NodeRef, wanted: frozenset[str]) -> list[SeriesSpec]:
-    dims = (("InstanceId", node.instance_id or node.node_id),)
+    dims = ((CWAGENT_DIMENSION, node.instance_id or node.node_id),)
     sources = (
-        ("gpu_utilization", "nvidia_smi_utilization_gpu", ""),
-        ("memory_bandwidth_utilization", "nvidia_smi_utilization_memory", ""),
-        ("gpu_memory_utilization", "nvidia_smi_memory_used", "used"),
-        ("gpu_memory_utilization", "nvidia_smi_memory_total", "total"),
+        ("gpu_utilization", CWAGENT_GPU_UTILIZATION_METRIC, ""),
+        ("memory_bandwidth_utilization", CWAGENT_MEMORY_UTILIZATION_METRIC, ""),
+        ("gpu_memory_utilization", CWAGENT_MEMORY_USED_METRIC, "used"),
+        ("gpu_memory_utilization", CWAGENT_MEMORY_TOTAL_METRIC, "total"),
     )
     return [
         SeriesSpec(job, node.node_id, metric, CWAGENT_NAMESPACE, name, dims, part)
@@ -188,16 +149,17 @@ def _sagemaker(
             "gpus-unknown",
             f"GPU count of SageMaker host {node.node_id} is unknown, so its GPUUtilization (a sum over GPUs) "
             f"cannot be normalised; record NodeRef.gpus or use an instance type listed in "
-            f"GPUS_PER_INSTANCE_TYPE (got {instance_type!r})",
+            f"osprey_control.catalog (got {instance_type!r})",
         )
         return [], problem
-    host = node.node_id if "/" in node.node_id else f"{_training_job_name(record)}/{node.node_id}"
-    dims = (("Host", host),)
+    # SageMaker keys a host's metrics by "<training job>/algo-N"; the training job is the runtime's JobId.
+    host = node.node_id if "/" in node.node_id else f"{_naming(record).job_id(record)}/{node.node_id}"
+    dims = ((SAGEMAKER_DIMENSION, host),)
     specs = [
         SeriesSpec(record.key, node.node_id, metric, SAGEMAKER_NAMESPACE, name, dims, divisor=float(gpus))
         for metric, name in (
-            ("gpu_utilization", "GPUUtilization"),
-            ("gpu_memory_utilization", "GPUMemoryUtilization"),
+            ("gpu_utilization", SAGEMAKER_GPU_UTILIZATION_METRIC),
+            ("gpu_memory_utilization", SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC),
         )
         if metric in wanted
     ]
@@ -215,12 +177,12 @@ def _pod(
         )
         return [], problem
     namespace = record.native_id.split("/", 1)[0] if "/" in record.native_id else "default"
-    dims = (("ClusterName", record.cluster), ("Namespace", namespace), ("PodName", node.node_id))
+    dims = tuple(zip(CONTAINER_INSIGHTS_DIMENSIONS, (record.cluster, namespace, node.node_id), strict=True))
     specs = [
         SeriesSpec(record.key, node.node_id, metric, CONTAINER_INSIGHTS_NAMESPACE, name, dims)
         for metric, name in (
-            ("gpu_utilization", "pod_gpu_utilization"),
-            ("gpu_memory_utilization", "pod_gpu_memory_utilization"),
+            ("gpu_utilization", POD_GPU_UTILIZATION_METRIC),
+            ("gpu_memory_utilization", POD_GPU_MEMORY_UTILIZATION_METRIC),
         )
         if metric in wanted
     ]
@@ -231,7 +193,7 @@ def build_series(
     records: Iterable[JobRecord],
     *,
     instance_type: Callable[[JobRecord, NodeRef], str | None] | None = None,
-    osprey_namespace: str = OSPREY_NAMESPACE,
+    osprey_namespace: str = METRICS_NAMESPACE,
     needs: Needs = None,
 ) -> tuple[list[SeriesSpec], list[BuildProblem]]:
     """Every series of every node of ``records``, in job order, plus the nodes that could not be queried.
@@ -266,18 +228,14 @@ def build_series(
         lead = _lead_node(record)
         if lead is not None and "node_interconnect_latency" in wanted:
             node, host = lead
-            runtime_dims = (
-                ("Backend", runtime_backend(record.backend)),
-                ("JobId", _runtime_job_id(record)),
-                ("Host", host),
-            )
+            runtime_dims = _runtime_dimensions(record, host)
             specs.append(
                 SeriesSpec(
                     record.key,
                     node.node_id,
                     "node_interconnect_latency",
                     osprey_namespace,
-                    "InterconnectLatencyMicroseconds",
+                    INTERCONNECT_LATENCY_METRIC,
                     runtime_dims,
                 )
             )
@@ -285,11 +243,13 @@ def build_series(
 
 
 # (signal, runtime metric name, statistic): Minimum, the period's latest report of a job that advances.
-PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (("remaining_seconds", "RemainingSeconds", "Minimum"),)
+PROGRESS_SOURCES: tuple[tuple[str, str, str], ...] = (
+    ("remaining_seconds", REMAINING_SECONDS_METRIC, "Minimum"),
+)
 
 
 def build_progress_series(
-    records: Iterable[JobRecord], *, osprey_namespace: str = OSPREY_NAMESPACE, needs: Needs = None
+    records: Iterable[JobRecord], *, osprey_namespace: str = METRICS_NAMESPACE, needs: Needs = None
 ) -> list[SeriesSpec]:
     """The progress series of every RUNNING job's lead host (module docstring); queued jobs have none, nor do
     jobs whose policy has no ``remaining_time`` rule (``needs``)."""
@@ -300,11 +260,7 @@ def build_progress_series(
             continue
         if needs is not None and "remaining_time" not in needs(record):
             continue
-        dims = (
-            ("Backend", runtime_backend(record.backend)),
-            ("JobId", _runtime_job_id(record)),
-            ("Host", host),
-        )
+        dims = _runtime_dimensions(record, host)
         specs.extend(
             SeriesSpec(record.key, host, signal, osprey_namespace, name, dims, stat=stat, job_level=True)
             for signal, name, stat in PROGRESS_SOURCES
@@ -314,11 +270,14 @@ def build_progress_series(
 
 def lead_host(record: JobRecord) -> str | None:
     """The runtime's ``Host`` where rank 0 usually runs; None when it cannot be known (an EKS job without pods)."""
-    if record.backend is Backend.BATCH:
-        return "0"  # AWS_BATCH_JOB_NODE_INDEX of a single-node job and of a multi-node job's main node
-    if record.backend in (Backend.SAGEMAKER, Backend.SAGEMAKER_QUEUED) and not record.nodes:
-        return "algo-1"
-    return _runtime_host(record, 0, record.nodes[0]) if record.nodes else None
+    return _naming(record).lead_host(record)
+
+
+def _runtime_dimensions(record: JobRecord, host: str) -> tuple[tuple[str, str], ...]:
+    """The dimensions of the runtime's series of ``record`` on ``host``, as the runtime writes them."""
+    naming = _naming(record)
+    values = (naming.backend_dimension, naming.job_id(record), host)
+    return tuple(zip(RUNTIME_DIMENSIONS, values, strict=True))
 
 
 def _lead_node(record: JobRecord) -> tuple[NodeRef, str] | None:
@@ -326,8 +285,9 @@ def _lead_node(record: JobRecord) -> tuple[NodeRef, str] | None:
     host = lead_host(record)
     if host is None or not record.nodes:
         return None
+    naming = _naming(record)
     for position, node in enumerate(record.nodes):
-        if _runtime_host(record, position, node) == host:
+        if naming.host(record, position, node) == host:
             return node, host
     return record.nodes[0], host
 
@@ -338,7 +298,7 @@ def lead_series(
     metric_name: str,
     *,
     stat: str = "Average",
-    osprey_namespace: str = OSPREY_NAMESPACE,
+    osprey_namespace: str = METRICS_NAMESPACE,
 ) -> list[SeriesSpec]:
     """One runtime series per job, on its lead host: for a value every rank shares (the step time or the
     collective latency of a synchronous job), which the runtime publishes from the lead process only."""
@@ -347,11 +307,7 @@ def lead_series(
         host = lead_host(record)
         if host is None:
             continue
-        dims = (
-            ("Backend", runtime_backend(record.backend)),
-            ("JobId", _runtime_job_id(record)),
-            ("Host", host),
-        )
+        dims = _runtime_dimensions(record, host)
         specs.append(
             SeriesSpec(
                 record.key, host, signal, osprey_namespace, metric_name, dims, stat=stat, job_level=True

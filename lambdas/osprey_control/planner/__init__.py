@@ -5,8 +5,9 @@ Pure Python with no AWS import, so the CLI, the SDK runtime and a plan Lambda ru
 See docs/planner.md for the model, its calibration and the validation against published figures.
 """
 
+from osprey_control.catalog import GPUS, GpuSpec
 from osprey_control.planner.costmodel import DEFAULT_EFFICIENCY, Efficiency, evaluate, stage_speeds
-from osprey_control.planner.hardware import GPUS, INSTANCE_TYPES, Cluster, GpuSpec, InstanceSpec, cluster
+from osprey_control.planner.hardware import INSTANCE_TYPES, Cluster, InstanceSpec, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.plan import Evaluation, Plan, PlanError, check_plan
 from osprey_control.planner.record import (

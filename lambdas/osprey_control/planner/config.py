@@ -50,7 +50,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.planner.hardware import GPUS, INSTANCE_TYPES, Cluster, cluster
+from osprey_control.catalog import GPUS
+from osprey_control.planner.hardware import INSTANCE_TYPES, Cluster, cluster
 from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision, Recompute
 from osprey_control.planner.plan import Plan
 from osprey_control.planner.search import DEFAULT_MAX_VIRTUAL, Knobs, SearchOptions

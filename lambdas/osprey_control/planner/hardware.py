@@ -1,37 +1,9 @@
-"""GPUs, instance types and the cluster a plan runs on, with presets and explicit overrides.
+"""The cluster a plan runs on: instance-type and GPU presets (from :mod:`osprey_control.catalog`, where every
+figure and its source is) with explicit overrides.
 
-Preset figures (dense, no sparsity) and their sources:
-
-========== ============= ============= ========= ======== ================== =====================================
-GPU        bf16 TFLOP/s  fp8 TFLOP/s   memory    HBM GB/s NVLink GB/s (1 dir) source
-========== ============= ============= ========= ======== ================== =====================================
-V100       125 (fp16)    -             32 GB     900      150                NVIDIA V100 datasheet
-A100-40GB  312           -             40 GB     1555     300 (NVLink 3)     NVIDIA A100 datasheet (SXM4)
-A100-80GB  312           -             80 GB     2039     300                NVIDIA A100 datasheet (SXM4)
-H100       989           1979          80 GB     3350     450 (NVLink 4)     NVIDIA H100 datasheet (SXM5)
-H200       989           1979          141 GB    4800     450                NVIDIA H200 datasheet (SXM)
-B200       2250          4500          180 GB    8000     900 (NVLink 5)     NVIDIA HGX B200 / DGX B200 datasheet
-========== ============= ============= ========= ======== ================== =====================================
-
-Instance types (AWS instance-type pages, "Accelerated computing": GPUs, GPU memory, network bandwidth; EFA is
-the whole node's network here, all NICs together):
-
-================ ===================== ============ =========================== =========================
-instance type    GPUs                  GPU memory   network (EFA)               $ / GPU-hour (indicative)
-================ ===================== ============ =========================== =========================
-p4d.24xlarge     8 x A100 40 GB        320 GB       400 Gb/s (4 x 100, EFA v1)  4.10
-p4de.24xlarge    8 x A100 80 GB        640 GB       400 Gb/s (4 x 100, EFA v1)  5.12
-p5.48xlarge      8 x H100 80 GB        640 GB       3200 Gb/s (32 x 100, EFA v2) 6.88
-p5e.48xlarge     8 x H200 141 GB       1128 GB      3200 Gb/s (32 x 100, EFA v2) 7.91
-p5en.48xlarge    8 x H200 141 GB       1128 GB      3200 Gb/s (16 x 200, EFA v3) 8.40
-p6-b200.48xlarge 8 x B200 180 GB       1440 GB      3200 Gb/s (8 x 400, EFA v4)  14.24
-================ ===================== ============ =========================== =========================
-
-Memory is entered in GiB as the driver reports it (H100 80 GB: 79.6 GiB, rounded to the nominal figure for
-the 80 GB parts, 140 GiB for H200, 179 GiB for B200). Prices only scale the score, so a plan comparison on one
-cluster does not depend on them. Override any figure (``cluster(..., price_per_gpu_hour=...)``), or give all
-of them without a preset name (``cluster(gpus, peak_tflops=..., gpu_memory_gib=..., hbm_gbytes=...,
-nvlink_gbytes=..., network_gbits=...)``): a custom GPU.
+Override any figure (``cluster(..., price_per_gpu_hour=...)``), or give all of them without a preset name
+(``cluster(gpus, peak_tflops=..., gpu_memory_gib=..., hbm_gbytes=..., nvlink_gbytes=..., network_gbits=...)``):
+a custom GPU.
 """
 
 from __future__ import annotations
@@ -40,40 +12,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-__all__ = [
-    "GPUS",
-    "INSTANCE_TYPES",
-    "Cluster",
-    "GpuSpec",
-    "InstanceSpec",
-    "cluster",
-]
+from osprey_control.catalog import GPUS, INSTANCE_CATALOG, GpuSpec
 
-
-@dataclass(frozen=True, slots=True)
-class GpuSpec:
-    name: str
-    peak_tflops: float
-    memory_gib: float
-    hbm_gbytes: float
-    nvlink_gbytes: float
-    peak_tflops_fp8: float | None = None
-    bf16: bool = True
-    # Fraction of peak a large dense 16-bit GEMM sustains on this GPU; None: the efficiency model's ``gemm``
-    # (calibrated on A100, which holds its boost clock under tensor-core load). FP8 GEMMs run at the
-    # efficiency model's own ``gemm_fp8`` of ``peak_tflops_fp8`` (set from a measured FP8/16-bit GEMM ratio).
-    gemm_efficiency: float | None = None
-    # FP8 GEMMs take only the TN layout (Ada, Hopper), so Transformer Engine writes a transposed FP8 copy
-    # of every cast tensor; Blackwell reads either layout (TE's FP8 current-scaling docs, "Transpose handling").
-    fp8_transposes: bool = True
-
-    @property
-    def has_fp8(self) -> bool:
-        return self.peak_tflops_fp8 is not None
+__all__ = ["INSTANCE_TYPES", "Cluster", "InstanceSpec", "cluster"]
 
 
 @dataclass(frozen=True, slots=True)
 class InstanceSpec:
+    """An instance type the planner offers as a preset: every figure its cost model needs is known."""
+
     name: str
     gpu: str
     gpus_per_node: int
@@ -81,31 +28,12 @@ class InstanceSpec:
     price_per_gpu_hour: float
 
 
-GPUS: dict[str, GpuSpec] = {
-    "V100": GpuSpec("V100", 125.0, 32.0, 900.0, 150.0, bf16=False),
-    "A100-40GB": GpuSpec("A100-40GB", 312.0, 40.0, 1555.0, 300.0),
-    "A100-80GB": GpuSpec("A100-80GB", 312.0, 80.0, 2039.0, 300.0),
-    "H100": GpuSpec("H100", 989.0, 80.0, 3350.0, 450.0, peak_tflops_fp8=1979.0, gemm_efficiency=0.72),
-    "H200": GpuSpec("H200", 989.0, 140.0, 4800.0, 450.0, peak_tflops_fp8=1979.0, gemm_efficiency=0.72),
-    "B200": GpuSpec(
-        "B200",
-        2250.0,
-        179.0,
-        8000.0,
-        900.0,
-        peak_tflops_fp8=4500.0,
-        gemm_efficiency=0.72,
-        fp8_transposes=False,
-    ),
-}
-
+# The planner's presets: the catalog's instance types with a GPU model, a network bandwidth and a price, in the
+# catalog's order.
 INSTANCE_TYPES: dict[str, InstanceSpec] = {
-    "p4d.24xlarge": InstanceSpec("p4d.24xlarge", "A100-40GB", 8, 400.0, 4.10),
-    "p4de.24xlarge": InstanceSpec("p4de.24xlarge", "A100-80GB", 8, 400.0, 5.12),
-    "p5.48xlarge": InstanceSpec("p5.48xlarge", "H100", 8, 3200.0, 6.88),
-    "p5e.48xlarge": InstanceSpec("p5e.48xlarge", "H200", 8, 3200.0, 7.91),
-    "p5en.48xlarge": InstanceSpec("p5en.48xlarge", "H200", 8, 3200.0, 8.40),
-    "p6-b200.48xlarge": InstanceSpec("p6-b200.48xlarge", "B200", 8, 3200.0, 14.24),
+    entry.name: InstanceSpec(entry.name, entry.gpu, entry.gpus, entry.network_gbits, entry.price_per_gpu_hour)
+    for entry in INSTANCE_CATALOG.values()
+    if entry.gpu is not None and entry.network_gbits is not None and entry.price_per_gpu_hour is not None
 }
 
 # Latencies of one message hop, used for every collective step and pipeline send.

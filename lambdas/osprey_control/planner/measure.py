@@ -46,6 +46,7 @@ from osprey_control.planner.placement import running, speed_factors_with_slow_no
 from osprey_control.planner.replan import Measurement
 from osprey_control.planner.request import PlanRequest
 from osprey_control.planner.speeds import STRAGGLER_SPEED, slow_node_factors
+from osprey_control.wiring import INTERCONNECT_LATENCY_METRIC, SLOWEST_NODE_SPEED_METRIC, STEP_TIME_METRIC
 
 __all__ = [
     "DEFAULT_MIN_BANDWIDTH_FRACTION",
@@ -120,7 +121,7 @@ def _bandwidth(
 ) -> Signal:
     nominal = base.network_gbits
     if step_time_s is None or step_time_s <= 0:
-        note = f"no StepTimeSeconds datapoint{why_missing}; nominal {nominal:g} Gb/s kept"
+        note = f"no {STEP_TIME_METRIC} datapoint{why_missing}; nominal {nominal:g} Gb/s kept"
         return Signal(None, "nominal", note, missing=True)
     predicted = _step_time(request, latency_us, None, base)
     if step_time_s <= predicted * (1.0 + tolerance):
@@ -146,7 +147,7 @@ def _bandwidth(
             hi = middle
     value = math.exp(hi)
     note = f"the bandwidth at which the cost model predicts the measured step {step_time_s:.3g} s ({predicted:.3g} s at nominal)"
-    return Signal(value, "StepTimeSeconds", note)
+    return Signal(value, STEP_TIME_METRIC, note)
 
 
 def measure(
@@ -161,10 +162,10 @@ def measure(
     latency_value = _valid(observed.latency_us)
     if latency_value is None:
         nominal = request.cluster.network_latency_us
-        note = f"no InterconnectLatencyMicroseconds datapoint{why}; nominal {nominal:g} µs kept"
+        note = f"no {INTERCONNECT_LATENCY_METRIC} datapoint{why}; nominal {nominal:g} µs kept"
         latency = Signal(None, "nominal", note, missing=True)
     else:
-        latency = Signal(latency_value, "InterconnectLatencyMicroseconds", "the lead host's")
+        latency = Signal(latency_value, INTERCONNECT_LATENCY_METRIC, "the lead host's")
     speeds, base = _speeds(request, observed, why)
     bandwidth = _bandwidth(
         request,
@@ -218,9 +219,7 @@ def _speeds(request: PlanRequest, observed: Observed, why: str) -> tuple[Signal,
     speed, index = _valid(observed.slowest_node_speed), _valid(observed.slowest_node_index)
     if speed is None or index is None:
         # Optional (a job need not report node speeds): not counted as missing data.
-        note = (
-            f"{unmatched}no SlowestNodeSpeed datapoint{why} (optional, report_node_speeds); all GPUs nominal"
-        )
+        note = f"{unmatched}no {SLOWEST_NODE_SPEED_METRIC} datapoint{why} (optional, report_node_speeds); all GPUs nominal"
         return Signal(None, "nominal", note), cluster
     node = int(index)
     if speed >= STRAGGLER_SPEED or node >= cluster.nodes:
@@ -230,7 +229,7 @@ def _speeds(request: PlanRequest, observed: Observed, why: str) -> tuple[Signal,
         return Signal(None, "nominal", note), cluster
     factors = speed_factors_with_slow_node(cluster, node, speed)
     note = f"node {node} runs at {speed:.3f} of the median rank; its GPUs get that speed"
-    return Signal(speed, "SlowestNodeSpeed", note), cluster.with_changes(speed_factors=factors)
+    return Signal(speed, SLOWEST_NODE_SPEED_METRIC, note), cluster.with_changes(speed_factors=factors)
 
 
 def settled(request: PlanRequest) -> bool:
@@ -292,4 +291,4 @@ def _calibration(
             f"compute x{factor:.3f} fitted to the measured step {step:.3g} s: error {before:+.1%} -> "
             f"{after:+.1%}; the search ranks with the fitted model"
         )
-    return Signal(factor, "StepTimeSeconds", note), calibration.efficiency
+    return Signal(factor, STEP_TIME_METRIC, note), calibration.efficiency

@@ -43,6 +43,7 @@ from osprey_control.registry.model import decision_changes
 from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.payload import ShardReport
 from osprey_control.telemetry import MetricPoint, shard_metrics
+from osprey_control.wiring import COLLECTION_LATENCY_METRIC
 
 __all__ = [
     "ActiveJobs",
@@ -342,7 +343,7 @@ def derive_within(
     report = _report(shard, collected, derived)
     report.metrics = [
         *shard_metrics(derived, per_job=per_job_metrics),
-        MetricPoint("CollectionLatencyMs", "Milliseconds", (collection_ms,)),
+        MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (collection_ms,)),
         MetricPoint("JobsDeferred", "Count", (float(len(derived.deferred)),), {"Step": "derive"}),
     ]
     return DeriveRun(report, derived.deferred, derived.fence_lost)

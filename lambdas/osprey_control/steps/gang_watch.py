@@ -30,6 +30,7 @@ from osprey_control.gang.store import GangStore, StaleGangStateError, state_to_d
 from osprey_control.policy import GangFallback
 from osprey_control.registry.model import JobKey
 from osprey_control.telemetry import MetricPoint
+from osprey_control.wiring import CO_SCHEDULING_SUCCESS_RATE_METRIC, GANG_WAIT_METRIC, POLICY_DIMENSION
 
 __all__ = ["WatchResult", "execution_name", "gang_metrics", "watch_step"]
 
@@ -71,13 +72,13 @@ class WatchResult:
 def gang_metrics(step: Step, policy: str) -> tuple[MetricPoint, ...]:
     """CoSchedulingSuccessRate (100 = ready in time, 0 = timed out; its Average is the rate) at a gang's
     first decision, and GangWaitSeconds when it becomes ready."""
-    dimensions = {"Policy": policy}
+    dimensions = {POLICY_DIMENSION: policy}
     points: list[MetricPoint] = []
     if step.decided:
         rate = 100.0 if step.state.ready_in_time else 0.0
-        points.append(MetricPoint("CoSchedulingSuccessRate", "Percent", (rate,), dimensions))
+        points.append(MetricPoint(CO_SCHEDULING_SUCCESS_RATE_METRIC, "Percent", (rate,), dimensions))
     if step.state.phase is GangPhase.READY and step.state.wait_seconds is not None:
-        points.append(MetricPoint("GangWaitSeconds", "Seconds", (step.state.wait_seconds,), dimensions))
+        points.append(MetricPoint(GANG_WAIT_METRIC, "Seconds", (step.state.wait_seconds,), dimensions))
     return tuple(points)
 
 

@@ -61,7 +61,13 @@ from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
 from osprey_control.registry.keys import job_pk, key_from_pk
 from osprey_control.registry.model import JobKey, JobRecord
 from osprey_control.registry.plans import PlanItems
-from osprey_control.wiring import METRICS_NAMESPACE
+from osprey_control.wiring import (
+    INTERCONNECT_LATENCY_METRIC,
+    METRICS_NAMESPACE,
+    SLOWEST_NODE_INDEX_METRIC,
+    SLOWEST_NODE_SPEED_METRIC,
+    STEP_TIME_METRIC,
+)
 
 __all__ = [
     "MAX_KEYS_PER_BATCH_GET",
@@ -76,10 +82,6 @@ logger = logging.getLogger(__name__)
 MAX_REPORTED = 20  # per list in the report: the state machine's payload stays small
 # Per reported error message: an exception's text can be any length (the log has it whole).
 MESSAGE_CHARS = 600
-_LATENCY = "InterconnectLatencyMicroseconds"
-_STEP_TIME = "StepTimeSeconds"
-_NODE_SPEED = "SlowestNodeSpeed"
-_NODE_INDEX = "SlowestNodeIndex"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _EARLY_SLACK_S = 5.0
 
@@ -170,10 +172,10 @@ def _series(records: Iterable[JobRecord], namespace: str) -> list[SeriesSpec]:
     Host] dimensions: four series per job, whatever its size."""
     jobs = list(records)
     return [
-        *lead_series(jobs, "latency", _LATENCY, osprey_namespace=namespace),
-        *lead_series(jobs, "step_time", _STEP_TIME, osprey_namespace=namespace),
-        *lead_series(jobs, "node_speed", _NODE_SPEED, osprey_namespace=namespace),
-        *lead_series(jobs, "node_index", _NODE_INDEX, osprey_namespace=namespace),
+        *lead_series(jobs, "latency", INTERCONNECT_LATENCY_METRIC, osprey_namespace=namespace),
+        *lead_series(jobs, "step_time", STEP_TIME_METRIC, osprey_namespace=namespace),
+        *lead_series(jobs, "node_speed", SLOWEST_NODE_SPEED_METRIC, osprey_namespace=namespace),
+        *lead_series(jobs, "node_index", SLOWEST_NODE_INDEX_METRIC, osprey_namespace=namespace),
     ]
 
 
@@ -204,10 +206,10 @@ def _metrics(
             values.setdefault(str(spec.job), {})[spec.metric_name] = found[1]
     observed = {
         job: Observed(
-            latency_us=found.get(_LATENCY),
-            step_time_s=found.get(_STEP_TIME),
-            slowest_node_speed=found.get(_NODE_SPEED),
-            slowest_node_index=found.get(_NODE_INDEX),
+            latency_us=found.get(INTERCONNECT_LATENCY_METRIC),
+            step_time_s=found.get(STEP_TIME_METRIC),
+            slowest_node_speed=found.get(SLOWEST_NODE_SPEED_METRIC),
+            slowest_node_index=found.get(SLOWEST_NODE_INDEX_METRIC),
         )
         for job, found in values.items()
     }

@@ -16,9 +16,10 @@ from typing import Any
 from osprey_control.contract import OspreyBlock
 from osprey_control.metrics.cadence import turn_of
 from osprey_control.metrics.collector import MAX_QUERIES_PER_CALL
-from osprey_control.metrics.queries import OSPREY_NAMESPACE, Needs, build_progress_series, build_series
+from osprey_control.metrics.queries import Needs, build_progress_series, build_series
 from osprey_control.registry.items import shard_of
 from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.wiring import CWAGENT_DIMENSION, METRICS_NAMESPACE
 
 __all__ = [
     "AgentMetrics",
@@ -128,7 +129,7 @@ def metric_load(records: list[JobRecord], shards: int, *, needs: Needs | str = "
         calls=math.ceil(len(everything) / MAX_QUERIES_PER_CALL),
         jobs_per_shard=dict(Counter(shard_of(record.key, shards) for record in records)),
         # What the runtime must publish for the control plane: every series it reads in Osprey's namespace.
-        runtime_series=sum(1 for spec in everything if spec.namespace == OSPREY_NAMESPACE),
+        runtime_series=sum(1 for spec in everything if spec.namespace == METRICS_NAMESPACE),
         per_job=tuple((record.key, counts[record.key]) for record in records),
     )
 
@@ -147,7 +148,7 @@ def agent_metrics(config: Mapping[str, Any], *, gpus_per_node: int, efa_devices:
     when ``aggregation_dimensions`` has ``["InstanceId"]``, plus the originals (one per GPU for
     ``nvidia_gpu``, one per device for ``efa``) unless ``drop_original_metrics`` lists them."""
     metrics = config.get("metrics") or {}
-    rollup = ["InstanceId"] in (metrics.get("aggregation_dimensions") or [])
+    rollup = [CWAGENT_DIMENSION] in (metrics.get("aggregation_dimensions") or [])
     originals_per_section = {"nvidia_gpu": gpus_per_node, "efa": efa_devices}
     per_node = 0
     names: list[str] = []

@@ -34,6 +34,15 @@ from osprey.cost.arithmetic import Amount, format_number, money, q
 from osprey.cost.fleet import AgentMetrics, FleetShape, MetricLoad
 from osprey.cost.prices import PRICES, Price, custom_metric_tiers
 from osprey.cost.template import CycleWalk, Facts, TemplateFacts, walk
+from osprey_control.wiring import (
+    APPLY_FAILURES_METRIC,
+    COLLECTION_LATENCY_METRIC,
+    CYCLE_DURATION_METRIC,
+    CYCLES_SUCCEEDED_METRIC,
+    JOBS_EVALUATED_METRIC,
+    METRICS_MISSING_METRIC,
+    PRIORITIES_APPLIED_METRIC,
+)
 
 __all__ = [
     "CONTROL_PLANE_SERIES",
@@ -56,13 +65,13 @@ EXPRESS_BILLED_MB = 64
 # that appear only on failures (CustomRuleFailures, DerivationErrors, CyclesFailed) are billed by the hour they
 # exist and are left out.
 CONTROL_PLANE_SERIES = (
-    "JobsEvaluated",
-    "MetricsMissing",
-    "CollectionLatencyMs",
-    "PrioritiesApplied",
-    "ApplyFailures",
-    "CycleDurationMs",
-    "CyclesSucceeded",
+    JOBS_EVALUATED_METRIC,
+    METRICS_MISSING_METRIC,
+    COLLECTION_LATENCY_METRIC,
+    PRIORITIES_APPLIED_METRIC,
+    APPLY_FAILURES_METRIC,
+    CYCLE_DURATION_METRIC,
+    CYCLES_SUCCEEDED_METRIC,
 )
 
 

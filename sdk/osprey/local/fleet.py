@@ -36,10 +36,11 @@ from osprey.local.loads import (
     sample_at,
     series_of,
 )
-from osprey_control.contract import parse_block
+from osprey_control.contract import ENABLED_KUBERNETES, ENABLED_TAG, KUBERNETES, parse_block
 from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
+from osprey_control.wiring import CWAGENT_MEMORY_UTILIZATION_METRIC
 
 __all__ = [
     "DEFAULT_JOBS",
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 ClientFactory = Callable[[str], Any]
-ENABLED_TAGS = {"osprey:enabled": "true"}
+ENABLED_TAGS = {ENABLED_TAG: "true"}
 SPOT_WARNINGS = {
     "rebalance": "EC2 Instance Rebalance Recommendation",
     "interruption": "EC2 Spot Instance Interruption Warning",
@@ -118,7 +119,7 @@ class SimulatedFleet:
     @staticmethod
     def _kubernetes_job(kubernetes: LocalKubernetes, job: FleetJob) -> SeededJob:
         """A Kueue-managed batch/v1 Job with one pod; the cycle's EKS discovery registers it."""
-        labels = {"osprey.aws/enabled": "true", "osprey.aws/policy": job.policy}
+        labels = {ENABLED_KUBERNETES: "true", KUBERNETES.key("priority_derivation_profile"): job.policy}
         created = kubernetes.add("batch/v1", "jobs", {
             "kind": "Job",
             "metadata": {"name": job.label, "namespace": EKS_NAMESPACE, "labels": labels},
@@ -304,6 +305,6 @@ class SimulatedFleet:
             for namespace, data in by_namespace.items():
                 cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
             load = sample_at(job, tick)
-            bandwidth = any(s.metric_name == "nvidia_smi_utilization_memory" for s in published)
+            bandwidth = any(s.metric_name == CWAGENT_MEMORY_UTILIZATION_METRIC for s in published)
             loads[job.label] = (load.gpu, load.memory_bandwidth if bandwidth else None)
         return loads

@@ -29,14 +29,27 @@ from functools import cache
 from typing import Any
 
 from osprey_control.metrics.needs import metrics_needed
-from osprey_control.metrics.queries import (
-    CONTAINER_INSIGHTS_NAMESPACE,
-    CWAGENT_NAMESPACE,
-    OSPREY_NAMESPACE,
-    SAGEMAKER_NAMESPACE,
-)
 from osprey_control.policy import load_policy_files
 from osprey_control.policy.shipped import shipped_policy_dir
+from osprey_control.wiring import (
+    CONTAINER_INSIGHTS_DIMENSIONS,
+    CONTAINER_INSIGHTS_NAMESPACE,
+    CWAGENT_DIMENSION,
+    CWAGENT_GPU_UTILIZATION_METRIC,
+    CWAGENT_MEMORY_TOTAL_METRIC,
+    CWAGENT_MEMORY_USED_METRIC,
+    CWAGENT_MEMORY_UTILIZATION_METRIC,
+    CWAGENT_NAMESPACE,
+    INTERCONNECT_LATENCY_METRIC,
+    METRICS_NAMESPACE,
+    POD_GPU_MEMORY_UTILIZATION_METRIC,
+    POD_GPU_UTILIZATION_METRIC,
+    RUNTIME_DIMENSIONS,
+    SAGEMAKER_DIMENSION,
+    SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC,
+    SAGEMAKER_GPU_UTILIZATION_METRIC,
+    SAGEMAKER_NAMESPACE,
+)
 
 __all__ = [
     "EKS_CLUSTER",
@@ -143,43 +156,46 @@ def policy_metrics(name: str) -> frozenset[str]:
 def _runtime_dimensions(job: SeededJob) -> tuple[tuple[str, str], ...]:
     """``osprey.runtime``'s dimensions for the job's lead process (rank 0)."""
     if job.backend == "batch":
-        return (("Backend", "batch"), ("JobId", job.native_id), ("Host", "0"))
-    if job.backend == "eks":
-        return (("Backend", "eks"), ("JobId", job.native_id), ("Host", job.pods()[0]))
-    return (("Backend", "sagemaker"), ("JobId", job.label), ("Host", "algo-1"))  # the training job's name
+        values = ("batch", job.native_id, "0")
+    elif job.backend == "eks":
+        values = ("eks", job.native_id, job.pods()[0])
+    else:
+        values = ("sagemaker", job.label, "algo-1")  # the training job's name
+    return tuple(zip(RUNTIME_DIMENSIONS, values, strict=True))
 
 
-def series_of(job: SeededJob, tick: int, osprey_namespace: str = OSPREY_NAMESPACE) -> list[Series]:
+def series_of(job: SeededJob, tick: int, osprey_namespace: str = METRICS_NAMESPACE) -> list[Series]:
     """Every series ``job`` publishes at ``tick``: its backend's sources for the metrics its policy reads."""
     load, wanted = sample_at(job, tick), policy_metrics(job.policy)
     found: list[tuple[str, str, tuple[tuple[str, str], ...], float, str]] = []
     if job.backend == "batch":
-        node = (("InstanceId", job.node),)
+        node = ((CWAGENT_DIMENSION, job.node),)
         used = round(GPU_MEMORY_MIB * load.gpu_memory / 100)
         found += [
-            (CWAGENT_NAMESPACE, "nvidia_smi_utilization_gpu", node, load.gpu, "gpu_utilization"),
-            (CWAGENT_NAMESPACE, "nvidia_smi_utilization_memory", node, load.memory_bandwidth,
+            (CWAGENT_NAMESPACE, CWAGENT_GPU_UTILIZATION_METRIC, node, load.gpu, "gpu_utilization"),
+            (CWAGENT_NAMESPACE, CWAGENT_MEMORY_UTILIZATION_METRIC, node, load.memory_bandwidth,
              "memory_bandwidth_utilization"),
-            (CWAGENT_NAMESPACE, "nvidia_smi_memory_used", node, used, "gpu_memory_utilization"),
-            (CWAGENT_NAMESPACE, "nvidia_smi_memory_total", node, GPU_MEMORY_MIB, "gpu_memory_utilization"),
+            (CWAGENT_NAMESPACE, CWAGENT_MEMORY_USED_METRIC, node, used, "gpu_memory_utilization"),
+            (CWAGENT_NAMESPACE, CWAGENT_MEMORY_TOTAL_METRIC, node, GPU_MEMORY_MIB, "gpu_memory_utilization"),
         ]  # fmt: skip
     elif job.backend == "eks":
         for pod in job.pods():
-            dims = (("ClusterName", EKS_CLUSTER), ("Namespace", EKS_NAMESPACE), ("PodName", pod))
+            dims = tuple(zip(CONTAINER_INSIGHTS_DIMENSIONS, (EKS_CLUSTER, EKS_NAMESPACE, pod), strict=True))
             found += [
-                (CONTAINER_INSIGHTS_NAMESPACE, "pod_gpu_utilization", dims, load.gpu, "gpu_utilization"),
-                (CONTAINER_INSIGHTS_NAMESPACE, "pod_gpu_memory_utilization", dims, load.gpu_memory,
+                (CONTAINER_INSIGHTS_NAMESPACE, POD_GPU_UTILIZATION_METRIC, dims, load.gpu, "gpu_utilization"),
+                (CONTAINER_INSIGHTS_NAMESPACE, POD_GPU_MEMORY_UTILIZATION_METRIC, dims, load.gpu_memory,
                  "gpu_memory_utilization"),
             ]  # fmt: skip
     else:
         # SageMaker reports the sum over the host's GPUs.
-        host = (("Host", job.node),)
+        host = ((SAGEMAKER_DIMENSION, job.node),)
         found += [
-            (SAGEMAKER_NAMESPACE, "GPUUtilization", host, load.gpu * GPUS_PER_NODE, "gpu_utilization"),
-            (SAGEMAKER_NAMESPACE, "GPUMemoryUtilization", host, load.gpu_memory * GPUS_PER_NODE,
+            (SAGEMAKER_NAMESPACE, SAGEMAKER_GPU_UTILIZATION_METRIC, host, load.gpu * GPUS_PER_NODE,
+             "gpu_utilization"),
+            (SAGEMAKER_NAMESPACE, SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC, host, load.gpu_memory * GPUS_PER_NODE,
              "gpu_memory_utilization"),
         ]  # fmt: skip
-    latency = ("InterconnectLatencyMicroseconds", load.latency_us, "node_interconnect_latency")
+    latency = (INTERCONNECT_LATENCY_METRIC, load.latency_us, "node_interconnect_latency")
     found.append((osprey_namespace, latency[0], _runtime_dimensions(job), latency[1], latency[2]))
     return [
         Series(namespace, name, dims, float(value))

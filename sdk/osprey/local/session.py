@@ -37,6 +37,7 @@ from osprey.local.rules import deploy_demo_rule
 from osprey.local.server import LocalAws, endpoint_client
 from osprey.views import decision_inputs, gang_details
 from osprey_control.gang.store import GangStore
+from osprey_control.wiring import DERIVED_PRIORITY_TAG
 
 __all__ = [
     "CycleResult",
@@ -259,8 +260,8 @@ def _backend_values(state: LocalState) -> tuple[dict[str, str], dict[str, float]
             sagemaker = state.client("sagemaker")
             arn = sagemaker.describe_training_job(TrainingJobName=job.native_id)["TrainingJobArn"]
             tags = {tag["Key"]: tag["Value"] for tag in sagemaker.list_tags(ResourceArn=arn).get("Tags", [])}
-            tag = tags.get("osprey:derived-priority")
-            values[job.native_id] = "-" if tag is None else f"tag osprey:derived-priority={tag}"
+            tag = tags.get(DERIVED_PRIORITY_TAG)
+            values[job.native_id] = "-" if tag is None else f"tag {DERIVED_PRIORITY_TAG}={tag}"
         else:
             priority = batch.describe_service_job(jobId=job.native_id).get("schedulingPriority")
             values[job.native_id] = f"schedulingPriority {priority}"

@@ -11,7 +11,8 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from osprey_control.metrics import QUERY_ID_PATTERN, CollectorConfig, collect, gpus_for_instance_type
+from osprey_control.catalog import gpus_for_instance_type
+from osprey_control.metrics import QUERY_ID_PATTERN, CollectorConfig, collect
 from osprey_control.registry.model import Backend, JobRecord
 from tests.control.metrics.helpers import NOW, host, instance, pod, record
 

@@ -17,6 +17,7 @@ from osprey_control.backends.batch.applier import (
 )
 from osprey_control.backends.batch.events import EVENTS
 from osprey_control.backends.batch.gang import BatchGang, batch_readiness
+from osprey_control.backends.batch.naming import BATCH_RUNTIME
 from osprey_control.backends.driver import Deployment
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
@@ -37,6 +38,8 @@ class _BatchDriver:
     backend = Backend.BATCH
     recognition = "events"
     events = EVENTS  # how ingest reads its events (.events)
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = BATCH_RUNTIME
 
     def applier(self, deployment: Deployment) -> Applier:
         # The registry's share ledger lets the applier prune the shares of finished jobs.

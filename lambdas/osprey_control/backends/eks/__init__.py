@@ -45,6 +45,7 @@ from osprey_control.backends.eks.token import (
     describe_cluster,
     presigned_token,
 )
+from osprey_control.backends.runtime_naming import RuntimeNames
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
@@ -86,6 +87,8 @@ def _kueue_version(cluster: str, connector: Callable[[str], KubernetesClient]) -
 class _EksDriver:
     backend = Backend.EKS
     recognition = "discovery"
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = RuntimeNames("eks")
 
     def applier(self, deployment: Deployment) -> Applier:
         return EksApplier(deployment.connectors.get("eks"))

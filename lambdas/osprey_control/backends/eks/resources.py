@@ -8,6 +8,7 @@ from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
 from osprey_control.contract import ENABLED_KUBERNETES
+from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 
 __all__ = [
     "BATCH_JOB",
@@ -26,7 +27,6 @@ __all__ = [
 ]
 
 ENABLED_SELECTOR = f"{ENABLED_KUBERNETES}=true"
-DERIVED_PRIORITY_ANNOTATION = "osprey.aws/derived-priority"
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Newest first: the first one the cluster serves is used.
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")

@@ -12,6 +12,7 @@ from osprey_control.backends.driver import Deployment
 from osprey_control.backends.sagemaker.applier import TrainingJobTagApplier
 from osprey_control.backends.sagemaker.events import EVENTS
 from osprey_control.backends.sagemaker.gang import SageMakerGang, instance_count, sagemaker_readiness
+from osprey_control.backends.sagemaker.naming import SAGEMAKER_RUNTIME
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
@@ -22,6 +23,8 @@ class _SageMakerDriver:
     backend = Backend.SAGEMAKER
     recognition = "events"
     events = EVENTS  # how ingest reads its events (.events)
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = SAGEMAKER_RUNTIME
 
     def applier(self, deployment: Deployment) -> Applier:
         return TrainingJobTagApplier(deployment.client("sagemaker"))

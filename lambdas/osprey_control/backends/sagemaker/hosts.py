@@ -12,6 +12,7 @@ from osprey_control.backends.limits import (
     check_host_count,
     check_text,
 )
+from osprey_control.catalog import gpus_for_instance_type
 from osprey_control.registry.model import NodeKind, NodeRef
 
 __all__ = ["sagemaker_hosts"]
@@ -50,9 +51,6 @@ def sagemaker_hosts(job_name: str, resource_config: Any, event_id: str | None = 
     if not isinstance(resource_config, Mapping):
         return ()
     groups = _instance_groups(resource_config, event_id)
-    # Imported here: the collect package pulls in the collector, which the Batch and spot paths never need.
-    from osprey_control.metrics.queries import gpus_for_instance_type  # noqa: PLC0415
-
     hosts: list[NodeRef] = []
     for count, instance_type in groups:
         gpus = gpus_for_instance_type(instance_type)

@@ -14,6 +14,7 @@ from osprey_control.backends.driver import Deployment
 from osprey_control.backends.sagemaker_queue.applier import ServiceJobApplier
 from osprey_control.backends.sagemaker_queue.events import EVENTS
 from osprey_control.backends.sagemaker_queue.gang import SageMakerQueuedGang, sagemaker_queued_readiness
+from osprey_control.backends.sagemaker_queue.naming import SAGEMAKER_QUEUED_RUNTIME
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
@@ -24,6 +25,8 @@ class _SageMakerQueueDriver:
     backend = Backend.SAGEMAKER_QUEUED
     recognition = "events"
     events = EVENTS  # how ingest reads its events (.events)
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = SAGEMAKER_QUEUED_RUNTIME
 
     def applier(self, deployment: Deployment) -> Applier:
         return ServiceJobApplier(deployment.client("batch"))

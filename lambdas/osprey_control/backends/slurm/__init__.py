@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from osprey_control.backends.actuation import Applier
 from osprey_control.backends.driver import Deployment
+from osprey_control.backends.runtime_naming import RuntimeNames
 from osprey_control.backends.slurm.applier import (
     DEFAULT_SLURM_PRIORITY_RANGE,
     SlurmApplier,
@@ -79,6 +80,8 @@ __all__ = [
 class _SlurmDriver:
     backend = Backend.SLURM
     recognition = "discovery"
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime = RuntimeNames("slurm")
 
     def applier(self, deployment: Deployment) -> Applier | None:
         # Only when the deployment has a bridge in the cluster's VPC (its name in the apply function's environment).
