@@ -26,12 +26,15 @@ report (docs/design.md §3).
 Every line has exactly one dimension set, ``[Backend, JobId, Host]``, so the control plane's collector
 queries ``GetMetricData`` MetricStat with exactly these three dimensions:
 
-- ``Backend``: ``sagemaker`` | ``batch`` | ``eks`` | ``unknown``.
+- ``Backend``: ``sagemaker`` | ``batch`` | ``slurm`` | ``eks`` | ``unknown``.
 - ``JobId``: SageMaker: the training job name (``TRAINING_JOB_NAME``); Batch: the job ID
-  (``AWS_BATCH_JOB_ID`` without a multi-node ``#<index>`` suffix, i.e. the parent job); EKS:
-  ``<namespace>/<job name>`` (``OSPREY_JOB_ID``, set by ``osprey.eks.annotate``); else ``unknown``.
+  (``AWS_BATCH_JOB_ID`` without a multi-node ``#<index>`` suffix, i.e. the parent job); Slurm:
+  ``<cluster>/<job id>`` (``SLURM_CLUSTER_NAME``, ``SLURM_JOB_ID``; ``osprey.slurm`` also exports it as
+  ``OSPREY_JOB_ID``); EKS: ``<namespace>/<job name>`` (``OSPREY_JOB_ID``, set by ``osprey.eks.annotate``); else
+  ``unknown``.
 - ``Host``: SageMaker: ``current_host`` of ``/opt/ml/input/config/resourceconfig.json`` (``algo-1``, ...),
-  else ``SM_CURRENT_HOST``; Batch: ``AWS_BATCH_JOB_NODE_INDEX`` (``0`` for a single-node job); EKS: the pod
+  else ``SM_CURRENT_HOST``; Batch: ``AWS_BATCH_JOB_NODE_INDEX`` (``0`` for a single-node job); Slurm: the node
+  name (``SLURMD_NODENAME``, else ``HOSTNAME``); EKS: the pod
   name (``OSPREY_K8S_POD_NAME``, else ``HOSTNAME``); else ``HOSTNAME`` or ``unknown``.
 - ``OSPREY_JOB_ID`` and ``OSPREY_HOST`` override the detected values on every backend.
 
@@ -133,6 +136,11 @@ def job_dimensions(
         backend = "batch"
         job_id = env["AWS_BATCH_JOB_ID"].split("#", 1)[0]
         host = env.get("AWS_BATCH_JOB_NODE_INDEX", "0")
+    elif "SLURM_JOB_ID" in env:
+        backend = "slurm"
+        cluster = env.get("SLURM_CLUSTER_NAME")
+        job_id = f"{cluster}/{env['SLURM_JOB_ID']}" if cluster else None
+        host = env.get("SLURMD_NODENAME") or env.get("HOSTNAME")
     elif "KUBERNETES_SERVICE_HOST" in env:
         backend = "eks"
         job_id = None
@@ -153,7 +161,7 @@ def is_lead(environment: Mapping[str, str] | None = None, *, resource_config: Pa
     """Whether this process reports the job's series (latency, remaining time, step time): one per job.
 
     ``OSPREY_LEAD`` (``true``/``false``) decides when set; else global rank 0 (``RANK``, set by torchrun and
-    the launchers of every backend); else, without a rank, the lead host: Batch node index 0, the first
+    the launchers of every backend); else, without a rank, the lead host: Batch node index 0, Slurm task 0, the first
     SageMaker host in ``resourceconfig.json``. When none of these can be known the process reports (a
     duplicate series costs money, a missing one loses the signal).
     """
@@ -166,6 +174,8 @@ def is_lead(environment: Mapping[str, str] | None = None, *, resource_config: Pa
         return rank == "0"
     if "AWS_BATCH_JOB_ID" in env:
         return env.get("AWS_BATCH_JOB_NODE_INDEX", "0") == "0"
+    if "SLURM_PROCID" in env:  # srun without a launcher that sets RANK: Slurm's own task rank
+        return env["SLURM_PROCID"].strip() == "0"
     try:
         resource = json.loads((resource_config or RESOURCE_CONFIG_PATH).read_text())
         hosts = sorted(str(host) for host in resource.get("hosts") or ())

@@ -129,8 +129,13 @@ def _cases(tmp_path: Path) -> dict[Backend, tuple[dict[str, str], JobRecord, Pat
             absent,
         ),
         Backend.SLURM: (
-            # osprey.slurm.annotate_script exports OSPREY_JOB_ID as "<cluster>/<job id>", the registry's id.
-            {"SLURM_JOB_ID": "42", "OSPREY_JOB_ID": "hpc/42", "HOSTNAME": "gpu-st-p4d-1"},
+            # What Slurm sets in every job step; the runtime builds "<cluster>/<job id>", the registry's id.
+            {
+                "SLURM_JOB_ID": "42",
+                "SLURM_CLUSTER_NAME": "hpc",
+                "SLURMD_NODENAME": "gpu-st-p4d-1",
+                "SLURM_PROCID": "0",
+            },
             record(
                 Backend.SLURM,
                 "hpc/42",
@@ -152,14 +157,7 @@ def _key(spec: SeriesSpec) -> tuple[str, str, dict[str, str]]:
         Backend.SAGEMAKER_QUEUED,
         Backend.BATCH,
         Backend.EKS,
-        pytest.param(
-            Backend.SLURM,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="osprey.runtime has no Slurm detection: it writes Backend=unknown, the collector reads "
-                "Backend=slurm (an existing gap, left as it is: values unchanged)",
-            ),
-        ),
+        Backend.SLURM,
     ],
 )
 def test_the_collector_and_the_plan_step_query_what_the_runtime_writes(
