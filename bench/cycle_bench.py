@@ -67,10 +67,17 @@ def fair_share_queue(clients: Mapping[str, Any]) -> str:
 
 def _seed(clients: dict[str, Any], jobs: int, nodes: int, registry: Any) -> list[str]:
     from osprey_control.contract import parse_block  # noqa: PLC0415 - imported inside moto's context
-    from osprey_control.policy import load_policies  # noqa: PLC0415
-    from osprey_control.policy.stored import policy_parameter_value  # noqa: PLC0415
-    from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef  # noqa: PLC0415
-    from osprey_control.registry.observation import JobObservation  # noqa: PLC0415
+    from osprey_control.policy import (  # noqa: PLC0415
+        load_policies,
+        policy_parameter_value,
+    )
+    from osprey_control.registry import (  # noqa: PLC0415
+        Backend,
+        JobObservation,
+        JobStatus,
+        NodeKind,
+        NodeRef,
+    )
 
     for policy in load_policies([REPO_ROOT / "policies"]):
         clients["ssm"].put_parameter(
@@ -147,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from osprey.local.serial import serialized_moto  # noqa: PLC0415
     from osprey_control.backends.batch import BatchShareApplier  # noqa: PLC0415
     from osprey_control.policy_store import PolicySource  # noqa: PLC0415
-    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
+    from osprey_control.registry import JobRegistry  # noqa: PLC0415
     from osprey_control.steps.apply import apply_cycle  # noqa: PLC0415
     from osprey_control.steps.derive import derive_within  # noqa: PLC0415
 

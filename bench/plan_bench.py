@@ -21,9 +21,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from osprey_control.planner import ModelSpec, Plan, cluster, evaluate, search
-from osprey_control.planner.model import Precision
-from osprey_control.planner.search import Knobs, SearchOptions, search_exhaustive
+from osprey_control.planner import (
+    Knobs,
+    ModelSpec,
+    Plan,
+    Precision,
+    SearchOptions,
+    cluster,
+    evaluate,
+    search,
+    search_exhaustive,
+)
 
 DEFAULT_GPUS = (64, 128, 256, 512, 1024, 2048, 3072)
 MODEL = ModelSpec(layers=128, hidden=25600, heads=160, seq=2048, vocab=51200, global_batch=3072)

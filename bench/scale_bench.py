@@ -112,8 +112,14 @@ def _seed(
     """The steady-state registry (direct PutItems: see the module docstring), Batch jobs and GPU series."""
     from bench.cycle_bench import fair_share_queue  # noqa: PLC0415 - after main() put the repository on sys.path
     from osprey_control.contract import parse_block  # noqa: PLC0415 - imported inside moto's context
-    from osprey_control.registry import Backend, JobRecord, JobStatus, NodeKind, NodeRef  # noqa: PLC0415
-    from osprey_control.registry.items import record_to_item  # noqa: PLC0415
+    from osprey_control.registry import (  # noqa: PLC0415
+        Backend,
+        JobRecord,
+        JobStatus,
+        NodeKind,
+        NodeRef,
+        record_to_item,
+    )
 
     queue = fair_share_queue(clients)
     block = parse_block({"priority_derivation_profile": "training-policy"})

@@ -58,8 +58,10 @@ from osprey_control.derivation import (  # noqa: E402
     derive,
     job_level_values,
 )
-from osprey_control.policy.loader import policy_from_mapping  # noqa: E402
-from osprey_control.policy.shipped import shipped_policy_file  # noqa: E402
+from osprey_control.policy import (  # noqa: E402
+    policy_from_mapping,
+    shipped_policy_file,
+)
 from osprey_control.registry import Backend, JobRecord, JobStatus  # noqa: E402
 
 _TIME_METRICS = {"remaining_time": 1.0, "queue_wait": 1.0, "attained_service": 1.0}

@@ -23,7 +23,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from osprey_control.metrics.cadence import DEFAULT_EVERY_N_CYCLES
+from osprey_control.metrics import DEFAULT_EVERY_N_CYCLES
 from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,

@@ -19,8 +19,14 @@ import aws_cdk as cdk
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from osprey_control.policy import RuleAllowList, load_policy_files, rule_arn_issues
-from osprey_control.policy.stored import parameter_name, parameter_tier, policy_parameter_value
+from osprey_control.policy import (
+    RuleAllowList,
+    load_policy_files,
+    parameter_name,
+    parameter_tier,
+    policy_parameter_value,
+    rule_arn_issues,
+)
 from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = [

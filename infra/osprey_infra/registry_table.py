@@ -11,8 +11,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from osprey_control.registry.items import ACTIVE_INDEX, APPLY_PENDING_ATTRIBUTE, APPLY_PENDING_INDEX
-from osprey_control.registry.table import TTL_ATTRIBUTE
+from osprey_control.registry import ACTIVE_INDEX, APPLY_PENDING_ATTRIBUTE, APPLY_PENDING_INDEX, TTL_ATTRIBUTE
 
 __all__ = ["RegistryTable"]
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from osprey_control.backends.slurm.applier import SlurmPriorityRange
+from osprey_control.backends.slurm import SlurmPriorityRange
 
 __all__ = ["SlurmBridgeConfig"]
 

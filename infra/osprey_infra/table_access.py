@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 
-from osprey_control.registry.items import ACTIVE_INDEX, APPLY_PENDING_INDEX
-from osprey_control.registry.keys import SHARES_PK
-from osprey_control.registry.lease import LEASE_PK
+from osprey_control.registry import ACTIVE_INDEX, APPLY_PENDING_INDEX, LEASE_PK, SHARES_PK
 
 __all__ = [
     "APPLY",

@@ -18,9 +18,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from osprey_control.backends import Applier, Deployment, appliers
-from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.fence import Fence
-from osprey_control.registry.shares import ShareLedger
+from osprey_control.registry import Fence, JobRegistry, ShareLedger
 from osprey_control.steps.apply import apply_cycle
 from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.payload import ERROR_CHARS, FAILURE_SAMPLE, ApplyRequest

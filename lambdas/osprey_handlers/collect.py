@@ -14,8 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.policy_store import PolicySource
-from osprey_control.registry.collections import CollectionStore
-from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry import CollectionStore, JobRegistry
 from osprey_control.steps.collect import collect_for_cycle
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import COLLECTION_LATENCY_METRIC

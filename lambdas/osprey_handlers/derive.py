@@ -19,12 +19,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from osprey_control.custom_rules import DEFAULT_ALLOWED_PREFIX, LambdaRuleInvoker, RuleAllowList
-from osprey_control.metrics import CollectionResult
-from osprey_control.metrics.snapshot import SnapshotError, decode
+from osprey_control.metrics import CollectionResult, SnapshotError, decode
 from osprey_control.policy_store import PolicySource
-from osprey_control.registry.collections import CollectionStore
-from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.fence import Fence
+from osprey_control.registry import CollectionStore, Fence, JobRegistry
 from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.derive import derive_within
 from osprey_control.wiring import ALLOWED_RULE_PREFIX_VARIABLE, PER_JOB_METRICS_VARIABLE

@@ -15,9 +15,12 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.backends.eks import cached_connect
-from osprey_control.backends.eks.discovery_run import ObservationStore, run_discovery
-from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
+from osprey_control.backends.eks import (
+    EksDiscoveryEnvironment,
+    cached_connect,
+    run_discovery,
+)
+from osprey_control.registry import ObservationStore
 
 __all__ = ["handler"]
 
@@ -27,7 +30,7 @@ copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control
 
 @cache
 def _registry(table_name: str, shards: int) -> ObservationStore:
-    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only when recording
+    from osprey_control.registry import JobRegistry  # noqa: PLC0415 - boto3 only when recording
 
     return JobRegistry(table_name, shards=shards)
 

@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.registry.lease import CycleLease
+from osprey_control.registry import CycleLease
 from osprey_control.steps.finish import FinishEvent, finish_cycle
 from osprey_handlers._settings import HandlerSettings
 from osprey_handlers._telemetry import publish

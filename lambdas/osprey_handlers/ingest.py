@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from osprey_control.ingest import DropReason, Ingestor, IngestSettings, Recogniser, drop_metrics
-from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry import JobRegistry
 from osprey_handlers._telemetry import publish
 
 __all__ = ["handler", "ingestor", "record_handler", "settings"]

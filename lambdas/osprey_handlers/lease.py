@@ -12,7 +12,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
-from osprey_control.registry.lease import CycleLease
+from osprey_control.registry import CycleLease
 from osprey_control.steps.lease import take_lease
 from osprey_control.wiring import LEASE_SECONDS_VARIABLE
 from osprey_handlers._settings import HandlerSettings

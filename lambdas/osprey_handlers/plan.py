@@ -14,7 +14,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
-from osprey_control.planner.replan import DEFAULT_HYSTERESIS, DEFAULT_PLACEMENT_HYSTERESIS
+from osprey_control.planner import DEFAULT_HYSTERESIS, DEFAULT_PLACEMENT_HYSTERESIS
 from osprey_control.steps.plan import PlanStepConfig, run_plan_step
 from osprey_control.wiring import (
     PLAN_EVERY_VARIABLE,

@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.registry.shards import plan_shards
+from osprey_control.registry import plan_shards
 from osprey_handlers._settings import HandlerSettings
 
 __all__ = ["ShardsSettings", "handler"]

@@ -18,13 +18,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from osprey_control.backends.slurm.bridge import (
-    BridgeSettings,
-    ObservationStore,
-    run_apply,
-    run_discovery,
-    run_gang,
-)
+from osprey_control.backends.slurm import BridgeSettings, run_apply, run_discovery, run_gang
+from osprey_control.registry import ObservationStore
 from osprey_control.wiring import GANG_STATE_MACHINE_VARIABLE
 from osprey_handlers._settings import PolicyReaderSettings
 
@@ -51,7 +46,7 @@ def _gangs(state_machine_arn: str, policy_prefix: str) -> Callable[[Any], object
 
 @cache
 def _registry(table_name: str, shards: int) -> ObservationStore:
-    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only when recording
+    from osprey_control.registry import JobRegistry  # noqa: PLC0415 - boto3 only when recording
 
     return JobRegistry(table_name, shards=shards)
 

@@ -47,6 +47,7 @@ from osprey_control.contract import (
     TAGS,
     OspreyBlock,
     OspreyBlockError,
+    Source,
     batch_scheduling_priority,
     merge_block,
     parse_block,
@@ -54,7 +55,6 @@ from osprey_control.contract import (
     to_kubernetes,
     to_tags,
 )
-from osprey_control.contract.merge import Source
 
 __all__ = ["JobForm", "build_submit_job_request", "submit_job"]
 

@@ -40,12 +40,12 @@ from osprey_control.contract import (
     ENVIRONMENT,
     KUBERNETES,
     OspreyBlockError,
+    Source,
     merge_block,
     parse_block,
     to_environment,
     to_kubernetes,
 )
-from osprey_control.contract.merge import Source
 from osprey_control.wiring import (
     RUNTIME_JOB_ID_VARIABLE,
     RUNTIME_POD_NAME_VARIABLE,

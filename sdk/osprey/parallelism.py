@@ -55,16 +55,20 @@ from pathlib import Path
 from typing import Any
 
 from osprey.planning import job_partition_key, update_progress
-from osprey_control.planner.plan import Plan
-from osprey_control.planner.record import (
+from osprey_control.planner import (
+    DEFAULT_INTERVAL,
+    Plan,
     PlanRecordError,
+    critical_stage_speed,
+    interval_from_env,
+    node_speeds_json,
     plan_from_record,
+    plan_key,
+    rank_order_nodes,
     record_from_item,
+    stage_nodes_of,
 )
-from osprey_control.planner.replan import DEFAULT_INTERVAL, interval_from_env
-from osprey_control.planner.request import plan_key, stage_nodes_of
-from osprey_control.planner.speeds import critical_stage_speed, node_speeds_json, rank_order_nodes
-from osprey_control.registry.plans import PlanItems
+from osprey_control.registry import PlanItems
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
 __all__ = ["DEFAULT_TIMEOUT_S", "adjust_parallelism", "recommended_record"]

@@ -29,21 +29,20 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from osprey_control.planner.model import ModelSpec
-from osprey_control.planner.order import out_of_rank_order
-from osprey_control.planner.placement import node_speeds_from_rank_times
-from osprey_control.planner.plan import Plan
-from osprey_control.planner.replan import interval_from_env
-from osprey_control.planner.request import (
+from osprey_control.planner import (
+    ModelSpec,
+    Plan,
     PlanRequestError,
     RequestProblem,
     build_request,
+    interval_from_env,
+    node_speeds_from_rank_times,
+    node_speeds_json,
+    out_of_rank_order,
     plan_key,
     stage_nodes_of,
 )
-from osprey_control.planner.speeds import node_speeds_json
-from osprey_control.registry.keys import JOB_PREFIX
-from osprey_control.registry.plans import PlanItems, ProgressUpdate
+from osprey_control.registry import JOB_PREFIX, PlanItems, ProgressUpdate
 from osprey_control.wiring import TABLE_NAME_VARIABLE
 
 __all__ = [
@@ -200,7 +199,7 @@ def report_plan_progress(
         raise PlanRequestError([RequestProblem("step", f"must be a non-negative integer, got {step!r}")])
     plan: Plan | None = None
     if current is not None:
-        from osprey_control.planner.record import plan_from_record  # noqa: PLC0415
+        from osprey_control.planner import plan_from_record  # noqa: PLC0415
 
         plan = (
             current

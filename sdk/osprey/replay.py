@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from osprey_control.derivation import compile_policy
-from osprey_control.derivation.replay import ReplayedDecision, replay_job
+from osprey_control.derivation import ReplayedDecision, compile_policy, replay_job
 from osprey_control.policy import PriorityDerivationPolicy
-from osprey_control.registry import JobKey, JobRecord
-from osprey_control.registry.dynamodb import JobRegistry
+from osprey_control.registry import JobKey, JobRecord, JobRegistry
 
 __all__ = ["JobReplay", "replay_policy"]
 

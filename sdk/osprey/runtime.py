@@ -70,7 +70,7 @@ from typing import Any, TextIO
 from osprey.stages import StageNodesError, process_group_ranks, rank_permutation
 from osprey_control import wiring
 from osprey_control.contract import ENVIRONMENT, OspreyBlock, from_environment
-from osprey_control.planner.placement import node_speeds_from_rank_times
+from osprey_control.planner import node_speeds_from_rank_times
 from osprey_control.wiring import (  # public here too; the collector and the plan step query the same constants
     INTERCONNECT_LATENCY_METRIC,
     REMAINING_SECONDS_METRIC,

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from osprey_control.backends.slurm.marker import comment_with_marker
+from osprey_control.backends.slurm import comment_with_marker
 from osprey_control.contract import (
     ENABLED_ENV,
     ENVIRONMENT,

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from osprey_control.gang.decision import GangPhase, GangState
+from osprey_control.gang import GangPhase, GangState
 
 __all__ = [
     "decision_inputs",

@@ -32,12 +32,12 @@ from osprey_control.backends import (
     sagemaker_queue,
     slurm,
 )
-from osprey_control.backends.eks.resources import DERIVED_PRIORITY_ANNOTATION
 from osprey_control.catalog import INSTANCE_CATALOG, InstanceType, gpus_for_instance_type
 from osprey_control.metrics.queries import SeriesSpec, build_progress_series, build_series, lead_series
 from osprey_control.planner import GPUS, INSTANCE_TYPES
 from osprey_control.registry import Backend, JobRecord, NodeKind, NodeRef
 from osprey_control.steps import plan as plan_step
+from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 from tests.conftest import REPO_ROOT
 from tests.control.metrics.helpers import host, instance, pod, record
 

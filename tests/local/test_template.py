@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from osprey.local.deploy import references
-from osprey.local.template import Physical, Resolver, TemplateError
+from osprey.local.template import LocalTemplateError, Physical, Resolver
 
 
 @pytest.fixture
@@ -49,11 +49,13 @@ def test_join_getatt_ref_and_pseudo_parameters_resolve_to_the_created_names(reso
 
 
 def test_an_unresolvable_token_names_its_path_instead_of_leaving_a_token(resolver: Resolver) -> None:
-    with pytest.raises(TemplateError, match=r"\$\.Environment\.Ref: Ref 'Queue' names no resource"):
+    with pytest.raises(LocalTemplateError, match=r"\$\.Environment\.Ref: Ref 'Queue' names no resource"):
         resolver.resolve({"Environment": {"Ref": "Queue"}})
-    with pytest.raises(TemplateError, match=r"Fn::GetAtt Table\.StreamArn is not known \(attributes: Arn\)"):
+    with pytest.raises(
+        LocalTemplateError, match=r"Fn::GetAtt Table\.StreamArn is not known \(attributes: Arn\)"
+    ):
         resolver.resolve({"Fn::GetAtt": ["Table", "StreamArn"]})
-    with pytest.raises(TemplateError, match="Fn::If is not supported"):
+    with pytest.raises(LocalTemplateError, match="Fn::If is not supported"):
         resolver.resolve({"Fn::If": ["Cond", "a", "b"]})
 
 

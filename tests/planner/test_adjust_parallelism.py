@@ -18,7 +18,8 @@ from moto import mock_aws
 import osprey
 from osprey_control.planner import Plan, cluster, evaluate, plan_record
 from osprey_control.planner.model import ModelSpec
-from osprey_control.planner.record import PLAN_SK, record_item
+from osprey_control.planner.record import record_item
+from osprey_control.registry import PLAN_SK
 from osprey_control.registry.table import create_table
 
 TABLE = "osprey-jobs"

@@ -20,9 +20,9 @@ from osprey.planning import report_plan_progress
 from osprey_control.contract import OspreyBlock
 from osprey_control.planner import Plan, cluster, evaluate
 from osprey_control.planner.measure import Observed, measure
-from osprey_control.planner.record import PLAN_SK, record_from_item
+from osprey_control.planner.record import record_from_item
 from osprey_control.planner.request import REQUEST_SK, build_request, request_from_item
-from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
+from osprey_control.registry import PLAN_SK, Backend, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 from osprey_control.steps import plan as plan_step

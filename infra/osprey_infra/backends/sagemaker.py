@@ -17,7 +17,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from osprey_control.backends.actuation import DERIVED_PRIORITY_TAG
+from osprey_control.backends import DERIVED_PRIORITY_TAG
 from osprey_infra.backends.grantees import BackendGrantees
 from osprey_infra.nag import acknowledge_wildcard, nag_arn
 from osprey_infra.permissions import TAGGED

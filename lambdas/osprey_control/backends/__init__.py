@@ -28,28 +28,61 @@ from osprey_control.backends.actuation import (
     is_enabled,
     prefilter,
 )
-from osprey_control.backends.driver import BackendDriver, Deployment, RuntimeNaming
+from osprey_control.backends.declared import smallest
+from osprey_control.backends.driver import BackendDriver, Deployment, EventDriver, RuntimeNaming
+from osprey_control.backends.events import (
+    JobDescription,
+    JobEvent,
+    JobEvents,
+    NodeFinder,
+    UnknownStatusError,
+    parse_timestamp,
+    required_text,
+)
+from osprey_control.backends.limits import (
+    MALFORMED,
+    MAX_TEXT,
+    OVER_LIMIT,
+    MalformedEventError,
+    OverLimitError,
+    check_tags,
+)
 from osprey_control.backends.table import BACKEND_PACKAGES, appliers, driver_for
 
 __all__ = [
     "BACKEND_PACKAGES",
     "DERIVED_PRIORITY_TAG",
+    "MALFORMED",
+    "MAX_TEXT",
     "NOT_ENABLED",
+    "OVER_LIMIT",
     "Applier",
     "ApplyReport",
     "ApplyResult",
     "BackendDriver",
     "ClientApplier",
     "Deployment",
+    "EventDriver",
     "GuardedApplier",
     "Housekeeper",
+    "JobDescription",
+    "JobEvent",
+    "JobEvents",
+    "MalformedEventError",
+    "NodeFinder",
     "Outcome",
+    "OverLimitError",
     "PriorityChange",
     "RuntimeNaming",
+    "UnknownStatusError",
     "appliers",
     "apply_all",
+    "check_tags",
     "driver_for",
     "failure",
     "is_enabled",
+    "parse_timestamp",
     "prefilter",
+    "required_text",
+    "smallest",
 ]

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from osprey_control.aws import client_for
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
 from osprey_control.errors import is_transient
-from osprey_control.registry.model import Backend, JobKey, JobRecord
+from osprey_control.registry import Backend, JobKey, JobRecord
 from osprey_control.wiring import DERIVED_PRIORITY_TAG
 
 __all__ = [

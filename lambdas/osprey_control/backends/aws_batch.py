@@ -14,9 +14,9 @@ from typing import Any
 from osprey_control.backends.declared import batch_declared_runtime
 from osprey_control.backends.events import UnknownStatusError, optional_text, parse_timestamp, required_text
 from osprey_control.backends.limits import MAX_ARN, MAX_HOSTS, MAX_JOB_ID, OverLimitError
-from osprey_control.registry.model import JobStatus
+from osprey_control.registry import JobStatus
 
-__all__ = ["BATCH_STATUS", "MAX_NAME", "batch_status", "job_detail", "job_identity"]
+__all__: list[str] = []
 
 # The longest name AWS Batch accepts for a job or a service job.
 MAX_NAME = 128

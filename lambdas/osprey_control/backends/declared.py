@@ -33,15 +33,7 @@ from typing import Any
 
 from osprey_control.catalog import gpus_for_instance_type
 
-__all__ = [
-    "MAX_DECLARED",
-    "batch_declared_runtime",
-    "batch_requested_gpus",
-    "kubernetes_container_gpus",
-    "sagemaker_declared_runtime",
-    "sagemaker_requested_gpus",
-    "smallest",
-]
+__all__ = ["smallest"]
 
 KUBERNETES_GPU = "nvidia.com/gpu"
 # Larger declared values are unknown: they come from corrupt input and would overflow what is stored.

@@ -23,17 +23,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from osprey_control.backends.limits import MAX_TEXT, MalformedEventError, check_text
-from osprey_control.registry.model import Backend, JobStatus, NodeRef
+from osprey_control.registry import Backend, JobStatus, NodeRef
 
 __all__ = [
-    "AwsClients",
     "JobDescription",
     "JobEvent",
     "JobEvents",
     "NodeFinder",
     "UnknownStatusError",
-    "no_nodes",
-    "optional_text",
     "parse_timestamp",
     "required_text",
 ]

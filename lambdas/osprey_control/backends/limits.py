@@ -37,25 +37,7 @@ from typing import Any
 
 from osprey_control.errors import PermanentError
 
-__all__ = [
-    "MALFORMED",
-    "MAX_ARN",
-    "MAX_HOSTS",
-    "MAX_INSTANCE_GROUPS",
-    "MAX_INSTANCE_TYPE",
-    "MAX_JOB_ID",
-    "MAX_TAGS",
-    "MAX_TAG_KEY",
-    "MAX_TAG_VALUE",
-    "MAX_TEXT",
-    "OVER_LIMIT",
-    "MalformedEventError",
-    "OverLimitError",
-    "check_host_count",
-    "check_tags",
-    "check_text",
-    "event_tags",
-]
+__all__ = ["MALFORMED", "MAX_TEXT", "OVER_LIMIT", "MalformedEventError", "OverLimitError", "check_tags"]
 
 MAX_HOSTS = 1_000
 MAX_INSTANCE_GROUPS = 16

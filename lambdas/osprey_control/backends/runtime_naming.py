@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from osprey_control.registry import JobRecord, NodeKind, NodeRef
 
-__all__ = ["RuntimeNames"]
+__all__: list[str] = []
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from osprey_control.contract.forms import (
     to_kubernetes,
     to_tags,
 )
-from osprey_control.contract.merge import merge_block, merge_environment, merge_tags
+from osprey_control.contract.merge import Source, merge_block, merge_environment, merge_tags
 from osprey_control.contract.model import (
     BATCH_PRIORITY_MAX,
     BLOCK_KEYS,
@@ -57,6 +57,7 @@ __all__ = [
     "Form",
     "OspreyBlock",
     "OspreyBlockError",
+    "Source",
     "batch_scheduling_priority",
     "from_environment",
     "from_kubernetes",

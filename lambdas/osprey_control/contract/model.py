@@ -27,15 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 __all__ = [
     "BATCH_PRIORITY_MAX",
     "BLOCK_KEYS",
-    "DNS1123_LABEL",
     "EXPECTED_RUNTIME_MAX",
-    "FIELD_ALLOWED",
-    "JOB_QUEUE_PATTERN",
-    "SHARE_IDENTIFIER_PATTERN",
     "OspreyBlock",
     "OspreyBlockError",
     "batch_scheduling_priority",
-    "closest",
     "parse_block",
 ]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-__all__ = ["SHARED_LANE", "run_in_lanes"]
+__all__ = ["run_in_lanes"]
 
 T = TypeVar("T")
 R = TypeVar("R")

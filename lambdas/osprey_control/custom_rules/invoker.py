@@ -23,9 +23,9 @@ from botocore.exceptions import ReadTimeoutError
 
 from osprey_control.derivation import CustomRuleCall, CustomRuleError, FailureReason
 from osprey_control.errors import is_throttling
-from osprey_control.policy.rule_access import DEFAULT_ALLOWED_PREFIX, RuleAllowList
+from osprey_control.policy import DEFAULT_ALLOWED_PREFIX, RuleAllowList
 
-__all__ = ["DEFAULT_ALLOWED_PREFIX", "LambdaRuleInvoker", "RuleAllowList", "rule_client_config"]
+__all__ = ["DEFAULT_ALLOWED_PREFIX", "LambdaRuleInvoker", "RuleAllowList"]
 
 _MAX_CONNECT_SECONDS = 2.0  # the regional Lambda endpoint; more than this is an outage, not a slow rule
 

@@ -32,6 +32,7 @@ from osprey_control.derivation.job_signals import (
 )
 from osprey_control.derivation.metrics_file import MetricsFileError, parse_metrics_document, read_metrics_file
 from osprey_control.derivation.replay import (
+    INPUTS_KEY,
     RecordedAnswers,
     ReplayedDecision,
     metrics_from_inputs,
@@ -41,6 +42,7 @@ from osprey_control.derivation.replay import (
 
 __all__ = [
     "EVENT_VERSION",
+    "INPUTS_KEY",
     "AllocationInterval",
     "CompiledPolicy",
     "CustomRuleCall",

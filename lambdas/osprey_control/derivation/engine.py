@@ -21,13 +21,7 @@ from osprey_control.derivation.custom import (
     parse_answer,
 )
 from osprey_control.derivation.inputs import JobMetrics
-from osprey_control.policy.model import (
-    Aggregation,
-    BuiltinRule,
-    CustomRuleEntry,
-    PriorityDerivationPolicy,
-    Scaling,
-)
+from osprey_control.policy import Aggregation, BuiltinRule, CustomRuleEntry, PriorityDerivationPolicy, Scaling
 
 __all__ = ["CompiledPolicy", "Decision", "Reason", "RuleExplanation", "compile_policy", "derive"]
 

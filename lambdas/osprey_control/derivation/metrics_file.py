@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from osprey_control.derivation.inputs import JobMetrics, NodeMetrics, mean_of_gpus
-from osprey_control.policy.loader import MAX_FILE_BYTES
-from osprey_control.policy.model import Metric
-from osprey_control.policy.yaml_errors import UnsafeYamlError
+from osprey_control.policy import MAX_FILE_BYTES, Metric, UnsafeYamlError
 
 __all__ = ["MetricsFileError", "parse_metrics_document", "read_metrics_file"]
 
@@ -123,7 +121,7 @@ def read_metrics_file(path: str | Path) -> JobMetrics:
     if path.suffix in (".yaml", ".yml"):
         try:
             # Imported here: PyYAML is only needed for YAML text, never on the Lambda (JSON) path.
-            from osprey_control.policy.safe_yaml import read_documents  # noqa: PLC0415
+            from osprey_control.policy import read_documents  # noqa: PLC0415
 
             documents = read_documents(text)
         except UnsafeYamlError as problem:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.gang.settings import DEFAULT_MAX_REQUEUES, GangSettings
 from osprey_control.policy import GangFallback
-from osprey_control.registry.model import Backend, JobKey
+from osprey_control.registry import Backend, JobKey
 
 __all__ = ["WatchJob", "WatchRequest", "watch_input"]
 

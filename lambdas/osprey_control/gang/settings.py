@@ -11,16 +11,7 @@ from dataclasses import dataclass
 from osprey_control.contract import OspreyBlock
 from osprey_control.policy import CoScheduling, GangFallback
 
-__all__ = [
-    "DEFAULT_MAX_REQUEUES",
-    "MAX_POLL_SECONDS",
-    "REQUEUE_BASE_SECONDS",
-    "REQUEUE_CAP_SECONDS",
-    "GangSettings",
-    "poll_interval_seconds",
-    "requeue_delay_seconds",
-    "resolve_settings",
-]
+__all__ = ["GangSettings", "poll_interval_seconds", "requeue_delay_seconds", "resolve_settings"]
 
 # Readiness is polled every min(10 s, timeout / 6): six looks inside the timeout, never slower than 10 s.
 MAX_POLL_SECONDS = 10

@@ -9,9 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.gang.decision import GangPhase, GangState
-from osprey_control.registry.gangs import GangItems, StaleGangStateError
-from osprey_control.registry.items import format_time, parse_time
-from osprey_control.registry.model import JobKey
+from osprey_control.registry import GangItems, JobKey, StaleGangStateError, format_time, parse_time
 
 __all__ = ["GangStore", "StaleGangStateError", "state_from_dict", "state_to_dict"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from osprey_control.backends.limits import MALFORMED, OVER_LIMIT, MalformedEventError, OverLimitError
+from osprey_control.backends import MALFORMED, OVER_LIMIT, MalformedEventError, OverLimitError
 from osprey_control.errors import REJECTED, PermanentError
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import EVENTS_DROPPED_METRIC, REASON_DIMENSION
@@ -35,7 +35,6 @@ __all__ = [
     "OverLimitError",
     "UnsupportedEventError",
     "drop_metrics",
-    "drop_reason",
 ]
 
 EVENTS_DROPPED = EVENTS_DROPPED_METRIC  # the name the dashboard graphs, from osprey_control.wiring

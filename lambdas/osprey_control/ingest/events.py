@@ -28,33 +28,21 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from osprey_control.backends import driver_for
-from osprey_control.backends.driver import EventDriver
-from osprey_control.backends.events import (
+from osprey_control.backends import (
+    MAX_TEXT,
+    EventDriver,
     JobEvent,
     JobEvents,
+    MalformedEventError,
     UnknownStatusError,
+    driver_for,
     parse_timestamp,
     required_text,
 )
-from osprey_control.backends.limits import MAX_TEXT, MalformedEventError, OverLimitError
 from osprey_control.ingest.limits import check_time
-from osprey_control.registry.model import Backend
+from osprey_control.registry import Backend
 
-__all__ = [
-    "INTERRUPTION_RISK",
-    "JOB_EVENTS",
-    "REBALANCE_RISK",
-    "SOURCES",
-    "IgnoredEvent",
-    "JobEvent",
-    "MalformedEventError",
-    "OverLimitError",
-    "ParsedEvent",
-    "SpotEvent",
-    "job_events",
-    "parse_event",
-]
+__all__ = ["INTERRUPTION_RISK", "REBALANCE_RISK", "IgnoredEvent", "JobEvent", "SpotEvent", "parse_event"]
 
 INTERRUPTION_RISK = 1.0
 REBALANCE_RISK = 0.5

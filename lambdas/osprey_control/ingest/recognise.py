@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.backends.events import JobDescription, JobEvent
+from osprey_control.backends import JobDescription, JobEvent
 from osprey_control.contract import ENABLED_TAG, OspreyBlock, OspreyBlockError, recognise_job
 from osprey_control.errors import classified
 from osprey_control.ingest.events import job_events
-from osprey_control.registry.model import JobKey
+from osprey_control.registry import JobKey
 
-__all__ = ["LazyClients", "Recogniser", "Recognition"]
+__all__ = ["Recogniser", "Recognition"]
 
 logger = logging.getLogger(__name__)
 

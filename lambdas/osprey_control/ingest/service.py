@@ -28,9 +28,7 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import ValidationError
 
-from osprey_control.backends.declared import smallest
-from osprey_control.backends.events import JobEvent, NodeFinder
-from osprey_control.backends.limits import check_tags
+from osprey_control.backends import JobEvent, NodeFinder, check_tags, smallest
 from osprey_control.contract import OspreyBlock
 from osprey_control.errors import PermanentError, TransientError, classified
 from osprey_control.ingest.drops import (
@@ -42,11 +40,17 @@ from osprey_control.ingest.drops import (
 from osprey_control.ingest.events import IgnoredEvent, SpotEvent, job_events, parse_event
 from osprey_control.ingest.limits import MAX_BODY_BYTES
 from osprey_control.ingest.recognise import LazyClients, Recogniser, Recognition
-from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeRef
-from osprey_control.registry.observation import JobObservation
+from osprey_control.registry import (
+    Backend,
+    JobKey,
+    JobObservation,
+    JobRecord,
+    JobRegistry,
+    JobStatus,
+    NodeRef,
+)
 
-__all__ = ["IngestOutcome", "Ingestor", "decode_body"]
+__all__ = ["IngestOutcome", "Ingestor"]
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from osprey_control.wiring import (
     TABLE_NAME_VARIABLE,
 )
 
-__all__ = ["ENVIRONMENT_VARIABLES", "IngestSettings", "SettingsError"]
+__all__ = ["IngestSettings", "SettingsError"]
 
 ENVIRONMENT_VARIABLES = {
     "table_name": TABLE_NAME_VARIABLE,

@@ -8,7 +8,7 @@
 See ``docs/metrics-and-actuation.md`` for the sources, units, and the CloudWatch agent configuration assumed.
 """
 
-from osprey_control.metrics.cadence import DEFAULT_EVERY_N_CYCLES, EVERY_N_CYCLES_VARIABLE
+from osprey_control.metrics.cadence import DEFAULT_EVERY_N_CYCLES, EVERY_N_CYCLES_VARIABLE, is_due, turn_of
 from osprey_control.metrics.collector import (
     MAX_QUERIES_PER_CALL,
     CollectionProblem,
@@ -18,13 +18,17 @@ from osprey_control.metrics.collector import (
     fetch_latest,
     fetch_points,
 )
-from osprey_control.metrics.needs import metrics_needed, needs_from_policies
+from osprey_control.metrics.needs import PolicyLookup, metrics_needed, needs_from_policies
 from osprey_control.metrics.queries import (
     QUERY_ID_PATTERN,
+    Needs,
     SeriesSpec,
+    build_progress_series,
     build_series,
+    lead_series,
     metric_data_query,
 )
+from osprey_control.metrics.snapshot import SnapshotError, decode, encode, split_by
 
 __all__ = [
     "DEFAULT_EVERY_N_CYCLES",
@@ -34,12 +38,22 @@ __all__ = [
     "CollectionProblem",
     "CollectionResult",
     "CollectorConfig",
+    "Needs",
+    "PolicyLookup",
     "SeriesSpec",
+    "SnapshotError",
+    "build_progress_series",
     "build_series",
     "collect",
+    "decode",
+    "encode",
     "fetch_latest",
     "fetch_points",
+    "is_due",
+    "lead_series",
     "metric_data_query",
     "metrics_needed",
     "needs_from_policies",
+    "split_by",
+    "turn_of",
 ]

@@ -19,18 +19,10 @@ import zlib
 from collections.abc import Mapping
 from datetime import datetime
 
-from osprey_control.registry.model import JobKey
+from osprey_control.registry import JobKey
 from osprey_control.wiring import CYCLE_SECONDS_VARIABLE, EVERY_N_CYCLES_VARIABLE
 
-__all__ = [
-    "CYCLE_SECONDS_VARIABLE",
-    "DEFAULT_EVERY_N_CYCLES",
-    "EVERY_N_CYCLES_VARIABLE",
-    "cycle_number",
-    "is_due",
-    "read_setting",
-    "turn_of",
-]
+__all__ = ["DEFAULT_EVERY_N_CYCLES", "EVERY_N_CYCLES_VARIABLE", "is_due", "turn_of"]
 
 # What the CDK app deploys (docs/metrics-and-actuation.md, Cadence): at 60 s cycles a job's metrics are at
 # most 5 minutes old, and GetMetricData costs a fifth. The collector's own default stays 1 (every cycle).

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.derivation.inputs import JobMetrics, NodeMetrics
+from osprey_control.derivation import JobMetrics, NodeMetrics
 from osprey_control.errors import is_transient
 from osprey_control.metrics.cadence import is_due, read_setting
 from osprey_control.metrics.job_level import ProgressPoints, job_values, progress_report
@@ -40,7 +40,7 @@ from osprey_control.metrics.queries import (
     metric_data_query,
 )
 from osprey_control.metrics.reuse import REUSABLE_METRICS, Reused, reused_values
-from osprey_control.registry.model import JobKey, JobRecord, JobStatus, NodeRef
+from osprey_control.registry import JobKey, JobRecord, JobStatus, NodeRef
 from osprey_control.wiring import METRICS_NAMESPACE
 
 __all__ = [
@@ -48,8 +48,6 @@ __all__ = [
     "CollectionProblem",
     "CollectionResult",
     "CollectorConfig",
-    "Latest",
-    "Points",
     "collect",
     "fetch_latest",
     "fetch_points",

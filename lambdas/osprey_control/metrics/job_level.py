@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from osprey_control.derivation.job_signals import (
+from osprey_control.derivation import (
     AllocationInterval,
     ProgressReport,
     attained_service_gpu_hours,
@@ -25,9 +25,9 @@ from osprey_control.derivation.job_signals import (
     job_level_values,
     remaining_time_s,
 )
-from osprey_control.registry.model import JobRecord, JobStatus
+from osprey_control.registry import JobRecord, JobStatus
 
-__all__ = ["ProgressPoints", "job_values", "progress_report"]
+__all__: list[str] = []
 
 _NEVER_RAN = frozenset({JobStatus.PENDING, JobStatus.STARTING})
 

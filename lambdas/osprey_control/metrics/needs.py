@@ -17,7 +17,7 @@ from typing import Protocol
 from osprey_control.derivation import CompiledPolicy, compile_policy
 from osprey_control.metrics.queries import CLOUDWATCH_NODE_METRICS
 from osprey_control.policy import PriorityDerivationPolicy
-from osprey_control.registry.model import JobRecord
+from osprey_control.registry import JobRecord
 
 __all__ = ["PolicyLookup", "metrics_needed", "needs_from_policies"]
 

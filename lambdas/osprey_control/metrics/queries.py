@@ -38,10 +38,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.backends.driver import RuntimeNaming
-from osprey_control.backends.table import driver_for
+from osprey_control.backends import RuntimeNaming, driver_for
 from osprey_control.catalog import gpus_for_instance_type
-from osprey_control.registry.model import JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.registry import JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 from osprey_control.wiring import (
     CONTAINER_INSIGHTS_DIMENSIONS,
     CONTAINER_INSIGHTS_NAMESPACE,
@@ -64,15 +63,11 @@ from osprey_control.wiring import (
 )
 
 __all__ = [
-    "CLOUDWATCH_NODE_METRICS",
-    "PROGRESS_SOURCES",
     "QUERY_ID_PATTERN",
-    "BuildProblem",
     "Needs",
     "SeriesSpec",
     "build_progress_series",
     "build_series",
-    "lead_host",
     "lead_series",
     "metric_data_query",
 ]

@@ -26,7 +26,7 @@ from typing import Any
 
 from osprey_control.metrics.queries import CLOUDWATCH_NODE_METRICS
 
-__all__ = ["REUSABLE_METRICS", "Reused", "reused_values"]
+__all__: list[str] = []
 
 # What a read would have supplied: the CloudWatch node metrics and the progress-based remaining_time.
 REUSABLE_METRICS = CLOUDWATCH_NODE_METRICS | {"remaining_time"}

@@ -13,10 +13,9 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from osprey_control.derivation.inputs import JobMetrics, NodeMetrics
+from osprey_control.derivation import JobMetrics, NodeMetrics
 from osprey_control.metrics.collector import CollectionProblem, CollectionResult
-from osprey_control.registry.items import job_pk, key_from_pk
-from osprey_control.registry.model import JobKey
+from osprey_control.registry import JobKey, job_pk, key_from_pk
 
 __all__ = ["SnapshotError", "decode", "encode", "split_by"]
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Box", "least_squares"]
+__all__: list[str] = []
 
 _MAX_ITERATIONS = 100
 # Finite-difference step in the scaled dimensions, and the relative improvement at which a fit stops.

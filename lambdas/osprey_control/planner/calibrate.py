@@ -54,7 +54,7 @@ from osprey_control.planner.model import ModelSpec
 from osprey_control.planner.placement import running
 from osprey_control.planner.plan import Plan
 
-__all__ = ["BLOCK_OVERHEAD", "FACTORS", "OVERHEAD", "Calibration", "Measured", "apply_factors", "fit"]
+__all__ = ["Calibration", "fit"]
 
 FACTORS = ("compute", "nvlink", "network")
 OVERHEAD = "micro_batch_overhead_s"

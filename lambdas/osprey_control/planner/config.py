@@ -56,17 +56,7 @@ from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision
 from osprey_control.planner.plan import Plan
 from osprey_control.planner.search import DEFAULT_MAX_VIRTUAL, Knobs, SearchOptions
 
-__all__ = [
-    "ANY",
-    "KEYS",
-    "ConfigProblem",
-    "PlanConfig",
-    "PlanConfigError",
-    "knobs",
-    "normalise_keys",
-    "parse_evaluate",
-    "resolve",
-]
+__all__ = ["ConfigProblem", "PlanConfig", "PlanConfigError", "normalise_keys", "resolve"]
 
 _INT = (
     "layers",

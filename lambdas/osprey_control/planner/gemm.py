@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from osprey_control.planner.model import ModelSpec
 
-__all__ = ["depth_factor", "fp8_cast_bytes"]
+__all__: list[str] = []
 
 
 def _stretch(shares_and_depths: tuple[tuple[float, float], ...], half_depth: float) -> float:

@@ -26,14 +26,7 @@ from typing import Any
 from osprey_control.planner.order import parse_plan_key, plan_key
 from osprey_control.planner.plan import Plan
 
-__all__ = [
-    "MAX_MEASURED_PLANS",
-    "MEASURED_ATTRIBUTE",
-    "MeasuredStep",
-    "history_from_item",
-    "history_item",
-    "with_measurement",
-]
+__all__ = ["MeasuredStep", "history_item", "with_measurement"]
 
 MEASURED_ATTRIBUTE = "measured"
 # Enough for the four calibrated terms with room to spare, small enough to keep the item far below 400 KB.

@@ -48,14 +48,7 @@ from osprey_control.planner.request import PlanRequest
 from osprey_control.planner.speeds import STRAGGLER_SPEED, slow_node_factors
 from osprey_control.wiring import INTERCONNECT_LATENCY_METRIC, SLOWEST_NODE_SPEED_METRIC, STEP_TIME_METRIC
 
-__all__ = [
-    "DEFAULT_MIN_BANDWIDTH_FRACTION",
-    "DEFAULT_TOLERANCE",
-    "Observed",
-    "Signal",
-    "measure",
-    "settled",
-]
+__all__ = ["DEFAULT_TOLERANCE", "Observed", "measure", "settled"]
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_MIN_BANDWIDTH_FRACTION = 0.01

@@ -11,13 +11,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = [
-    "BYTES_PER_ELEMENT",
-    "ModelSpec",
-    "OptimizerSharding",
-    "Precision",
-    "Recompute",
-]
+__all__ = ["ModelSpec", "OptimizerSharding", "Precision", "Recompute"]
 
 
 class Recompute(StrEnum):

@@ -9,7 +9,7 @@ from typing import Any
 
 from osprey_control.planner.plan import Plan
 
-__all__ = ["out_of_rank_order", "parse_plan_key", "plan_key", "stage_nodes_of"]
+__all__ = ["out_of_rank_order"]
 
 
 def out_of_rank_order(stage_nodes: Sequence[Sequence[int]]) -> bool:

@@ -29,15 +29,7 @@ from osprey_control.planner.hardware import Cluster
 from osprey_control.planner.order import out_of_rank_order
 from osprey_control.planner.speeds import rank_order_nodes
 
-__all__ = [
-    "Placement",
-    "node_speeds",
-    "node_speeds_from_rank_times",
-    "place",
-    "rank_order",
-    "running",
-    "speed_factors_with_slow_node",
-]
+__all__ = ["node_speeds_from_rank_times"]
 
 
 @dataclass(frozen=True, slots=True)

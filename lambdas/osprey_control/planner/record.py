@@ -35,13 +35,10 @@ from typing import Any
 from osprey_control.planner.order import plan_key, stage_nodes_of
 from osprey_control.planner.plan import Evaluation, Plan
 from osprey_control.planner.replan import ReplanDecision
-from osprey_control.registry.keys import PLAN_SK, is_job_pk
+from osprey_control.registry import PLAN_SK, is_job_pk
 
 __all__ = [
     "CURRENT_PLAN_FINE",
-    "PLAN_ATTRIBUTE",
-    "PLAN_SK",
-    "RECORD_VERSION",
     "PlanRecordError",
     "plan_from_record",
     "plan_id",

@@ -39,7 +39,6 @@ __all__ = [
     "Measurement",
     "ReplanDecision",
     "interval_from_env",
-    "measured_cluster",
     "replan",
     "validate_threshold",
 ]

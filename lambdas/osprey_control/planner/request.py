@@ -46,7 +46,6 @@ from osprey_control.planner.replan import CurrentPlan
 from osprey_control.planner.request_keys import (
     CLUSTER_KEYS,
     MODEL_KEYS,
-    SEARCH_KEYS,
     RequestProblem,
     field_of,
     model_values,
@@ -54,14 +53,11 @@ from osprey_control.planner.request_keys import (
 )
 from osprey_control.planner.search import SearchOptions
 from osprey_control.planner.speeds import NODE_SPEEDS_ATTRIBUTE, node_speeds_of
-from osprey_control.registry.keys import PLAN_REQUEST_SK, is_job_pk, key_from_pk
+from osprey_control.registry import PLAN_REQUEST_SK, is_job_pk, key_from_pk
 
 __all__ = [
     "CLUSTER_KEYS",
     "MODEL_KEYS",
-    "REQUEST_SK",
-    "REQUEST_VERSION",
-    "SEARCH_KEYS",
     "PlanRequest",
     "PlanRequestError",
     "RequestProblem",

@@ -12,15 +12,7 @@ from typing import Any
 from osprey_control.planner.config import normalise_keys
 from osprey_control.planner.model import ModelSpec
 
-__all__ = [
-    "CLUSTER_KEYS",
-    "MODEL_KEYS",
-    "SEARCH_KEYS",
-    "RequestProblem",
-    "field_of",
-    "model_values",
-    "section",
-]
+__all__: list[str] = []
 
 MODEL_KEYS = (
     "layers",

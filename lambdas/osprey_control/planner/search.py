@@ -24,17 +24,7 @@ from osprey_control.planner.model import ModelSpec, OptimizerSharding, Precision
 from osprey_control.planner.placement import Placement, place
 from osprey_control.planner.plan import Evaluation, Plan
 
-__all__ = [
-    "DEFAULT_MAX_VIRTUAL",
-    "Knobs",
-    "SearchOptions",
-    "SearchResult",
-    "divisors",
-    "enumerate_plans",
-    "search",
-    "search_exhaustive",
-    "variants",
-]
+__all__ = ["Knobs", "SearchOptions", "SearchResult", "search", "search_exhaustive", "variants"]
 
 # Megatron's interleaved schedule: up to 8 model chunks per GPU are searched unless the job says fewer.
 DEFAULT_MAX_VIRTUAL = 8

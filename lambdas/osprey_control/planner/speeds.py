@@ -20,15 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "NODE_SPEEDS_ATTRIBUTE",
-    "STRAGGLER_SPEED",
-    "critical_stage_speed",
-    "node_speeds_json",
-    "node_speeds_of",
-    "rank_order_nodes",
-    "slow_node_factors",
-]
+__all__ = ["critical_stage_speed", "node_speeds_json", "rank_order_nodes"]
 
 NODE_SPEEDS_ATTRIBUTE = "node_speeds"
 # Below this a node is a straggler; above, a difference of a couple of percent is noise between ranks.

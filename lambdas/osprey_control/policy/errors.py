@@ -23,7 +23,7 @@ from osprey_control.policy.model import (
     Scaling,
 )
 
-__all__ = ["ALLOWED", "describe_error", "format_path"]
+__all__: list[str] = []
 
 _DNS_LABEL = (
     "a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit, "

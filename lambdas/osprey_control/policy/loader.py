@@ -20,8 +20,6 @@ from osprey_control.policy.yaml_errors import UnsafeYamlError
 
 __all__ = [
     "MAX_FILE_BYTES",
-    "POLICY_SUFFIXES",
-    "WEIGHT_SUM_TOLERANCE",
     "LoadedPolicy",
     "PolicyIssue",
     "PolicySet",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from osprey_control.policy.loader import LoadedPolicy, PolicyIssue
 
-__all__ = ["DEFAULT_ALLOWED_PREFIX", "RuleAllowList", "partition_of", "rule_arn_issues"]
+__all__ = ["DEFAULT_ALLOWED_PREFIX", "RuleAllowList", "rule_arn_issues"]
 
 # The derive role may invoke only functions named with this prefix: a narrower one than ``osprey-`` keeps a
 # stack named ``osprey-*`` from being able to invoke its own control-plane functions as rules.

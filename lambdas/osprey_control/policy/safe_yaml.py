@@ -16,7 +16,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from osprey_control.policy.yaml_errors import UnsafeYamlError
 
-__all__ = ["MAX_NESTING", "UnsafeYamlError", "read_documents"]
+__all__ = ["read_documents"]
 
 MAX_NESTING = 32
 _STR_TAG = "tag:yaml.org,2002:str"

@@ -7,7 +7,7 @@ from typing import Any
 from osprey_control.policy.errors import ALLOWED
 from osprey_control.policy.model import PriorityDerivationPolicy
 
-__all__ = ["SCHEMA_ID", "policy_json_schema"]
+__all__ = ["policy_json_schema"]
 
 SCHEMA_ID = "https://osprey.aws/schemas/priority-derivation-policy-v1.json"
 

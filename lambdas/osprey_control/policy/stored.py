@@ -8,7 +8,7 @@ import json
 
 from osprey_control.policy.model import PriorityDerivationPolicy
 
-__all__ = ["ADVANCED_LIMIT", "STANDARD_LIMIT", "parameter_name", "parameter_tier", "policy_parameter_value"]
+__all__ = ["parameter_name", "parameter_tier", "policy_parameter_value"]
 
 # SSM's value limits: a Standard parameter holds 4 KB, an Advanced one 8 KB (and costs $0.05 a month).
 STANDARD_LIMIT = 4096

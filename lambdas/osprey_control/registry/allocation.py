@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["MAX_MARKS", "AllocationMark", "AllocationSpan", "Allocations"]
+__all__: list[str] = []
 
 MAX_MARKS = 64  # ~30 attempts of transitions; each mark is ~30 bytes in the item, so ~2 KB at most
 

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from osprey_control.registry.model import ApplyFailure, JobRecord
 
-__all__ = ["merge_applied", "merge_apply_failure"]
+__all__: list[str] = []
 
 
 def merge_applied(record: JobRecord | None, priority: int, now: datetime) -> JobRecord | None:

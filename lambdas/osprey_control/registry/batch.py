@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MAX_KEYS_PER_BATCH_GET", "BatchRead", "batch_get"]
+__all__ = ["MAX_KEYS_PER_BATCH_GET"]
 
 MAX_KEYS_PER_BATCH_GET = 100
 _ATTEMPTS = 5

@@ -17,7 +17,7 @@ import time
 from osprey_control.registry.keys import collection_key
 from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
-__all__ = ["MAX_BODY_BYTES", "CollectionStore"]
+__all__ = ["CollectionStore"]
 
 MAX_BODY_BYTES = 350_000
 _TTL_SECONDS = 3600

@@ -36,33 +36,20 @@ from osprey_control.registry.apply_state import merge_applied, merge_apply_failu
 from osprey_control.registry.fence import Fence, failed_checks, fenced_transaction
 from osprey_control.registry.history import APPLIED, APPLY_FAILED, JobHistory
 from osprey_control.registry.instances import InstanceItems
-from osprey_control.registry.items import (
+from osprey_control.registry.items import history_item, item_to_record, record_to_item, shard_of
+from osprey_control.registry.keys import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,
     APPLY_PENDING_INDEX,
     META,
-    history_item,
-    item_to_record,
     job_pk,
     key_from_pk,
-    record_to_item,
-    shard_of,
 )
 from osprey_control.registry.model import JobKey, JobRecord, decision_changes
 from osprey_control.registry.observation import JobObservation, merge_observation, merge_spot_risk
 from osprey_control.registry.table import RegistryTable, create_table
 
-__all__ = [
-    "DEFAULT_HISTORY_RETENTION",
-    "DEFAULT_SHARDS",
-    "ApplyResult",
-    "JobNotFoundError",
-    "JobRegistry",
-    "RegistryContentionError",
-    "VersionConflictError",
-    "create_table",
-    "decision_changes",
-]
+__all__ = ["DEFAULT_SHARDS", "JobRegistry", "VersionConflictError"]
 
 logger = logging.getLogger(__name__)
 

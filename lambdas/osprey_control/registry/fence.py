@@ -16,7 +16,7 @@ from osprey_control.errors import aws_error_code
 from osprey_control.registry.keys import LEASE_KEY
 from osprey_control.registry.table import RegistryTable
 
-__all__ = ["LEASE_KEY", "TOKEN_ATTRIBUTE", "Fence", "FenceLostError", "failed_checks", "fenced_transaction"]
+__all__ = ["Fence", "FenceLostError"]
 
 TOKEN_ATTRIBUTE = "token"
 

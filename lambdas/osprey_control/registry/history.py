@@ -16,7 +16,7 @@ from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, job_pk
 from osprey_control.registry.model import JobKey
 from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
-__all__ = ["APPLIED", "APPLY_FAILED", "JobHistory"]
+__all__: list[str] = []
 
 APPLIED = "applied"
 APPLY_FAILED = "apply-failed"

@@ -16,7 +16,7 @@ from osprey_control.registry.keys import JOB_PREFIX, RISK, instance_pk, job_pk, 
 from osprey_control.registry.model import JobKey
 from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
-__all__ = ["InstanceItems"]
+__all__: list[str] = []
 
 
 class InstanceItems(RegistryTable):

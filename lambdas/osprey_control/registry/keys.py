@@ -24,30 +24,7 @@ from __future__ import annotations
 
 from osprey_control.registry.model import JobKey
 
-__all__ = [
-    "ACTIVE_INDEX",
-    "APPLY_PENDING_ATTRIBUTE",
-    "APPLY_PENDING_INDEX",
-    "APPLY_PREFIX",
-    "COLLECTION_PREFIX",
-    "DECISION_PREFIX",
-    "GANG_SK",
-    "INSTANCE_PREFIX",
-    "JOB_PREFIX",
-    "LEASE_KEY",
-    "LEASE_PK",
-    "META",
-    "PLAN_REQUEST_SK",
-    "PLAN_SK",
-    "RISK",
-    "SHARES_PK",
-    "collection_key",
-    "instance_pk",
-    "is_job_pk",
-    "job_pk",
-    "key_from_pk",
-    "share_sk",
-]
+__all__ = ["JOB_PREFIX", "PLAN_REQUEST_SK", "PLAN_SK", "SHARES_PK", "is_job_pk", "job_pk", "key_from_pk"]
 
 JOB_PREFIX = "JOB#"
 INSTANCE_PREFIX = "INSTANCE#"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -40,7 +40,7 @@ from osprey_control.registry.model import (
     NodeRef,
 )
 
-__all__ = ["JobObservation", "merge_nodes", "merge_observation", "merge_spot_risk", "status_wins"]
+__all__ = ["JobObservation", "ObservationStore"]
 
 
 class JobObservation(BaseModel):
@@ -235,3 +235,10 @@ def merge_observation(
             observed_at=observation.event_time,
         )
     return record.model_copy(update=update)
+
+
+class ObservationStore(Protocol):
+    """The registry as a discovery pass writes it (:class:`osprey_control.registry.JobRegistry`): each
+    observation merged as an ingested event is."""
+
+    def apply_observation(self, observation: JobObservation) -> Any: ...

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.registry.items import ACTIVE_INDEX
+from osprey_control.registry.keys import ACTIVE_INDEX
 
-__all__ = ["ShardPlan", "plan_shards"]
+__all__ = ["plan_shards"]
 
 
 @dataclass(frozen=True)

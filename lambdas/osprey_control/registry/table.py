@@ -9,16 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from osprey_control.aws import client_for
-from osprey_control.registry.items import ACTIVE_INDEX, APPLY_PENDING_ATTRIBUTE, APPLY_PENDING_INDEX
+from osprey_control.registry.keys import ACTIVE_INDEX, APPLY_PENDING_ATTRIBUTE, APPLY_PENDING_INDEX
 
-__all__ = [
-    "ATTRIBUTE_DEFINITIONS",
-    "GLOBAL_SECONDARY_INDEXES",
-    "KEY_SCHEMA",
-    "TTL_ATTRIBUTE",
-    "RegistryTable",
-    "create_table",
-]
+__all__ = ["TTL_ATTRIBUTE"]
 
 TTL_ATTRIBUTE = "ttl"
 ATTRIBUTE_DEFINITIONS: list[dict[str, str]] = [

@@ -43,8 +43,7 @@ from osprey_control.backends import (
     PriorityChange,
     apply_all,
 )
-from osprey_control.registry import Backend, JobKey, JobRecord
-from osprey_control.registry.fence import Fence, FenceLostError
+from osprey_control.registry import Backend, Fence, FenceLostError, JobKey, JobRecord
 from osprey_control.steps.deadline import Deadline
 
 __all__ = [

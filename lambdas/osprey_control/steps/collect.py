@@ -18,9 +18,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from osprey_control.metrics import CollectionResult, collect, needs_from_policies
-from osprey_control.metrics.needs import PolicyLookup
-from osprey_control.metrics.snapshot import encode, split_by
+from osprey_control.metrics import (
+    CollectionResult,
+    PolicyLookup,
+    collect,
+    encode,
+    needs_from_policies,
+    split_by,
+)
 from osprey_control.registry import JobKey, JobRecord
 
 __all__ = ["CollectReport", "ShardedJobs", "SnapshotSink", "collect_for_cycle"]

@@ -32,14 +32,25 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
 
-from osprey_control.custom_rules.bulkhead import run_in_lanes
-from osprey_control.derivation import CompiledPolicy, CustomRuleInvoker, Decision, JobMetrics, derive
-from osprey_control.derivation.replay import INPUTS_KEY, summarize_inputs
+from osprey_control.custom_rules import run_in_lanes
+from osprey_control.derivation import (
+    INPUTS_KEY,
+    CompiledPolicy,
+    CustomRuleInvoker,
+    Decision,
+    JobMetrics,
+    derive,
+    summarize_inputs,
+)
 from osprey_control.metrics import CollectionResult, collect, needs_from_policies
-from osprey_control.registry import JobKey, JobRecord
-from osprey_control.registry.dynamodb import VersionConflictError
-from osprey_control.registry.fence import Fence, FenceLostError
-from osprey_control.registry.model import decision_changes
+from osprey_control.registry import (
+    Fence,
+    FenceLostError,
+    JobKey,
+    JobRecord,
+    VersionConflictError,
+    decision_changes,
+)
 from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.payload import ShardReport
 from osprey_control.telemetry import MetricPoint, shard_metrics

@@ -17,10 +17,9 @@ from typing import Any, Protocol
 
 from osprey_control.aws import client_for
 from osprey_control.errors import classified
-from osprey_control.gang.request import watch_input
-from osprey_control.gang.settings import GangSettings, resolve_settings
+from osprey_control.gang import GangSettings, resolve_settings, watch_input
 from osprey_control.policy import CoScheduling, PriorityDerivationPolicy
-from osprey_control.registry.model import ACTIVE_STATUSES, JobKey, JobRecord
+from osprey_control.registry import ACTIVE_STATUSES, JobKey, JobRecord
 from osprey_control.steps.gang_watch import execution_name
 
 __all__ = ["GangRegistrar", "PolicyModels", "register_gang", "start_watch"]

@@ -23,12 +23,20 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.errors import PermanentError, TransientError, classify
-from osprey_control.gang.backend import GangBackend, NotOptedInError
-from osprey_control.gang.decision import Action, GangPhase, GangState, Step, decide, start
-from osprey_control.gang.settings import GangSettings
+from osprey_control.gang import (
+    Action,
+    GangBackend,
+    GangPhase,
+    GangSettings,
+    GangState,
+    NotOptedInError,
+    Step,
+    decide,
+    start,
+)
 from osprey_control.gang.store import GangStore, StaleGangStateError, state_to_dict
 from osprey_control.policy import GangFallback
-from osprey_control.registry.model import JobKey
+from osprey_control.registry import JobKey
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import CO_SCHEDULING_SUCCESS_RATE_METRIC, GANG_WAIT_METRIC, POLICY_DIMENSION
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from osprey_control.registry.lease import LeaseState
+from osprey_control.registry import LeaseState
 
 __all__ = ["Lease", "take_lease"]
 

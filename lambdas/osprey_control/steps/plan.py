@@ -35,32 +35,46 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from osprey_control.aws import client_for, is_transient
-from osprey_control.metrics import MAX_QUERIES_PER_CALL, fetch_latest
-from osprey_control.metrics.queries import SeriesSpec, lead_series, metric_data_query
-from osprey_control.planner.history import MeasuredStep, history_item, with_measurement
-from osprey_control.planner.measure import DEFAULT_TOLERANCE, Observed, measure, settled
-from osprey_control.planner.order import plan_key
-from osprey_control.planner.record import (
+from osprey_control.metrics import (
+    MAX_QUERIES_PER_CALL,
+    SeriesSpec,
+    fetch_latest,
+    lead_series,
+    metric_data_query,
+)
+from osprey_control.planner import (
     CURRENT_PLAN_FINE,
+    DEFAULT_HYSTERESIS,
+    DEFAULT_PLACEMENT_HYSTERESIS,
+    DEFAULT_TOLERANCE,
+    MeasuredStep,
+    Observed,
     PlanRecordError,
+    PlanRequest,
+    ReplanDecision,
+    history_item,
+    measure,
+    plan_key,
     record_for_decision,
     record_from_item,
     record_item,
+    replan,
+    request_from_item,
+    settled,
+    validate_threshold,
+    with_measurement,
     withdrawal_for,
 )
-from osprey_control.planner.replan import (
-    DEFAULT_HYSTERESIS,
-    DEFAULT_PLACEMENT_HYSTERESIS,
-    ReplanDecision,
-    replan,
-    validate_threshold,
+from osprey_control.registry import (
+    DEFAULT_SHARDS,
+    MAX_KEYS_PER_BATCH_GET,
+    JobKey,
+    JobRecord,
+    JobRegistry,
+    PlanItems,
+    job_pk,
+    key_from_pk,
 )
-from osprey_control.planner.request import PlanRequest, request_from_item
-from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
-from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry
-from osprey_control.registry.keys import job_pk, key_from_pk
-from osprey_control.registry.model import JobKey, JobRecord
-from osprey_control.registry.plans import PlanItems
 from osprey_control.wiring import (
     INTERCONNECT_LATENCY_METRIC,
     METRICS_NAMESPACE,

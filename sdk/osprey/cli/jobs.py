@@ -42,7 +42,7 @@ from osprey.cli.target import (
     resolve_target,
 )
 from osprey.views import gang_details, human_duration
-from osprey_control.gang.decision import GangState
+from osprey_control.gang import GangState
 from osprey_control.gang.store import GangStore
 from osprey_control.registry import MAX_TRANSIENT_APPLY_ATTEMPTS, Backend, JobRecord, JobStatus
 

@@ -30,23 +30,30 @@ import typer
 
 from osprey.cli.plan_output import describe, fail, plot_search, print_evaluated, print_search
 from osprey.cli.plan_register import register
-from osprey_control.planner import Evaluation, PlanError, evaluate, search
-from osprey_control.planner.calibrate import Calibration, fit, measured_from_rows
-from osprey_control.planner.config import (
+from osprey_control.planner import (
+    Calibration,
     ConfigProblem,
+    Evaluation,
     PlanConfig,
     PlanConfigError,
+    PlanError,
+    evaluate,
+    fit,
+    measured_from_rows,
     normalise_keys,
     resolve,
+    search,
+    variants,
 )
-from osprey_control.planner.search import variants
 
 __all__ = ["plan_command"]
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    from osprey_control.policy.safe_yaml import read_documents  # noqa: PLC0415 - PyYAML only for --config
-    from osprey_control.policy.yaml_errors import UnsafeYamlError  # noqa: PLC0415
+    from osprey_control.policy import (  # noqa: PLC0415
+        UnsafeYamlError,
+        read_documents,
+    )
 
     try:
         documents = read_documents(path.read_text())

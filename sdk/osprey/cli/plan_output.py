@@ -15,10 +15,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from osprey_control.planner import Evaluation, SearchResult
-from osprey_control.planner.calibrate import Calibration
-from osprey_control.planner.config import PlanConfig
-from osprey_control.planner.diagnose import no_plan_reason
+from osprey_control.planner import Calibration, Evaluation, PlanConfig, SearchResult, no_plan_reason
 
 __all__ = [
     "calibration_line",

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from osprey.cli.plan_output import fail
-from osprey_control.planner.config import PlanConfig
+from osprey_control.planner import PlanConfig
 
 __all__ = ["register"]
 
@@ -35,7 +35,7 @@ def register(
     naming the flag on bad input."""
     from osprey.cli.jobs import _table_name  # noqa: PLC0415 - boto3/SSM only for --register-job
     from osprey.planning import PlanRequestError, request_planning  # noqa: PLC0415
-    from osprey_control.planner.request import CLUSTER_KEYS, MODEL_KEYS  # noqa: PLC0415
+    from osprey_control.planner import CLUSTER_KEYS, MODEL_KEYS  # noqa: PLC0415
 
     if config.evaluate is None:
         fail(["--evaluate: --register-job needs the plan the job runs now, e.g. tp=8,pp=1,micro_batch=1"])

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from osprey.views import dropped_rules, effective_weights, gang_cell, gang_details
 from osprey_control.derivation import Decision, JobMetrics
-from osprey_control.gang.decision import GangPhase, GangState
+from osprey_control.gang import GangPhase, GangState
 
 __all__ = ["dropped_line", "gang_cell", "gang_details", "gang_line", "render_decision", "rules_table"]
 

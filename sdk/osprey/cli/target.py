@@ -60,8 +60,7 @@ from osprey_control.wiring import (
 
 if TYPE_CHECKING:
     from osprey.local.session import LocalState
-    from osprey_control.registry import JobRecord
-    from osprey_control.registry.dynamodb import JobRegistry
+    from osprey_control.registry import JobRecord, JobRegistry
 
 __all__ = [
     "DEBUG_VARIABLE",
@@ -165,7 +164,7 @@ class Target:
         return self._clients[service]
 
     def registry(self) -> JobRegistry:
-        from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415 - boto3 only when used
+        from osprey_control.registry import JobRegistry  # noqa: PLC0415 - boto3 only when used
 
         return JobRegistry(self.table_name, self.client("dynamodb"), shards=self.shards)
 

@@ -14,11 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey_control.contract import OspreyBlock
-from osprey_control.metrics.cadence import turn_of
-from osprey_control.metrics.collector import MAX_QUERIES_PER_CALL
-from osprey_control.metrics.queries import Needs, build_progress_series, build_series
-from osprey_control.registry.items import shard_of
-from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.metrics import MAX_QUERIES_PER_CALL, Needs, build_progress_series, build_series, turn_of
+from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef, shard_of
 from osprey_control.wiring import CWAGENT_DIMENSION, METRICS_NAMESPACE
 
 __all__ = [

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from osprey.checkout import find_checkout
-from osprey_control.policy.shipped import shipped_policy_dir
-from osprey_control.registry.model import JobRecord
+from osprey_control.policy import shipped_policy_dir
+from osprey_control.registry import JobRecord
 
 __all__ = [
     "default_agent_config",
@@ -48,7 +48,7 @@ def shipped_needs() -> Callable[[JobRecord], frozenset[str]]:
     """What each job's policy reads, for the policies Osprey ships (the synthetic fleet runs one of
     them, ``osprey cost --policy``): the collector's ``needs`` as the collect step builds it from its policies."""
     from osprey_control.derivation import compile_policy  # noqa: PLC0415
-    from osprey_control.metrics.needs import needs_from_policies  # noqa: PLC0415
+    from osprey_control.metrics import needs_from_policies  # noqa: PLC0415
     from osprey_control.policy import load_policies  # noqa: PLC0415
 
     compiled = {policy.name: compile_policy(policy) for policy in load_policies([shipped_policy_dir()])}

@@ -8,7 +8,7 @@ placeholder, :class:`osprey.local.lambdas.InProcessLambdas` runs the real handle
 every CloudFormation token resolved to the resource created for it (:mod:`osprey.local.template`).
 Other resource types (IAM policies, event rules, the schedule, queue policies, event source mappings) are not
 created; they get a synthetic name and ARN so that references to them still resolve, and are listed in
-:attr:`Deployment.skipped`.
+:attr:`LocalDeployment.skipped`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from osprey.local.template import Physical, Resolver
 
-__all__ = ["CREATED_TYPES", "Deployment", "deploy_template", "placeholder_zip", "references"]
+__all__ = ["CREATED_TYPES", "LocalDeployment", "deploy_template", "placeholder_zip", "references"]
 
 ClientFactory = Callable[[str], Any]
 Creator = Callable[["_Context", str, dict[str, Any]], Physical]
@@ -33,7 +33,7 @@ _SUB_NAME = re.compile(r"\$\{([A-Za-z0-9:]+)(?:\.[A-Za-z0-9.]+)?\}")
 
 
 @dataclass
-class Deployment:
+class LocalDeployment:
     """What :func:`deploy_template` created: physical names per logical id, and what it left out."""
 
     stack_name: str
@@ -232,7 +232,7 @@ def deploy_template(
     *,
     stack_name: str = "Osprey",
     include: Callable[[str, str], bool] | None = None,
-) -> Deployment:
+) -> LocalDeployment:
     """Create the template's runtime resources (see the module docstring) with clients from ``client``.
 
     ``include(logical_id, type)`` can leave out resources of a created type (they are then synthetic too).
@@ -253,4 +253,4 @@ def deploy_template(
             continue
         props = resolver.resolve(dict(resources[logical_id].get("Properties", {})), f"Resources.{logical_id}")
         resolver.resources[logical_id] = creator(ctx, logical_id, props)
-    return Deployment(stack_name, region, account, dict(resolver.resources), types, skipped)
+    return LocalDeployment(stack_name, region, account, dict(resolver.resources), types, skipped)

@@ -29,7 +29,7 @@ from osprey.local.loads import (
     EKS_NAMESPACE,
     GPUS_PER_NODE,
     FleetJob,
-    Sample,
+    LoadSample,
     SeededJob,
     Series,
     load_at,
@@ -37,9 +37,7 @@ from osprey.local.loads import (
     series_of,
 )
 from osprey_control.contract import ENABLED_KUBERNETES, ENABLED_TAG, KUBERNETES, parse_block
-from osprey_control.registry import Backend, JobStatus, NodeKind, NodeRef
-from osprey_control.registry.dynamodb import JobRegistry
-from osprey_control.registry.observation import JobObservation
+from osprey_control.registry import Backend, JobObservation, JobRegistry, JobStatus, NodeKind, NodeRef
 from osprey_control.wiring import CWAGENT_MEMORY_UTILIZATION_METRIC
 
 __all__ = [
@@ -49,7 +47,7 @@ __all__ = [
     "KUEUE_API",
     "SPOT_POLICY",
     "FleetJob",
-    "Sample",
+    "LoadSample",
     "SeededJob",
     "Series",
     "SimulatedFleet",

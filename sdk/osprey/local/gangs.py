@@ -114,10 +114,12 @@ def start_watches(
 ) -> list[str]:
     """Register the Jobs ``names`` of ``cluster`` as the EKS discovery sees them and start their gang watches
     with the ingest step's :class:`~osprey_control.gang.GangRegistrar`; returns the jobs whose watch started."""
-    from osprey_control.backends.eks import connect  # noqa: PLC0415
-    from osprey_control.backends.eks.discovery import discover  # noqa: PLC0415
+    from osprey_control.backends.eks import (  # noqa: PLC0415
+        connect,
+        discover,
+    )
     from osprey_control.policy_store import PolicySource  # noqa: PLC0415 - AWS SDK only when up
-    from osprey_control.registry.dynamodb import JobRegistry  # noqa: PLC0415
+    from osprey_control.registry import JobRegistry  # noqa: PLC0415
     from osprey_control.steps.gang_start import GangRegistrar  # noqa: PLC0415
 
     wanted = set(names)

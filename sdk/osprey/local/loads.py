@@ -28,9 +28,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
-from osprey_control.metrics.needs import metrics_needed
-from osprey_control.policy import load_policy_files
-from osprey_control.policy.shipped import shipped_policy_dir
+from osprey_control.metrics import metrics_needed
+from osprey_control.policy import load_policy_files, shipped_policy_dir
 from osprey_control.wiring import (
     CONTAINER_INSIGHTS_DIMENSIONS,
     CONTAINER_INSIGHTS_NAMESPACE,
@@ -56,7 +55,7 @@ __all__ = [
     "EKS_NAMESPACE",
     "GPUS_PER_NODE",
     "FleetJob",
-    "Sample",
+    "LoadSample",
     "SeededJob",
     "Series",
     "load_at",
@@ -110,7 +109,7 @@ class SeededJob:
 
 
 @dataclass(frozen=True)
-class Sample:
+class LoadSample:
     """One job's load at one tick: percents, and the interconnect latency in microseconds."""
 
     gpu: float
@@ -129,11 +128,11 @@ class Series:
     value: float
 
 
-def sample_at(job: SeededJob | FleetJob, tick: int) -> Sample:
+def sample_at(job: SeededJob | FleetJob, tick: int) -> LoadSample:
     """The load of ``job`` at ``tick`` (module docstring)."""
     angle = 2 * math.pi * (tick / PERIOD_TICKS + job.phase)
     gpu = round(min(100.0, max(0.0, job.base_gpu + job.swing * math.sin(angle))), 1)
-    return Sample(gpu, round(gpu * 0.7, 1), round(40 + gpu / 2, 1), round(60 + 240 * job.phase, 1))
+    return LoadSample(gpu, round(gpu * 0.7, 1), round(40 + gpu / 2, 1), round(60 + 240 * job.phase, 1))
 
 
 def load_at(job: SeededJob | FleetJob, tick: int) -> tuple[float, float]:

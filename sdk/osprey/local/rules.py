@@ -34,8 +34,13 @@ from osprey.checkout import find_checkout
 from osprey.local.lambdas import Handler, InProcessLambdas
 from osprey.rollout import apply_rollout, deployed_policies, plan_rollout
 from osprey_control.derivation import CustomRuleError, JobMetrics, NodeMetrics, build_event, parse_answer
-from osprey_control.policy import DEFAULT_ALLOWED_PREFIX, RuleAllowList, load_policy_files, rule_arn_issues
-from osprey_control.policy.shipped import shipped_policy_dir
+from osprey_control.policy import (
+    DEFAULT_ALLOWED_PREFIX,
+    RuleAllowList,
+    load_policy_files,
+    rule_arn_issues,
+    shipped_policy_dir,
+)
 from osprey_control.wiring import POLICY_PREFIX
 
 __all__ = [

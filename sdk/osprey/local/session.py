@@ -29,7 +29,7 @@ from typing import Any
 
 from osprey.checkout import find_checkout
 from osprey.local.cdk import ACCOUNT, cdk_deploy, make_executable, published_config
-from osprey.local.deploy import Deployment, deploy_template
+from osprey.local.deploy import LocalDeployment, deploy_template
 from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, EKS_NAMESPACE, KUEUE_API, SeededJob, SimulatedFleet
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, schedule_ready, start_watches
 from osprey.local.kubernetes import LocalKubernetes
@@ -185,7 +185,7 @@ def bring_up(
     aws: LocalAws, template: dict[str, Any], path: Path, *, gang_timeout: int = GANG_TIMEOUT_SECONDS
 ) -> LocalState:
     """Create ``template``'s resources in the running ``aws`` directly, seed the fleet, write the state file."""
-    deployment: Deployment = deploy_template(template, aws.client)
+    deployment: LocalDeployment = deploy_template(template, aws.client)
     config = published_config(aws.client)
     if config["cycleStateMachineArn"] != deployment.state_machine_arn():
         raise RuntimeError("/osprey/config names another state machine than the one deployed")

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Physical", "Resolver", "TemplateError"]
+__all__ = ["LocalTemplateError", "Physical", "Resolver"]
 
 _SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
 
 
-class TemplateError(ValueError):
+class LocalTemplateError(ValueError):
     """A template value that cannot be resolved (unknown resource, attribute or intrinsic)."""
 
 
@@ -58,16 +58,16 @@ class Resolver:
         if name in pseudo:
             return pseudo[name]
         if name not in self.resources:
-            raise TemplateError(f"{path}: Ref {name!r} names no resource created so far")
+            raise LocalTemplateError(f"{path}: Ref {name!r} names no resource created so far")
         return self.resources[name].ref
 
     def get_att(self, logical_id: str, attribute: str, path: str) -> str:
         physical = self.resources.get(logical_id)
         if physical is None:
-            raise TemplateError(f"{path}: Fn::GetAtt names {logical_id!r}, which was not created")
+            raise LocalTemplateError(f"{path}: Fn::GetAtt names {logical_id!r}, which was not created")
         if attribute not in physical.attributes:
             known = ", ".join(sorted(physical.attributes)) or "none"
-            raise TemplateError(
+            raise LocalTemplateError(
                 f"{path}: Fn::GetAtt {logical_id}.{attribute} is not known (attributes: {known})"
             )
         return physical.attributes[attribute]
@@ -112,5 +112,5 @@ class Resolver:
                 index, items = argument
                 return self.resolve(self.resolve(items, where)[int(index)], where)
             if key.startswith("Fn::") or key == "Condition":
-                raise TemplateError(f"{where}: intrinsic {key} is not supported by osprey local")
+                raise LocalTemplateError(f"{where}: intrinsic {key} is not supported by osprey local")
         return {key: self.resolve(item, f"{path}.{key}") for key, item in value.items()}

@@ -7,7 +7,7 @@ engine, appliers' mappings and gang watch (docs/scheduling.md). Pure Python.
 """
 
 from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle
-from osprey.simulate.cluster import Cluster
+from osprey.simulate.cluster import SimulatedCluster
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import (
     FairShareOsprey,
@@ -43,7 +43,6 @@ __all__ = [
     "LAYERED_PAIRS",
     "SCHEDULERS",
     "TRACE_DIR",
-    "Cluster",
     "FairShare",
     "FairShareOsprey",
     "Fifo",
@@ -60,6 +59,7 @@ __all__ = [
     "SageMakerQueueOsprey",
     "Sample",
     "Scheduler",
+    "SimulatedCluster",
     "SimulationError",
     "Simulator",
     "Slurm",

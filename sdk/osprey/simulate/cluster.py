@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["Allocation", "Cluster"]
+__all__ = ["Allocation", "SimulatedCluster"]
 
 # (node index, GPUs taken on it)
 Allocation = list[tuple[int, int]]
 
 
-class Cluster:
+class SimulatedCluster:
     """Nodes x GPUs. Nodes are bucketed by free GPUs so "does it fit" is O(node size), not O(nodes).
 
     A job of at most one node's GPUs goes best-fit (the node with the fewest free GPUs that still fit, lowest

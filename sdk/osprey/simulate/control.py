@@ -25,13 +25,13 @@ from datetime import UTC, datetime, timedelta
 
 from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey.simulate.telemetry import job_values, node_metrics
-from osprey_control.backends.actuation import PriorityChange, prefilter
+from osprey_control.backends import PriorityChange, prefilter
 from osprey_control.contract import OspreyBlock
 from osprey_control.derivation import JobMetrics, NodeMetrics
 from osprey_control.derivation import engine as derivation_engine
-from osprey_control.metrics.cadence import DEFAULT_EVERY_N_CYCLES, is_due
+from osprey_control.metrics import DEFAULT_EVERY_N_CYCLES, is_due
 from osprey_control.policy import PriorityDerivationPolicy
-from osprey_control.registry.model import Backend, JobKey, JobRecord, JobStatus
+from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
 
 __all__ = ["OspreyControl"]
 

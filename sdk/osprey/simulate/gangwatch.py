@@ -14,11 +14,19 @@ from datetime import UTC, datetime, timedelta
 
 from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey_control.contract import OspreyBlock
-from osprey_control.gang.decision import Action, GangPhase, GangState, Readiness, decide, start
-from osprey_control.gang.settings import GangSettings, resolve_settings
+from osprey_control.gang import (
+    Action,
+    GangPhase,
+    GangSettings,
+    GangState,
+    Readiness,
+    decide,
+    resolve_settings,
+    start,
+)
 from osprey_control.policy import GangFallback, PriorityDerivationPolicy
 
-__all__ = ["GANG_TIMER", "GangWatch"]
+__all__ = ["GANG_TIMER", "SimulatedGangWatch"]
 
 GANG_TIMER = "gang-watch"
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -28,7 +36,7 @@ def _at(seconds: float) -> datetime:
     return _EPOCH + timedelta(seconds=seconds)
 
 
-class GangWatch:
+class SimulatedGangWatch:
     """One watch per multi-worker job; the owning scheduler forwards ``on_allocated`` and ``on_timer``."""
 
     def __init__(self, policy: PriorityDerivationPolicy, *, supports_requeue: bool) -> None:

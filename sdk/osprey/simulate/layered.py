@@ -19,7 +19,7 @@ Osprey only writes priorities; the backend model decides admission and preemptio
   :func:`osprey_control.contract.batch_scheduling_priority` of the applied priority, written by
   ``UpdateServiceJob`` every cycle it changes.
 
-Every layered scheduler also runs Osprey's gang watch (:class:`~osprey.simulate.gangwatch.GangWatch`)
+Every layered scheduler also runs Osprey's gang watch (:class:`~osprey.simulate.gangwatch.SimulatedGangWatch`)
 under the policy's ``coScheduling``; only EKS can suspend a job, so ``requeue`` runs as ``serial`` elsewhere.
 """
 
@@ -29,14 +29,14 @@ from typing import ClassVar
 
 from osprey.simulate.baselines import FairShare
 from osprey.simulate.control import OspreyControl
-from osprey.simulate.gangwatch import GangWatch
+from osprey.simulate.gangwatch import SimulatedGangWatch
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.sim import JobRun, Scheduler
-from osprey_control.backends.batch.applier import weight_factor
-from osprey_control.backends.eks.applier import DEFAULT_KUEUE_PRIORITY_RANGE, KueuePriorityRange
+from osprey_control.backends.batch import weight_factor
+from osprey_control.backends.eks import DEFAULT_KUEUE_PRIORITY_RANGE, KueuePriorityRange
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.policy import PriorityDerivationPolicy
-from osprey_control.registry.model import Backend
+from osprey_control.registry import Backend
 
 __all__ = [
     "BATCH_MAX_SCHEDULING_PRIORITY",
@@ -54,7 +54,7 @@ class Layered(Scheduler):
     """Mixin state of a backend model with Osprey on top: the control loop and the gang watch."""
 
     control: OspreyControl
-    gangs: GangWatch
+    gangs: SimulatedGangWatch
 
     def _layer(
         self, policy: PriorityDerivationPolicy, cycle_s: float | None, seed: int, backend: Backend
@@ -64,7 +64,7 @@ class Layered(Scheduler):
         self.written: dict[int, int] = {}
         self.cycle_s = self.control.interval_s
         # Only EKS can suspend a started job (osprey_control.backends.gangs).
-        self.gangs = GangWatch(policy, supports_requeue=backend is Backend.EKS)
+        self.gangs = SimulatedGangWatch(policy, supports_requeue=backend is Backend.EKS)
 
     def write(self, run: JobRun) -> None:
         """Write ``run.priority`` to the backend in its own terms (the production mapping)."""

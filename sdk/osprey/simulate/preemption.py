@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from osprey.simulate.cluster import Cluster
+from osprey.simulate.cluster import SimulatedCluster
 from osprey.simulate.sim import JobRun
 
 __all__ = ["select_victims"]
 
 
 def select_victims(
-    cluster: Cluster,
+    cluster: SimulatedCluster,
     gpus: int,
     candidates: Sequence[JobRun],
     importance: Callable[[JobRun], float],

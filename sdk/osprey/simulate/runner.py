@@ -18,8 +18,12 @@ from osprey.simulate.model import SimulationError, Workload
 from osprey.simulate.results import Result, summarize
 from osprey.simulate.sim import Scheduler, Simulator
 from osprey.simulate.slurm import Slurm, SlurmOsprey
-from osprey_control.policy import PriorityDerivationPolicy, load_policies
-from osprey_control.policy.shipped import DEFAULT_POLICY_NAME, shipped_policy_file
+from osprey_control.policy import (
+    DEFAULT_POLICY_NAME,
+    PriorityDerivationPolicy,
+    load_policies,
+    shipped_policy_file,
+)
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import ClassVar
 
-from osprey.simulate.cluster import Allocation, Cluster
+from osprey.simulate.cluster import Allocation, SimulatedCluster
 from osprey.simulate.ledger import Ledger
 from osprey.simulate.model import Job, SimulationError, Workload
-from osprey_control.derivation.job_signals import AllocationInterval
+from osprey_control.derivation import AllocationInterval
 
 __all__ = ["JobRun", "Scheduler", "Simulator", "Status"]
 
@@ -121,7 +121,7 @@ class Simulator:
         workload.validate()
         self.workload = workload
         self.seed = seed
-        self.cluster = Cluster(workload.node_gpus)
+        self.cluster = SimulatedCluster(workload.node_gpus)
         self.ledger = Ledger(workload.total_gpus, workload.start_s, workload.horizon_s)
         node = self.cluster.node_size
         self.runs = [

@@ -41,9 +41,9 @@ from typing import ClassVar
 
 from osprey.simulate.layered import Layered
 from osprey.simulate.sim import JobRun, Scheduler
-from osprey_control.backends.slurm.applier import DEFAULT_SLURM_PRIORITY_RANGE, SlurmPriorityRange
+from osprey_control.backends.slurm import DEFAULT_SLURM_PRIORITY_RANGE, SlurmPriorityRange
 from osprey_control.policy import PriorityDerivationPolicy
-from osprey_control.registry.model import Backend
+from osprey_control.registry import Backend
 
 __all__ = ["BF_MAX_JOB_TEST", "NATIVE_PRIORITY", "TIMEOUT", "Slurm", "SlurmOsprey"]
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import random
 
 from osprey.simulate.sim import JobRun, Status
-from osprey_control.derivation import NodeMetrics
-from osprey_control.derivation.job_signals import (
+from osprey_control.derivation import (
+    NodeMetrics,
     ProgressReport,
     attained_service_gpu_hours,
     held_seconds,

@@ -19,7 +19,7 @@ import boto3
 from bench.scale_bench import state_bytes
 from moto import mock_aws
 
-from osprey.local.deploy import Deployment, deploy_template, placeholder_zip
+from osprey.local.deploy import LocalDeployment, deploy_template, placeholder_zip
 from osprey.local.lambdas import InProcessLambdas
 from osprey.local.serial import serialized_moto
 from osprey.local.service_jobs import ServiceJobs
@@ -69,7 +69,7 @@ class Execution:
 
 @dataclass
 class CycleHarness:
-    deployment: Deployment
+    deployment: LocalDeployment
     service_jobs: ServiceJobs
     runtime: InProcessLambdas
     clients: dict[str, Any] = field(default_factory=dict)

@@ -39,8 +39,7 @@ from osprey_control.backends.actuation import (
     is_enabled,
     prefilter,
 )
-from osprey_control.registry.model import Backend, JobKey
-from osprey_control.registry.shares import ShareEntry
+from osprey_control.registry import Backend, JobKey, ShareEntry
 
 __all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "BatchShareApplier", "ShareLedgerPort", "weight_factor"]
 

@@ -12,9 +12,9 @@ from collections import OrderedDict
 
 from osprey_control.backends.events import AwsClients, JobDescription, JobEvent
 from osprey_control.errors import PermanentError, classified
-from osprey_control.registry.model import NodeKind, NodeRef
+from osprey_control.registry import NodeKind, NodeRef
 
-__all__ = ["ContainerInstances"]
+__all__: list[str] = []
 
 logger = logging.getLogger(__name__)
 

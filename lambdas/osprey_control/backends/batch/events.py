@@ -23,9 +23,9 @@ from osprey_control.backends.declared import batch_requested_gpus
 from osprey_control.backends.events import AwsClients, JobDescription, JobEvent, NodeFinder, optional_text
 from osprey_control.backends.limits import MAX_ARN, event_tags
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
-from osprey_control.registry.model import Backend
+from osprey_control.registry import Backend
 
-__all__ = ["EVENTS", "MULTINODE_SEPARATOR", "BatchJobEvents", "batch_environment"]
+__all__: list[str] = []
 
 # A multi-node parallel job's node jobs are "<job id>#<index>".
 MULTINODE_SEPARATOR = "#"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from osprey_control.backends.runtime_naming import RuntimeNames
 from osprey_control.registry import JobRecord, NodeKind, NodeRef
 
-__all__ = ["BATCH_RUNTIME", "BatchRuntimeNames"]
+__all__: list[str] = []
 
 # The node index of a single-node job and of a multi-node job's main node, where rank 0 runs.
 MAIN_NODE = "0"

@@ -31,14 +31,16 @@ from osprey_control.backends.eks.client import (
 )
 from osprey_control.backends.eks.connection import ClientCache, cached_connect, connect
 from osprey_control.backends.eks.discovery import discover
+from osprey_control.backends.eks.discovery_run import run_discovery
 from osprey_control.backends.eks.gang import KubernetesGang
 from osprey_control.backends.eks.observation import (
-    DiscoveryProblem,
     DiscoveryResult,
+    EksDiscoveryProblem,
     EksObservation,
     WorkloadRef,
 )
 from osprey_control.backends.eks.resources import detect_kueue
+from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
 from osprey_control.backends.eks.token import (
     ClusterEndpoint,
     TokenProvider,
@@ -55,9 +57,10 @@ __all__ = [
     "ClientCache",
     "ClusterEndpoint",
     "ConflictError",
-    "DiscoveryProblem",
     "DiscoveryResult",
     "EksApplier",
+    "EksDiscoveryEnvironment",
+    "EksDiscoveryProblem",
     "EksObservation",
     "KubernetesApiError",
     "KubernetesClient",
@@ -75,6 +78,7 @@ __all__ = [
     "detect_kueue",
     "discover",
     "presigned_token",
+    "run_discovery",
 ]
 
 

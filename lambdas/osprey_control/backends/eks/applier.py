@@ -35,7 +35,6 @@ from osprey_control.backends.eks.client import (
 from osprey_control.backends.eks.connection import connect as connect_cluster
 from osprey_control.backends.eks.discovery import workloads_by_owner
 from osprey_control.backends.eks.resources import (
-    DERIVED_PRIORITY_ANNOTATION,
     JOB_KINDS,
     Resource,
     detect_kueue,
@@ -43,7 +42,8 @@ from osprey_control.backends.eks.resources import (
     workload_resource,
 )
 from osprey_control.errors import TransientError, is_transient
-from osprey_control.registry.model import Backend, JobKey
+from osprey_control.registry import Backend, JobKey
+from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 
 __all__ = ["DEFAULT_KUEUE_PRIORITY_RANGE", "EksApplier", "KueuePriorityRange"]
 

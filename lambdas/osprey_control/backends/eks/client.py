@@ -25,7 +25,6 @@ from typing import Any
 from osprey_control.errors import PermanentError, TransientError
 
 __all__ = [
-    "MERGE_PATCH",
     "ConflictError",
     "KubernetesApiError",
     "KubernetesClient",

@@ -29,14 +29,13 @@ from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
 from osprey_control.backends.eks.observation import (
-    DiscoveryProblem,
     DiscoveryResult,
+    EksDiscoveryProblem,
     EksObservation,
     WorkloadRef,
 )
 from osprey_control.backends.eks.requests import job_declared_runtime, job_requested_gpus, pod_gpus
 from osprey_control.backends.eks.resources import (
-    DERIVED_PRIORITY_ANNOTATION,
     ENABLED_SELECTOR,
     JOB_KINDS,
     JOBSET,
@@ -48,17 +47,10 @@ from osprey_control.backends.eks.resources import (
     workload_resource,
 )
 from osprey_control.contract import OspreyBlockError, from_kubernetes
-from osprey_control.registry.model import JobStatus, NodeKind, NodeRef
+from osprey_control.registry import JobStatus, NodeKind, NodeRef
+from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 
-__all__ = [
-    "DiscoveryProblem",
-    "DiscoveryResult",
-    "EksObservation",
-    "WorkloadRef",
-    "discover",
-    "job_status",
-    "workloads_by_owner",
-]
+__all__ = ["discover"]
 
 # The label each operator puts on the pods of one job, so one pod list serves every job.
 _POD_JOB_LABEL: dict[str, str] = {
@@ -268,7 +260,7 @@ def discover(
             try:
                 block = from_kubernetes(metadata.get("labels") or {}, annotations, strict=False)
             except OspreyBlockError as error:
-                result.problems.append(DiscoveryProblem(cluster, where, str(error)))
+                result.problems.append(EksDiscoveryProblem(cluster, where, str(error)))
                 continue
             if block is None:
                 continue

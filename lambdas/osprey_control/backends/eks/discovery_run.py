@@ -10,26 +10,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesApiError, KubernetesClient
 from osprey_control.backends.eks.connection import cached_connect
 from osprey_control.backends.eks.discovery import discover
 from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
 from osprey_control.errors import ERROR_CHARS, FAILURE_SAMPLE
-from osprey_control.registry.observation import JobObservation
+from osprey_control.registry import ObservationStore
 
-__all__ = ["ObservationStore", "Sink", "run_discovery"]
+__all__ = ["run_discovery"]
 
 logger = logging.getLogger(__name__)
 
 Sink = Callable[[dict[str, Any]], None]
-
-
-class ObservationStore(Protocol):
-    """The registry as discovery writes it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
-
-    def apply_observation(self, observation: JobObservation) -> Any: ...
 
 
 def run_discovery(

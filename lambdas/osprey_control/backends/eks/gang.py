@@ -24,13 +24,9 @@ from osprey_control.backends.eks.resources import (
     is_enabled,
     kind_for,
 )
-from osprey_control.gang.backend import NotOptedInError
-from osprey_control.gang.decision import Readiness
+from osprey_control.gang import NotOptedInError, Readiness
 
-__all__ = [
-    "KubernetesGang",
-    "requested_workers",
-]
+__all__ = ["KubernetesGang"]
 
 _POD_SELECTORS: dict[str, str] = {
     BATCH_JOB.kind: "batch.kubernetes.io/job-name",

@@ -9,10 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.contract import OspreyBlock
-from osprey_control.registry.model import Backend, JobRecord, JobStatus, NodeRef
-from osprey_control.registry.observation import JobObservation
+from osprey_control.registry import Backend, JobObservation, JobRecord, JobStatus, NodeRef
 
-__all__ = ["DiscoveryProblem", "DiscoveryResult", "EksObservation", "WorkloadRef"]
+__all__ = ["DiscoveryResult", "EksDiscoveryProblem", "EksObservation", "WorkloadRef"]
 
 
 @dataclass(frozen=True)
@@ -129,7 +128,7 @@ class EksObservation:
 
 
 @dataclass(frozen=True)
-class DiscoveryProblem:
+class EksDiscoveryProblem:
     """A labelled object Osprey could not manage, and why (shown to the user, never fatal)."""
 
     cluster: str
@@ -145,7 +144,7 @@ class DiscoveryResult:
     cluster: str
     kueue_version: str | None
     observations: list[EksObservation] = field(default_factory=list)
-    problems: list[DiscoveryProblem] = field(default_factory=list)
+    problems: list[EksDiscoveryProblem] = field(default_factory=list)
     kinds_missing: list[str] = field(default_factory=list)  # CRDs not installed on this cluster
 
     def to_dict(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from osprey_control.backends.declared import kubernetes_container_gpus
 
-__all__ = ["job_declared_runtime", "job_requested_gpus", "pod_gpus"]
+__all__: list[str] = []
 
 
 def _count(value: Any, default: int = 1) -> int:

@@ -8,23 +8,8 @@ from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
 from osprey_control.contract import ENABLED_KUBERNETES
-from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 
-__all__ = [
-    "BATCH_JOB",
-    "DERIVED_PRIORITY_ANNOTATION",
-    "ENABLED_SELECTOR",
-    "JOBSET",
-    "JOB_KINDS",
-    "KUEUE_GROUP",
-    "KUEUE_VERSIONS",
-    "PYTORCHJOB",
-    "Resource",
-    "detect_kueue",
-    "is_enabled",
-    "kind_for",
-    "workload_resource",
-]
+__all__ = ["detect_kueue"]
 
 ENABLED_SELECTOR = f"{ENABLED_KUBERNETES}=true"
 KUEUE_GROUP = "kueue.x-k8s.io"

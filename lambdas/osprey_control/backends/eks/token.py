@@ -23,17 +23,7 @@ from typing import Any
 from osprey_control.aws import client_for
 from osprey_control.errors import TransientError, classified
 
-__all__ = [
-    "CLUSTER_ID_HEADER",
-    "PRESIGN_EXPIRES",
-    "REFRESH_MARGIN",
-    "TOKEN_LIFETIME",
-    "TOKEN_PREFIX",
-    "ClusterEndpoint",
-    "TokenProvider",
-    "describe_cluster",
-    "presigned_token",
-]
+__all__ = ["ClusterEndpoint", "TokenProvider", "describe_cluster", "presigned_token"]
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"

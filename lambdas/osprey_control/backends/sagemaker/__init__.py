@@ -10,13 +10,23 @@ from __future__ import annotations
 from osprey_control.backends.actuation import Applier
 from osprey_control.backends.driver import Deployment
 from osprey_control.backends.sagemaker.applier import TrainingJobTagApplier
-from osprey_control.backends.sagemaker.events import EVENTS
+from osprey_control.backends.sagemaker.events import EVENTS, MAX_NAME
 from osprey_control.backends.sagemaker.gang import SageMakerGang, instance_count, sagemaker_readiness
-from osprey_control.backends.sagemaker.naming import SAGEMAKER_RUNTIME
+from osprey_control.backends.sagemaker.hosts import sagemaker_hosts
+from osprey_control.backends.sagemaker.naming import SAGEMAKER_RUNTIME, SageMakerRuntimeNames
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
-__all__ = ["DRIVER", "SageMakerGang", "TrainingJobTagApplier", "instance_count", "sagemaker_readiness"]
+__all__ = [
+    "DRIVER",
+    "MAX_NAME",
+    "SageMakerGang",
+    "SageMakerRuntimeNames",
+    "TrainingJobTagApplier",
+    "instance_count",
+    "sagemaker_hosts",
+    "sagemaker_readiness",
+]
 
 
 class _SageMakerDriver:

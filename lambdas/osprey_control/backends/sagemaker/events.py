@@ -44,9 +44,9 @@ from osprey_control.backends.events import (
 from osprey_control.backends.limits import MAX_ARN, event_tags
 from osprey_control.backends.sagemaker.hosts import sagemaker_hosts
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
-from osprey_control.registry.model import Backend, JobStatus
+from osprey_control.registry import Backend, JobStatus
 
-__all__ = ["EVENTS", "MAX_NAME", "SERVICE_TRAINING_PREFIX", "TrainingJobEvents", "sagemaker_status"]
+__all__ = ["MAX_NAME"]
 
 # The longest training job name SageMaker accepts.
 MAX_NAME = 63

@@ -13,7 +13,7 @@ from osprey_control.backends.limits import (
     check_text,
 )
 from osprey_control.catalog import gpus_for_instance_type
-from osprey_control.registry.model import NodeKind, NodeRef
+from osprey_control.registry import NodeKind, NodeRef
 
 __all__ = ["sagemaker_hosts"]
 

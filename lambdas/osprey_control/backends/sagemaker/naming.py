@@ -6,7 +6,7 @@ from __future__ import annotations
 from osprey_control.backends.runtime_naming import RuntimeNames
 from osprey_control.registry import JobRecord
 
-__all__ = ["SAGEMAKER_RUNTIME", "SageMakerRuntimeNames"]
+__all__ = ["SageMakerRuntimeNames"]
 
 # SageMaker names its first host algo-1, where rank 0 runs; it is known before ingest has listed any host.
 FIRST_HOST = "algo-1"

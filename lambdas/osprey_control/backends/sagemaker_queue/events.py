@@ -23,12 +23,12 @@ from osprey_control.backends.aws_batch import BATCH_STATUS, batch_status, job_de
 from osprey_control.backends.declared import sagemaker_declared_runtime, sagemaker_requested_gpus
 from osprey_control.backends.events import AwsClients, JobDescription, JobEvent, NodeFinder, optional_text
 from osprey_control.backends.limits import MAX_ARN, check_text, event_tags
-from osprey_control.backends.sagemaker.events import MAX_NAME as MAX_TRAINING_JOB_NAME
-from osprey_control.backends.sagemaker.hosts import sagemaker_hosts
+from osprey_control.backends.sagemaker import MAX_NAME as MAX_TRAINING_JOB_NAME
+from osprey_control.backends.sagemaker import sagemaker_hosts
 from osprey_control.contract import tags_as_dict
-from osprey_control.registry.model import Backend, JobStatus, NodeRef
+from osprey_control.registry import Backend, JobStatus, NodeRef
 
-__all__ = ["EVENTS", "SERVICE_JOB_STATUS", "ServiceJobEvents", "service_job_status"]
+__all__: list[str] = []
 
 SERVICE_JOB_STATUS: dict[str, JobStatus] = {**BATCH_STATUS, "SCHEDULED": JobStatus.STARTING}
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.backends.actuation import is_enabled
-from osprey_control.backends.sagemaker.gang import instance_count, sagemaker_readiness
+from osprey_control.backends.sagemaker import instance_count, sagemaker_readiness
 from osprey_control.contract import ENABLED_TAG
 from osprey_control.gang import NoRequeue, NotOptedInError, Readiness
 

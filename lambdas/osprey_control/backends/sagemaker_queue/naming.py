@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from osprey_control.backends.sagemaker.naming import SageMakerRuntimeNames
+from osprey_control.backends.sagemaker import SageMakerRuntimeNames
 from osprey_control.registry import JobRecord
 
-__all__ = ["SAGEMAKER_QUEUED_RUNTIME", "SageMakerQueuedRuntimeNames"]
+__all__: list[str] = []
 
 
 class SageMakerQueuedRuntimeNames(SageMakerRuntimeNames):

@@ -16,7 +16,14 @@ from osprey_control.backends.slurm.applier import (
     SlurmApplier,
     SlurmPriorityRange,
 )
-from osprey_control.backends.slurm.bridge import SlurmBridgeApplier, SlurmBridgeGang
+from osprey_control.backends.slurm.bridge import (
+    BridgeSettings,
+    SlurmBridgeApplier,
+    SlurmBridgeGang,
+    run_apply,
+    run_discovery,
+    run_gang,
+)
 from osprey_control.backends.slurm.client import (
     API_VERSION,
     SlurmApiError,
@@ -27,8 +34,8 @@ from osprey_control.backends.slurm.client import (
     raise_for_errors,
 )
 from osprey_control.backends.slurm.discovery import (
-    DiscoveryProblem,
     SlurmDiscovery,
+    SlurmDiscoveryProblem,
     SlurmObservation,
     discover,
     native_id,
@@ -46,7 +53,7 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_SLURM_PRIORITY_RANGE",
     "DRIVER",
-    "DiscoveryProblem",
+    "BridgeSettings",
     "Ec2InstanceMap",
     "Instance",
     "InstanceMap",
@@ -58,6 +65,7 @@ __all__ = [
     "SlurmClient",
     "SlurmCredentials",
     "SlurmDiscovery",
+    "SlurmDiscoveryProblem",
     "SlurmGang",
     "SlurmObservation",
     "SlurmPriorityRange",
@@ -73,6 +81,9 @@ __all__ = [
     "parse_native_id",
     "parse_secret",
     "raise_for_errors",
+    "run_apply",
+    "run_discovery",
+    "run_gang",
     "slurm_readiness",
 ]
 

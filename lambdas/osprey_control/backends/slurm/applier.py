@@ -28,7 +28,7 @@ from osprey_control.backends.slurm.client import SlurmClient, SlurmRejectedError
 from osprey_control.backends.slurm.discovery import job_state, parse_native_id
 from osprey_control.backends.slurm.marker import block_from_comment
 from osprey_control.errors import is_transient
-from osprey_control.registry.model import Backend
+from osprey_control.registry import Backend
 
 __all__ = ["DEFAULT_SLURM_PRIORITY_RANGE", "SlurmApplier", "SlurmPriorityRange"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,10 +34,8 @@ from osprey_control.backends.slurm.gang import SlurmGang
 from osprey_control.backends.slurm.instances import Ec2InstanceMap, InstanceMap
 from osprey_control.backends.slurm.token import SecretCredentials
 from osprey_control.errors import ERROR_CHARS, FAILURE_SAMPLE, PermanentError, TransientError, classify
-from osprey_control.gang.backend import NOT_OPTED_IN, NoRequeue, NotOptedInError
-from osprey_control.gang.decision import Readiness
-from osprey_control.registry.model import Backend, JobKey, JobRecord
-from osprey_control.registry.observation import JobObservation
+from osprey_control.gang import NOT_OPTED_IN, NoRequeue, NotOptedInError, Readiness
+from osprey_control.registry import Backend, JobKey, JobRecord, ObservationStore
 from osprey_control.wiring import (
     SLURM_CLUSTER_VARIABLE,
     SLURM_INSTANCE_TAG_VARIABLE,
@@ -49,19 +47,12 @@ from osprey_control.wiring import (
 
 __all__ = [
     "BridgeSettings",
-    "ObservationStore",
     "SlurmBridgeApplier",
     "SlurmBridgeGang",
-    "apply_payload",
-    "invoke_bridge",
     "run_apply",
     "run_discovery",
     "run_gang",
 ]
-
-
-class ObservationStore(Protocol):
-    def apply_observation(self, observation: JobObservation) -> Any: ...
 
 
 class BridgeSettings(BaseModel):

@@ -35,18 +35,13 @@ from osprey_control.backends.slurm.hostlist import expand_hostlist
 from osprey_control.backends.slurm.instances import Instance, InstanceMap
 from osprey_control.backends.slurm.marker import block_from_comment, marker_fields
 from osprey_control.contract import OspreyBlock, OspreyBlockError
-from osprey_control.registry.model import Backend, JobStatus, NodeKind, NodeRef
-from osprey_control.registry.observation import JobObservation
+from osprey_control.registry import Backend, JobObservation, JobStatus, NodeKind, NodeRef
 
 __all__ = [
-    "DiscoveryProblem",
     "SlurmDiscovery",
+    "SlurmDiscoveryProblem",
     "SlurmObservation",
     "discover",
-    "job_gpus",
-    "job_nodes",
-    "job_state",
-    "job_status",
     "native_id",
     "parse_native_id",
 ]
@@ -211,7 +206,7 @@ class SlurmObservation:
 
 
 @dataclass(frozen=True)
-class DiscoveryProblem:
+class SlurmDiscoveryProblem:
     """A marked job Osprey cannot manage, and why (reported, never fatal)."""
 
     cluster: str
@@ -226,7 +221,7 @@ class DiscoveryProblem:
 class SlurmDiscovery:
     cluster: str
     observations: list[SlurmObservation] = field(default_factory=list)
-    problems: list[DiscoveryProblem] = field(default_factory=list)
+    problems: list[SlurmDiscoveryProblem] = field(default_factory=list)
     unmanaged: int = 0  # jobs without the marker
 
     def to_dict(self) -> dict[str, Any]:
@@ -265,7 +260,7 @@ def discover(
         try:
             block = block_from_comment(str(listed.get("comment") or ""), strict=False)
         except OspreyBlockError as error:
-            result.problems.append(DiscoveryProblem(cluster, job_id, str(error)))
+            result.problems.append(SlurmDiscoveryProblem(cluster, job_id, str(error)))
             continue
         if block is None:
             result.unmanaged += 1

@@ -16,8 +16,7 @@ from __future__ import annotations
 from osprey_control.backends.slurm.client import SlurmClient
 from osprey_control.backends.slurm.discovery import job_state, parse_native_id
 from osprey_control.backends.slurm.marker import block_from_comment
-from osprey_control.gang.backend import NoRequeue, NotOptedInError
-from osprey_control.gang.decision import Readiness
+from osprey_control.gang import NoRequeue, NotOptedInError, Readiness
 
 __all__ = ["SlurmGang", "slurm_readiness"]
 

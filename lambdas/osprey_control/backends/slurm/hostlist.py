@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["expand_hostlist", "split_top_level"]
+__all__: list[str] = []
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 _MAX_NAMES = 100_000  # a hostlist bigger than any cluster is an error, not a memory blow-up

@@ -28,15 +28,7 @@ from typing import Any, Protocol
 from osprey_control.aws import client_for
 from osprey_control.errors import classified
 
-__all__ = [
-    "CLUSTER_TAG",
-    "FILTER_CHUNK",
-    "Ec2InstanceMap",
-    "Instance",
-    "InstanceMap",
-    "StaticInstanceMap",
-    "node_address",
-]
+__all__ = ["Ec2InstanceMap", "Instance", "InstanceMap", "StaticInstanceMap"]
 
 CLUSTER_TAG = "parallelcluster:cluster-name"
 FILTER_CHUNK = 200  # values per DescribeInstances filter, well under its limits

@@ -26,7 +26,7 @@ from osprey_control.contract import (
     to_tags,
 )
 
-__all__ = ["MARKER_PREFIX", "block_from_comment", "comment_with_marker", "marker", "marker_fields"]
+__all__ = ["block_from_comment", "comment_with_marker", "marker"]
 
 MARKER_PREFIX = "osprey:"
 _SEPARATORS = re.compile(r"[,;\s]+")
