@@ -1,6 +1,6 @@
 """The job registry: what Osprey knows about every job it manages, and the only owner of its DynamoDB table.
 
-The model (jobs, keys, items, observations) is pure and loaded with this front; the adapters that reach
+The model (jobs, keys, observations) is loaded with this front; the item codec and the adapters that reach
 DynamoDB (``JobRegistry``, the lease and its fence, shards, plans, shares, gang items, collections) are loaded on
 first use, so a pure caller (the planner, the gang decision, the simulator) never loads AWS code for a
 ``JobKey``. Both are imported from here: ``from osprey_control.registry import JobKey, JobRegistry``.
@@ -11,13 +11,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
-from osprey_control.registry.items import (
-    format_time,
-    parse_time,
-    record_to_item,
-    shard_of,
-)
 from osprey_control.registry.keys import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,
@@ -46,10 +39,12 @@ from osprey_control.registry.model import (
 from osprey_control.registry.observation import JobObservation, ObservationStore
 
 if TYPE_CHECKING:
+    from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
     from osprey_control.registry.collections import CollectionStore
     from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry, VersionConflictError
     from osprey_control.registry.fence import Fence, FenceLostError
     from osprey_control.registry.gangs import GangItems, StaleGangStateError
+    from osprey_control.registry.items import format_time, parse_time, record_to_item, shard_of
     from osprey_control.registry.lease import LEASE_PK, CycleLease, LeaseState
     from osprey_control.registry.plans import PlanItems, ProgressUpdate
     from osprey_control.registry.shards import plan_shards
@@ -106,6 +101,11 @@ __all__ = [
 
 # Name -> the module that defines it, for the adapters loaded on first use (PEP 562).
 _ADAPTERS: dict[str, str] = {
+    "format_time": "osprey_control.registry.items",
+    "parse_time": "osprey_control.registry.items",
+    "record_to_item": "osprey_control.registry.items",
+    "shard_of": "osprey_control.registry.items",
+    "MAX_KEYS_PER_BATCH_GET": "osprey_control.registry.batch",
     "CollectionStore": "osprey_control.registry.collections",
     "CycleLease": "osprey_control.registry.lease",
     "DEFAULT_SHARDS": "osprey_control.registry.dynamodb",
