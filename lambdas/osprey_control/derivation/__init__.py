@@ -16,6 +16,7 @@ from osprey_control.derivation.custom import (
 from osprey_control.derivation.engine import (
     CompiledPolicy,
     Decision,
+    PolicyLookup,
     Reason,
     RuleExplanation,
     compile_policy,
@@ -53,6 +54,7 @@ __all__ = [
     "JobMetrics",
     "MetricsFileError",
     "NodeMetrics",
+    "PolicyLookup",
     "ProgressReport",
     "Reason",
     "RecordedAnswers",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from osprey_control.derivation.custom import (
     CustomRuleCall,
@@ -23,7 +23,15 @@ from osprey_control.derivation.custom import (
 from osprey_control.derivation.inputs import JobMetrics
 from osprey_control.policy import Aggregation, BuiltinRule, CustomRuleEntry, PriorityDerivationPolicy, Scaling
 
-__all__ = ["CompiledPolicy", "Decision", "Reason", "RuleExplanation", "compile_policy", "derive"]
+__all__ = [
+    "CompiledPolicy",
+    "Decision",
+    "PolicyLookup",
+    "Reason",
+    "RuleExplanation",
+    "compile_policy",
+    "derive",
+]
 
 Reason = Literal["derived", "damped", "deadband", "no-data"]
 
@@ -69,6 +77,13 @@ class CompiledPolicy:
     initial_priority: int
     max_priority_change: int
     deadband: float
+
+
+class PolicyLookup(Protocol):
+    """Compiled policies by name, as the collect and derive steps read them (the deployed ones:
+    ``osprey_control.policy_store.PolicySource``); ``get`` raises LookupError for a name not deployed."""
+
+    def get(self, name: str) -> CompiledPolicy: ...
 
 
 def compile_policy(policy: PriorityDerivationPolicy) -> CompiledPolicy:

@@ -18,7 +18,7 @@ from osprey_control.metrics.collector import (
     fetch_latest,
     fetch_points,
 )
-from osprey_control.metrics.needs import PolicyLookup, metrics_needed, needs_from_policies
+from osprey_control.metrics.needs import metrics_needed, needs_from_policies
 from osprey_control.metrics.queries import (
     QUERY_ID_PATTERN,
     Needs,
@@ -39,7 +39,6 @@ __all__ = [
     "CollectionResult",
     "CollectorConfig",
     "Needs",
-    "PolicyLookup",
     "SeriesSpec",
     "SnapshotError",
     "build_progress_series",

@@ -12,20 +12,13 @@ its Lambda receives them all in ``node_metrics`` (``osprey_control.derivation.cu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
-from osprey_control.derivation import CompiledPolicy, compile_policy
+from osprey_control.derivation import CompiledPolicy, PolicyLookup, compile_policy
 from osprey_control.metrics.queries import CLOUDWATCH_NODE_METRICS
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import JobRecord
 
-__all__ = ["PolicyLookup", "metrics_needed", "needs_from_policies"]
-
-
-class PolicyLookup(Protocol):
-    """What the derive step already has: ``get(name)`` or LookupError (``osprey_control.derive.PolicySource``)."""
-
-    def get(self, name: str) -> CompiledPolicy: ...
+__all__ = ["metrics_needed", "needs_from_policies"]
 
 
 def metrics_needed(policy: CompiledPolicy | PriorityDerivationPolicy) -> frozenset[str]:

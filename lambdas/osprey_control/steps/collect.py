@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from osprey_control.derivation import PolicyLookup
 from osprey_control.metrics import (
     CollectionResult,
-    PolicyLookup,
     collect,
     encode,
     needs_from_policies,

@@ -35,10 +35,10 @@ from typing import Any, Protocol
 from osprey_control.custom_rules import run_in_lanes
 from osprey_control.derivation import (
     INPUTS_KEY,
-    CompiledPolicy,
     CustomRuleInvoker,
     Decision,
     JobMetrics,
+    PolicyLookup,
     derive,
     summarize_inputs,
 )
@@ -86,10 +86,6 @@ class DecisionStore(Protocol):
         *,
         fence: Fence | None = None,
     ) -> Any: ...
-
-
-class PolicyLookup(Protocol):
-    def get(self, name: str) -> CompiledPolicy: ...
 
 
 @dataclass(frozen=True)
