@@ -19,7 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
-from osprey.local.fleet import DEFAULT_JOBS, load_at
+from osprey.local.fleet import DEFAULT_JOBS
+from osprey.local.loads import load_at
 from osprey.local.server import LocalAws, free_port
 from osprey.local.session import LocalState, bring_up
 

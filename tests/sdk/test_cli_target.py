@@ -19,8 +19,9 @@ from botocore import exceptions as botocore_errors
 from moto import mock_aws
 from typer.testing import CliRunner
 
+from osprey.cli.errors import TargetError, describe_error
 from osprey.cli.main import app
-from osprey.cli.target import TargetError, describe_error, find_job, resolve_target, running_local
+from osprey.cli.target import find_job, resolve_target, running_local
 from osprey_control.contract import parse_block
 from osprey_control.registry import Backend, JobStatus
 from osprey_control.registry.dynamodb import JobRegistry

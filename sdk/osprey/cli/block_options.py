@@ -9,16 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = [
-    "CoScheduleOption",
-    "ExpectedRuntimeOption",
-    "GangTimeoutOption",
-    "InitialPriorityOption",
-    "MinWorkersOption",
-    "block_options",
-    "fail",
-    "read_source",
-]
+__all__: list[str] = []
 
 CoScheduleOption = Annotated[
     bool | None,

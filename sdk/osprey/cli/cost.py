@@ -48,7 +48,7 @@ from osprey.cost.source import (
 )
 from osprey_control.wiring import REGISTRY_SHARDS_VARIABLE
 
-__all__ = ["cost_command", "parse_flags"]
+__all__: list[str] = []
 
 CYCLE_RANGE = (10, 86_400)
 MAX_COUNT = 1_000_000

@@ -22,7 +22,7 @@ from osprey_control.derivation import (
 )
 from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 
-__all__ = ["ScriptedInvoker", "derive_command", "parse_custom_options"]
+__all__: list[str] = []
 
 
 class ScriptedInvoker:

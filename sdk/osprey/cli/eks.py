@@ -26,7 +26,7 @@ from osprey.cli.block_options import (
 from osprey.eks import SUPPORTED_KINDS, annotate
 from osprey_control.contract import OspreyBlockError
 
-__all__ = ["annotate_command", "eks_app"]
+__all__: list[str] = []
 
 eks_app = typer.Typer(
     help="Kubernetes (EKS) manifests: add Osprey labels, annotations and environment.",

@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-__all__ = ["DEBUG_VARIABLE", "TargetError", "describe_error", "guarded"]
+__all__: list[str] = []
 
 DEBUG_VARIABLE = "OSPREY_DEBUG"
 

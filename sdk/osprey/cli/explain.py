@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from osprey.cli.errors import guarded
 from osprey.cli.jobs import JsonOption, apply_state, console, print_whole, stamp, summary
 from osprey.cli.render import dropped_line, gang_line, rules_table
 from osprey.cli.target import (
@@ -24,14 +25,13 @@ from osprey.cli.target import (
     ShardsOption,
     TableOption,
     find_job,
-    guarded,
     resolve_target,
 )
 from osprey.views import effective_weights
 from osprey_control.gang.store import GangStore
 from osprey_control.registry import ACTIVE_STATUSES
 
-__all__ = ["explain_command"]
+__all__: list[str] = []
 
 
 def _number(value: Any, digits: int = 2) -> str:

@@ -22,6 +22,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from osprey.cli.errors import TargetError, guarded
 from osprey.cli.jobs import console, print_whole, stamp
 from osprey.cli.render import dropped_line, rules_table
 from osprey.cli.target import (
@@ -30,14 +31,12 @@ from osprey.cli.target import (
     RegionOption,
     ShardsOption,
     TableOption,
-    TargetError,
     find_job,
-    guarded,
     resolve_target,
 )
 from osprey.views import decision_inputs, load_cell
 
-__all__ = ["SinceOption", "history_command", "history_events", "parse_since"]
+__all__: list[str] = []
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 SinceOption = Annotated[

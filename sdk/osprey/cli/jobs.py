@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from osprey.cli.errors import guarded
 from osprey.cli.target import (
     EndpointOption,
     ProfileOption,
@@ -38,7 +39,6 @@ from osprey.cli.target import (
     ShardsOption,
     TableOption,
     Target,
-    guarded,
     resolve_target,
 )
 from osprey.views import gang_details, human_duration
@@ -46,16 +46,7 @@ from osprey_control.gang import GangState
 from osprey_control.gang.store import GangStore
 from osprey_control.registry import MAX_TRANSIENT_APPLY_ATTEMPTS, Backend, JobRecord, JobStatus
 
-__all__ = [
-    "JsonOption",
-    "apply_state",
-    "console",
-    "jobs_command",
-    "list_rows",
-    "print_whole",
-    "stamp",
-    "summary",
-]
+__all__: list[str] = []
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 

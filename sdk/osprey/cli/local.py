@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from osprey.local.server import LocalAws
     from osprey.local.session import LocalState
 
-__all__ = ["local_app"]
+__all__: list[str] = []
 
 local_app = typer.Typer(
     help="Run Osprey on an embedded local AWS (moto) with a simulated GPU fleet.",

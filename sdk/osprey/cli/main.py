@@ -22,6 +22,7 @@ from osprey import __version__
 from osprey.cli.cost import cost_command
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
+from osprey.cli.errors import DEBUG_VARIABLE, describe_error
 from osprey.cli.explain import explain_command
 from osprey.cli.history import history_command
 from osprey.cli.jobs import jobs_command
@@ -30,9 +31,8 @@ from osprey.cli.plan import plan_command
 from osprey.cli.policy import policy_app
 from osprey.cli.simulate import simulate_command
 from osprey.cli.slurm import slurm_app
-from osprey.cli.target import DEBUG_VARIABLE, describe_error
 
-__all__ = ["GuardedGroup", "app", "main"]
+__all__: list[str] = []
 
 
 def _one_line(error: Exception) -> str:

@@ -46,7 +46,7 @@ from osprey_control.planner import (
     variants,
 )
 
-__all__ = ["plan_command"]
+__all__: list[str] = []
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -17,15 +17,7 @@ from rich.table import Table
 
 from osprey_control.planner import Calibration, Evaluation, PlanConfig, SearchResult, no_plan_reason
 
-__all__ = [
-    "calibration_line",
-    "console",
-    "describe",
-    "fail",
-    "plot_search",
-    "print_evaluated",
-    "print_search",
-]
+__all__: list[str] = []
 
 
 def console() -> Console:

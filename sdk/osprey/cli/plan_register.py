@@ -12,7 +12,7 @@ import typer
 from osprey.cli.plan_output import fail
 from osprey_control.planner import PlanConfig
 
-__all__ = ["register"]
+__all__: list[str] = []
 
 _REGISTER_FIELDS = {
     "current": "--evaluate",

@@ -15,8 +15,9 @@ from typing import Annotated
 
 import typer
 
+from osprey.cli.errors import guarded
 from osprey.cli.rollout import apply_command, diff_command, replay_command
-from osprey.cli.target import guarded, resolve_target
+from osprey.cli.target import resolve_target
 from osprey_control.policy import (
     DEFAULT_ALLOWED_PREFIX,
     RuleAllowList,
@@ -26,7 +27,7 @@ from osprey_control.policy import (
 )
 from osprey_control.wiring import CONFIG_PARAMETER
 
-__all__ = ["policy_app"]
+__all__: list[str] = []
 
 policy_app = typer.Typer(
     help="Validate policies, print their JSON Schema, and roll changes out to a deployment (diff, apply, replay).",

@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from osprey.views import dropped_rules, effective_weights, gang_cell, gang_details
+from osprey.views import dropped_rules, effective_weights
 from osprey_control.derivation import Decision, JobMetrics
 from osprey_control.gang import GangPhase, GangState
 
-__all__ = ["dropped_line", "gang_cell", "gang_details", "gang_line", "render_decision", "rules_table"]
+__all__: list[str] = []
 
 
 def _number(value: float | None, digits: int = 2) -> str:

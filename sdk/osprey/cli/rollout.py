@@ -24,6 +24,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from osprey.cli.errors import guarded
 from osprey.cli.history import SinceOption, parse_since
 from osprey.cli.jobs import console, print_whole
 from osprey.cli.target import (
@@ -33,7 +34,6 @@ from osprey.cli.target import (
     ShardsOption,
     TableOption,
     Target,
-    guarded,
     resolve_target,
 )
 from osprey.replay import replay_policy
@@ -46,7 +46,7 @@ from osprey_control.policy import (
     rule_arn_issues,
 )
 
-__all__ = ["apply_command", "diff_command", "replay_command"]
+__all__: list[str] = []
 
 FilesArgument = Annotated[
     list[Path], typer.Argument(help="Policy files, or directories of *.yaml / *.yml.", show_default=False)

@@ -40,7 +40,7 @@ from osprey.simulate import (
 )
 from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 
-__all__ = ["build_workload", "losses", "parse_schedulers", "simulate_command"]
+__all__: list[str] = []
 
 WORKLOADS = ("alibaba", "llm", "seed")
 DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}

@@ -22,7 +22,7 @@ from osprey.cli.block_options import (
 from osprey.slurm import annotate_script
 from osprey_control.contract import OspreyBlockError
 
-__all__ = ["annotate_command", "slurm_app"]
+__all__: list[str] = []
 
 slurm_app = typer.Typer(
     help="Slurm (ParallelCluster, HyperPod) batch scripts: add the Osprey marker and environment.",

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from osprey.cli.errors import DEBUG_VARIABLE, TargetError, describe_error, guarded
+from osprey.cli.errors import TargetError
 from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,
@@ -62,22 +62,7 @@ if TYPE_CHECKING:
     from osprey.local.session import LocalState
     from osprey_control.registry import JobRecord, JobRegistry
 
-__all__ = [
-    "DEBUG_VARIABLE",
-    "DEFAULT_SHARDS",
-    "EndpointOption",
-    "ProfileOption",
-    "RegionOption",
-    "ShardsOption",
-    "TableOption",
-    "Target",
-    "TargetError",
-    "describe_error",
-    "find_job",
-    "guarded",
-    "resolve_target",
-    "running_local",
-]
+__all__: list[str] = []
 
 DEFAULT_SHARDS = 16  # infra's registry_shards default (osprey:registryShards)
 _CLI_CLIENT_CONFIG: dict[str, Any] = {

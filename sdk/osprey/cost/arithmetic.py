@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-__all__ = ["TIMES", "Amount", "format_number", "money", "q"]
+__all__: list[str] = []
 
 TIMES = "\u00d7"  # the multiplication sign
 

@@ -18,14 +18,7 @@ from osprey_control.metrics import MAX_QUERIES_PER_CALL, Needs, build_progress_s
 from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef, shard_of
 from osprey_control.wiring import CWAGENT_DIMENSION, METRICS_NAMESPACE
 
-__all__ = [
-    "AgentMetrics",
-    "FleetShape",
-    "MetricLoad",
-    "agent_metrics",
-    "metric_load",
-    "synthetic_fleet",
-]
+__all__ = ["FleetShape", "agent_metrics", "metric_load", "synthetic_fleet"]
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 

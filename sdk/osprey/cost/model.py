@@ -44,16 +44,7 @@ from osprey_control.wiring import (
     PRIORITIES_APPLIED_METRIC,
 )
 
-__all__ = [
-    "CONTROL_PLANE_SERIES",
-    "SECONDS_PER_MONTH",
-    "Assumptions",
-    "CostLine",
-    "CostReport",
-    "CycleCounts",
-    "count_cycle",
-    "estimate",
-]
+__all__ = ["Assumptions", "CostLine", "CostReport", "estimate"]
 
 SECONDS_PER_MONTH = 30 * 86_400
 SHARD_MAP_STATE = "DeriveShards"

@@ -10,15 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-__all__ = [
-    "CUSTOM_METRIC_TIERS",
-    "PRICES",
-    "PRICES_DATE",
-    "PRICES_REGION",
-    "SOURCES",
-    "Price",
-    "custom_metric_tiers",
-]
+__all__ = ["PRICES", "PRICES_DATE", "SOURCES"]
 
 PRICES_DATE = "2026-12-03"
 PRICES_REGION = "us-east-1"

@@ -15,13 +15,7 @@ from osprey.checkout import find_checkout
 from osprey_control.policy import shipped_policy_dir
 from osprey_control.registry import JobRecord
 
-__all__ = [
-    "default_agent_config",
-    "default_template",
-    "load_json",
-    "shipped_needs",
-    "synthesize",
-]
+__all__ = ["default_agent_config", "default_template", "load_json", "synthesize"]
 
 
 def default_template() -> Path:

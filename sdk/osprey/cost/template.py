@@ -15,17 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "CYCLE_STATE_MACHINE_START",
-    "CycleWalk",
-    "Facts",
-    "FunctionInfo",
-    "TemplateError",
-    "TemplateFacts",
-    "definition_of",
-    "read_template",
-    "walk",
-]
+__all__ = ["TemplateError", "TemplateFacts", "read_template"]
 
 CYCLE_STATE_MACHINE_START = "AcquireLease"
 _MAX_STEPS = 100_000

@@ -19,7 +19,7 @@ from typing import Any
 
 from osprey_control.wiring import CONFIG_PARAMETER
 
-__all__ = ["ACCOUNT", "CdkDeployError", "cdk_available", "cdk_deploy", "make_executable", "published_config"]
+__all__ = ["CdkDeployError", "cdk_available"]
 
 ACCOUNT = "123456789012"  # moto's default account
 CDK_TIMEOUT_SECONDS = 900

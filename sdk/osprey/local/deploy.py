@@ -24,7 +24,7 @@ from typing import Any
 
 from osprey.local.template import Physical, Resolver
 
-__all__ = ["CREATED_TYPES", "LocalDeployment", "deploy_template", "placeholder_zip", "references"]
+__all__ = ["deploy_template"]
 
 ClientFactory = Callable[[str], Any]
 Creator = Callable[["_Context", str, dict[str, Any]], Physical]

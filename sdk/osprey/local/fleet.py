@@ -25,14 +25,10 @@ from typing import Any
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, GANG_WORKERS, kubernetes_gang
 from osprey.local.kubernetes import LocalKubernetes
 from osprey.local.loads import (
-    EKS_CLUSTER,
     EKS_NAMESPACE,
     GPUS_PER_NODE,
     FleetJob,
-    LoadSample,
     SeededJob,
-    Series,
-    load_at,
     sample_at,
     series_of,
 )
@@ -40,21 +36,7 @@ from osprey_control.contract import ENABLED_KUBERNETES, ENABLED_TAG, KUBERNETES,
 from osprey_control.registry import Backend, JobObservation, JobRegistry, JobStatus, NodeKind, NodeRef
 from osprey_control.wiring import CWAGENT_MEMORY_UTILIZATION_METRIC
 
-__all__ = [
-    "DEFAULT_JOBS",
-    "EKS_CLUSTER",
-    "EKS_NAMESPACE",
-    "KUEUE_API",
-    "SPOT_POLICY",
-    "FleetJob",
-    "LoadSample",
-    "SeededJob",
-    "Series",
-    "SimulatedFleet",
-    "load_at",
-    "sample_at",
-    "series_of",
-]
+__all__: list[str] = []
 
 ClientFactory = Callable[[str], Any]
 ENABLED_TAGS = {ENABLED_TAG: "true"}

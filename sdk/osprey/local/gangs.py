@@ -26,14 +26,7 @@ from typing import Any
 from osprey.local.kubernetes import LocalKubernetes
 from osprey_control.contract import parse_block, to_kubernetes
 
-__all__ = [
-    "GANG_TIMEOUT_SECONDS",
-    "GANG_WORKERS",
-    "gang_lines",
-    "kubernetes_gang",
-    "schedule_ready",
-    "start_watches",
-]
+__all__ = ["GANG_TIMEOUT_SECONDS", "gang_lines"]
 
 logger = logging.getLogger(__name__)
 ClientFactory = Callable[[str], Any]

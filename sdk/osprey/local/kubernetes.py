@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["API_PATH", "LocalKubernetes", "merge_patch", "selector_matches"]
+__all__: list[str] = []
 
 # /api/v1[/namespaces/NS]/PLURAL[/NAME] and /apis/GROUP/VERSION[/namespaces/NS]/PLURAL[/NAME]
 API_PATH = re.compile(

@@ -29,7 +29,7 @@ from typing import Any
 
 from osprey.checkout import find_checkout
 
-__all__ = ["EnvironmentConflictError", "InProcessLambdas", "LambdaContext", "clear_handler_caches"]
+__all__ = ["InProcessLambdas"]
 
 Handler = Callable[[Any, Any], Any]
 

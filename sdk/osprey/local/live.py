@@ -17,7 +17,7 @@ from osprey.views import load_cell
 if TYPE_CHECKING:
     from osprey.local.session import CycleResult
 
-__all__ = ["cycle_table", "run_live"]
+__all__ = ["run_live"]
 
 
 def _arrow(previous: object, priority: object) -> str:

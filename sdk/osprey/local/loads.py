@@ -50,19 +50,7 @@ from osprey_control.wiring import (
     SAGEMAKER_NAMESPACE,
 )
 
-__all__ = [
-    "EKS_CLUSTER",
-    "EKS_NAMESPACE",
-    "GPUS_PER_NODE",
-    "FleetJob",
-    "LoadSample",
-    "SeededJob",
-    "Series",
-    "load_at",
-    "policy_metrics",
-    "sample_at",
-    "series_of",
-]
+__all__: list[str] = []
 
 EKS_CLUSTER = "osprey-local"
 EKS_NAMESPACE = "ml"

@@ -43,19 +43,7 @@ from osprey_control.policy import (
 )
 from osprey_control.wiring import POLICY_PREFIX
 
-__all__ = [
-    "CHECK_JOB",
-    "DEMO_POLICY",
-    "DEMO_RULE_NAME",
-    "DEMO_RULE_SOURCE",
-    "RuleDeployError",
-    "apply_policy",
-    "check_rule",
-    "deploy_demo_rule",
-    "deploy_rule",
-    "handler_from_zip",
-    "rule_zip",
-]
+__all__: list[str] = []
 
 ClientFactory = Callable[[str], Any]
 DEMO_RULE_NAME = "osprey-rule-spot"

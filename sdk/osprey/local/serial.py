@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["is_lambda_invocation", "serialized_moto"]
+__all__ = ["serialized_moto"]
 
 _INVOCATION = re.compile(r"^https?://lambda\.[^/]+/2015-03-31/functions/[^/]+/invocations")
 

@@ -26,7 +26,7 @@ from osprey.local.lambdas import InProcessLambdas
 from osprey.local.serial import is_lambda_invocation
 from osprey.local.service_jobs import ServiceJobs
 
-__all__ = ["DEFAULT_PORT", "LocalAws", "endpoint_client", "free_port"]
+__all__ = ["DEFAULT_PORT", "LocalAws", "endpoint_client"]
 
 DEFAULT_PORT = 4599
 STOP_GRACE_SECONDS = 15.0

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["ServiceJob", "ServiceJobs"]
+__all__: list[str] = []
 
 Response = tuple[int, dict[str, str], str]
 _TERMINAL = frozenset({"SUCCEEDED", "FAILED"})

@@ -30,9 +30,10 @@ from typing import Any
 from osprey.checkout import find_checkout
 from osprey.local.cdk import ACCOUNT, cdk_deploy, make_executable, published_config
 from osprey.local.deploy import LocalDeployment, deploy_template
-from osprey.local.fleet import DEFAULT_JOBS, EKS_CLUSTER, EKS_NAMESPACE, KUEUE_API, SeededJob, SimulatedFleet
+from osprey.local.fleet import DEFAULT_JOBS, KUEUE_API, SimulatedFleet
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, schedule_ready, start_watches
 from osprey.local.kubernetes import LocalKubernetes
+from osprey.local.loads import EKS_CLUSTER, EKS_NAMESPACE, SeededJob
 from osprey.local.rules import deploy_demo_rule
 from osprey.local.server import LocalAws, endpoint_client
 from osprey.views import decision_inputs, gang_details
@@ -40,11 +41,9 @@ from osprey_control.gang.store import GangStore
 from osprey_control.wiring import DERIVED_PRIORITY_TAG
 
 __all__ = [
-    "CycleResult",
     "LocalState",
     "bring_up",
     "bring_up_with_cdk",
-    "cloud_assembly_dir",
     "read_decisions",
     "run_cycle",
     "state_path",

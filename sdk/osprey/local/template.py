@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LocalTemplateError", "Physical", "Resolver"]
+__all__: list[str] = []
 
 _SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
 

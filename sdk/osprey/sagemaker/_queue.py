@@ -38,7 +38,7 @@ from sagemaker.estimator import _TrainingJob
 
 from osprey_control.contract import OspreyBlock, batch_scheduling_priority, tags_as_dict
 
-__all__ = ["QueuedTrainingJob", "build_service_job_request", "submit_to_queue"]
+__all__ = ["build_service_job_request", "submit_to_queue"]
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from osprey.simulate.sim import JobRun, Scheduler
 
-__all__ = ["FairShare", "Fifo", "NoGang", "Oracle", "ShareUsage"]
+__all__ = ["FairShare", "Fifo", "NoGang", "Oracle"]
 
 
 class Fifo(Scheduler):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["Allocation", "SimulatedCluster"]
+__all__ = ["SimulatedCluster"]
 
 # (node index, GPUs taken on it)
 Allocation = list[tuple[int, int]]

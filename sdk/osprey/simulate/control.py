@@ -33,7 +33,7 @@ from osprey_control.metrics import DEFAULT_EVERY_N_CYCLES, is_due
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
 
-__all__ = ["OspreyControl"]
+__all__: list[str] = []
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -26,7 +26,7 @@ from osprey_control.gang import (
 )
 from osprey_control.policy import GangFallback, PriorityDerivationPolicy
 
-__all__ = ["GANG_TIMER", "SimulatedGangWatch"]
+__all__: list[str] = []
 
 GANG_TIMER = "gang-watch"
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

@@ -38,14 +38,7 @@ from osprey_control.contract import batch_scheduling_priority
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import Backend
 
-__all__ = [
-    "BATCH_MAX_SCHEDULING_PRIORITY",
-    "FairShareOsprey",
-    "KueueOsprey",
-    "Layered",
-    "SageMakerQueue",
-    "SageMakerQueueOsprey",
-]
+__all__ = ["FairShareOsprey", "KueueOsprey", "Layered", "SageMakerQueue", "SageMakerQueueOsprey"]
 
 BATCH_MAX_SCHEDULING_PRIORITY = 9999
 

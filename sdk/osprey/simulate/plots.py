@@ -12,7 +12,7 @@ from typing import Any
 from osprey.simulate.ledger import Sample
 from osprey.simulate.results import Result
 
-__all__ = ["binned", "plot_results"]
+__all__ = ["plot_results"]
 
 _BINS = 400  # points per curve: enough to see the shape, small PNGs
 # Schedulers often produce identical curves (e.g. fifo and nogang on single-worker jobs): a different dash

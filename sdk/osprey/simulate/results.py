@@ -10,7 +10,7 @@ from typing import Any
 from osprey.simulate.ledger import Sample
 from osprey.simulate.sim import Simulator, Status
 
-__all__ = ["Result", "percentile", "summarize"]
+__all__ = ["Result", "percentile"]
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:

@@ -45,7 +45,7 @@ from osprey_control.backends.slurm import DEFAULT_SLURM_PRIORITY_RANGE, SlurmPri
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import Backend
 
-__all__ = ["BF_MAX_JOB_TEST", "NATIVE_PRIORITY", "TIMEOUT", "Slurm", "SlurmOsprey"]
+__all__ = ["Slurm", "SlurmOsprey"]
 
 # slurm.conf SchedulerParameters=bf_max_job_test: pending jobs backfill considers per pass (Slurm's default).
 BF_MAX_JOB_TEST = 500

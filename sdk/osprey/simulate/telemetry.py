@@ -32,7 +32,7 @@ from osprey_control.derivation import (
     remaining_time_s,
 )
 
-__all__ = ["job_values", "node_metrics"]
+__all__: list[str] = []
 
 
 def _clamp(value: float, low: float, high: float) -> float:

@@ -27,16 +27,7 @@ from pathlib import Path
 
 from osprey.simulate.model import Job, SimulationError, StartupModel, Workload
 
-__all__ = [
-    "LLM_STARTUP",
-    "TRACE_DIR",
-    "homogeneous_nodes",
-    "llm_workload",
-    "read_alibaba",
-    "read_job_csv",
-    "read_node_list",
-    "seed_workload",
-]
+__all__ = ["TRACE_DIR", "homogeneous_nodes", "llm_workload", "read_alibaba", "read_job_csv", "seed_workload"]
 
 TRACE_DIR = Path(__file__).resolve().parent / "data"
 TRACE_FILE = "alibaba_openb2023_gpu_replay.csv"

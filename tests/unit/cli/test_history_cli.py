@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from typer.testing import CliRunner
 
+from osprey.cli.errors import TargetError
 from osprey.cli.history import parse_since
 from osprey.cli.main import app
-from osprey.cli.target import TargetError
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
