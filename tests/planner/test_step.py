@@ -27,6 +27,7 @@ from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 from osprey_control.steps import plan as plan_step
 from osprey_control.steps.plan import PlanStepConfig, run_plan_step
+from tests.lambda_context import lambda_context
 from tests.planner.conftest import TABLE, Aws
 
 NAMESPACE = "/aws/osprey"
@@ -358,7 +359,7 @@ def test_the_handler_runs_the_step_from_its_environment(aws: Aws, monkeypatch: p
     _job(aws, "llm")
     _degraded(aws, "llm")
     # When the state machine invokes it, then it returns the JSON summary of one written switch
-    result = plan_handler.handler({}, Context())  # type: ignore[arg-type]
+    result = plan_handler.handler({}, lambda_context("osprey-plan", 1024))
     assert (result["planned"], result["written"], result["errorCount"]) == (1, 1, 0)
     assert json.loads(json.dumps(result)) == result
     plan_handler._settings.cache_clear()

@@ -14,6 +14,7 @@ from osprey_control.backends.eks.discovery_run import run_discovery
 from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
 from tests.control.backends.eks.fake_k8s import FakeKubernetes
 from tests.control.backends.eks.objects import add_job, add_workload
+from tests.lambda_context import lambda_context
 
 
 @dataclass
@@ -71,5 +72,5 @@ def test_handler_sends_each_observation_to_the_sink_and_isolates_a_broken_cluste
     # And the Lambda entry reads its environment and uses the same path
     monkeypatch.setenv("OSPREY_EKS_CLUSTERS", "gpu")
     monkeypatch.setattr(entry, "_cached_connect", connector)
-    answer = entry.handler({}, _Context())  # type: ignore[arg-type]
+    answer = entry.handler({}, lambda_context("osprey-eks-discovery", 256))
     assert (answer["jobs"], answer["clusters"][0]["cluster"]) == (1, "gpu")

@@ -18,6 +18,7 @@ from osprey_control.steps.derive import derive_within
 from osprey_handlers import apply as apply_handler
 from tests.control.steps.cycle.conftest import NOW
 from tests.control.steps.cycle.test_apply_step import sagemaker_job
+from tests.lambda_context import lambda_context
 
 
 @dataclass
@@ -52,7 +53,7 @@ def test_apply_handler_writes_records_and_reports(
     ).report.to_dict()
 
     # When the apply Lambda runs with the Map state's output
-    answer = apply_handler.handler({"shards": [shard]}, Context())  # type: ignore[arg-type]
+    answer = apply_handler.handler({"shards": [shard]}, lambda_context("osprey-apply"))
 
     # Then the job is tagged, recorded as applied, and the answer and the metrics say so
     assert answer == {"applied": 1, "skipped": 0, "failed": 0, "failures": [], "writes": 1}
@@ -65,5 +66,5 @@ def test_apply_handler_writes_records_and_reports(
     assert counts == {"PrioritiesApplied": [1.0], "ApplyFailures": [0.0]}
 
     # And replaying the same shard output (a Step Functions retry) writes nothing
-    again = apply_handler.handler({"shards": [shard]}, Context())  # type: ignore[arg-type]
+    again = apply_handler.handler({"shards": [shard]}, lambda_context("osprey-apply"))
     assert again == {"applied": 0, "skipped": 0, "failed": 0, "failures": [], "writes": 0}

@@ -11,6 +11,7 @@ import pytest
 
 from osprey_handlers import derive as derive_handler
 from tests.control.steps.cycle.conftest import gpu_metrics, register
+from tests.lambda_context import lambda_context
 
 
 @dataclass
@@ -36,7 +37,7 @@ def test_handler_runs_one_shard(
     register(aws["registry"], "busy-job", "i-0busy")
     gpu_metrics(aws["cloudwatch"], "i-0busy", gpu=97.0, memory_bw=80.0)
 
-    result = derive_handler.handler({"shard": 0}, Context())  # type: ignore[arg-type]
+    result = derive_handler.handler({"shard": 0}, lambda_context("osprey-derive"))
 
     assert result["evaluated"] == 1
     assert result["failures"] == []

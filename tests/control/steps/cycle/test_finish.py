@@ -15,6 +15,7 @@ from osprey_control.registry.lease import CycleLease
 from osprey_control.telemetry import CycleSummary, MetricPoint, cycle_metrics, summarise_cycle
 from osprey_handlers import finish as finish_handler
 from tests.control.steps.cycle.conftest import NOW
+from tests.lambda_context import lambda_context
 
 HEALTHY = {
     "shard": 0,
@@ -161,7 +162,7 @@ def test_the_finish_handler_publishes_failed_shards_as_emf_and_logs_their_errors
 
     # When Finish runs
     try:
-        answer = finish_handler.handler(event, Context())  # type: ignore[arg-type]
+        answer = finish_handler.handler(event, lambda_context("osprey-finish"))
     finally:
         finish_handler._components.cache_clear()  # its client belongs to this test's moto context
 
