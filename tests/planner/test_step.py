@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -339,14 +338,6 @@ def test_the_plan_step_reads_four_series_per_job_on_the_lead_host(aws: Aws) -> N
         ("SlowestNodeSpeed", ("batch", "llm", "0")),
         ("StepTimeSeconds", ("batch", "llm", "0")),
     ]
-
-
-@dataclass
-class Context:
-    function_name: str = "osprey-plan"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-plan"
-    aws_request_id: str = "req-1"
 
 
 def test_the_handler_runs_the_step_from_its_environment(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:

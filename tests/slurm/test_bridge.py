@@ -9,7 +9,6 @@ import base64
 import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,14 +29,6 @@ from tests.slurm.cluster import LocalSlurm
 
 TABLE = "osprey-bridge-test"
 MARK = "--comment=" + marker(parse_block({"priority_derivation_profile": "training-policy"}))
-
-
-@dataclass
-class _Context:
-    function_name: str = "osprey-slurm-bridge"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-slurm-bridge"
-    aws_request_id: str = "req-1"
 
 
 class _InProcessLambda:

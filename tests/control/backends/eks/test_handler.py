@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,14 +14,6 @@ from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
 from tests.control.backends.eks.fake_k8s import FakeKubernetes
 from tests.control.backends.eks.objects import add_job, add_workload
 from tests.lambda_context import lambda_context
-
-
-@dataclass
-class _Context:
-    function_name: str = "osprey-eks-discovery"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-eks-discovery"
-    aws_request_id: str = "req-1"
 
 
 def test_environment_is_typed_and_errors_say_what_to_set() -> None:

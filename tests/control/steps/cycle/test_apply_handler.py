@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -19,17 +18,6 @@ from osprey_handlers import apply as apply_handler
 from tests.control.steps.cycle.conftest import NOW
 from tests.control.steps.cycle.test_apply_step import sagemaker_job
 from tests.lambda_context import lambda_context
-
-
-@dataclass
-class Context:
-    function_name: str = "osprey-apply"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-apply"
-    aws_request_id: str = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000  # a fresh invocation
 
 
 @pytest.fixture

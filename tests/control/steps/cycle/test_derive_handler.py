@@ -4,7 +4,6 @@ shard's changes and prints its metrics as EMF."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -12,17 +11,6 @@ import pytest
 from osprey_handlers import derive as derive_handler
 from tests.control.steps.cycle.conftest import gpu_metrics, register
 from tests.lambda_context import lambda_context
-
-
-@dataclass
-class Context:
-    function_name: str = "osprey-derive"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-derive"
-    aws_request_id: str = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000  # a fresh invocation of the 300 s function
 
 
 def test_handler_runs_one_shard(

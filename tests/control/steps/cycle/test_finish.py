@@ -5,7 +5,6 @@ published as FailedShards / FailedJobs > 0 and a cycle with a failed shard is no
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -128,14 +127,6 @@ def test_a_cycle_that_failed_before_its_shards_has_no_failed_shards_but_is_faile
     # Then nothing is invented, and the cycle counts as failed
     assert summary == CycleSummary("failed")
     assert _values(cycle_metrics(summary, 1.0))["CyclesFailed"] == 1.0
-
-
-@dataclass
-class Context:
-    function_name: str = "osprey-finish"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-finish"
-    aws_request_id: str = "req-1"
 
 
 def test_the_finish_handler_publishes_failed_shards_as_emf_and_logs_their_errors(
