@@ -40,7 +40,7 @@ from osprey_control.wiring import (
 )
 from osprey_infra.backends.batch import BatchBackend
 from osprey_infra.backends.eks import EksBackend
-from osprey_infra.backends.grantees import BackendGrantees
+from osprey_infra.backends.grantees import BackendFunctionInputs, BackendGrantees
 from osprey_infra.backends.sagemaker import SageMakerBackend
 from osprey_infra.backends.sagemaker_queue import QueueSettings, SageMakerQueueBackend
 from osprey_infra.backends.slurm import SlurmBridge
@@ -263,6 +263,8 @@ class OspreyControlPlane(Construct):
                 self, "SageMakerQueue", grantees=grantees, queue=queue
             )
         self.batch = BatchBackend(self, "Batch", grantees=grantees, enabled="batch" in config.backends)
+        # What the backends with functions of their own (EKS discovery, the Slurm bridge) build them from.
+        inputs = BackendFunctionInputs(grantees, table, environment, layer, code, POLICY_PREFIX)
         self.eks: EksBackend | None = None
         if "eks" in config.backends and config.eks_clusters:
             # The id the discovery function had as this construct's own child: its logical IDs stay.
@@ -270,12 +272,7 @@ class OspreyControlPlane(Construct):
                 self,
                 "EksDiscovery",
                 clusters=config.eks_clusters,
-                grantees=grantees,
-                table=table,
-                environment=environment,
-                layer=layer,
-                code=code,
-                policy_prefix=POLICY_PREFIX,
+                inputs=inputs,
             )
         # Slurm (context osprey:slurm): the bridge into the cluster's VPC; apply invokes it (docs/slurm.md).
         self.slurm: SlurmBridge | None = None
@@ -284,12 +281,7 @@ class OspreyControlPlane(Construct):
                 self,
                 "Slurm",
                 config=config.slurm,
-                grantees=grantees,
-                table=table,
-                environment=environment,
-                layer=layer,
-                code=code,
-                policy_prefix=POLICY_PREFIX,
+                inputs=inputs,
             )
 
     def functions(self) -> dict[str, OspreyFunction]:

@@ -1,12 +1,16 @@
 """Fixtures for control-plane tests: fake credentials so no test can reach a real AWS account, and moto's
 request dispatch serialised (its DynamoDB is not thread-safe and the derive step writes from threads; see
-``osprey.local.serial``, which ``osprey local`` and the end-to-end test use for the same reason)."""
+``osprey.local.serial``, which ``osprey local`` and the end-to-end test use for the same reason), and stubbed
+Batch and SageMaker clients (``batch``, ``sagemaker``: a client and its Stubber, every expected call made)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, Literal
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
 from osprey.local.serial import serialized_moto
 from osprey_control.backends.eks.client import KubernetesClient
@@ -30,6 +34,23 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+
+
+def _stubbed(service: Literal["batch", "sagemaker"]) -> Iterator[tuple[Any, Stubber]]:
+    client = boto3.client(service, region_name=REGION)
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+@pytest.fixture
+def batch() -> Iterator[tuple[Any, Stubber]]:
+    yield from _stubbed("batch")
+
+
+@pytest.fixture
+def sagemaker() -> Iterator[tuple[Any, Stubber]]:
+    yield from _stubbed("sagemaker")
 
 
 @pytest.fixture(autouse=True)

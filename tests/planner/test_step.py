@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +26,7 @@ from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 from osprey_control.steps import plan as plan_step
 from osprey_control.steps.plan import PlanStepConfig, run_plan_step
+from tests.lambda_context import lambda_context
 from tests.planner.conftest import TABLE, Aws
 
 NAMESPACE = "/aws/osprey"
@@ -340,14 +340,6 @@ def test_the_plan_step_reads_four_series_per_job_on_the_lead_host(aws: Aws) -> N
     ]
 
 
-@dataclass
-class Context:
-    function_name: str = "osprey-plan"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-plan"
-    aws_request_id: str = "req-1"
-
-
 def test_the_handler_runs_the_step_from_its_environment(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     from osprey_handlers import plan as plan_handler  # noqa: PLC0415
 
@@ -358,7 +350,7 @@ def test_the_handler_runs_the_step_from_its_environment(aws: Aws, monkeypatch: p
     _job(aws, "llm")
     _degraded(aws, "llm")
     # When the state machine invokes it, then it returns the JSON summary of one written switch
-    result = plan_handler.handler({}, Context())  # type: ignore[arg-type]
+    result = plan_handler.handler({}, lambda_context("osprey-plan", 1024))
     assert (result["planned"], result["written"], result["errorCount"]) == (1, 1, 0)
     assert json.loads(json.dumps(result)) == result
     plan_handler._settings.cache_clear()

@@ -9,7 +9,6 @@ import base64
 import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,18 +24,11 @@ from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.steps.apply import apply_cycle
 from osprey_handlers import slurm_discovery
+from tests.lambda_context import lambda_context
 from tests.slurm.cluster import LocalSlurm
 
 TABLE = "osprey-bridge-test"
 MARK = "--comment=" + marker(parse_block({"priority_derivation_profile": "training-policy"}))
-
-
-@dataclass
-class _Context:
-    function_name: str = "osprey-slurm-bridge"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-slurm-bridge"
-    aws_request_id: str = "req-1"
 
 
 class _InProcessLambda:
@@ -48,7 +40,7 @@ class _InProcessLambda:
     def invoke(self, FunctionName: str, Payload: bytes) -> dict[str, Any]:  # noqa: N803 - boto3's names
         event = json.loads(Payload)
         self.calls.append({"function": FunctionName, "event": event})
-        answer = slurm_discovery.handler(event, _Context())  # type: ignore[arg-type]
+        answer = slurm_discovery.handler(event, lambda_context("osprey-slurm-bridge", 256))
         return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
 
 
@@ -86,7 +78,7 @@ def test_the_bridge_discovers_into_the_registry_and_applies_what_the_apply_step_
     first = clean.sbatch("-N4", "--exclusive", "-t", "5", MARK, wrap="sleep 300")
     second = clean.sbatch("-N4", "--exclusive", "-t", "5", MARK, wrap="sleep 300")
     # When the bridge's scheduled discovery runs
-    summary = slurm_discovery.handler({"action": "discover"}, _Context())  # type: ignore[arg-type]
+    summary = slurm_discovery.handler({"action": "discover"}, lambda_context("osprey-slurm-bridge", 256))
     # Then both jobs are in the registry (the blocker has no marker)
     assert (summary["jobs"], summary["recorded"], summary["unmanaged"]) == (2, 2, 1)
     keys = [JobKey(Backend.SLURM, f"{clean.cluster}/{job}") for job in (first, second)]

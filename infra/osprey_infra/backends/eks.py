@@ -11,16 +11,14 @@ watch; inside each cluster, each role's Kubernetes group decides what it may do 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from osprey_control.wiring import EKS_CLUSTERS_VARIABLE, POLICY_PREFIX_VARIABLE
-from osprey_infra.backends.grantees import BackendGrantees
+from osprey_infra.backends.grantees import BackendFunctionInputs
 from osprey_infra.function import OspreyFunction
 from osprey_infra.permissions import grant_policy_reads
 from osprey_infra.table_access import EKS_DISCOVERY, grant_table_access
@@ -37,12 +35,7 @@ class EksBackend(Construct):
         construct_id: str,
         *,
         clusters: Sequence[str],
-        grantees: BackendGrantees,
-        table: dynamodb.ITable,
-        environment: Mapping[str, str],
-        layer: lambda_.ILayerVersion,
-        code: lambda_.Code,
-        policy_prefix: str,
+        inputs: BackendFunctionInputs,
     ) -> None:
         super().__init__(scope, construct_id)
         # "Default" adds nothing to the logical IDs: the function keeps those it had as the control plane's
@@ -53,17 +46,17 @@ class EksBackend(Construct):
             handler_module="eks_discovery",
             description="Osprey: discover Osprey jobs on EKS",
             environment={
-                **environment,
+                **inputs.environment,
                 EKS_CLUSTERS_VARIABLE: ",".join(clusters),
-                POLICY_PREFIX_VARIABLE: policy_prefix,
+                POLICY_PREFIX_VARIABLE: inputs.policy_prefix,
             },
-            layer=layer,
-            code=code,
+            layer=inputs.layer,
+            code=inputs.code,
             timeout_seconds=120,
         )
-        grant_table_access(table, self.discovery.role, EKS_DISCOVERY)
-        grant_policy_reads(self.discovery, policy_prefix)
-        grantees.gangs.allow_start(self.discovery.function)
+        grant_table_access(inputs.table, self.discovery.role, EKS_DISCOVERY)
+        grant_policy_reads(self.discovery, inputs.policy_prefix)
+        inputs.grantees.gangs.allow_start(self.discovery.function)
         stack = cdk.Stack.of(self)
         describe = iam.PolicyStatement(
             actions=["eks:DescribeCluster"],
@@ -71,5 +64,5 @@ class EksBackend(Construct):
                 stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in clusters
             ],
         )
-        for role in (self.discovery.role, grantees.apply.role, grantees.gangs.watch.role):
+        for role in (self.discovery.role, inputs.grantees.apply.role, inputs.grantees.gangs.watch.role):
             role.add_to_principal_policy(describe)

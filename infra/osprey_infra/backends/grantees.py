@@ -7,14 +7,16 @@ GangWatch` and :class:`~osprey_infra.function.OspreyFunction` have them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 
 from osprey_infra.permissions import FunctionGrantee, Grantee
 
-__all__ = ["BackendGrantees", "GangWatches"]
+__all__ = ["BackendFunctionInputs", "BackendGrantees", "GangWatches"]
 
 
 class GangWatches(Protocol):
@@ -35,3 +37,17 @@ class BackendGrantees:
     ingest: Grantee
     apply: FunctionGrantee
     gangs: GangWatches
+
+
+@dataclass(frozen=True)
+class BackendFunctionInputs:
+    """What a backend with functions of its own (EKS discovery, the Slurm bridge) builds them from: the
+    registry ``table``, the control plane's shared ``environment``, ``layer`` and ``code``, the SSM
+    ``policy_prefix`` they read policies under, and the ``grantees`` that call the backend."""
+
+    grantees: BackendGrantees
+    table: dynamodb.ITable
+    environment: Mapping[str, str]
+    layer: lambda_.ILayerVersion
+    code: lambda_.Code
+    policy_prefix: str

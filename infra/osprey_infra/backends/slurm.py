@@ -22,10 +22,8 @@ SlurmBridgeConfig`). It adds:
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
 
 import aws_cdk as cdk
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -43,7 +41,7 @@ from osprey_control.wiring import (
     SLURM_URL_VARIABLE,
     SLURM_USER_VARIABLE,
 )
-from osprey_infra.backends.grantees import BackendGrantees
+from osprey_infra.backends.grantees import BackendFunctionInputs, BackendGrantees
 from osprey_infra.function import OspreyFunction
 from osprey_infra.nag import acknowledge_wildcard
 from osprey_infra.permissions import grant_policy_reads
@@ -83,12 +81,7 @@ class SlurmBridge(Construct):
         construct_id: str,
         *,
         config: SlurmBridgeConfig,
-        grantees: BackendGrantees,
-        table: dynamodb.ITable,
-        environment: Mapping[str, str],
-        layer: lambda_.ILayerVersion,
-        code: lambda_.Code,
-        policy_prefix: str,
+        inputs: BackendFunctionInputs,
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
@@ -131,17 +124,17 @@ class SlurmBridge(Construct):
             handler_module="slurm_discovery",
             description=f"Osprey: Slurm bridge to {config.cluster_name} (discovery and priorities)",
             environment={
-                **environment,
+                **inputs.environment,
                 SLURM_URL_VARIABLE: config.url,
                 SLURM_CLUSTER_VARIABLE: config.cluster_name,
                 SLURM_TOKEN_SECRET_VARIABLE: config.token_secret_arn,
                 SLURM_USER_VARIABLE: config.user,
                 SLURM_PRIORITY_RANGE_VARIABLE: config.priority_range,
                 SLURM_INSTANCE_TAG_VARIABLE: config.instance_tag,
-                POLICY_PREFIX_VARIABLE: policy_prefix,
+                POLICY_PREFIX_VARIABLE: inputs.policy_prefix,
             },
-            layer=layer,
-            code=code,
+            layer=inputs.layer,
+            code=inputs.code,
             timeout_seconds=60,
         )
         function = self.bridge.function
@@ -168,7 +161,7 @@ class SlurmBridge(Construct):
                 actions=["secretsmanager:GetSecretValue"], resources=[config.token_secret_arn]
             )
         )
-        grant_table_access(table, role, SLURM_BRIDGE)
+        grant_table_access(inputs.table, role, SLURM_BRIDGE)
         self.schedule = events.Rule(
             self,
             "Discovery",
@@ -182,7 +175,7 @@ class SlurmBridge(Construct):
                 )
             ],
         )
-        self._connect(grantees, policy_prefix)
+        self._connect(inputs.grantees, inputs.policy_prefix)
         acknowledge_wildcard(
             role,
             "*",

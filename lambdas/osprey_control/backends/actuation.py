@@ -33,8 +33,10 @@ __all__ = [
     "ClientApplier",
     "GuardedApplier",
     "Housekeeper",
+    "LiveJob",
     "Outcome",
     "PriorityChange",
+    "ReadThenWriteApplier",
     "apply_all",
     "failure",
     "is_enabled",
@@ -212,6 +214,58 @@ class ClientApplier:
 
     def _apply_one(self, change: PriorityChange, report: ApplyReport) -> ApplyResult:
         raise NotImplementedError(f"{type(self).__name__} must implement _apply_one or override apply")
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    """What a :class:`ReadThenWriteApplier` read of one job: its tags (where ``osprey:enabled`` is), the native
+    value in place and the one Osprey's priority maps to, and what the write needs (``handle``, e.g. an ARN)."""
+
+    tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None
+    current: str | None
+    target: str
+    handle: Any = None
+    skip: str | None = None  # why the job must not be written although it opted in (e.g. it has finished)
+
+
+class ReadThenWriteApplier(ClientApplier):
+    """An applier with one read and at most one write per job (SageMaker tags, Batch service jobs).
+
+    The read comes first because that is where ``osprey:enabled`` is checked, and a value already in place is
+    not written again. Subclasses implement :meth:`_read` and :meth:`_write` and name both calls in failures.
+    """
+
+    def _read(self, change: PriorityChange) -> LiveJob:
+        raise NotImplementedError(f"{type(self).__name__} must implement _read")
+
+    def _write(self, change: PriorityChange, live: LiveJob) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _write")
+
+    def _reading(self, change: PriorityChange) -> str:
+        return f"reading job {change.record.native_id}"
+
+    def _writing(self, change: PriorityChange) -> str:
+        return f"writing job {change.record.native_id}"
+
+    def _apply_one(self, change: PriorityChange, report: ApplyReport) -> ApplyResult:
+        key, priority = change.record.key, change.priority
+        try:
+            live = self._read(change)
+        except Exception as error:  # one job's failure must not stop the others
+            return failure(change, error, self._reading(change))
+        if not is_enabled(live.tags):
+            return ApplyResult(key, Outcome.SKIPPED, priority, NOT_ENABLED)
+        if live.skip is not None:
+            return ApplyResult(key, Outcome.SKIPPED, priority, live.skip)
+        if live.current == live.target:
+            return ApplyResult(key, Outcome.APPLIED, priority, "already set", native_value=live.target)
+        try:
+            self._write(change, live)
+        except Exception as error:  # one job's failure must not stop the others
+            return failure(change, error, self._writing(change))
+        finally:
+            report.writes += 1
+        return ApplyResult(key, Outcome.APPLIED, priority, "written", native_value=live.target)
 
 
 def apply_all(changes: Sequence[PriorityChange], appliers: Iterable[Applier]) -> ApplyReport:

@@ -19,7 +19,7 @@ from osprey_control.backends.events import JobEvents
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend, JobRecord, NodeRef
 
-__all__ = ["BackendDriver", "Deployment", "EventDriver", "RuntimeNaming"]
+__all__ = ["BackendDriver", "Deployment", "EventBackend", "EventDriver", "RuntimeNaming"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +99,27 @@ class EventDriver(BackendDriver, Protocol):
     ``events``. EKS and Slurm discover their jobs instead and have none."""
 
     events: JobEvents
+
+
+@dataclass
+class EventBackend:
+    """The :class:`EventDriver` of an AWS backend recognised from its EventBridge events (SageMaker, SageMaker
+    through a Batch queue, Batch): all it adds to its events and runtime naming is how to build its applier and
+    its gang adapter from the deployment, so each front passes those two instead of writing a driver class.
+
+    Not frozen: :class:`BackendDriver` declares ``backend`` and ``recognition`` as plain attributes.
+    """
+
+    backend: Backend
+    events: JobEvents  # how ingest reads its events
+    # How the in-job runtime names its jobs and hosts (the collector queries those names).
+    runtime: RuntimeNaming
+    build_applier: Callable[[Deployment], Applier]
+    build_gang: Callable[[WatchJob, Deployment], GangBackend]
+    recognition: str = "events"
+
+    def applier(self, deployment: Deployment) -> Applier:
+        return self.build_applier(deployment)
+
+    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
+        return self.build_gang(job, deployment)

@@ -4,10 +4,8 @@ real service model; moto has no service jobs and jumps SageMaker jobs straight t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 
@@ -17,22 +15,6 @@ from osprey_control.backends.sagemaker_queue import SageMakerQueuedGang
 from osprey_control.gang import NotOptedInError, Readiness
 
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-job/llm-pretrain"
-
-
-@pytest.fixture
-def sagemaker() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("sagemaker", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
-
-
-@pytest.fixture
-def batch() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("batch", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 def _training_job(status: str, secondary: str, hosts: int = 4) -> dict[str, Any]:

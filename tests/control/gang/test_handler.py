@@ -19,15 +19,9 @@ from osprey_control.steps.gang_start import register_gang, start_watch
 from osprey_control.steps.gang_watch import execution_name
 from osprey_handlers import gang_watch
 from tests.control.gang.conftest import TABLE
+from tests.lambda_context import lambda_context
 
 SETTINGS = GangSettings(timeout_seconds=120, required_min_workers=100, fallback=GangFallback.FAIL)
-
-
-class _Context:
-    function_name = "osprey-gang-watch"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:osprey-gang-watch"
-    aws_request_id = "req-1"
 
 
 @pytest.fixture
@@ -60,7 +54,7 @@ def test_a_job_that_already_ended_ends_its_watch(
         "settings": {"timeoutSeconds": 120, "requiredMinWorkers": 100, "fallback": "fail"},
     }
     # When the watch step runs
-    result = gang_watch.handler(event, _Context())  # type: ignore[arg-type]
+    result = gang_watch.handler(event, lambda_context("osprey-gang-watch", 256))
     # Then the watch is over, nothing was stopped, and the state is in the registry
     assert result["done"] is True
     assert result["action"] == "none"
@@ -74,7 +68,7 @@ def test_a_job_that_already_ended_ends_its_watch(
 def test_an_invalid_watch_input_names_the_field(handler_env: Any) -> None:
     event = {"job": {"backend": "lsf", "nativeId": "x"}, "policy": "training", "settings": {}}
     with pytest.raises(ValidationError, match=r"job\.backend"):
-        gang_watch.handler(event, _Context())  # type: ignore[arg-type]
+        gang_watch.handler(event, lambda_context("osprey-gang-watch", 256))
 
 
 def test_a_duplicate_registration_starts_no_second_watch(handler_env: Any) -> None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from moto import mock_aws
 
 from osprey_control.registry.dynamodb import JobRegistry
+from tests.lambda_context import lambda_context
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 TABLE = "osprey-jobs-ingest"
@@ -53,14 +54,9 @@ def item_count(dynamodb: Any) -> int:
     return count
 
 
-@dataclass
-class Context:
-    """The parts of a Lambda context Powertools reads."""
-
-    function_name: str = "osprey-ingest"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-ingest"
-    aws_request_id: str = "6f6a3b7e-0000-4000-8000-000000000000"
+def ingest_context() -> LambdaContext:
+    """The context of a fresh invocation of the ingest function."""
+    return lambda_context("osprey-ingest", 256, "6f6a3b7e-0000-4000-8000-000000000000")
 
 
 def sqs_batch(*bodies: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from osprey_control.ingest import SettingsError
 from osprey_control.ingest.settings import IngestSettings
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
-from tests.control.ingest.conftest import BATCH, SAGEMAKER, TABLE, Context, load_event, sqs_batch
+from tests.control.ingest.conftest import BATCH, SAGEMAKER, TABLE, ingest_context, load_event, sqs_batch
 
 
 def _batch_event(job_id: str) -> str:
@@ -30,7 +30,7 @@ def test_malformed_record_is_skipped_and_the_rest_succeed(ingest_module: Any, re
     del broken["detail"]
     event = sqs_batch(_batch_event("job-1"), "{not json", json.dumps(broken), _batch_event("job-2"))
     # When the Lambda runs
-    response = ingest_module.handler(event, Context())
+    response = ingest_module.handler(event, ingest_context())
     # Then no record is reported failed, and both good jobs are registered
     assert response == {"batchItemFailures": []}
     assert {record.native_id for record in registry.list_active()} == {"job-1", "job-2"}
@@ -52,7 +52,7 @@ def test_throttled_write_fails_only_that_record(
     client.meta.events.register("before-parameter-build.dynamodb.PutItem", throttle)
     event = sqs_batch(_batch_event("job-1"), _batch_event("job-2"), json.dumps(load_event(SAGEMAKER)))
     # When the Lambda runs
-    response = ingest_module.handler(event, Context())
+    response = ingest_module.handler(event, ingest_context())
     # Then only job-2's message is returned for redelivery; the others are recorded
     assert response == {"batchItemFailures": [{"itemIdentifier": "message-1"}]}
     assert registry.get(JobKey(Backend.BATCH, "job-1")) is not None

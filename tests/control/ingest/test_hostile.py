@@ -18,7 +18,15 @@ from osprey_control.ingest import DropReason
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.telemetry import MetricPoint
-from tests.control.ingest.conftest import BATCH, EVENTS, SAGEMAKER, TABLE, Context, load_event, sqs_batch
+from tests.control.ingest.conftest import (
+    BATCH,
+    EVENTS,
+    SAGEMAKER,
+    TABLE,
+    ingest_context,
+    load_event,
+    sqs_batch,
+)
 
 HOSTILE = EVENTS / "hostile"
 CASES = sorted(HOSTILE.glob("*.json"))
@@ -95,7 +103,7 @@ def test_a_hostile_event_is_dropped_and_the_good_records_of_its_batch_are_record
     monkeypatch.setattr(ingest_module, "publish", publish)
     good_sagemaker, good_batch = _good_bodies()
     # When the ingest Lambda runs
-    response = ingest_module.handler(sqs_batch(good_sagemaker, _body(case), good_batch), Context())
+    response = ingest_module.handler(sqs_batch(good_sagemaker, _body(case), good_batch), ingest_context())
     # Then no record is returned for redelivery (0 redeliveries of the hostile one)
     assert response == {"batchItemFailures": []}
     # And the registry holds the two good jobs, each written once, and nothing else (0 bad writes)
@@ -120,7 +128,7 @@ def test_dropped_events_are_published_as_emf(ingest_module: Any, capsys: pytest.
         for name in ("body_not_json", "body_empty", "sagemaker_5000_hosts")
     ]
     # When the ingest Lambda runs
-    ingest_module.handler(sqs_batch(*bodies), Context())
+    ingest_module.handler(sqs_batch(*bodies), ingest_context())
     # Then stdout holds EMF records of EventsDropped per reason in Osprey's namespace
     documents = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     counts = {document["Reason"]: document["EventsDropped"] for document in documents}

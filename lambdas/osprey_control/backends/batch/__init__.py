@@ -7,7 +7,6 @@ the node jobs of a multi-node parallel job (:mod:`.gang`).
 
 from __future__ import annotations
 
-from osprey_control.backends.actuation import Applier
 from osprey_control.backends.batch.applier import (
     MAX_WEIGHT,
     MIN_WEIGHT,
@@ -18,8 +17,7 @@ from osprey_control.backends.batch.applier import (
 from osprey_control.backends.batch.events import EVENTS
 from osprey_control.backends.batch.gang import BatchGang, batch_readiness
 from osprey_control.backends.batch.naming import BATCH_RUNTIME
-from osprey_control.backends.driver import Deployment
-from osprey_control.gang import GangBackend, WatchJob
+from osprey_control.backends.driver import EventBackend
 from osprey_control.registry import Backend
 
 __all__ = [
@@ -34,19 +32,11 @@ __all__ = [
 ]
 
 
-class _BatchDriver:
-    backend = Backend.BATCH
-    recognition = "events"
-    events = EVENTS  # how ingest reads its events (.events)
-    # How the in-job runtime names its jobs and hosts (the collector queries those names).
-    runtime = BATCH_RUNTIME
-
-    def applier(self, deployment: Deployment) -> Applier:
-        # The registry's share ledger lets the applier prune the shares of finished jobs.
-        return BatchShareApplier(deployment.client("batch"), deployment.share_ledger)
-
-    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
-        return BatchGang(job.native_id, client=deployment.client("batch"))
-
-
-DRIVER = _BatchDriver()
+DRIVER = EventBackend(
+    Backend.BATCH,
+    EVENTS,
+    BATCH_RUNTIME,
+    # The registry's share ledger lets the applier prune the shares of finished jobs.
+    build_applier=lambda deployment: BatchShareApplier(deployment.client("batch"), deployment.share_ledger),
+    build_gang=lambda job, deployment: BatchGang(job.native_id, client=deployment.client("batch")),
+)

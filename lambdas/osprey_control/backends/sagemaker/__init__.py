@@ -7,14 +7,12 @@ all-or-nothing readiness and StopTrainingJob (:mod:`.gang`).
 
 from __future__ import annotations
 
-from osprey_control.backends.actuation import Applier
-from osprey_control.backends.driver import Deployment
+from osprey_control.backends.driver import EventBackend
 from osprey_control.backends.sagemaker.applier import TrainingJobTagApplier
 from osprey_control.backends.sagemaker.events import EVENTS, MAX_NAME
 from osprey_control.backends.sagemaker.gang import SageMakerGang, instance_count, sagemaker_readiness
 from osprey_control.backends.sagemaker.hosts import sagemaker_hosts
 from osprey_control.backends.sagemaker.naming import SAGEMAKER_RUNTIME, SageMakerRuntimeNames
-from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
 __all__ = [
@@ -29,18 +27,10 @@ __all__ = [
 ]
 
 
-class _SageMakerDriver:
-    backend = Backend.SAGEMAKER
-    recognition = "events"
-    events = EVENTS  # how ingest reads its events (.events)
-    # How the in-job runtime names its jobs and hosts (the collector queries those names).
-    runtime = SAGEMAKER_RUNTIME
-
-    def applier(self, deployment: Deployment) -> Applier:
-        return TrainingJobTagApplier(deployment.client("sagemaker"))
-
-    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
-        return SageMakerGang(job.native_id, client=deployment.client("sagemaker"))
-
-
-DRIVER = _SageMakerDriver()
+DRIVER = EventBackend(
+    Backend.SAGEMAKER,
+    EVENTS,
+    SAGEMAKER_RUNTIME,
+    build_applier=lambda deployment: TrainingJobTagApplier(deployment.client("sagemaker")),
+    build_gang=lambda job, deployment: SageMakerGang(job.native_id, client=deployment.client("sagemaker")),
+)

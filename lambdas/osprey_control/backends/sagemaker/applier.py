@@ -13,14 +13,9 @@ from typing import Any
 
 from osprey_control.backends.actuation import (
     DERIVED_PRIORITY_TAG,
-    NOT_ENABLED,
-    ApplyReport,
-    ApplyResult,
-    ClientApplier,
-    Outcome,
+    LiveJob,
     PriorityChange,
-    failure,
-    is_enabled,
+    ReadThenWriteApplier,
 )
 from osprey_control.contract import tags_as_dict
 from osprey_control.registry import Backend
@@ -30,7 +25,7 @@ __all__ = ["TrainingJobTagApplier"]
 logger = logging.getLogger(__name__)
 
 
-class TrainingJobTagApplier(ClientApplier):
+class TrainingJobTagApplier(ReadThenWriteApplier):
     """``AddTags osprey:derived-priority=<N>`` on SageMaker training jobs created directly."""
 
     backends = frozenset({Backend.SAGEMAKER})
@@ -46,28 +41,21 @@ class TrainingJobTagApplier(ClientApplier):
                 return tags
             request["NextToken"] = page["NextToken"]
 
-    def _apply_one(self, change: PriorityChange, report: ApplyReport) -> ApplyResult:
-        key, priority = change.record.key, change.priority
+    def _read(self, change: PriorityChange) -> LiveJob:
         arn = change.record.arn
-        try:
-            if arn is None:
-                arn = self.client.describe_training_job(TrainingJobName=change.record.native_id)[
-                    "TrainingJobArn"
-                ]
-            tags = self._tags(arn)
-        except Exception as error:  # one job's failure must not stop the others
-            return failure(change, error, f"reading the tags of training job {change.record.native_id}")
-        if not is_enabled(tags):
-            return ApplyResult(key, Outcome.SKIPPED, priority, NOT_ENABLED)
-        if tags.get(DERIVED_PRIORITY_TAG) == str(priority):
-            return ApplyResult(key, Outcome.APPLIED, priority, "already set", native_value=str(priority))
-        try:
-            self.client.add_tags(
-                ResourceArn=arn, Tags=[{"Key": DERIVED_PRIORITY_TAG, "Value": str(priority)}]
-            )
-        except Exception as error:  # one job's failure must not stop the others
-            return failure(change, error, f"AddTags on training job {change.record.native_id}")
-        finally:
-            report.writes += 1
-        logger.info("training job tagged", extra={"job": str(key), "priority": priority})
-        return ApplyResult(key, Outcome.APPLIED, priority, "written", native_value=str(priority))
+        if arn is None:
+            arn = self.client.describe_training_job(TrainingJobName=change.record.native_id)["TrainingJobArn"]
+        tags = self._tags(arn)
+        return LiveJob(tags, tags.get(DERIVED_PRIORITY_TAG), str(change.priority), handle=arn)
+
+    def _write(self, change: PriorityChange, live: LiveJob) -> None:
+        self.client.add_tags(
+            ResourceArn=live.handle, Tags=[{"Key": DERIVED_PRIORITY_TAG, "Value": live.target}]
+        )
+        logger.info("training job tagged", extra={"job": str(change.record.key), "priority": change.priority})
+
+    def _reading(self, change: PriorityChange) -> str:
+        return f"reading the tags of training job {change.record.native_id}"
+
+    def _writing(self, change: PriorityChange) -> str:
+        return f"AddTags on training job {change.record.native_id}"

@@ -9,34 +9,24 @@ job's ``schedulingPriority`` (:mod:`.applier`); its gang reads the training job 
 
 from __future__ import annotations
 
-from osprey_control.backends.actuation import Applier
-from osprey_control.backends.driver import Deployment
+from osprey_control.backends.driver import EventBackend
 from osprey_control.backends.sagemaker_queue.applier import ServiceJobApplier
 from osprey_control.backends.sagemaker_queue.events import EVENTS
 from osprey_control.backends.sagemaker_queue.gang import SageMakerQueuedGang, sagemaker_queued_readiness
 from osprey_control.backends.sagemaker_queue.naming import SAGEMAKER_QUEUED_RUNTIME
-from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
 
 __all__ = ["DRIVER", "SageMakerQueuedGang", "ServiceJobApplier", "sagemaker_queued_readiness"]
 
 
-class _SageMakerQueueDriver:
-    backend = Backend.SAGEMAKER_QUEUED
-    recognition = "events"
-    events = EVENTS  # how ingest reads its events (.events)
-    # How the in-job runtime names its jobs and hosts (the collector queries those names).
-    runtime = SAGEMAKER_QUEUED_RUNTIME
-
-    def applier(self, deployment: Deployment) -> Applier:
-        return ServiceJobApplier(deployment.client("batch"))
-
-    def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
-        return SageMakerQueuedGang(
-            job.native_id,
-            batch_client=deployment.client("batch"),
-            sagemaker_client=deployment.client("sagemaker"),
-        )
-
-
-DRIVER = _SageMakerQueueDriver()
+DRIVER = EventBackend(
+    Backend.SAGEMAKER_QUEUED,
+    EVENTS,
+    SAGEMAKER_QUEUED_RUNTIME,
+    build_applier=lambda deployment: ServiceJobApplier(deployment.client("batch")),
+    build_gang=lambda job, deployment: SageMakerQueuedGang(
+        job.native_id,
+        batch_client=deployment.client("batch"),
+        sagemaker_client=deployment.client("sagemaker"),
+    ),
+)

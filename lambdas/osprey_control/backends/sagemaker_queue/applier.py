@@ -11,16 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from osprey_control.backends.actuation import (
-    NOT_ENABLED,
-    ApplyReport,
-    ApplyResult,
-    ClientApplier,
-    Outcome,
-    PriorityChange,
-    failure,
-    is_enabled,
-)
+from osprey_control.backends.actuation import LiveJob, PriorityChange, ReadThenWriteApplier
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.registry import Backend
 
@@ -31,33 +22,33 @@ logger = logging.getLogger(__name__)
 _TERMINAL_SERVICE_JOB = frozenset({"SUCCEEDED", "FAILED"})
 
 
-class ServiceJobApplier(ClientApplier):
+class ServiceJobApplier(ReadThenWriteApplier):
     """``UpdateServiceJob`` for SageMaker training jobs queued through AWS Batch."""
 
     backends = frozenset({Backend.SAGEMAKER_QUEUED})
     service = "batch"
 
-    def _apply_one(self, change: PriorityChange, report: ApplyReport) -> ApplyResult:
-        key, priority = change.record.key, change.priority
-        target = batch_scheduling_priority(priority)
-        try:
-            job = self.client.describe_service_job(jobId=change.record.native_id)
-        except Exception as error:  # one job's failure must not stop the others
-            return failure(change, error, f"DescribeServiceJob {change.record.native_id}")
-        if not is_enabled(job.get("tags")):
-            return ApplyResult(key, Outcome.SKIPPED, priority, NOT_ENABLED)
-        if job.get("status") in _TERMINAL_SERVICE_JOB:
-            return ApplyResult(key, Outcome.SKIPPED, priority, f"service job is {job['status']}")
-        if job.get("schedulingPriority") == target:
-            return ApplyResult(key, Outcome.APPLIED, priority, "already set", native_value=str(target))
-        try:
-            self.client.update_service_job(jobId=change.record.native_id, schedulingPriority=target)
-        except Exception as error:  # one job's failure must not stop the others
-            return failure(change, error, f"UpdateServiceJob {change.record.native_id}")
-        finally:
-            report.writes += 1
+    def _read(self, change: PriorityChange) -> LiveJob:
+        job = self.client.describe_service_job(jobId=change.record.native_id)
+        current = job.get("schedulingPriority")
+        status = job.get("status")
+        return LiveJob(
+            job.get("tags"),
+            None if current is None else str(current),
+            str(batch_scheduling_priority(change.priority)),
+            skip=f"service job is {status}" if status in _TERMINAL_SERVICE_JOB else None,
+        )
+
+    def _write(self, change: PriorityChange, live: LiveJob) -> None:
+        target = int(live.target)
+        self.client.update_service_job(jobId=change.record.native_id, schedulingPriority=target)
         logger.info(
             "service job priority updated",
-            extra={"job": str(key), "priority": priority, "scheduling_priority": target},
+            extra={"job": str(change.record.key), "priority": change.priority, "scheduling_priority": target},
         )
-        return ApplyResult(key, Outcome.APPLIED, priority, "written", native_value=str(target))
+
+    def _reading(self, change: PriorityChange) -> str:
+        return f"DescribeServiceJob {change.record.native_id}"
+
+    def _writing(self, change: PriorityChange) -> str:
+        return f"UpdateServiceJob {change.record.native_id}"

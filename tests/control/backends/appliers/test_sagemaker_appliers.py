@@ -7,7 +7,6 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.stub import Stubber
 from moto import mock_aws
 
 from osprey_control.backends import DERIVED_PRIORITY_TAG, Outcome, PriorityChange, apply_all
@@ -39,14 +38,6 @@ def queued(job_id: str, applied: int | None) -> Any:
     return record(
         Backend.SAGEMAKER_QUEUED, job_id, [host("algo-1")], name=f"train-{job_id}", applied_priority=applied
     )
-
-
-@pytest.fixture
-def batch() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("batch", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 def test_queued_jobs_get_update_service_job_on_the_9999_scale(batch: Any) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,14 +13,7 @@ from osprey_control.backends.eks.discovery_run import run_discovery
 from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
 from tests.control.backends.eks.fake_k8s import FakeKubernetes
 from tests.control.backends.eks.objects import add_job, add_workload
-
-
-@dataclass
-class _Context:
-    function_name: str = "osprey-eks-discovery"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-eks-discovery"
-    aws_request_id: str = "req-1"
+from tests.lambda_context import lambda_context
 
 
 def test_environment_is_typed_and_errors_say_what_to_set() -> None:
@@ -71,5 +63,5 @@ def test_handler_sends_each_observation_to_the_sink_and_isolates_a_broken_cluste
     # And the Lambda entry reads its environment and uses the same path
     monkeypatch.setenv("OSPREY_EKS_CLUSTERS", "gpu")
     monkeypatch.setattr(entry, "_cached_connect", connector)
-    answer = entry.handler({}, _Context())  # type: ignore[arg-type]
+    answer = entry.handler({}, lambda_context("osprey-eks-discovery", 256))
     assert (answer["jobs"], answer["clusters"][0]["cluster"]) == (1, "gpu")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,17 +17,7 @@ from osprey_control.steps.derive import derive_within
 from osprey_handlers import apply as apply_handler
 from tests.control.steps.cycle.conftest import NOW
 from tests.control.steps.cycle.test_apply_step import sagemaker_job
-
-
-@dataclass
-class Context:
-    function_name: str = "osprey-apply"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-apply"
-    aws_request_id: str = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000  # a fresh invocation
+from tests.lambda_context import lambda_context
 
 
 @pytest.fixture
@@ -52,7 +41,7 @@ def test_apply_handler_writes_records_and_reports(
     ).report.to_dict()
 
     # When the apply Lambda runs with the Map state's output
-    answer = apply_handler.handler({"shards": [shard]}, Context())  # type: ignore[arg-type]
+    answer = apply_handler.handler({"shards": [shard]}, lambda_context("osprey-apply"))
 
     # Then the job is tagged, recorded as applied, and the answer and the metrics say so
     assert answer == {"applied": 1, "skipped": 0, "failed": 0, "failures": [], "writes": 1}
@@ -65,5 +54,5 @@ def test_apply_handler_writes_records_and_reports(
     assert counts == {"PrioritiesApplied": [1.0], "ApplyFailures": [0.0]}
 
     # And replaying the same shard output (a Step Functions retry) writes nothing
-    again = apply_handler.handler({"shards": [shard]}, Context())  # type: ignore[arg-type]
+    again = apply_handler.handler({"shards": [shard]}, lambda_context("osprey-apply"))
     assert again == {"applied": 0, "skipped": 0, "failed": 0, "failures": [], "writes": 0}

@@ -5,11 +5,9 @@ records the applied priority (moto DynamoDB for the registry; botocore Stubber f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 
@@ -25,14 +23,6 @@ from tests.control.steps.cycle.conftest import NOW
 
 KEY = JobKey(Backend.SAGEMAKER_QUEUED, "9f2c-service-job")
 ENABLED = {"osprey:enabled": "true", "osprey:policy": "training-policy"}
-
-
-@pytest.fixture
-def batch() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("batch", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 @pytest.fixture

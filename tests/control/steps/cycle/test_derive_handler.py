@@ -4,24 +4,13 @@ shard's changes and prints its metrics as EMF."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from osprey_handlers import derive as derive_handler
 from tests.control.steps.cycle.conftest import gpu_metrics, register
-
-
-@dataclass
-class Context:
-    function_name: str = "osprey-derive"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-derive"
-    aws_request_id: str = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000  # a fresh invocation of the 300 s function
+from tests.lambda_context import lambda_context
 
 
 def test_handler_runs_one_shard(
@@ -36,7 +25,7 @@ def test_handler_runs_one_shard(
     register(aws["registry"], "busy-job", "i-0busy")
     gpu_metrics(aws["cloudwatch"], "i-0busy", gpu=97.0, memory_bw=80.0)
 
-    result = derive_handler.handler({"shard": 0}, Context())  # type: ignore[arg-type]
+    result = derive_handler.handler({"shard": 0}, lambda_context("osprey-derive"))
 
     assert result["evaluated"] == 1
     assert result["failures"] == []

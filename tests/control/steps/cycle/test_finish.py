@@ -5,7 +5,6 @@ published as FailedShards / FailedJobs > 0 and a cycle with a failed shard is no
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +14,7 @@ from osprey_control.registry.lease import CycleLease
 from osprey_control.telemetry import CycleSummary, MetricPoint, cycle_metrics, summarise_cycle
 from osprey_handlers import finish as finish_handler
 from tests.control.steps.cycle.conftest import NOW
+from tests.lambda_context import lambda_context
 
 HEALTHY = {
     "shard": 0,
@@ -129,14 +129,6 @@ def test_a_cycle_that_failed_before_its_shards_has_no_failed_shards_but_is_faile
     assert _values(cycle_metrics(summary, 1.0))["CyclesFailed"] == 1.0
 
 
-@dataclass
-class Context:
-    function_name: str = "osprey-finish"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:osprey-finish"
-    aws_request_id: str = "req-1"
-
-
 def test_the_finish_handler_publishes_failed_shards_as_emf_and_logs_their_errors(
     aws: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
@@ -161,7 +153,7 @@ def test_the_finish_handler_publishes_failed_shards_as_emf_and_logs_their_errors
 
     # When Finish runs
     try:
-        answer = finish_handler.handler(event, Context())  # type: ignore[arg-type]
+        answer = finish_handler.handler(event, lambda_context("osprey-finish"))
     finally:
         finish_handler._components.cache_clear()  # its client belongs to this test's moto context
 
