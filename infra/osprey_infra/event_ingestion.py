@@ -10,6 +10,8 @@ principal of the account that may send to any queue still cannot feed ingest for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -19,14 +21,20 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from osprey_control.wiring import EVENT_SOURCES
+
 __all__ = ["EVENT_PATTERNS", "EventIngestion"]
 
-# source → detail-types: exactly what osprey_control.ingest parses.
-EVENT_PATTERNS: dict[str, list[str]] = {
-    "aws.sagemaker": ["SageMaker Training Job State Change"],
-    "aws.batch": ["Batch Job State Change", "Batch Service Job State Change"],
-    "aws.ec2": ["EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation"],
-}
+
+def _by_source(sources: Mapping[str, str]) -> dict[str, list[str]]:
+    patterns: dict[str, list[str]] = {}
+    for detail_type, source in sources.items():
+        patterns.setdefault(source, []).append(detail_type)
+    return patterns
+
+
+# source → detail-types: exactly what osprey_control.ingest parses (one rule per source).
+EVENT_PATTERNS: dict[str, list[str]] = _by_source(EVENT_SOURCES)
 MAX_RECEIVES = 5
 
 

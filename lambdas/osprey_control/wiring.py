@@ -6,9 +6,13 @@ these; none spells them again. A name only one module uses stays in that module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "ALLOWED_RULE_PREFIX_VARIABLE",
     "APPLY_FAILURES_METRIC",
+    "BATCH_JOB_EVENT",
+    "BATCH_SERVICE_JOB_EVENT",
     "COLLECTION_LATENCY_METRIC",
     "CONFIG_PARAMETER",
     "CONTAINER_INSIGHTS_DIMENSIONS",
@@ -36,6 +40,7 @@ __all__ = [
     "ENABLED_TAG",
     "ENVIRONMENT_PREFIX",
     "EVENTS_DROPPED_METRIC",
+    "EVENT_SOURCES",
     "EVERY_N_CYCLES_VARIABLE",
     "FAILED_JOBS_METRIC",
     "FAILED_SHARDS_METRIC",
@@ -64,6 +69,7 @@ __all__ = [
     "PRIORITIES_APPLIED_METRIC",
     "PRIORITY_CHANGE_METRIC",
     "REASON_DIMENSION",
+    "REBALANCE_EVENT",
     "RECOGNISE_BY_ENVIRONMENT_VARIABLE",
     "REGISTRY_SHARDS_VARIABLE",
     "REMAINING_SECONDS_METRIC",
@@ -76,6 +82,7 @@ __all__ = [
     "SAGEMAKER_GPU_MEMORY_UTILIZATION_METRIC",
     "SAGEMAKER_GPU_UTILIZATION_METRIC",
     "SAGEMAKER_NAMESPACE",
+    "SAGEMAKER_TRAINING_EVENT",
     "SLOWEST_NODE_INDEX_METRIC",
     "SLOWEST_NODE_SPEED_METRIC",
     "SLURM_BRIDGE_FUNCTION_VARIABLE",
@@ -85,6 +92,7 @@ __all__ = [
     "SLURM_TOKEN_SECRET_VARIABLE",
     "SLURM_URL_VARIABLE",
     "SLURM_USER_VARIABLE",
+    "SPOT_INTERRUPTION_EVENT",
     "STEP_TIME_METRIC",
     "TABLE_NAME_VARIABLE",
     "TAG_PREFIX",
@@ -209,3 +217,20 @@ ENABLED_KUBERNETES = "osprey.aws/enabled"
 # readers ignore both.
 DERIVED_PRIORITY_TAG = "osprey:derived-priority"
 DERIVED_PRIORITY_ANNOTATION = "osprey.aws/derived-priority"
+
+# --- EventBridge events ---------------------------------------------------------------------------------------
+
+# The events the CDK app's rules route to the ingest queue and ingest reads (detail-type -> the source
+# EventBridge stamps on it; the rules match both). The job events' backends are ingest's routing table.
+SAGEMAKER_TRAINING_EVENT = "SageMaker Training Job State Change"
+BATCH_JOB_EVENT = "Batch Job State Change"
+BATCH_SERVICE_JOB_EVENT = "Batch Service Job State Change"
+SPOT_INTERRUPTION_EVENT = "EC2 Spot Instance Interruption Warning"
+REBALANCE_EVENT = "EC2 Instance Rebalance Recommendation"
+EVENT_SOURCES: Mapping[str, str] = {
+    SAGEMAKER_TRAINING_EVENT: "aws.sagemaker",
+    BATCH_JOB_EVENT: "aws.batch",
+    BATCH_SERVICE_JOB_EVENT: "aws.batch",
+    SPOT_INTERRUPTION_EVENT: "aws.ec2",
+    REBALANCE_EVENT: "aws.ec2",
+}

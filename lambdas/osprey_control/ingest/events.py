@@ -28,6 +28,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from osprey_control import wiring
 from osprey_control.backends import (
     MAX_TEXT,
     EventDriver,
@@ -47,19 +48,13 @@ __all__ = ["INTERRUPTION_RISK", "REBALANCE_RISK", "IgnoredEvent", "JobEvent", "S
 INTERRUPTION_RISK = 1.0
 REBALANCE_RISK = 0.5
 
-SAGEMAKER_TRAINING = "SageMaker Training Job State Change"
-BATCH_JOB = "Batch Job State Change"
-BATCH_SERVICE_JOB = "Batch Service Job State Change"
-SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
-REBALANCE = "EC2 Instance Rebalance Recommendation"
+SAGEMAKER_TRAINING = wiring.SAGEMAKER_TRAINING_EVENT
+BATCH_JOB = wiring.BATCH_JOB_EVENT
+BATCH_SERVICE_JOB = wiring.BATCH_SERVICE_JOB_EVENT
+SPOT_INTERRUPTION = wiring.SPOT_INTERRUPTION_EVENT
+REBALANCE = wiring.REBALANCE_EVENT
 # The source EventBridge stamps on each handled detail-type (the event rules match both).
-SOURCES: Mapping[str, str] = {
-    SAGEMAKER_TRAINING: "aws.sagemaker",
-    BATCH_JOB: "aws.batch",
-    BATCH_SERVICE_JOB: "aws.batch",
-    SPOT_INTERRUPTION: "aws.ec2",
-    REBALANCE: "aws.ec2",
-}
+SOURCES: Mapping[str, str] = wiring.EVENT_SOURCES
 # The backend whose package reads each job event; the detail-types not here are the spot events, read below.
 JOB_EVENTS: Mapping[str, Backend] = {
     SAGEMAKER_TRAINING: Backend.SAGEMAKER,
