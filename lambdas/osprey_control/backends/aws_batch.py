@@ -20,6 +20,8 @@ __all__: list[str] = []
 
 # The longest name AWS Batch accepts for a job or a service job.
 MAX_NAME = 128
+# The statuses after which a job or a service job never runs again.
+TERMINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED"})
 
 BATCH_STATUS: dict[str, JobStatus] = {
     "SUBMITTED": JobStatus.PENDING,

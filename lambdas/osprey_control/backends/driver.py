@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from osprey_control.aws import client_for
 from osprey_control.backends.actuation import Applier
 from osprey_control.backends.events import JobEvents
 from osprey_control.gang import GangBackend, WatchJob
@@ -37,10 +36,6 @@ class Deployment:
     def client(self, service: str) -> Any:
         """The client passed for ``service``, else None (the backend's adapters create one on first use)."""
         return self.clients.get(service)
-
-    def aws_client(self, service: str) -> Any:
-        """The client passed for ``service``, else a new one (:func:`osprey_control.aws.client_for`)."""
-        return client_for(service, self.clients.get(service))
 
 
 class RuntimeNaming(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from functools import cache
 from typing import cast
 
 from osprey_control.backends.actuation import Applier
@@ -25,6 +26,7 @@ BACKEND_PACKAGES: dict[Backend, str] = {
 }
 
 
+@cache  # the collector asks once per job; the package and its check are per container
 def driver_for(backend: Backend) -> BackendDriver:
     """The driver of ``backend`` (its package's ``DRIVER``)."""
     driver = importlib.import_module(BACKEND_PACKAGES[backend]).DRIVER

@@ -8,7 +8,7 @@ through ``osprey_control.backends.driver_for``); the watch step is :mod:`osprey_
 start :mod:`osprey_control.steps.gang_start`. See docs/gangs.md.
 """
 
-from osprey_control.gang.backend import NOT_OPTED_IN, GangBackend, NoRequeue, NotOptedInError
+from osprey_control.gang.backend import NOT_OPTED_IN, STOP_REASON, GangBackend, NoRequeue, NotOptedInError
 from osprey_control.gang.decision import Action, GangPhase, GangState, Readiness, Step, decide, start
 from osprey_control.gang.request import WatchJob, WatchRequest, watch_input
 from osprey_control.gang.settings import (
@@ -20,6 +20,7 @@ from osprey_control.gang.settings import (
 
 __all__ = [
     "NOT_OPTED_IN",
+    "STOP_REASON",
     "Action",
     "GangBackend",
     "GangPhase",

@@ -14,9 +14,11 @@ from typing import Protocol
 from osprey_control.errors import PermanentError
 from osprey_control.gang.decision import Readiness
 
-__all__ = ["NOT_OPTED_IN", "GangBackend", "NoRequeue", "NotOptedInError"]
+__all__ = ["NOT_OPTED_IN", "STOP_REASON", "GangBackend", "NoRequeue", "NotOptedInError"]
 
 NOT_OPTED_IN = "not-opted-in"  # NotOptedInError's reason
+# What a backend that can say why it stops a job says for the ``fail`` fallback.
+STOP_REASON = "Osprey: gang not ready within its timeout (fallback fail)"
 
 
 class NotOptedInError(PermanentError):

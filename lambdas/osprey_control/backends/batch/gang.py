@@ -10,14 +10,13 @@ from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.backends.actuation import is_enabled
+from osprey_control.backends.aws_batch import TERMINAL_STATUSES
 from osprey_control.contract import ENABLED_TAG
-from osprey_control.gang import NoRequeue, NotOptedInError, Readiness
+from osprey_control.gang import STOP_REASON, NoRequeue, NotOptedInError, Readiness
 
 __all__ = ["BatchGang", "batch_readiness"]
 
-_BATCH_OVER = frozenset({"SUCCEEDED", "FAILED"})
 _DESCRIBE_JOBS_MAX = 100  # DescribeJobs takes at most 100 job ids per call
-STOP_REASON = "Osprey: gang not ready within its timeout (fallback fail)"
 
 
 def batch_readiness(job_id: str, *, client: Any = None) -> Readiness:
@@ -28,7 +27,7 @@ def batch_readiness(job_id: str, *, client: Any = None) -> Readiness:
         return Readiness(0, 0, finished=True, detail="job not found")
     job = jobs[0]
     status = job.get("status", "")
-    if status in _BATCH_OVER:
+    if status in TERMINAL_STATUSES:
         return Readiness(0, 0, finished=True, detail=f"job {status}")
     nodes = int((job.get("nodeProperties") or {}).get("numNodes", 0))
     if nodes <= 1:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 
 from osprey_control.backends.actuation import LiveJob, PriorityChange, ReadThenWriteApplier
+from osprey_control.backends.aws_batch import TERMINAL_STATUSES
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.registry import Backend
 
 __all__ = ["ServiceJobApplier"]
 
 logger = logging.getLogger(__name__)
-
-_TERMINAL_SERVICE_JOB = frozenset({"SUCCEEDED", "FAILED"})
 
 
 class ServiceJobApplier(ReadThenWriteApplier):
@@ -36,7 +35,7 @@ class ServiceJobApplier(ReadThenWriteApplier):
             job.get("tags"),
             None if current is None else str(current),
             str(batch_scheduling_priority(change.priority)),
-            skip=f"service job is {status}" if status in _TERMINAL_SERVICE_JOB else None,
+            skip=f"service job is {status}" if status in TERMINAL_STATUSES else None,
         )
 
     def _write(self, change: PriorityChange, live: LiveJob) -> None:

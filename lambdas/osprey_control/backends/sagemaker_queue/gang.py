@@ -13,14 +13,12 @@ from typing import Any
 
 from osprey_control.aws import client_for
 from osprey_control.backends.actuation import is_enabled
+from osprey_control.backends.aws_batch import TERMINAL_STATUSES
 from osprey_control.backends.sagemaker import instance_count, sagemaker_readiness
 from osprey_control.contract import ENABLED_TAG
-from osprey_control.gang import NoRequeue, NotOptedInError, Readiness
+from osprey_control.gang import STOP_REASON, NoRequeue, NotOptedInError, Readiness
 
 __all__ = ["SageMakerQueuedGang", "sagemaker_queued_readiness"]
-
-_SERVICE_JOB_OVER = frozenset({"SUCCEEDED", "FAILED"})
-STOP_REASON = "Osprey: gang not ready within its timeout (fallback fail)"
 
 
 def _training_job_name(arn: str) -> str:
@@ -44,7 +42,7 @@ def sagemaker_queued_readiness(
     job = client_for("batch", batch_client).describe_service_job(jobId=service_job_id)
     requested = _payload_hosts(job.get("serviceRequestPayload"))
     status = job.get("status", "")
-    if status in _SERVICE_JOB_OVER or job.get("isTerminated"):
+    if status in TERMINAL_STATUSES or job.get("isTerminated"):
         return Readiness(0, requested, finished=True, detail=f"service job {status}")
     resource = (job.get("latestAttempt") or {}).get("serviceResourceId") or {}
     if resource.get("name") != "TrainingJobArn" or not resource.get("value"):
