@@ -8,7 +8,7 @@ process of the cluster (daemon, slurmstepd or job) is left behind.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -26,11 +26,17 @@ def _unavailable() -> None:
     pytest.skip(f"real Slurm unavailable: {reason}")
 
 
-def running_cluster(*extra_conf: str) -> Iterator[LocalSlurm]:
-    """A started 4-node cluster (``extra_conf``: slurm.conf lines added to the fixture's), stopped after, with
-    nothing of it left running; skips or fails (``OSPREY_REQUIRE_SLURM=1``) where Slurm cannot run."""
+def running_cluster(
+    *extra_conf: str, before_start: Callable[[LocalSlurm], object] | None = None
+) -> Iterator[LocalSlurm]:
+    """A started 4-node cluster (``extra_conf``: slurm.conf lines added to the fixture's; ``before_start``: run
+    on the cluster's directory before any daemon starts), stopped after, with nothing of it left running; skips
+    or fails (``OSPREY_REQUIRE_SLURM=1``) where Slurm cannot run."""
     _unavailable()
-    cluster = LocalSlurm(nodes=4, gpus=4, extra_conf=extra_conf).start()
+    cluster = LocalSlurm(nodes=4, gpus=4, extra_conf=extra_conf)
+    if before_start is not None:
+        before_start(cluster)
+    cluster.start()
     try:
         yield cluster
     finally:

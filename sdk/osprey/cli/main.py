@@ -78,7 +78,9 @@ app.command("plan", short_help="Recommend a parallel plan (tp, pp, dp, micro-bat
 app.command("simulate", short_help="Compare schedulers with and without Osprey.")(simulate_command)
 app.add_typer(local_app, name="local", short_help="Run Osprey on an embedded AWS with a fake fleet.")
 app.command("cost", short_help="The control plane's monthly bill for a fleet.")(cost_command)
-app.add_typer(slurm_app, name="slurm", short_help="Add Osprey's block to Slurm batch scripts.")
+app.add_typer(
+    slurm_app, name="slurm", short_help="Slurm batch scripts with Osprey's block; the job submit plugin."
+)
 
 
 def _version(value: bool) -> None:

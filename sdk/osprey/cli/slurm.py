@@ -1,4 +1,6 @@
 """``osprey slurm annotate FILE|-``: write an sbatch script with the Osprey marker and environment to stdout.
+``osprey slurm submit-plugin``: write the head node's installer of Osprey's ``job_submit.lua`` (new opted-in jobs
+start mid-range at submission; docs/slurm.md), or with ``--lua`` the script itself.
 
 The block is the script's own ``OSPREY_*`` values plus the options (a contradiction is an error naming both);
 ``OSPREY_INTERVAL`` and the runtime's other variables are left alone. Without a policy in either place the
@@ -20,12 +22,18 @@ from osprey.cli.block_options import (
     read_source,
 )
 from osprey.slurm import annotate_script
+from osprey_control.backends.slurm import (
+    DEFAULT_SLURM_PRIORITY_RANGE,
+    SlurmPriorityRange,
+    install_script,
+    job_submit_lua,
+)
 from osprey_control.contract import OspreyBlockError
 
 __all__: list[str] = []
 
 slurm_app = typer.Typer(
-    help="Slurm (ParallelCluster, HyperPod) batch scripts: add the Osprey marker and environment.",
+    help="Slurm (ParallelCluster, HyperPod): batch scripts with the Osprey marker; the job submit plugin.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -34,7 +42,7 @@ slurm_app = typer.Typer(
 
 @slurm_app.callback()
 def _slurm() -> None:
-    """Slurm (ParallelCluster, HyperPod) batch scripts: add the Osprey marker and environment."""
+    """Slurm (ParallelCluster, HyperPod): batch scripts with the Osprey marker; the job submit plugin."""
 
 
 @slurm_app.command("annotate")
@@ -71,3 +79,21 @@ def annotate_command(
     for note in annotated.notes:
         typer.echo(f"note: {name}: {note}", err=True)
     typer.echo(annotated.text, nl=False)
+
+
+@slurm_app.command("submit-plugin")
+def submit_plugin_command(
+    *,
+    priority_range: str = typer.Option(
+        f"{DEFAULT_SLURM_PRIORITY_RANGE.low}..{DEFAULT_SLURM_PRIORITY_RANGE.high}",
+        "--priority-range",
+        help="LOW..HIGH: the deployment's priorityRange (context osprey:slurm); new jobs start at its middle.",
+    ),
+    lua: bool = typer.Option(False, "--lua", help="Write job_submit.lua itself, not its installer."),
+) -> None:
+    """Write the head node's installer of job_submit.lua (an OnNodeStart action; --enable on a running cluster)."""
+    try:
+        parsed = SlurmPriorityRange.parse(priority_range)
+    except ValueError as error:
+        raise fail(f"--priority-range: {error}") from None
+    typer.echo(job_submit_lua(parsed) if lua else install_script(parsed), nl=False)

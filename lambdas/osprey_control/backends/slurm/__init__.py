@@ -1,6 +1,6 @@
 """Slurm (backend ``slurm``: AWS ParallelCluster, SageMaker HyperPod Slurm): slurmrestd client, JWT credentials
 from Secrets Manager, discovery of jobs carrying the Osprey marker, node → EC2 instance mapping, the priority
-applier and gang readiness. Standard library HTTP only; boto3 clients are passed in. See docs/slurm.md.
+applier, gang readiness, and the ``job_submit.lua`` that starts new opted-in jobs mid-range (:mod:`.submit_plugin`). Standard library HTTP only; boto3 clients are passed in. See docs/slurm.md.
 
 slurmrestd is reachable only inside the cluster's VPC, so the control plane reaches it through the bridge
 function (:mod:`.bridge`): the apply step's applier and the gang watch's gang invoke it; discovery runs in it.
@@ -13,6 +13,7 @@ from osprey_control.backends.driver import Deployment
 from osprey_control.backends.runtime_naming import RuntimeNames
 from osprey_control.backends.slurm.applier import (
     DEFAULT_SLURM_PRIORITY_RANGE,
+    START_PRIORITY,
     SlurmApplier,
     SlurmPriorityRange,
 )
@@ -44,6 +45,7 @@ from osprey_control.backends.slurm.discovery import (
 from osprey_control.backends.slurm.gang import SlurmGang, slurm_readiness
 from osprey_control.backends.slurm.instances import Ec2InstanceMap, Instance, InstanceMap, StaticInstanceMap
 from osprey_control.backends.slurm.marker import block_from_comment, comment_with_marker, marker
+from osprey_control.backends.slurm.submit_plugin import install_script, job_submit_lua
 from osprey_control.backends.slurm.token import SecretCredentials, mint_token, parse_secret
 from osprey_control.gang import GangBackend, WatchJob
 from osprey_control.registry import Backend
@@ -53,6 +55,7 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_SLURM_PRIORITY_RANGE",
     "DRIVER",
+    "START_PRIORITY",
     "BridgeSettings",
     "Ec2InstanceMap",
     "Instance",
@@ -75,6 +78,8 @@ __all__ = [
     "block_from_comment",
     "comment_with_marker",
     "discover",
+    "install_script",
+    "job_submit_lua",
     "marker",
     "mint_token",
     "native_id",

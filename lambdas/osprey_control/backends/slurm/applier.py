@@ -28,13 +28,17 @@ from osprey_control.backends.slurm.client import SlurmClient, SlurmRejectedError
 from osprey_control.backends.slurm.discovery import job_state, parse_native_id
 from osprey_control.backends.slurm.marker import block_from_comment
 from osprey_control.errors import is_transient
+from osprey_control.policy import PolicySpec
 from osprey_control.registry import Backend
 
-__all__ = ["DEFAULT_SLURM_PRIORITY_RANGE", "SlurmApplier", "SlurmPriorityRange"]
+__all__ = ["DEFAULT_SLURM_PRIORITY_RANGE", "START_PRIORITY", "SlurmApplier", "SlurmPriorityRange"]
 
 logger = logging.getLogger(__name__)
 
 _SLURM_PRIORITY_MAX = 4_000_000_000  # a uint32 below Slurm's NO_VAL / INFINITE sentinels
+# The Osprey priority a new opted-in job starts from before its first derivation: a policy's default
+# initialPriority. job_submit.lua (submit_plugin) gives it SlurmPriorityRange.start at submission.
+START_PRIORITY: int = PolicySpec.model_fields["initial_priority"].default
 _OVER = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE",
      "PREEMPTED", "REVOKED"}
@@ -67,6 +71,12 @@ class SlurmPriorityRange:
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
             raise ValueError(f"Osprey priority must be an integer 0..100, got {priority!r}")
         return self.low + (priority * (self.high - self.low) * 2 + 100) // 200
+
+    @property
+    def start(self) -> int:
+        """Where a new opted-in job starts at submission (``job_submit.lua``, docs/slurm.md): the mapping of
+        :data:`START_PRIORITY`, the middle of the range (5001 of 1..10001)."""
+        return self.map(START_PRIORITY)
 
 
 DEFAULT_SLURM_PRIORITY_RANGE = SlurmPriorityRange()
