@@ -7,7 +7,7 @@ installs them; options ``--jobs``, ``--nodes``, ``--min-duration``/``--max-durat
     scheduler=slurm mean_wait_s=<x> makespan_s=<x>
     scheduler=slurm+osprey mean_wait_s=<x> makespan_s=<x>
 
-and the ratios of the second to the first (the baseline, measured in the same run).
+and the ratio of each layered run to the first (the baseline, measured in the same run).
 
 The workload (seeded): ``--jobs`` sleep jobs of 1, 2, 4 or 8 nodes (weights 4:3:2:1), each sleeping
 ``--min-duration``..``--max-duration`` seconds, arriving over the first 20 s, with declared time limits
@@ -17,11 +17,14 @@ marker (the user's estimate: the duration within ±20 %). Each run gets a fresh 
 
 - ``slurm``: Slurm's own ``priority/multifactor`` (without slurmdbd its age and fair-share factors are
   unavailable, so equal jobs go in submission order) with backfill;
-- ``slurm+osprey``: the same, plus Osprey's loop every ``--interval`` seconds: discovery through slurmrestd,
-  the real derivation engine on the shipped ``default-policy`` with its time ranges divided by
-  ``--compression`` (the workload compresses hours into seconds: a 4 h ``queue_wait`` range becomes 60 s at
-  the default 240), damping from the priority last applied, and the Slurm applier writing changed priorities
-  through slurmrestd.
+- ``slurm+osprey``: the deployment docs/slurm.md describes: Osprey's ``job_submit.lua`` in slurmctld (each
+  marked job created at the middle of Osprey's range), plus Osprey's loop every ``--interval`` seconds:
+  discovery through slurmrestd, the real derivation engine on the shipped ``default-policy`` with its time
+  ranges divided by ``--compression`` (the workload compresses hours into seconds: a 4 h ``queue_wait`` range
+  becomes 60 s at the default 240), damping from the priority last applied, and the Slurm applier writing
+  changed priorities through slurmrestd;
+- ``slurm+osprey-bare`` (with ``--compare-bare``): the same loop without the plugin (ParallelCluster's bare
+  slurm.conf: a job is at priority 1 until Osprey's first write).
 
 Wait is Slurm's ``start_time`` minus the submission; makespan is the last ``end_time`` minus the first
 submission (Slurm's times are whole seconds).
@@ -49,7 +52,13 @@ sys.path.insert(0, str(REPO))  # tests.slurm.cluster: the same local Slurm the t
 from tests.slurm.cluster import LocalSlurm, missing_requirements  # noqa: E402
 
 from osprey_control.backends import PriorityChange  # noqa: E402
-from osprey_control.backends.slurm import SlurmApplier, SlurmObservation, discover, marker  # noqa: E402
+from osprey_control.backends.slurm import (  # noqa: E402
+    SlurmApplier,
+    SlurmObservation,
+    discover,
+    job_submit_lua,
+    marker,
+)
 from osprey_control.contract import parse_block  # noqa: E402
 from osprey_control.derivation import (  # noqa: E402
     CompiledPolicy,
@@ -232,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between Osprey cycles")
     parser.add_argument("--compression", type=float, default=240.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--compare-bare",
+        action="store_true",
+        help="also run Osprey without its job_submit.lua (new jobs at 1)",
+    )
     args = parser.parse_args(argv)
     reason = missing_requirements()
     if reason:
@@ -240,20 +254,28 @@ def main(argv: list[str] | None = None) -> int:
     jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
     policy = compressed_policy(args.compression)
     results = []
-    for name in ("slurm", "slurm+osprey"):
-        with LocalSlurm(nodes=args.nodes, gpus=8, cluster="bench") as slurm:
-            loop = OspreyLoop(slurm, policy, args.interval) if name == "slurm+osprey" else None
+    names = ("slurm", "slurm+osprey", *(("slurm+osprey-bare",) if args.compare_bare else ()))
+    for name in names:
+        plugin = name == "slurm+osprey"
+        slurm = LocalSlurm(
+            nodes=args.nodes, gpus=8, cluster="bench", extra_conf=["JobSubmitPlugins=lua"] if plugin else []
+        )
+        if plugin:  # where the installer puts it, before slurmctld starts (as ParallelCluster's OnNodeStart)
+            (slurm.conf.parent / "job_submit.lua").write_text(job_submit_lua())
+        with slurm:
+            loop = OspreyLoop(slurm, policy, args.interval) if name != "slurm" else None
             results.append(run(name, jobs, args.nodes, loop, slurm))
     for result in results:
         print(
             f"scheduler={result['scheduler']} mean_wait_s={result['mean_wait_s']:.1f} makespan_s={result['makespan_s']:.1f}"
         )
-    base, layered = results
-    print(
-        f"ratio slurm+osprey/slurm mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
-        f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
-        f"(osprey cycles={layered['cycles']} priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
-    )
+    base = results[0]
+    for layered in results[1:]:
+        print(
+            f"ratio {layered['scheduler']}/slurm mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
+            f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
+            f"(osprey cycles={layered['cycles']} priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
+        )
     return 0
 
 

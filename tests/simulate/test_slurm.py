@@ -1,6 +1,8 @@
 """Slurm (sched/backfill, no preemption): the main scheduler stops at the first job it cannot start, and
 backfill starts a lower-priority job only if it delays no reservation of a higher-priority one, judged by
-time limits; with Osprey, each job's priority is the production Slurm applier's mapping of Osprey's."""
+time limits; with Osprey, each job's priority is the production Slurm applier's mapping of Osprey's, and until
+Osprey's first write a job has the priority Osprey's job_submit.lua creates it with (the range's middle), or 1
+on a cluster without the plugin."""
 
 from __future__ import annotations
 
@@ -129,19 +131,26 @@ def test_backfill_profile_finds_the_first_window_and_keeps_reservations() -> Non
     assert free.earliest(4, 10.0, after=0.0) == 300.0
 
 
-def test_a_new_job_waits_at_its_own_priority_until_ospreys_first_write() -> None:
-    # Given a cluster busy until 1000 s, a job Osprey has ranked, then a new one just before the GPUs free up
+def test_a_new_job_starts_where_ospreys_submit_plugin_puts_it_and_without_it_waits_at_the_bottom() -> None:
+    # Given a cluster busy until 1000 s, a long job Osprey has ranked (shortest first: low), then a short new
+    # one just before the GPUs free up, so Osprey's next cycle comes only after they have
     scenario = workload(
         job("running", 0, 16, 1000, declared=1000),
-        job("ranked", 10, 16, 100, declared=200),
+        job("ranked", 10, 16, 3000, declared=30000),
         job("new", 990, 16, 100, declared=200),
     )
     policy = make_policy(rules=SHORT_FIRST)
-    # When new jobs start at priority 1 (ParallelCluster) or mid-range (PriorityWeightPartition=5001)
-    bottom = by_id(run(scenario, SlurmOsprey(policy, cycle_s=60)))
-    middle = SlurmOsprey(policy, cycle_s=60, base_priority=5001)
-    unwritten = Simulator(scenario, middle).runs[2]
-    # Then the bottom one runs after the ranked job, and an unwritten job holds the base priority
-    assert bottom["ranked"][1] < bottom["new"][1]
-    assert middle.priority(unwritten) == 5001
-    assert SlurmOsprey(policy).priority(unwritten) == 1
+    # When the deployment is the documented one (job_submit.lua: new jobs mid-range), and a bare ParallelCluster
+    documented = SlurmOsprey(policy, cycle_s=60)
+    bare = SlurmOsprey(policy, cycle_s=60, base_priority=1)
+    with_plugin, without = by_id(run(scenario, documented)), by_id(run(scenario, bare))
+    # Then with the plugin the new short job, created mid-range above the low-ranked long one, takes the
+    # GPUs at 1000 s; without it, created at 1, it waits for the long job
+    assert with_plugin["new"][1] == 1000
+    assert with_plugin["ranked"][1] == 1100
+    assert without["ranked"][1] == 1000
+    assert without["new"][1] == 4000
+    # And an unwritten job holds the range's middle, the value the shipped job_submit.lua gives it
+    unwritten = Simulator(scenario, SlurmOsprey(policy)).runs[2]
+    assert SlurmOsprey(policy).priority(unwritten) == DEFAULT_SLURM_PRIORITY_RANGE.start == 5001
+    assert SlurmOsprey(policy, base_priority=1).priority(unwritten) == 1

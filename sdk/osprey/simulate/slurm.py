@@ -24,8 +24,11 @@ What is modelled (slurm.conf, sched/backfill, priority/multifactor documentation
 With Osprey (``slurm+osprey``) the model is unchanged; each job's priority is what the production Slurm
 applier writes through slurmrestd, :meth:`osprey_control.backends.slurm.applier.SlurmPriorityRange.map` of the applied
 priority (an explicit priority, which Slurm stops recomputing, as in production). Until Osprey's first write a
-job keeps its own priority, ``base_priority``: 1 with ParallelCluster's slurm.conf, the bottom of the mapped
-range, so a newly submitted job waits behind every job Osprey has ranked until its first cycle.
+job has the priority it was submitted with, ``base_priority``: by default what the documented deployment gives
+it, Osprey's ``job_submit.lua`` (docs/slurm.md), which creates every opted-in job at
+``SlurmPriorityRange.start``, the middle of the range (the simulator's jobs carry no ``initial-priority``).
+``base_priority=1`` models a cluster without the plugin (ParallelCluster's bare slurm.conf): a newly submitted
+job then waits behind every job Osprey has ranked until its first cycle.
 
 Generous to Slurm: the backfill pass runs at every event (real Slurm runs it every ``bf_interval``, 30 s by
 default). GPUs are counted cluster-wide for reservations (``select/cons_tres`` places whole nodes for a
@@ -175,14 +178,14 @@ class SlurmOsprey(Layered, Slurm):
         cycle_s: float | None = None,
         seed: int = 0,
         priority_range: SlurmPriorityRange = DEFAULT_SLURM_PRIORITY_RANGE,
-        base_priority: int = NATIVE_PRIORITY,
+        base_priority: int | None = None,
     ) -> None:
         super().__init__()
         self._layer(policy, cycle_s, seed, Backend.SLURM)
         self.priority_range = priority_range
-        # A job's own Slurm priority until Osprey's first write: 1 with ParallelCluster's slurm.conf; with
-        # PriorityWeightPartition=N (one partition, its factor 1.0), every job starts at N (docs/slurm.md).
-        self.base_priority = base_priority
+        # A job's Slurm priority until Osprey's first write: the middle of the range, where Osprey's
+        # job_submit.lua creates it (None); 1 (NATIVE_PRIORITY) with ParallelCluster's bare slurm.conf.
+        self.base_priority = priority_range.start if base_priority is None else base_priority
 
     def priority(self, run: JobRun) -> int:
         return self.written.get(run.index, self.base_priority)
