@@ -34,6 +34,21 @@ def test_a_short_job_backfills_ahead_of_a_blocked_gang_only_when_its_limit_ends_
     assert times["long"][1] == 1500
 
 
+def test_a_gang_whose_window_lies_beyond_bf_window_gets_no_reservation_and_is_passed() -> None:
+    # Given a gang whose GPUs free up at 1000 s and a job behind it whose limit ends after that
+    scenario = workload(
+        job("running", 0, 8, 1000, declared=1000),
+        job("gang", 10, 16, 500, declared=600),
+        job("long", 20, 8, 2000, declared=2000),
+    )
+    # When backfill looks 2000 s ahead, the gang is reserved and the long job waits for it; when it looks only
+    # 600 s ahead, the gang has no reservation, the long job starts at once and the gang waits for both
+    assert by_id(run(scenario, Slurm(bf_window_s=2000)))["long"][1] == 1500
+    short_window = by_id(run(scenario, Slurm(bf_window_s=600)))
+    assert short_window["long"][1] == 20
+    assert short_window["gang"][1] == 2020
+
+
 def test_without_backfill_nothing_passes_the_blocked_head() -> None:
     scenario = workload(job("running", 0, 8, 1000, declared=1000), job("gang", 10, 16, 500, declared=600),
                         job("short", 20, 8, 300, declared=400))  # fmt: skip
