@@ -45,7 +45,7 @@ def _slurm() -> None:
     """Slurm (ParallelCluster, HyperPod): batch scripts with the Osprey marker; the job submit plugin."""
 
 
-@slurm_app.command("annotate")
+@slurm_app.command("annotate", short_help="Add the Osprey marker to an sbatch script.")
 def annotate_command(
     source: str = typer.Argument(..., metavar="FILE|-", help="sbatch script, or - for stdin."),
     *,
@@ -81,13 +81,14 @@ def annotate_command(
     typer.echo(annotated.text, nl=False)
 
 
-@slurm_app.command("submit-plugin")
+@slurm_app.command("submit-plugin", short_help="Print the job_submit.lua installer (new jobs mid-range).")
 def submit_plugin_command(
     *,
     priority_range: str = typer.Option(
         f"{DEFAULT_SLURM_PRIORITY_RANGE.low}..{DEFAULT_SLURM_PRIORITY_RANGE.high}",
         "--priority-range",
-        help="LOW..HIGH: the deployment's priorityRange (context osprey:slurm); new jobs start at its middle.",
+        metavar="LOW..HIGH",
+        help="The deployment's priorityRange (context osprey:slurm); new jobs start at its middle.",
     ),
     lua: bool = typer.Option(False, "--lua", help="Write job_submit.lua itself, not its installer."),
 ) -> None:
