@@ -169,8 +169,11 @@ class LocalSlurm:
             self.run("scancel", "--partition=gpu", "--full", check=False)
             # Let slurmd reap the cancelled jobs (a daemon stopped mid-kill waits long before it exits).
             end = time.monotonic() + 5
-            while time.monotonic() < end and self.squeue_states():
-                time.sleep(0.1)
+            with contextlib.suppress(
+                RuntimeError
+            ):  # slurmctld already gone (it refused to start): stop the rest
+                while time.monotonic() < end and self.squeue_states():
+                    time.sleep(0.1)
         for process in reversed(self._processes):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
