@@ -37,6 +37,7 @@ def test_it_reads_the_job_level_signals_a_queued_job_has() -> None:
         Metric.REQUESTED_GPUS,
         Metric.QUEUE_WAIT,
         Metric.ATTAINED_SERVICE,
+        Metric.RESERVATION,
     } <= metrics
     assert POLICY.spec.deadband >= 3  # +-3 points of metric noise change nothing
     assert abs(POLICY.spec.weight_sum - 1.0) < 1e-9

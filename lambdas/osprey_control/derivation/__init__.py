@@ -40,10 +40,21 @@ from osprey_control.derivation.replay import (
     replay_job,
     summarize_inputs,
 )
+from osprey_control.derivation.reservation import (
+    RESERVATION_NOTE,
+    PoolJob,
+    PoolSettings,
+    Reservation,
+    ReservationRole,
+    plan_reservations,
+    pool_settings,
+    reservation_of,
+)
 
 __all__ = [
     "EVENT_VERSION",
     "INPUTS_KEY",
+    "RESERVATION_NOTE",
     "AllocationInterval",
     "CompiledPolicy",
     "CustomRuleCall",
@@ -55,10 +66,14 @@ __all__ = [
     "MetricsFileError",
     "NodeMetrics",
     "PolicyLookup",
+    "PoolJob",
+    "PoolSettings",
     "ProgressReport",
     "Reason",
     "RecordedAnswers",
     "ReplayedDecision",
+    "Reservation",
+    "ReservationRole",
     "RuleExplanation",
     "attained_service_gpu_hours",
     "build_event",
@@ -70,8 +85,11 @@ __all__ = [
     "metrics_from_inputs",
     "parse_answer",
     "parse_metrics_document",
+    "plan_reservations",
+    "pool_settings",
     "read_metrics_file",
     "remaining_time_s",
     "replay_job",
+    "reservation_of",
     "summarize_inputs",
 ]

@@ -77,6 +77,10 @@ class CompiledPolicy:
     initial_priority: int
     max_priority_change: int
     deadband: float
+    # The reservation signal's settings (policy ``spec.reservation``); read by whoever computes the signal.
+    reads_reservation: bool = False
+    capacity_gpus: int | None = None
+    yield_fraction: float = 0.0
 
 
 class PolicyLookup(Protocol):
@@ -123,6 +127,9 @@ def compile_policy(policy: PriorityDerivationPolicy) -> CompiledPolicy:
         initial_priority=spec.initial_priority,
         max_priority_change=spec.max_priority_change,
         deadband=spec.deadband,
+        reads_reservation=spec.reads_reservation,
+        capacity_gpus=spec.reservation.capacity_gpus,
+        yield_fraction=spec.reservation.yield_fraction,
     )
 
 

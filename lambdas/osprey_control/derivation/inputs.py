@@ -43,3 +43,5 @@ class JobMetrics:
     job_values: Mapping[str, float] = field(default_factory=dict)
     backend: str = "unknown"
     name: str = ""
+    # Why a cross-job signal has its value (the reservation's role and predicted start), for ``osprey explain``.
+    notes: Mapping[str, str] = field(default_factory=dict)

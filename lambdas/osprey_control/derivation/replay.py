@@ -34,7 +34,7 @@ INPUTS_KEY = "inputs"
 
 def summarize_inputs(job: JobMetrics) -> dict[str, Any]:
     """What ``job`` gives the engine, in a few numbers per metric: ``{"nodes": {metric: [count, mean, min, max]},
-    "job": {metric: value}}``; gaps (absent, NaN, infinite) are left out, as the engine leaves them out."""
+    "job": {metric: value}}`` and, when the job has any, ``"notes"``; gaps (absent, NaN, infinite) are left out, as the engine leaves them out."""
     by_metric: dict[str, list[float]] = {}
     for node in job.nodes:
         for metric, value in node.values.items():
@@ -49,7 +49,10 @@ def summarize_inputs(job: JobMetrics) -> dict[str, Any]:
         for metric, value in sorted(job.job_values.items())
         if isinstance(value, int | float) and math.isfinite(value)
     }
-    return {"nodes": nodes, "job": values}
+    summary: dict[str, Any] = {"nodes": nodes, "job": values}
+    if job.notes:
+        summary["notes"] = dict(job.notes)
+    return summary
 
 
 def _spread(count: int, mean: float, low: float, high: float) -> list[float]:

@@ -28,6 +28,7 @@ from osprey_control.metrics.queries import (
     lead_series,
     metric_data_query,
 )
+from osprey_control.metrics.reservation import add_reservations, pool_of
 from osprey_control.metrics.snapshot import SnapshotError, decode, encode, split_by
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Needs",
     "SeriesSpec",
     "SnapshotError",
+    "add_reservations",
     "build_progress_series",
     "build_series",
     "collect",
@@ -53,6 +55,7 @@ __all__ = [
     "metric_data_query",
     "metrics_needed",
     "needs_from_policies",
+    "pool_of",
     "split_by",
     "turn_of",
 ]

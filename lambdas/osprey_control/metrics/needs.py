@@ -28,6 +28,8 @@ def metrics_needed(policy: CompiledPolicy | PriorityDerivationPolicy) -> frozens
     metrics = {rule.metric for rule in compiled.builtins}
     if compiled.weighted_customs or compiled.stages:
         metrics |= CLOUDWATCH_NODE_METRICS
+    if compiled.reads_reservation:
+        metrics.add("remaining_time")  # the reservation predicts ends from the runtime's progress reports
     return frozenset(metrics)
 
 

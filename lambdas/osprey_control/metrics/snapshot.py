@@ -33,6 +33,7 @@ def _job(metrics: JobMetrics) -> dict[str, Any]:
         "name": metrics.name,
         "job": dict(metrics.job_values),
         "nodes": [[node.node_id, dict(node.values)] for node in metrics.nodes],
+        "notes": dict(metrics.notes),
     }
 
 
@@ -66,6 +67,7 @@ def decode(data: bytes) -> CollectionResult:
                 job_values=dict(job["job"]),
                 backend=str(job["backend"]),
                 name=str(job["name"]),
+                notes={str(k): str(v) for k, v in job.get("notes", {}).items()},
             )
         problems: dict[JobKey, list[CollectionProblem]] = {}
         for pk, entries in document["problems"].items():

@@ -32,6 +32,7 @@ from osprey_control.policy.model import (
     Metric,
     PolicySpec,
     PriorityDerivationPolicy,
+    ReservationSettings,
     Scaling,
 )
 from osprey_control.policy.rule_access import DEFAULT_ALLOWED_PREFIX, RuleAllowList, rule_arn_issues
@@ -64,6 +65,7 @@ __all__ = [
     "PolicySpec",
     "PolicyValidationError",
     "PriorityDerivationPolicy",
+    "ReservationSettings",
     "RuleAllowList",
     "Scaling",
     "UnsafeYamlError",

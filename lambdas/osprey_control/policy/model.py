@@ -40,6 +40,7 @@ __all__ = [
     "Metric",
     "PolicySpec",
     "PriorityDerivationPolicy",
+    "ReservationSettings",
     "Scaling",
 ]
 
@@ -66,6 +67,7 @@ class Metric(StrEnum):
     ATTAINED_SERVICE = "attained_service"
     REMAINING_TIME = "remaining_time"
     REQUESTED_GPUS = "requested_gpus"
+    RESERVATION = "reservation"
 
     @property
     def job_level(self) -> bool:
@@ -83,11 +85,18 @@ METRIC_DEFAULT_RANGES: dict[Metric, tuple[float, float]] = {
     Metric.ATTAINED_SERVICE: (0.0, 1000.0),
     Metric.REMAINING_TIME: (0.0, 259200.0),
     Metric.REQUESTED_GPUS: (1.0, 4096.0),
+    Metric.RESERVATION: (0.0, 1.0),
 }
 
 
 _JOB_LEVEL_METRICS = frozenset(
-    {Metric.QUEUE_WAIT, Metric.ATTAINED_SERVICE, Metric.REMAINING_TIME, Metric.REQUESTED_GPUS}
+    {
+        Metric.QUEUE_WAIT,
+        Metric.ATTAINED_SERVICE,
+        Metric.REMAINING_TIME,
+        Metric.REQUESTED_GPUS,
+        Metric.RESERVATION,
+    }
 )
 
 
@@ -224,6 +233,22 @@ class CoScheduling(_Document):
     fallback: GangFallback = GangFallback.SERIAL
 
 
+class ReservationSettings(_Document):
+    """How the ``reservation`` signal (:mod:`osprey_control.derivation.reservation`) sees the pool of GPUs.
+
+    ``capacity_gpus``: the GPUs of the queue or cluster this policy's jobs run in (a Kueue ClusterQueue's
+    ``nvidia.com/gpu`` quota, a Slurm partition's GPUs, a Batch compute environment's); without it the pool is
+    taken to be full, so nothing is held for the head (only lifted). ``yield_fraction``: a running job that
+    has held its GPUs for less than this fraction of the head's predicted wait, on its first attempt, is marked
+    as yielding to the head, so that a backend which preempts on priority (Kueue ``LowerPriority``) may evict
+    it to start the head now instead of draining the pool for it. 0 (the model's default) never marks one:
+    it is opt-in, because it lets the backend throw away up to that much of a job's work.
+    """
+
+    capacity_gpus: Annotated[int, Strict(), Field(ge=1, le=10_000_000)] | None = None
+    yield_fraction: Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
+
+
 class PolicySpec(_Document):
     derivation_rules: Annotated[list[DerivationRule], Field(min_length=1, max_length=32)]
     co_scheduling: CoScheduling = CoScheduling()
@@ -232,6 +257,15 @@ class PolicySpec(_Document):
     initial_priority: Annotated[int, Strict(), Field(ge=0, le=100)] = 50
     deadband: Annotated[float, Strict(), Field(ge=0, le=100, allow_inf_nan=False)] = 0.0
     derivation_interval_seconds: Annotated[int, Strict(), Field(ge=10, le=86400)] = 60
+    reservation: ReservationSettings = ReservationSettings()
+
+    @property
+    def reads_reservation(self) -> bool:
+        """A built-in rule reads the ``reservation`` signal (so the cycle must compute it)."""
+        return any(
+            isinstance(rule, BuiltinRule) and rule.metric is Metric.RESERVATION
+            for rule in self.derivation_rules
+        )
 
     @property
     def weight_sum(self) -> float:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from osprey_control.derivation import PolicyLookup
 from osprey_control.metrics import (
     CollectionResult,
+    add_reservations,
     collect,
     encode,
     needs_from_policies,
@@ -81,6 +82,8 @@ def collect_for_cycle(
     result: CollectionResult = collect(
         records, client=cloudwatch, now=now, needs=needs_from_policies(policies)
     )
+    # Over every shard's jobs at once: a pool's reservation needs all of its jobs (metrics/reservation.py).
+    add_reservations(records, result, policies, now=now)
     elapsed_ms = (time.perf_counter() - started) * 1000
     too_large: list[int] = []
     stored = 0

@@ -27,7 +27,15 @@ from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey.simulate.telemetry import job_values, node_metrics
 from osprey_control.backends import PriorityChange, prefilter
 from osprey_control.contract import OspreyBlock
-from osprey_control.derivation import JobMetrics, NodeMetrics
+from osprey_control.derivation import (
+    RESERVATION_NOTE,
+    JobMetrics,
+    NodeMetrics,
+    PoolJob,
+    plan_reservations,
+    pool_settings,
+    reservation_of,
+)
 from osprey_control.derivation import engine as derivation_engine
 from osprey_control.metrics import DEFAULT_EVERY_N_CYCLES, is_due
 from osprey_control.policy import PriorityDerivationPolicy
@@ -51,6 +59,8 @@ class OspreyControl:
         seed: int = 0,
         metrics_every_n_cycles: int = DEFAULT_EVERY_N_CYCLES,
     ) -> None:
+        # The pool's GPUs when the policy does not declare them (set by the scheduler model from its cluster).
+        self.default_capacity_gpus: int | None = None
         self.policy = policy
         self.compiled = derivation_engine.compile_policy(policy)
         self.interval_s = float(cycle_s if cycle_s is not None else policy.spec.derivation_interval_seconds)
@@ -94,14 +104,53 @@ class OspreyControl:
             self._nodes[run.index] = node_metrics(run, self._rng, self.noise / math.sqrt(every))
         return self._nodes[run.index]
 
+    def _add_reservation(
+        self, active: list[JobRun], values: dict[int, dict[str, float]], now: float
+    ) -> dict[int, dict[str, str]]:
+        """The production reservation plan (osprey_control.metrics.reservation builds the same pool from the
+        registry): every active job's ``reservation`` value, and its note."""
+        settings = pool_settings([self.compiled])
+        assert settings is not None  # only called when the policy reads the signal
+        capacity = (
+            settings.capacity_gpus if settings.capacity_gpus is not None else self.default_capacity_gpus
+        )
+        may_yield = self.compiled.yield_fraction > 0
+        pool = [
+            PoolJob(
+                run.index,
+                run.job.gpus,
+                running=run.status in (Status.STARTING, Status.TRAINING),
+                remaining_s=values[run.index].get("remaining_time"),
+                rank=float(run.priority if run.priority is not None else self.compiled.initial_priority),
+                waited_s=values[run.index].get("queue_wait", 0.0),
+                held_s=0.0 if run.allocated_s is None else now - run.allocated_s,
+                attempts=max(1, len(run.intervals)),
+                may_yield=may_yield,
+            )
+            for run in active
+            if run.status is not Status.HELD  # backing off: the backend would not admit it now
+        ]
+        plan = plan_reservations(pool, capacity, yield_fraction=settings.yield_fraction)
+        notes: dict[int, dict[str, str]] = {}
+        for run in active:
+            reservation = reservation_of(plan, run.index)
+            values[run.index]["reservation"] = reservation.value
+            notes[run.index] = {RESERVATION_NOTE: reservation.describe()}
+        return notes
+
     def cycle(self, sim: Simulator, now: float) -> list[JobRun]:
         """Derive every active job; return the jobs whose applied priority must be written now."""
         changes: list[PriorityChange] = []
         # prefilter returns the changes it was given: map each back to its run by identity (job ids of a
         # user's CSV need not be unique).
         owner: dict[int, JobRun] = {}
-        for run in sim.active():
-            metrics = JobMetrics(run.job.job_id, self._read_nodes(run, now), job_values(run, now))
+        active = sim.active()
+        values = {run.index: job_values(run, now) for run in active}
+        notes = self._add_reservation(active, values, now) if self.compiled.reads_reservation else {}
+        for run in active:
+            metrics = JobMetrics(
+                run.job.job_id, self._read_nodes(run, now), values[run.index], notes=notes.get(run.index, {})
+            )
             decision = derivation_engine.derive(self.compiled, metrics, run.priority)
             self.derivations += 1
             if decision.priority != run.priority:

@@ -31,7 +31,7 @@ from osprey.simulate.baselines import FairShare
 from osprey.simulate.control import OspreyControl
 from osprey.simulate.gangwatch import SimulatedGangWatch
 from osprey.simulate.kueue import Kueue
-from osprey.simulate.sim import JobRun, Scheduler
+from osprey.simulate.sim import JobRun, Scheduler, Simulator
 from osprey_control.backends.batch import weight_factor
 from osprey_control.backends.eks import DEFAULT_KUEUE_PRIORITY_RANGE, KueuePriorityRange
 from osprey_control.contract import batch_scheduling_priority
@@ -62,6 +62,12 @@ class Layered(Scheduler):
     def write(self, run: JobRun) -> None:
         """Write ``run.priority`` to the backend in its own terms (the production mapping)."""
         raise NotImplementedError
+
+    def bind(self, sim: Simulator) -> None:
+        super().bind(sim)
+        # docs/policies.md tells a user to set reservation.capacityGpus to the pool's GPUs: a policy that reads
+        # the signal without it runs as if that step was followed (the simulated cluster's GPUs).
+        self.control.default_capacity_gpus = sim.cluster.total
 
     def on_cycle(self, now: float) -> None:
         written = self.control.cycle(self.sim, now)

@@ -346,10 +346,11 @@ def test_job_level_signals_are_built_in_metrics_with_their_default_ranges(
     assert parsed.effective_range == default_range
 
 
-def test_exactly_the_four_job_signals_are_job_level() -> None:
+def test_exactly_the_job_signals_are_job_level() -> None:
     assert {metric.value for metric in Metric if metric.job_level} == {
         "queue_wait",
         "attained_service",
         "remaining_time",
         "requested_gpus",
+        "reservation",
     }
