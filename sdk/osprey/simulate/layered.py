@@ -168,7 +168,9 @@ class FairShareOsprey(_FairShareLayered):
             if not runs:
                 continue
             usage = math.fsum(decayed_usage(run.intervals, now, self.share_decay_s) for run in runs)
-            queued = [run.priority for run in runs if run.status is Status.QUEUED and run.priority is not None]
+            queued = [
+                run.priority for run in runs if run.status is Status.QUEUED and run.priority is not None
+            ]
             owned = parse_team_share(share)
             assert owned is not None  # share_of built it
             states.append(TeamShareState(owned, usage, max(queued) if queued else None))

@@ -96,7 +96,9 @@ def team_share_identifier(team: str, gpus: int, limits: Sequence[int] = SIZE_CLA
         )
     identifier = TeamShare(team, size_class(gpus, limits)).identifier
     if len(identifier) > _MAX_SHARE:
-        raise ValueError(f"team {team[:40]!r}... is too long: the share identifier exceeds {_MAX_SHARE} characters")
+        raise ValueError(
+            f"team {team[:40]!r}... is too long: the share identifier exceeds {_MAX_SHARE} characters"
+        )
     return identifier
 
 
@@ -124,7 +126,9 @@ def decayed_usage(intervals: Iterable[AllocationInterval], now_s: float, decay_s
         if decay_s <= 0:
             usage += interval.gpus if interval.end_s is None else 0.0
             continue
-        usage += interval.gpus * (math.exp(-(now_s - end) / decay_s) - math.exp(-(now_s - interval.start_s) / decay_s))
+        usage += interval.gpus * (
+            math.exp(-(now_s - end) / decay_s) - math.exp(-(now_s - interval.start_s) / decay_s)
+        )
     return usage
 
 
@@ -160,7 +164,9 @@ def fold_weights(
     team_usage: dict[str, float] = {}
     for state in chosen:
         if state.usage < 0 or not math.isfinite(state.usage):
-            raise ValueError(f"usage of {state.share.identifier} must be a finite number >= 0, got {state.usage!r}")
+            raise ValueError(
+                f"usage of {state.share.identifier} must be a finite number >= 0, got {state.usage!r}"
+            )
         team_usage[state.share.team] = team_usage.get(state.share.team, 0.0) + state.usage
     weights: dict[str, float] = {}
     for state in chosen:

@@ -129,7 +129,7 @@ def test_weights_stay_within_what_batch_accepts() -> None:
 def test_bad_inputs_name_the_field() -> None:
     with pytest.raises(ValueError, match="usage of osprey-a-g0 must be a finite number"):
         fold_weights([TeamShareState(TeamShare("a", 0), -1.0)])
-    with pytest.raises(ValueError, match="order_margin must be within 0..1"):
+    with pytest.raises(ValueError, match=r"order_margin must be within 0\.\.1"):
         fold_weights([], order_margin=2.0)
     with pytest.raises(ValueError, match="gpus must be a positive integer"):
         team_share_identifier("a", 0)
