@@ -39,6 +39,7 @@ from osprey_control.backends.actuation import (
     is_enabled,
     prefilter,
 )
+from osprey_control.backends.batch.team_shares import parse_team_share
 from osprey_control.registry import Backend, JobKey, ShareEntry
 
 __all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "BatchShareApplier", "ShareLedgerPort", "weight_factor"]
@@ -180,6 +181,14 @@ class BatchShareApplier(ClientApplier):
                     "shareIdentifier (osprey block share_identifier, one per job)"
                 )
                 report.results.append(ApplyResult(key, Outcome.FAILED, priority, reason))
+                continue
+            if parse_team_share(str(share)) is not None:
+                # Its weight is the team fold's, over all of the share's jobs (team_shares), not this job's.
+                reason = (
+                    f"share identifier {share} is a team share; its weight comes from the team's usage "
+                    "(team_shares.fold_weights), which this applier does not write yet"
+                )
+                report.results.append(ApplyResult(key, Outcome.SKIPPED, priority, reason))
                 continue
             pending.append(_Pending(change, str(share), str(queue), weight_factor(priority)))
         return pending

@@ -290,3 +290,16 @@ def test_a_share_entry_osprey_did_not_create_is_never_changed(fleet: Fleet) -> N
             for e in update["fairsharePolicy"]["shareDistribution"]
         }
         assert entries["analytics"] == 0.5
+
+
+def test_a_job_in_a_team_share_gets_no_per_job_weight(fleet: Fleet) -> None:
+    # Given two jobs of team vision's Osprey share for 8-GPU jobs
+    first = fleet.job("v1", share="osprey-vision-g1", applied=50)
+    second = fleet.job("v2", share="osprey-vision-g1", applied=50)
+    # When their priorities change
+    report = BatchShareApplier(fleet.client).apply([PriorityChange(first, 80), PriorityChange(second, 20)])
+    # Then neither writes its own weight into the team's share: both are skipped with the reason
+    assert fleet.updates == []
+    for job in (first, second):
+        assert report.by_job()[job.key].outcome is Outcome.SKIPPED
+        assert "team share" in report.by_job()[job.key].reason
