@@ -26,6 +26,10 @@ What is added to your ``SubmitJob`` keyword arguments (all checked before any AW
 - ``shareIdentifier`` from ``share_identifier``; ``schedulingPriorityOverride`` from ``initial_priority``
   mapped linearly 0..100 → 0..9999.
 
+On a fair-share queue, give a job its team's Osprey share, :func:`team_share` (``osprey-<team>-g<class>``,
+one per team and size class), so the team keeps its fair share while Osprey orders its jobs
+(docs/submitting-jobs.md): ``share_identifier=team_share("vision", 16)``.
+
 A value you already set that contradicts the block is an error, not an override; so is a malformed
 override (``containerOverrides=None``, an environment entry without ``name``, a non-string ``OSPREY_*``
 value, ``form`` other than ``container``, ``multinode`` or ``eks``), named by its path. ``queue`` in the block
@@ -41,6 +45,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from osprey.eks import label_annotation_conflicts
+from osprey_control.backends.batch import team_share_identifier
 from osprey_control.contract import (
     ENVIRONMENT,
     KUBERNETES,
@@ -56,7 +61,7 @@ from osprey_control.contract import (
     to_tags,
 )
 
-__all__ = ["JobForm", "build_submit_job_request", "submit_job"]
+__all__ = ["JobForm", "build_submit_job_request", "submit_job", "team_share"]
 
 logger = logging.getLogger(__name__)
 
@@ -264,6 +269,12 @@ def build_submit_job_request(
             if not metadata[key]:
                 del metadata[key]
     return request
+
+
+def team_share(team: str, gpus: int) -> str:
+    """The share identifier of ``team``'s jobs of ``gpus`` GPUs on a fair-share queue Osprey weights:
+    ``osprey-<team>-g<class>`` (classes: up to 4 GPUs, 16, 128, more). ``ValueError`` names what is wrong."""
+    return team_share_identifier(team, gpus)
 
 
 def submit_job(

@@ -20,7 +20,6 @@ from osprey.simulate import control as control_module
 from osprey.simulate import gangwatch as gangwatch_module
 from osprey.simulate import telemetry as telemetry_module
 from osprey.simulate.runner import load_default_policy
-from osprey_control.backends import batch as batch_applier
 from osprey_control.backends.eks.applier import DEFAULT_KUEUE_PRIORITY_RANGE
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.derivation import engine
@@ -126,37 +125,6 @@ def test_kueue_admits_in_the_order_osprey_writes() -> None:
     layered = by_id(run(scenario, KueueOsprey(make_policy(rules=SHORT_FIRST), cycle_s=60)))
     assert native["long"][1] < native["short"][1]  # BestEffortFIFO: submission order
     assert layered["short"][1] < layered["long"][1]
-
-
-def test_fair_share_weights_are_the_production_weight_factors(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given a spy on the production weight_factor, the per-job shares' weights are its answers.
-    seen: list[int] = []
-    real = batch_applier.weight_factor
-
-    def spy(priority: int) -> float:
-        seen.append(priority)
-        return real(priority)
-
-    monkeypatch.setattr("osprey.simulate.layered.weight_factor", spy)
-    scheduler = FairShareOsprey(make_policy())
-    sim = run(workload(job("a", 0, 8, 600), job("b", 0, 8, 600)), scheduler)
-    assert seen
-    for r in sim.runs:
-        assert r.priority is not None
-        assert scheduler.weight_of(scheduler.share_of(r)) == real(r.priority)
-    assert scheduler.share_of(sim.runs[0]) != scheduler.share_of(sim.runs[1])  # one share per job
-
-
-def test_fair_share_weights_cannot_reorder_jobs_that_have_no_usage_yet() -> None:
-    # Given the same scenario as the Kueue ordering test, when it runs on fair share with per-job shares, then
-    # Osprey's weights do not change the order: a queued job's share has no usage, and 0 x any weight is 0.
-    scenario = workload(
-        job("running", 0, 16, 3000, declared=3600),
-        job("long", 10, 16, 3000, declared=36000),
-        job("short", 20, 16, 3000, declared=3600),
-    )
-    layered = by_id(run(scenario, FairShareOsprey(make_policy(rules=SHORT_FIRST), cycle_s=60)))
-    assert layered["long"][1] < layered["short"][1]
 
 
 def test_sagemaker_queue_orders_a_share_by_the_written_scheduling_priority() -> None:

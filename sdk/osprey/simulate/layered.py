@@ -6,11 +6,13 @@ Osprey only writes priorities; the backend model decides admission and preemptio
   ``LowerPriority`` preemption, waitForPodsReady); a Workload's ``spec.priority`` is what the production EKS
   applier writes, :meth:`osprey_control.backends.eks.applier.KueuePriorityRange.map` of the applied priority (its
   WorkloadPriorityClass value until Osprey's first write).
-- ``fairshare+osprey``: the :class:`~osprey.simulate.baselines.FairShare` model with one share
-  identifier per job (the production Batch applier requires it) whose ``weightFactor`` is the production
-  :func:`osprey_control.backends.batch.applier.weight_factor` of the applied priority (1.0, Batch's value for a share
-  without an entry, until Osprey's first write). Batch documents no order between shares of equal weighted
-  usage; submission order is assumed.
+- ``fairshare+osprey``: the :class:`~osprey.simulate.baselines.FairShare` model with the share identifiers
+  production has a team's jobs submitted with, one per team and job size class
+  (:func:`osprey_control.backends.batch.team_shares.team_share_identifier`, ``osprey-<team>-g<class>``), and
+  every cycle each share's ``weightFactor`` from the production
+  :func:`osprey_control.backends.batch.team_shares.fold_weights`: the team's decayed usage (from the jobs'
+  allocation intervals, as the registry records them) folded in, so teams keep their shares, and the best
+  applied priority of each share's queued jobs ordering a team's classes. Within a share, submission order.
 - ``sagemaker-queue``: an AWS Batch SAGEMAKER_TRAINING service job queue with a fair-share scheduling policy
   (share identifier = team): shares as in ``fairshare``, and within a share "jobs with a higher scheduling
   priority are scheduled before jobs with a lower scheduling priority" (UpdateServiceJob), then submission
@@ -25,14 +27,21 @@ under the policy's ``coScheduling``; only EKS can suspend a job, so ``requeue`` 
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from osprey.simulate.baselines import FairShare
 from osprey.simulate.control import OspreyControl
 from osprey.simulate.gangwatch import SimulatedGangWatch
 from osprey.simulate.kueue import Kueue
-from osprey.simulate.sim import JobRun, Scheduler, Simulator
-from osprey_control.backends.batch import weight_factor
+from osprey.simulate.sim import JobRun, Scheduler, Simulator, Status
+from osprey_control.backends.batch import (
+    TeamShareState,
+    decayed_usage,
+    fold_weights,
+    parse_team_share,
+    team_share_identifier,
+)
 from osprey_control.backends.eks import DEFAULT_KUEUE_PRIORITY_RANGE, KueuePriorityRange
 from osprey_control.contract import batch_scheduling_priority
 from osprey_control.policy import PriorityDerivationPolicy
@@ -132,16 +141,49 @@ class _FairShareLayered(Layered, FairShare):
 class FairShareOsprey(_FairShareLayered):
     name: ClassVar[str] = "fairshare+osprey"
     backend: ClassVar[Backend] = Backend.BATCH
+    # A finished job's usage has decayed to e^-10 of its GPUs after this many decay periods: dropped then.
+    FORGET_AFTER_DECAYS: ClassVar[float] = 10.0
+
+    def __init__(
+        self,
+        policy: PriorityDerivationPolicy,
+        *,
+        cycle_s: float | None = None,
+        seed: int = 0,
+        share_decay_s: float = 3600.0,
+    ) -> None:
+        super().__init__(policy, cycle_s=cycle_s, seed=seed, share_decay_s=share_decay_s)
+        self._members: dict[str, list[JobRun]] = {}
 
     def share_of(self, run: JobRun) -> str:
-        return f"osprey-{run.job.job_id}"
+        return team_share_identifier(run.job.share, run.job.gpus)
 
-    def tiebreak(self, share: str, head: JobRun) -> tuple[float, ...]:
-        return (head.job.submit_s, float(head.index))
+    def on_arrival(self, run: JobRun, now: float) -> None:
+        super().on_arrival(run, now)
+        self._members.setdefault(self.share_of(run), []).append(run)
 
     def write(self, run: JobRun) -> None:
-        assert run.priority is not None
-        self.weight_factors[self.share_of(run)] = weight_factor(run.priority)
+        """Nothing per job: the cycle writes every Osprey share's weight at once (:meth:`on_cycle`)."""
+
+    def on_cycle(self, now: float) -> None:
+        super().on_cycle(now)
+        forget = self.FORGET_AFTER_DECAYS * self.share_decay_s
+        states = []
+        for share, runs in self._members.items():
+            runs[:] = [run for run in runs if run.end_s is None or now - run.end_s <= forget]
+            if not runs:
+                continue
+            usage = math.fsum(decayed_usage(run.intervals, now, self.share_decay_s) for run in runs)
+            queued = [
+                run.priority for run in runs if run.status is Status.QUEUED and run.priority is not None
+            ]
+            owned = parse_team_share(share)
+            assert owned is not None  # share_of built it
+            states.append(TeamShareState(owned, usage, max(queued) if queued else None))
+        weights = fold_weights(states)
+        if weights != {share: self.weight_factors.get(share) for share in weights}:
+            self.weight_factors.update(weights)
+            self.sim.mark_changed()
 
 
 class SageMakerQueue(FairShare):

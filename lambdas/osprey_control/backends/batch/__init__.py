@@ -17,6 +17,14 @@ from osprey_control.backends.batch.applier import (
 from osprey_control.backends.batch.events import EVENTS
 from osprey_control.backends.batch.gang import BatchGang, batch_readiness
 from osprey_control.backends.batch.naming import BATCH_RUNTIME
+from osprey_control.backends.batch.team_shares import (
+    TeamShare,
+    TeamShareState,
+    decayed_usage,
+    fold_weights,
+    parse_team_share,
+    team_share_identifier,
+)
 from osprey_control.backends.driver import EventBackend
 from osprey_control.registry import Backend
 
@@ -27,7 +35,13 @@ __all__ = [
     "BatchGang",
     "BatchShareApplier",
     "ShareLedgerPort",
+    "TeamShare",
+    "TeamShareState",
     "batch_readiness",
+    "decayed_usage",
+    "fold_weights",
+    "parse_team_share",
+    "team_share_identifier",
     "weight_factor",
 ]
 

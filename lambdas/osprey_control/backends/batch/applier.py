@@ -39,6 +39,7 @@ from osprey_control.backends.actuation import (
     is_enabled,
     prefilter,
 )
+from osprey_control.backends.batch.team_shares import parse_team_share
 from osprey_control.registry import Backend, JobKey, ShareEntry
 
 __all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "BatchShareApplier", "ShareLedgerPort", "weight_factor"]
@@ -107,6 +108,8 @@ class BatchShareApplier(ClientApplier):
     def __init__(self, client: Any = None, ledger: ShareLedgerPort | None = None) -> None:
         super().__init__(client)
         self.ledger = ledger
+        # Entries this applier added (policy, share): Osprey's even without a ledger to record them in.
+        self._created: set[tuple[str, str]] = set()
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         return self.apply_guarded(changes, lambda: True)
@@ -179,6 +182,14 @@ class BatchShareApplier(ClientApplier):
                 )
                 report.results.append(ApplyResult(key, Outcome.FAILED, priority, reason))
                 continue
+            if parse_team_share(str(share)) is not None:
+                # Its weight is the team fold's, over all of the share's jobs (team_shares), not this job's.
+                reason = (
+                    f"share identifier {share} is a team share; its weight comes from the team's usage "
+                    "(team_shares.fold_weights), which this applier does not write yet"
+                )
+                report.results.append(ApplyResult(key, Outcome.SKIPPED, priority, reason))
+                continue
             pending.append(_Pending(change, str(share), str(queue), weight_factor(priority)))
         return pending
 
@@ -234,9 +245,15 @@ class BatchShareApplier(ClientApplier):
         accepted = self._accept(jobs, distribution, report)
         changed = False
         claims: list[ShareEntry] = []
+        foreign: list[_Pending] = []
         for item in accepted:
             entry = index.get(item.share)
             owner = None if owners is None else owners.get((policy_arn, item.share))
+            mine = owner is not None or (policy_arn, item.share) in self._created
+            if entry is not None and not mine and entry.get("weightFactor") != item.weight:
+                # A team's own entry (or one of another tool): Osprey never changes what it did not create.
+                foreign.append(item)
+                continue
             if entry is None or (owner is not None and owner != item.change.record.key):
                 # Osprey's entry (new, or left by an earlier job with the same identifier): this job's now.
                 claims.append(ShareEntry(policy_arn, item.share, item.change.record.key))
@@ -247,6 +264,16 @@ class BatchShareApplier(ClientApplier):
             if entry.get("weightFactor") != item.weight:
                 entry["weightFactor"] = item.weight
                 changed = True
+        for item in foreign:
+            reason = (
+                f"share identifier {item.share} is an entry of the scheduling policy that Osprey did not create; "
+                "Osprey never changes it: submit the job with a share identifier of its own, or with its team's "
+                "Osprey share (osprey.batch.team_share)"
+            )
+            report.results.append(
+                ApplyResult(item.change.record.key, Outcome.SKIPPED, item.change.priority, reason)
+            )
+        accepted = [item for item in accepted if item not in foreign]
         if not accepted:
             return
         if claims and self.ledger is not None:
@@ -274,6 +301,7 @@ class BatchShareApplier(ClientApplier):
                 )
                 return
             report.writes += 1
+            self._created.update((policy_arn, claim.share) for claim in claims)
             logger.info("scheduling policy updated", extra={"policy": policy_arn, "jobs": len(accepted)})
         for item in accepted:
             report.results.append(

@@ -71,8 +71,8 @@ def test_an_entry_that_was_in_the_policy_before_osprey_is_never_pruned(world: Wo
     # When it finishes
     world.finish(job)
     world.applier.housekeep(lambda: True)
-    # Then the team's entry stays (with the weight Osprey last wrote): Osprey never recorded it as its own
-    assert world.fleet.shares()["analytics"] == weight_factor(90)
+    # Then the team's entry stays, with its own weight: Osprey neither changed nor recorded it
+    assert world.fleet.shares()["analytics"] == 0.5
     assert world.ledger.entries() == []
 
 

@@ -262,3 +262,44 @@ def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
     assert by_job[jobs[0].key].transient
     assert by_job[jobs[1].key].outcome is Outcome.APPLIED
     assert report.writes == 2
+
+
+def test_a_share_entry_osprey_did_not_create_is_never_changed(fleet: Fleet) -> None:
+    # Given a job submitted with the team's own share "analytics", whose entry (weightFactor 0.5) was in the
+    # policy before Osprey, and a job with a share of its own
+    team_job = fleet.job("team", share="analytics", applied=50)
+    own = fleet.job("own", share="job-own", applied=50)
+
+    # When both get new priorities, over two cycles
+    applier = BatchShareApplier(fleet.client)
+    report = applier.apply([PriorityChange(team_job, 90), PriorityChange(own, 90)])
+    later = applier.apply([PriorityChange(team_job, 10), PriorityChange(own, 10)])
+
+    # Then the team's entry keeps its weight, the team's job is skipped with the reason, and the job's own entry
+    # (which Osprey created) follows its priority
+    assert fleet.shares()["analytics"] == 0.5
+    assert fleet.shares()["job-own"] == weight_factor(10)
+    for result in (report.by_job()[team_job.key], later.by_job()[team_job.key]):
+        assert result.outcome is Outcome.SKIPPED
+        assert "Osprey did not create" in result.reason
+    assert later.by_job()[own.key].outcome is Outcome.APPLIED
+    # And every update sent left the team's entry as it was
+    for update in fleet.updates:
+        entries = {
+            e["shareIdentifier"]: e.get("weightFactor")
+            for e in update["fairsharePolicy"]["shareDistribution"]
+        }
+        assert entries["analytics"] == 0.5
+
+
+def test_a_job_in_a_team_share_gets_no_per_job_weight(fleet: Fleet) -> None:
+    # Given two jobs of team vision's Osprey share for 8-GPU jobs
+    first = fleet.job("v1", share="osprey-vision-g1", applied=50)
+    second = fleet.job("v2", share="osprey-vision-g1", applied=50)
+    # When their priorities change
+    report = BatchShareApplier(fleet.client).apply([PriorityChange(first, 80), PriorityChange(second, 20)])
+    # Then neither writes its own weight into the team's share: both are skipped with the reason
+    assert fleet.updates == []
+    for job in (first, second):
+        assert report.by_job()[job.key].outcome is Outcome.SKIPPED
+        assert "team share" in report.by_job()[job.key].reason
