@@ -4,7 +4,8 @@ of docs/scheduling.md checked per (native, layered) pair.
 
 Run: ``.venv/bin/python bench/sim_bench.py`` (``--json FILE`` keeps every number, per team too, ``--plot DIR``
 writes the PNGs of docs/scheduling.md, ``--policy FILE`` runs that policy in every ``+osprey`` scheduler,
-``--schedulers a,b`` runs a subset, ``--workload FILE.csv`` adds a workload).
+``--schedulers a,b`` runs a subset, ``--workload FILE.csv`` adds a workload, ``--processes N`` runs N
+simulations at once, default one per core, with the same numbers as one process).
 
 One line per scheduler and workload::
 
@@ -27,9 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,7 +198,65 @@ def goals(label: str, measured: dict[str, dict[str, float]]) -> Iterable[Goal]:
         )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _simulate(
+    workload: Workload, name: str, policy: PriorityDerivationPolicy, cycle_s: float | None, seed: int
+) -> Result:
+    return simulate(workload, make_scheduler(name, policy=policy, cycle_s=cycle_s, seed=seed), seed=seed)
+
+
+class _Runs:
+    """Every (case, scheduler, seed) simulation, run in this process or a pool of ``processes``.
+
+    Each simulation is deterministic and independent of the others, so a pool gives the same numbers; the
+    bench still prints in its fixed order. The costliest runs (the most jobs, and Osprey's cycles) are
+    submitted first, so the last one to finish is a short one.
+    """
+
+    def __init__(
+        self,
+        cases: Sequence[Case],
+        names: Sequence[str],
+        seeds: Sequence[int],
+        policy: PriorityDerivationPolicy,
+        processes: int,
+    ) -> None:
+        self._inline: dict[tuple[str, str, int], tuple[Workload, str, float | None, int]] = {}
+        for case in cases:
+            for name in names:
+                for index, workload in enumerate(case.workloads):
+                    seed = seeds[index] if len(case.workloads) > 1 else 0
+                    self._inline[(case.label, name, index)] = (workload, name, case.cycle_s, seed)
+        self._policy = policy
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: dict[tuple[str, str, int], Future[Result]] = {}
+        if processes > 1 and len(self._inline) > 1:
+            self._pool = ProcessPoolExecutor(max_workers=processes)
+
+            def cost(key: tuple[str, str, int]) -> int:
+                workload, name, _, _ = self._inline[key]
+                return len(workload.jobs) * (10 if name.endswith("+osprey") else 1)
+
+            for key in sorted(self._inline, key=cost, reverse=True):
+                self._futures[key] = self._pool.submit(_simulate, *self._args(key))
+
+    def _args(
+        self, key: tuple[str, str, int]
+    ) -> tuple[Workload, str, PriorityDerivationPolicy, float | None, int]:
+        workload, name, cycle_s, seed = self._inline[key]
+        return workload, name, self._policy, cycle_s, seed
+
+    def result(self, label: str, name: str, index: int) -> Result:
+        key = (label, name, index)
+        if key in self._futures:
+            return self._futures[key].result()
+        return _simulate(*self._args(key))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="LLM workload seeds")
     parser.add_argument("--llm-loads", type=float, nargs="+", default=[1.0, 1.3])
@@ -207,10 +268,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-trace", action="store_true", help="skip the Alibaba workload")
     parser.add_argument("--workload", type=Path, nargs="*", default=[], help="extra job CSVs (llm-gpus)")
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS), help="comma-separated subset")
-    parser.add_argument("--policy", type=Path, default=None, help="policy for the layered schedulers")
+    parser.add_argument("--policy", type=Path, default=None, help="policy of every +osprey scheduler")
     parser.add_argument("--json", type=Path, default=None, help="write every result to this JSON file")
     parser.add_argument("--plot", type=Path, default=None, help="write PNGs into this directory")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="simulations run in parallel (1: in this one)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.processes < 1:
+        parser.error(f"--processes: must be at least 1, got {args.processes}")
     if args.trace_gpus < 8 or args.llm_gpus < 8 or args.llm_jobs < 1:
         parser.error("--trace-gpus and --llm-gpus need at least 8 GPUs, --llm-jobs at least 1 job")
     names = [name.strip() for name in args.schedulers.split(",") if name.strip()]
@@ -224,15 +298,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     everything: dict[str, list[dict[str, object]]] = {}
     verdicts: list[str] = []
-    for case in _cases(args):
+    cases = _cases(args)
+    runs = _Runs(cases, names, args.seeds, policy, args.processes)
+    for case in cases:
         measured: dict[str, dict[str, float]] = {}
         first_seed: list[Result] = []
         for name in names:
             results = []
-            for index, workload in enumerate(case.workloads):
+            for index in range(len(case.workloads)):
                 seed = args.seeds[index] if len(case.workloads) > 1 else 0
-                scheduler = make_scheduler(name, policy=policy, cycle_s=case.cycle_s, seed=seed)
-                result = simulate(workload, scheduler, seed=seed)
+                result = runs.result(case.label, name, index)
                 results.append(result)
                 label = f"{case.label}-s{seed}" if len(case.workloads) > 1 else case.label
                 everything.setdefault(label, []).append(result.to_dict())
@@ -250,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             title = f"{case.label} ({case.workloads[0].total_gpus} GPUs)"
             plot_results(first_seed, args.plot, title=title, stem=case.label)
+    runs.close()
     for verdict in verdicts:
         print(verdict)
     if args.json is not None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench.sim_bench import main
 
-from osprey.simulate import LAYERED_PAIRS, SCHEDULERS
+from osprey.simulate import LAYERED_PAIRS, SCHEDULERS, make_scheduler
 
 LINE = re.compile(
     r"scheduler=(\S+) workload=(\S+) mean_wait_s=\d+\.\d p95_wait_s=\d+\.\d idle_pct=\d+\.\d\d goodput=\d\.\d{4}"
@@ -54,3 +55,37 @@ def test_a_cluster_too_small_for_the_gangs_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--llm-gpus", "4"])
     assert exit_info.value.code == 2
+
+
+def test_a_pool_of_processes_prints_exactly_what_one_process_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["--no-trace", "--llm-jobs", "12", "--llm-gpus", "64", "--seeds", "0", "1", "--llm-loads", "1.3"]
+    outputs = []
+    for processes in ("1", "2"):
+        out = tmp_path / f"p{processes}.json"
+        assert main([*argv, "--processes", processes, "--json", str(out)]) == 0
+        printed = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("total_")]
+        outputs.append((printed, out.read_text()))
+    assert outputs[0] == outputs[1]
+
+
+def test_the_policy_option_reaches_every_layered_scheduler(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.sim_bench as bench  # noqa: PLC0415 - the module whose scheduler factory is watched
+
+    made: list[tuple[str, str | None]] = []
+
+    def spy(name: str, **kwargs: Any) -> Any:
+        policy = kwargs.get("policy")
+        made.append((name, None if policy is None else policy.metadata.name))
+        return make_scheduler(name, **kwargs)
+
+    monkeypatch.setattr(bench, "make_scheduler", spy)
+    policy = Path(__file__).parents[2] / "policies" / "training-policy.yaml"
+    argv = ["--no-trace", "--llm-jobs", "8", "--llm-gpus", "64", "--seeds", "0", "--llm-loads", "1.0"]
+    assert main([*argv, "--processes", "1", "--policy", str(policy)]) == 0
+    capsys.readouterr()
+    layered = {name: policy_name for name, policy_name in made if name.endswith("+osprey")}
+    assert layered == dict.fromkeys((b for _, b in LAYERED_PAIRS), "training-policy")
