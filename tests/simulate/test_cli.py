@@ -96,3 +96,20 @@ def test_a_job_csv_runs_and_its_errors_name_the_flag(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "--workload:" in result.output
     assert "line 2: num_gpus: 'x' is not an integer" in result.output
+
+
+def test_fairness_and_teams_are_in_the_json_and_the_table() -> None:
+    result = runner.invoke(
+        app, ["simulate", "--workload", "seed", "--schedulers", "kueue,kueue+osprey", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    for o in objects:
+        assert 0.0 < o["fairness"] <= 1.0
+        assert set(o["teams"]) == {"team-a", "team-b", "team-c"}
+        assert all({"mean_wait_s", "gpu_hours"} <= set(team) for team in o["teams"].values())
+    table = runner.invoke(app, ["simulate", "--workload", "seed", "--schedulers", "kueue,kueue+osprey"])
+    assert table.exit_code == 0, table.output
+    assert "fairness ↑" in table.stdout
+    row = next(line for line in table.stdout.splitlines() if line.strip().startswith("kueue+osprey"))
+    assert f"{objects[1]['fairness']:.3f} (" in row

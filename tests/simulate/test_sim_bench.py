@@ -1,6 +1,6 @@
 """Given the scheduling benchmark on a tiny configuration, when it runs, then it prints one
 ``scheduler=<name> workload=<w> mean_wait_s=<x> p95_wait_s=<x> idle_pct=<x> goodput=<x>
-priority_changes_per_job_hour=<x>`` line per scheduler and workload (each seed, then the seeds' mean under the
+priority_changes_per_job_hour=<x> fairness=<x>`` line per scheduler and workload (each seed, then the seeds' mean under the
 workload's own name), a goal line per (native, layered) pair, and its JSON file holds the same schedulers. (Speed is the benchmark's business, never asserted.)"""
 
 from __future__ import annotations
@@ -8,15 +8,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench.sim_bench import main
 
-from osprey.simulate import LAYERED_PAIRS, SCHEDULERS
+from osprey.simulate import LAYERED_PAIRS, SCHEDULERS, make_scheduler
 
 LINE = re.compile(
     r"scheduler=(\S+) workload=(\S+) mean_wait_s=\d+\.\d p95_wait_s=\d+\.\d idle_pct=\d+\.\d\d goodput=\d\.\d{4}"
-    r" priority_changes_per_job_hour=\d+\.\d\d"
+    r" priority_changes_per_job_hour=\d+\.\d\d fairness=[01]\.\d{4}"
 )
 GOAL = re.compile(r"goal=\S+ pair=\S+->\S+\+osprey workload=\S+ (met|MISSED) \(.+\)")
 
@@ -40,15 +41,51 @@ def test_benchmark_prints_one_line_per_scheduler_and_workload(
     goals = [line for line in lines if line.startswith("goal=")]
     assert goals
     assert all(GOAL.fullmatch(line) for line in goals), goals
-    # Five goals per pair on each LLM load, one (Kueue only) on the seed's case.
-    assert len(goals) == 2 * 5 * len(LAYERED_PAIRS) + 1
+    # Six goals per pair on each LLM load, one (Kueue only) on the seed's case.
+    assert len(goals) == 2 * 6 * len(LAYERED_PAIRS) + 1
     assert re.fullmatch(r"total_seconds=\d+\.\d", lines[-1])
     saved = json.loads(out.read_text())
     assert [r["scheduler"] for r in saved["seed"]] == list(SCHEDULERS)
     assert {(m["workload"], m["scheduler"]) for m in saved["means"]} >= {("llm-load1.0", "kueue+osprey")}
+    assert all("fairness" in m for m in saved["means"])
+    assert all(set(r["teams"]) == {"team-a", "team-b", "team-c"} for r in saved["seed"])
 
 
 def test_a_cluster_too_small_for_the_gangs_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--llm-gpus", "4"])
     assert exit_info.value.code == 2
+
+
+def test_a_pool_of_processes_prints_exactly_what_one_process_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["--no-trace", "--llm-jobs", "12", "--llm-gpus", "64", "--seeds", "0", "1", "--llm-loads", "1.3"]
+    outputs = []
+    for processes in ("1", "2"):
+        out = tmp_path / f"p{processes}.json"
+        assert main([*argv, "--processes", processes, "--json", str(out)]) == 0
+        printed = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("total_")]
+        outputs.append((printed, out.read_text()))
+    assert outputs[0] == outputs[1]
+
+
+def test_the_policy_option_reaches_every_layered_scheduler(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.sim_bench as bench  # noqa: PLC0415 - the module whose scheduler factory is watched
+
+    made: list[tuple[str, str | None]] = []
+
+    def spy(name: str, **kwargs: Any) -> Any:
+        policy = kwargs.get("policy")
+        made.append((name, None if policy is None else policy.metadata.name))
+        return make_scheduler(name, **kwargs)
+
+    monkeypatch.setattr(bench, "make_scheduler", spy)
+    policy = Path(__file__).parents[2] / "policies" / "training-policy.yaml"
+    argv = ["--no-trace", "--llm-jobs", "8", "--llm-gpus", "64", "--seeds", "0", "--llm-loads", "1.0"]
+    assert main([*argv, "--processes", "1", "--policy", str(policy)]) == 0
+    capsys.readouterr()
+    layered = {name: policy_name for name, policy_name in made if name.endswith("+osprey")}
+    assert layered == dict.fromkeys((b for _, b in LAYERED_PAIRS), "training-policy")

@@ -4,7 +4,9 @@ The ``<backend>+osprey`` schedulers are the backend models with Osprey layered o
 derivation engine, appliers' mappings and gang watch (docs/scheduling.md). Output: a table in which each
 layered scheduler shows its ratio to its native one, each column says which way is better (↓ lower, ↑ higher)
 and a cell where Osprey does worse than the native scheduler is marked ✗ (and listed under the table; a
-difference under 0.5% is not a loss); ``--json`` prints one JSON object per scheduler, one per line;
+difference under 0.5% is not a loss); ``fairness`` is Jain's index over teams (share identifiers) of GPU-time
+received / entitled while queued (:mod:`osprey.simulate.fairness`); ``--json`` prints one JSON object per
+scheduler, one per line, with ``fairness`` and ``teams`` (per team: ``mean_wait_s``, ``gpu_hours``, ...);
 ``--plot DIR`` writes PNGs (queue length and utilization over time, CDF of queueing delay). Exit 1 on
 invalid input, naming the flag and what it allows.
 """
@@ -128,7 +130,7 @@ class _Column:
 
 
 # Which way is better, per column: waits, completion time, idle GPUs and preemptions are costs (lower);
-# goodput is the useful fraction of GPU time (higher).
+# goodput is the useful fraction of GPU time and fairness Jain's index over teams (higher).
 _COLUMNS = (
     _Column("mean wait (min)", lambda r: r.mean_wait_s / 60, ".1f", lower_is_better=True),
     _Column("p95 wait (min)", lambda r: r.p95_wait_s / 60, ".1f", lower_is_better=True),
@@ -137,6 +139,7 @@ _COLUMNS = (
     _Column("idle %", lambda r: r.idle_pct, ".1f", lower_is_better=True),
     _Column("goodput", lambda r: r.goodput, ".3f", lower_is_better=False),
     _Column("preempt", lambda r: float(r.preemptions), ".0f", lower_is_better=True),
+    _Column("fairness", lambda r: r.fairness, ".3f", lower_is_better=False),
 )
 # Differences smaller than this share of the native value are noise, not a loss.
 _TOLERANCE = 0.005

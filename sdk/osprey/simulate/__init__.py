@@ -18,7 +18,7 @@ from osprey.simulate.layered import (
 )
 from osprey.simulate.ledger import Ledger, Sample
 from osprey.simulate.model import Job, SimulationError, StartupModel, Workload
-from osprey.simulate.results import Result, percentile
+from osprey.simulate.results import Result, TeamFigures, percentile
 from osprey.simulate.runner import (
     DEFAULT_POLICY,
     LAYERED_PAIRS,
@@ -66,6 +66,7 @@ __all__ = [
     "SlurmOsprey",
     "StartupModel",
     "Status",
+    "TeamFigures",
     "Workload",
     "homogeneous_nodes",
     "llm_workload",

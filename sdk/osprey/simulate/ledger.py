@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from osprey.simulate.fairness import TeamAccount
+
 __all__ = ["Ledger", "Sample"]
 
 
@@ -41,15 +43,19 @@ class Ledger:
     allocated_idle_gpu_s: float = 0.0
     free_gpu_s: float = 0.0
     # Measurement window.
+    window_allocated_gpu_s: float = 0.0
     window_training_util_gpu_s: float = 0.0
     window_allocated_idle_gpu_s: float = 0.0
     window_free_idle_gpu_s: float = 0.0
     window_wasted_util_gpu_s: float = 0.0
     wasted_gpu_s: float = 0.0  # training thrown away by preemption (work after the last checkpoint)
     samples: list[Sample] = field(default_factory=list)
+    # The same accounting per team (share identifier) and the fairness figure built on it.
+    teams: TeamAccount = field(init=False)
 
     def __post_init__(self) -> None:
         self.now_s = self.start_s
+        self.teams = TeamAccount(self.total_gpus)
 
     @property
     def window_end_s(self) -> float:
@@ -65,7 +71,9 @@ class Ledger:
         self.allocated_idle_gpu_s += (self.allocated - self.training) * dt
         self.free_gpu_s += free * dt
         inside = min(to_s, self.window_end_s) - self.now_s
+        self.teams.advance(dt, inside)
         if inside > 0:
+            self.window_allocated_gpu_s += self.allocated * inside
             self.window_training_util_gpu_s += self.training_util * inside
             self.window_allocated_idle_gpu_s += (self.allocated - self.training) * inside
             self.window_free_idle_gpu_s += min(free, self.waiting_demand) * inside

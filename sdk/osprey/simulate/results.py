@@ -10,7 +10,7 @@ from typing import Any
 from osprey.simulate.ledger import Sample
 from osprey.simulate.sim import Simulator, Status
 
-__all__ = ["Result", "percentile"]
+__all__ = ["Result", "TeamFigures", "percentile"]
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -26,6 +26,27 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class TeamFigures:
+    """One team (its share identifier, ``Job.share``): mean queueing delay of its finished jobs, GPU-hours
+    allocated to it in the measurement window, and received / entitled GPU-time while it had queued work
+    (None when it never had; see :mod:`osprey.simulate.fairness`)."""
+
+    team: str
+    jobs: int
+    mean_wait_s: float
+    gpu_hours: float
+    service_ratio: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mean_wait_s": round(self.mean_wait_s, 3),
+            "gpu_hours": round(self.gpu_hours, 3),
+            "jobs": self.jobs,
+            "service_ratio": None if self.service_ratio is None else round(self.service_ratio, 4),
+        }
+
+
 @dataclass(frozen=True)
 class Result:
     """One scheduler on one workload.
@@ -35,6 +56,8 @@ class Result:
     Idle %: (allocated-but-not-training GPU-time + free GPU-time a waiting job could have used) over the
     cluster's GPU-time in the measurement window. Goodput: utilization-weighted useful training GPU-time in
     the window over the window's GPU-time (0..1; preempted work that was thrown away does not count).
+    Fairness: Jain's index over teams of GPU-time received / entitled while the team had queued work
+    (:mod:`osprey.simulate.fairness`); ``teams`` gives each team's figures, sorted by name.
     """
 
     scheduler: str
@@ -54,6 +77,8 @@ class Result:
     makespan_s: float
     gpus: int
     horizon_s: float
+    fairness: float = 1.0
+    teams: tuple[TeamFigures, ...] = ()
     waits_s: tuple[float, ...] = field(repr=False, default=())
     samples: tuple[Sample, ...] = field(repr=False, default=())
 
@@ -80,7 +105,32 @@ class Result:
             ),
             "makespan_s": round(self.makespan_s, 3),
             "horizon_s": round(self.horizon_s, 3),
+            "fairness": round(self.fairness, 4),
+            "teams": {figures.team: figures.to_dict() for figures in self.teams},
         }
+
+
+def team_figures(sim: Simulator) -> tuple[TeamFigures, ...]:
+    """Per team: its finished jobs' mean queueing delay, window GPU-hours and service ratio."""
+    waits: dict[str, list[float]] = {}
+    jobs: dict[str, int] = {}
+    for run in sim.runs:
+        team = run.job.share
+        jobs[team] = jobs.get(team, 0) + 1
+        waits.setdefault(team, [])
+        if run.status in (Status.DONE, Status.FAILED):
+            waits[team].append(run.queued_s)
+    account = sim.ledger.teams
+    return tuple(
+        TeamFigures(
+            team=team,
+            jobs=jobs[team],
+            mean_wait_s=_mean(waits[team]),
+            gpu_hours=account.window_allocated_gpu_s.get(team, 0.0) / 3600.0,
+            service_ratio=account.service_ratio(team),
+        )
+        for team in sorted(waits)
+    )
 
 
 def summarize(sim: Simulator, *, derives_priorities: bool) -> Result:
@@ -114,6 +164,8 @@ def summarize(sim: Simulator, *, derives_priorities: bool) -> Result:
         makespan_s=end - sim.workload.start_s,
         gpus=sim.workload.total_gpus,
         horizon_s=ledger.horizon_s,
+        fairness=ledger.teams.fairness,
+        teams=team_figures(sim),
         waits_s=waits,
         samples=tuple(ledger.samples),
     )

@@ -188,6 +188,7 @@ class Simulator:
             return  # the run was evicted or finished since this event was scheduled
         if kind == _Kind.ARRIVE:
             self._arrived += 1
+            self.ledger.teams.demand(run.job.share, run.job.gpus)
             self._enqueue(run, now)
             self.scheduler.on_arrival(run, now)
         elif kind == _Kind.TRAIN:
@@ -200,6 +201,7 @@ class Simulator:
         elif kind == _Kind.RESUME:
             del self.held[run.index]
             self.ledger.queued_jobs -= 1  # _enqueue counts it again
+            self.ledger.teams.queued(run.job.share, -1)
             self.ledger.waiting_demand -= run.unplaced_gpus
             self._enqueue(run, now, keep_wait=True)
         elif kind == _Kind.TIMER and tag is not None:
@@ -264,6 +266,7 @@ class Simulator:
             run.queued_since_s = now
             self.held[run.index] = run
             self.ledger.queued_jobs += 1
+            self.ledger.teams.queued(run.job.share, 1)
             self.ledger.waiting_demand += run.unplaced_gpus
             self._push(hold_until, _Kind.RESUME, run)
         self._dirty = True
@@ -282,6 +285,7 @@ class Simulator:
             run.queued_since_s = now
         self.queue[run.index] = run
         self.ledger.queued_jobs += 1
+        self.ledger.teams.queued(run.job.share, 1)
         self.ledger.waiting_demand += run.unplaced_gpus
         self._dirty = True
 
@@ -290,11 +294,13 @@ class Simulator:
         gpus = sum(g for _, g in allocation)
         run.placed_at.extend([now] * (gpus // run.worker_gpus))
         self.ledger.allocated += gpus
+        self.ledger.teams.allocated(run.job.share, gpus)
         self.ledger.waiting_demand -= gpus
 
     def _fully_allocated(self, run: JobRun, now: float) -> None:
         del self.queue[run.index]
         self.ledger.queued_jobs -= 1
+        self.ledger.teams.queued(run.job.share, -1)
         if run.queued_since_s is not None:
             run.queued_s += now - run.queued_since_s
             run.queued_since_s = None
@@ -331,6 +337,7 @@ class Simulator:
         gpus = sum(g for _, g in run.allocation)
         self.cluster.release(run.allocation)
         self.ledger.allocated -= gpus
+        self.ledger.teams.allocated(run.job.share, -gpus)
         run.allocation = []
         run.placed_at = []
         run.ready_at = []
@@ -340,6 +347,7 @@ class Simulator:
         run.status = status
         run.end_s = now
         run.version += 1
+        self.ledger.teams.demand(run.job.share, -run.job.gpus)
         self._finished += 1
         self.scheduler.on_finished(run, now)
         self._dirty = True
