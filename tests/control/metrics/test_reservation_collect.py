@@ -115,7 +115,7 @@ def test_each_pool_is_planned_alone_and_only_readers_get_the_signal() -> None:
 
     # Then in c1 the 32-GPU job is the head and the long job is held for it
     value = {job.name: result.metrics[job.key].job_values.get("reservation") for job in records}
-    assert value["big"] == 0.75 and value["long"] == 0.0 and value["running"] == 1.0
+    assert (value["big"], value["long"], value["running"]) == (0.75, 0.0, 1.0)
     assert "held for" in result.metrics[c1[3].key].notes[RESERVATION_NOTE]
     # And the job whose policy does not read the signal still took its place in the pool, with no value
     assert value["other"] is None

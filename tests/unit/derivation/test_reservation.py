@@ -145,4 +145,5 @@ spec:
 """
     errors = load_policy_text(text, "p.yaml").errors
     paths = " ".join(str(error) for error in errors)
-    assert "capacityGpus" in paths and "yieldFraction" in paths
+    assert "capacityGpus" in paths
+    assert "yieldFraction" in paths
