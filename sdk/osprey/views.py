@@ -12,6 +12,7 @@ from osprey_control.gang import GangPhase, GangState
 
 __all__ = [
     "decision_inputs",
+    "decision_notes",
     "dropped_rules",
     "effective_weights",
     "gang_cell",
@@ -31,6 +32,7 @@ _SHORT = {
     "attained_service": "service",
     "remaining_time": "remaining",
     "requested_gpus": "gpus",
+    "reservation": "reserve",
 }
 
 
@@ -131,6 +133,14 @@ def decision_inputs(decision: Mapping[str, Any] | None) -> dict[str, float | Non
     load behind the priority, as the engine saw it."""
     rules = (decision or {}).get("rules") or []
     return {str(rule["metric"]): rule.get("value") for rule in rules if rule.get("kind") == "builtin"}
+
+
+def decision_notes(decision: Mapping[str, Any] | None) -> dict[str, str]:
+    """Why a cross-job signal had its value when the decision was made (``inputs.notes``), by signal: for
+    ``reservation``, whether the job was lifted as the next to run, held back or backfilled, and the predicted
+    start that caused it."""
+    notes = ((decision or {}).get("inputs") or {}).get("notes") or {}
+    return {str(name): str(text) for name, text in notes.items()} if isinstance(notes, Mapping) else {}
 
 
 def _short_number(value: float) -> str:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from osprey.cli.main import app
 from osprey_control.contract import parse_block
-from osprey_control.derivation import JobMetrics, NodeMetrics, derive
+from osprey_control.derivation import JobMetrics, NodeMetrics, derive, summarize_inputs
 from osprey_control.policy import load_policies
 from osprey_control.registry import Backend, JobKey, JobStatus
 from osprey_control.registry.dynamodb import JobRegistry
@@ -197,3 +197,28 @@ def test_explain_suggests_the_job_the_user_meant(registry: JobRegistry) -> None:
     ]
     never_derived = runner.invoke(app, ["explain", "etl-nightly"])
     assert "no decision yet: the job has not been through a cycle" in never_derived.stdout
+
+
+def test_explain_and_history_say_why_a_job_was_held_for_a_reservation(registry: JobRegistry) -> None:
+    # Given a decision made while the job was held back for another job's reservation
+    key = next(record.key for record in registry.list_active() if record.name == "etl-nightly")
+    policy = next(p for p in load_policies([REPO_ROOT / "policies"]) if p.name == "default-policy")
+    note = "held for batch#llama-pretrain: it would end after that job's predicted start (in 42 min)"
+    metrics = JobMetrics("etl-nightly", (), {"reservation": 0.0}, notes={"reservation": note})
+    decision = derive(policy, metrics, previous=50)
+    record = registry.get(key)
+    assert record is not None
+    registry.record_decision(
+        key,
+        {**decision.to_dict(), "inputs": summarize_inputs(metrics)},
+        decision.priority,
+        record.version,
+        datetime.now(UTC),
+    )
+    # When the user explains the job and reads its history, then both name the reservation and its predicted start
+    explained = runner.invoke(app, ["explain", "etl-nightly"], terminal_width=200)
+    assert explained.exit_code == 0, explained.output
+    assert f"reservation: {note}" in explained.stdout
+    history = runner.invoke(app, ["history", "etl-nightly", "--json"])
+    assert history.exit_code == 0, history.output
+    assert "in 42 min" in history.stdout

@@ -27,7 +27,7 @@ from osprey.cli.target import (
     find_job,
     resolve_target,
 )
-from osprey.views import effective_weights
+from osprey.views import decision_notes, effective_weights
 from osprey_control.gang.store import GangStore
 from osprey_control.registry import ACTIVE_STATUSES
 
@@ -87,6 +87,8 @@ def explain_command(
     dropped_text = dropped_line(rules)
     if dropped_text is not None:
         out.print(escape(dropped_text))
+    for signal, note in decision_notes(decision).items():
+        out.print(escape(f"{signal}: {note}"))
     out.print(
         f"previous {decision['previous']} → priority {decision['priority']} "
         f"(base {_number(decision.get('base'))}, target {_number(decision.get('target'))}, {decision['reason']})"

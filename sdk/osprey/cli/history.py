@@ -34,7 +34,7 @@ from osprey.cli.target import (
     find_job,
     resolve_target,
 )
-from osprey.views import decision_inputs, load_cell
+from osprey.views import decision_inputs, decision_notes, load_cell
 
 __all__: list[str] = []
 
@@ -110,6 +110,7 @@ def _detail(event: Mapping[str, Any]) -> str:
     if event["event"] != "derived":
         return str(event.get("detail", ""))
     parts = [f"load {load_cell(decision_inputs(event))}"]
+    parts.extend(f"{signal}: {note}" for signal, note in decision_notes({"inputs": event.get("inputs")}).items())
     dropped = dropped_line(event.get("rules") or [])
     if dropped:
         parts.append(dropped)
