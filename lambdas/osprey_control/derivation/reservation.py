@@ -237,6 +237,10 @@ def plan_reservations(
             if not ends_before:
                 extra -= job.gpus
             plan[job.key] = Reservation(ReservationRole.BACKFILL, head.key, start_s)
+        elif job.remaining_s is None:
+            # Nothing says when it would end: holding it could idle its GPUs for nothing, starting it may delay
+            # the head; it keeps its place in the queue (Slurm, too, reserves nothing for a job without a limit).
+            plan[job.key] = Reservation(ReservationRole.NONE, head.key, start_s)
         else:
             plan[job.key] = Reservation(ReservationRole.HELD, head.key, start_s)
     return plan

@@ -55,7 +55,7 @@ def test_a_job_that_ends_before_the_head_starts_is_backfilled_and_one_that_would
     assert "big" in reservation_of(plan, "long").describe()
 
 
-def test_a_job_of_unknown_length_is_never_a_backfill_but_fits_in_the_extra() -> None:
+def test_a_job_of_unknown_length_is_never_a_backfill_nor_held_but_fits_in_the_extra() -> None:
     # Given the head needs 24 of the 32 GPUs free when "a" ends: 8 are extra
     jobs = [
         _running("a", 16, 1),
@@ -65,9 +65,9 @@ def test_a_job_of_unknown_length_is_never_a_backfill_but_fits_in_the_extra() -> 
         _queued("unknown2", 8, None, rank=49),
     ]
     plan = plan_reservations(jobs, 64)
-    # Then the first unknown job takes the extra GPUs, the second would take the head's: held
+    # Then the first unknown job takes the extra GPUs; nothing says when the second would end: it is not held
     assert reservation_of(plan, "unknown").role is ReservationRole.BACKFILL
-    assert reservation_of(plan, "unknown2").role is ReservationRole.HELD
+    assert reservation_of(plan, "unknown2").role is ReservationRole.NONE
 
 
 def test_nothing_is_held_when_the_heads_start_cannot_be_predicted() -> None:
