@@ -63,10 +63,6 @@ __all__ = ["BatchShareApplier"]
 
 logger = logging.getLogger(__name__)
 
-# The housekeeping reuses the apply call's reads only this soon after it: the same invocation of the apply
-# step. Older reads are from an invocation whose housekeeping did not run (its deadline): read again.
-CYCLE_REUSE_S = 60.0
-
 
 class BatchShareApplier(ClientApplier):
     """Fair-share ``weightFactor``s of job and team shares, one ``UpdateSchedulingPolicy`` per policy per cycle.
@@ -95,7 +91,8 @@ class BatchShareApplier(ClientApplier):
         self.sleep = sleep
         # Entries this applier added (policy, share): Osprey's even without a ledger to record them in.
         self._created: set[tuple[str, str]] = set()
-        self._cycle: Cycle | None = None  # the apply call's reads, for the housekeeping after it
+        # The apply call's reads and the fence check it was given, for the housekeeping after it.
+        self._cycle: tuple[Cycle, Callable[[], bool]] | None = None
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         return self.apply_guarded(changes, lambda: True)
@@ -121,7 +118,7 @@ class BatchShareApplier(ClientApplier):
                 continue
             cycle.synced.add(policy_arn)
             self._sync(policy_arn, jobs, cycle, report, may_write)
-        self._cycle = cycle
+        self._cycle = (cycle, may_write)
         return report
 
     def housekeep(self, may_write: Callable[[], bool]) -> ApplyReport:
@@ -129,9 +126,11 @@ class BatchShareApplier(ClientApplier):
         without a job pruned (one UpdateSchedulingPolicy per policy that needs one). Failures are logged and
         retried next cycle."""
         report = ApplyReport()
-        cycle, self._cycle = self._cycle, None
-        if cycle is None or time.monotonic() - cycle.started > CYCLE_REUSE_S:
-            cycle = self._read([])
+        last, self._cycle = self._cycle, None
+        # The apply call's reads are this cycle's when it was given the same fence check (the same execution
+        # of the apply step: the fence is the execution's lease token); otherwise (unfenced, or an apply call
+        # whose housekeeping never ran) they are read again.
+        cycle = last[0] if last is not None and last[1] == may_write else self._read([])
         if cycle.ledger_error is not None:
             logger.warning(
                 "share ledger unreadable; pruning next cycle", extra={"error": repr(cycle.ledger_error)}

@@ -9,7 +9,6 @@ Read once and shared by the apply call and the housekeeping after it, so that ea
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -58,7 +57,6 @@ class Cycle:
     policy_of: dict[str, str | None] = field(default_factory=dict)  # queue (name or ARN) -> policy ARN
     queue_errors: dict[str, BaseException] = field(default_factory=dict)
     synced: set[str] = field(default_factory=set)  # policies this cycle has already edited
-    started: float = field(default_factory=time.monotonic)
 
     def members_of(self, policy_arn: str) -> list[Member]:
         return [
