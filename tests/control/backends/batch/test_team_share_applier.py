@@ -11,7 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 from moto import mock_aws
 
 from osprey_control.backends import Deployment, Outcome
@@ -90,7 +90,7 @@ class World:
             )
         )
         assert isinstance(applier, BatchShareApplier)
-        applier.clock = lambda: self.now.timestamp()
+        applier.clock = lambda: self.now.timestamp()  # noqa: PLW0108 - self.now moves between cycles
         applier.sleep = self.waits.append
         self.applier = applier
         self.cycles = 0
@@ -194,7 +194,7 @@ def test_team_shares_hold_the_fold_of_their_teams_usage_and_the_teams_own_entry_
 
     # Then each team share holds W_team x U_team / U_share x (1 + 0.1 (100 - p) / 100), W_vision = 2.0 read from
     # the team's own entry, which (with every other entry) is unchanged
-    g1, g0, nlp = _held(8, 2), _held(2, 1), _held(64, 0.5)
+    g1, g0 = _held(8, 2), _held(2, 1)  # nlp has one share: U_team / U_share = 1
     assert world.shares() == {
         "vision": 2.0,
         "analytics": 0.5,
@@ -277,7 +277,7 @@ def test_a_throttled_update_is_retried_with_backoff(world: World) -> None:
             return None  # moto answers the retry
         throttled.append("UpdateSchedulingPolicy")
         error = {"Error": {"Code": "TooManyRequestsException", "Message": "Too Many Requests"}}
-        return AWSResponse("https://batch", 429, {}, None), {
+        return AWSResponse("https://batch", 429, HTTPHeaders(), None), {
             **error,
             "ResponseMetadata": {"HTTPStatusCode": 429},
         }
