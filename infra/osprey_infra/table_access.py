@@ -69,8 +69,9 @@ COLLECT = TableAccess((_PUT,), indexes=(ACTIVE_INDEX,))
 DERIVE = TableAccess((_GET, _PUT, _CHECK), indexes=(ACTIVE_INDEX,))
 # pending_keys (Query on apply-pending), get and Fence.holds (GetItem); record_applied / record_apply_failure:
 # a PutItem, or with the fence a transaction of that Put and the ConditionCheck; ShareLedger.add (PutItem) and
-# ShareLedger.finished (BatchGetItem of the jobs' META items).
-APPLY = TableAccess((_GET, _PUT, _CHECK, _BATCH_GET), indexes=(APPLY_PENDING_INDEX,))
+# ShareLedger.finished (BatchGetItem of the jobs' META items); list_active(backend=batch) (Query on active-jobs:
+# the Batch applier weighs each team share over all its active jobs).
+APPLY = TableAccess((_GET, _PUT, _CHECK, _BATCH_GET), indexes=(APPLY_PENDING_INDEX, ACTIVE_INDEX))
 # ShareLedger.entries (Query of the ledger's partition) and remove (DeleteItem): the ledger's items only.
 APPLY_SHARES = TableAccess((_QUERY, _DELETE), leading_keys=(SHARES_PK,))
 # JobRegistry.apply_observation only.

@@ -41,8 +41,13 @@ def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
     settings = ApplySettings.model_validate(dict(os.environ))
     registry = JobRegistry(settings.table_name, shards=settings.shards)
     ledger = ShareLedger(settings.table_name, registry.client)
-    # Every backend the deployment reaches (Slurm only with a bridge function in the cluster's VPC).
-    deployment = Deployment(environment=dict(os.environ), share_ledger=ledger)
+    # Every backend the deployment reaches (Slurm only with a bridge function in the cluster's VPC); Batch's
+    # team shares are weighted over all their active jobs, not only the cycle's changed ones.
+    deployment = Deployment(
+        environment=dict(os.environ),
+        share_ledger=ledger,
+        active_jobs=lambda backend: registry.list_active(backend=backend),
+    )
     return settings, registry, appliers(deployment)
 
 

@@ -9,7 +9,7 @@ annotate module (docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -26,12 +26,15 @@ class Deployment:
     """What the deployment gives the backends: the function's environment (names in
     :mod:`osprey_control.wiring`), boto3 clients by service (created lazily when absent; tests pass moto- or
     Stubber-backed ones), and objects a backend asks for by name (``connectors``: a cluster name → client for
-    backends reached over their own API, e.g. ``"eks"``; ``share_ledger``: the registry's Batch share ledger)."""
+    backends reached over their own API, e.g. ``"eks"``; ``share_ledger``: the registry's Batch share ledger;
+    ``active_jobs``: the registry's active jobs of a backend, for an applier that writes per group of jobs
+    rather than per changed job, e.g. Batch's team shares)."""
 
     environment: Mapping[str, str] = field(default_factory=dict)
     clients: Mapping[str, Any] = field(default_factory=dict)
     connectors: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
     share_ledger: Any = None
+    active_jobs: Callable[[Backend], Sequence[JobRecord]] | None = None
 
     def client(self, service: str) -> Any:
         """The client passed for ``service``, else None (the backend's adapters create one on first use)."""

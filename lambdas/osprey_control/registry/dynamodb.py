@@ -45,7 +45,7 @@ from osprey_control.registry.keys import (
     job_pk,
     key_from_pk,
 )
-from osprey_control.registry.model import JobKey, JobRecord, decision_changes
+from osprey_control.registry.model import Backend, JobKey, JobRecord, decision_changes
 from osprey_control.registry.observation import JobObservation, merge_observation, merge_spot_risk
 from osprey_control.registry.table import RegistryTable, create_table
 
@@ -132,17 +132,28 @@ class JobRegistry(RegistryTable):
         for page in paginator.paginate(TableName=self.table_name, **kwargs):
             yield from page.get("Items", [])
 
-    def list_active(self, shard: int | None = None) -> list[JobRecord]:
-        """The active jobs of one shard (or of all shards), from the sparse index: Queries only."""
+    def list_active(self, shard: int | None = None, *, backend: Backend | None = None) -> list[JobRecord]:
+        """The active jobs of one shard (or of all shards), from the sparse index: Queries only. With
+        ``backend``, only that backend's jobs (filtered by DynamoDB: fewer items sent and decoded, same reads)."""
         if shard is not None and not 0 <= shard < self.shards:
             raise ValueError(f"shard must be 0..{self.shards - 1}, got {shard}")
         shards = range(self.shards) if shard is None else (shard,)
+        only: dict[str, Any] = {}
+        if backend is not None:
+            only = {
+                "FilterExpression": "#backend = :backend",
+                "ExpressionAttributeNames": {"#backend": "backend"},
+            }
         records: list[JobRecord] = []
         for number in shards:
+            values: dict[str, Any] = {":shard": {"N": str(number)}}
+            if backend is not None:
+                values[":backend"] = {"S": backend.value}
             items = self._query(
                 IndexName=ACTIVE_INDEX,
                 KeyConditionExpression="active_shard = :shard",
-                ExpressionAttributeValues={":shard": {"N": str(number)}},
+                ExpressionAttributeValues=values,
+                **only,
             )
             records.extend(item_to_record(item) for item in items)
         return records

@@ -7,16 +7,12 @@ the node jobs of a multi-node parallel job (:mod:`.gang`).
 
 from __future__ import annotations
 
-from osprey_control.backends.batch.applier import (
-    MAX_WEIGHT,
-    MIN_WEIGHT,
-    BatchShareApplier,
-    ShareLedgerPort,
-    weight_factor,
-)
+from osprey_control.backends.batch.applier import BatchShareApplier
+from osprey_control.backends.batch.cycle import ActiveJobs, ShareLedgerPort
 from osprey_control.backends.batch.events import EVENTS
 from osprey_control.backends.batch.gang import BatchGang, batch_readiness
 from osprey_control.backends.batch.naming import BATCH_RUNTIME
+from osprey_control.backends.batch.pending import MAX_WEIGHT, MIN_WEIGHT, weight_factor
 from osprey_control.backends.batch.team_shares import (
     TeamShare,
     TeamShareState,
@@ -25,13 +21,14 @@ from osprey_control.backends.batch.team_shares import (
     parse_team_share,
     team_share_identifier,
 )
-from osprey_control.backends.driver import EventBackend
+from osprey_control.backends.driver import Deployment, EventBackend
 from osprey_control.registry import Backend
 
 __all__ = [
     "DRIVER",
     "MAX_WEIGHT",
     "MIN_WEIGHT",
+    "ActiveJobs",
     "BatchGang",
     "BatchShareApplier",
     "ShareLedgerPort",
@@ -46,11 +43,18 @@ __all__ = [
 ]
 
 
+def _applier(deployment: Deployment) -> BatchShareApplier:
+    # The share ledger lets the applier prune Osprey's entries without a job; the registry's active Batch jobs
+    # are what the team shares' weights are computed from.
+    listing = deployment.active_jobs
+    active_jobs = None if listing is None else (lambda: listing(Backend.BATCH))
+    return BatchShareApplier(deployment.client("batch"), deployment.share_ledger, active_jobs)
+
+
 DRIVER = EventBackend(
     Backend.BATCH,
     EVENTS,
     BATCH_RUNTIME,
-    # The registry's share ledger lets the applier prune the shares of finished jobs.
-    build_applier=lambda deployment: BatchShareApplier(deployment.client("batch"), deployment.share_ledger),
+    build_applier=_applier,
     build_gang=lambda job, deployment: BatchGang(job.native_id, client=deployment.client("batch")),
 )

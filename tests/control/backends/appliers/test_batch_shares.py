@@ -14,6 +14,7 @@ from moto import mock_aws
 
 from osprey_control.backends import Outcome, PriorityChange
 from osprey_control.backends.batch import MAX_WEIGHT, MIN_WEIGHT, BatchShareApplier, weight_factor
+from osprey_control.backends.batch.distribution import UPDATE_ATTEMPTS
 from osprey_control.registry.model import Backend, JobRecord
 from tests.control.metrics.helpers import instance, record
 
@@ -245,23 +246,33 @@ def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
                     "shareDistribution": [{"shareIdentifier": f"job-{name}", "weightFactor": 10.0}]
                 },
             }
-            if name == "a":
-                stubber.add_client_error(
-                    "update_scheduling_policy", "ServerException", "internal", 500, expected_params=expected
-                )
+            if name == "a":  # a 5xx on every try (the applier retries transient errors with backoff)
+                for _ in range(UPDATE_ATTEMPTS):
+                    stubber.add_client_error(
+                        "update_scheduling_policy",
+                        "ServerException",
+                        "internal",
+                        500,
+                        expected_params=expected,
+                    )
             else:
                 stubber.add_response("update_scheduling_policy", {}, expected)
 
-        # When policy a's update fails with a 5xx
-        report = BatchShareApplier(client).apply([PriorityChange(job, 50) for job in jobs])
+        # When policy a's update keeps failing with a 5xx
+        waits: list[float] = []
+        report = BatchShareApplier(client, sleep=waits.append).apply(
+            [PriorityChange(job, 50) for job in jobs]
+        )
         stubber.assert_no_pending_responses()
 
-    # Then job a fails as transient and job b is applied; one update per policy
+    # Then job a fails as transient after its retries, with growing waits, and job b is applied
     by_job = report.by_job()
     assert by_job[jobs[0].key].outcome is Outcome.FAILED
     assert by_job[jobs[0].key].transient
     assert by_job[jobs[1].key].outcome is Outcome.APPLIED
-    assert report.writes == 2
+    assert report.writes == UPDATE_ATTEMPTS + 1
+    assert len(waits) == UPDATE_ATTEMPTS - 1
+    assert waits == sorted(waits)
 
 
 def test_a_share_entry_osprey_did_not_create_is_never_changed(fleet: Fleet) -> None:
@@ -292,14 +303,15 @@ def test_a_share_entry_osprey_did_not_create_is_never_changed(fleet: Fleet) -> N
         assert entries["analytics"] == 0.5
 
 
-def test_a_job_in_a_team_share_gets_no_per_job_weight(fleet: Fleet) -> None:
-    # Given two jobs of team vision's Osprey share for 8-GPU jobs
+def test_a_team_share_job_without_the_registry_listing_fails_with_the_reason(fleet: Fleet) -> None:
+    # Given two jobs of team vision's Osprey share for 8-GPU jobs, and an applier given no listing of the
+    # registry's active jobs (the team fold needs every job of the share, not only the changed ones)
     first = fleet.job("v1", share="osprey-vision-g1", applied=50)
     second = fleet.job("v2", share="osprey-vision-g1", applied=50)
     # When their priorities change
     report = BatchShareApplier(fleet.client).apply([PriorityChange(first, 80), PriorityChange(second, 20)])
-    # Then neither writes its own weight into the team's share: both are skipped with the reason
+    # Then neither writes its own weight into the team's share: both fail, saying why
     assert fleet.updates == []
     for job in (first, second):
-        assert report.by_job()[job.key].outcome is Outcome.SKIPPED
-        assert "team share" in report.by_job()[job.key].reason
+        assert report.by_job()[job.key].outcome is Outcome.FAILED
+        assert "no listing of the registry's active jobs" in report.by_job()[job.key].reason
