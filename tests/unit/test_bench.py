@@ -37,3 +37,13 @@ def test_cold_start_benchmark_reports_every_handler_against_its_baseline(
     assert re.fullmatch(
         rf"handlers={len(modules)} worst_ms=\d+\.\d baseline_ms=\d+\.\d target_ms=300", lines[-1]
     )
+
+
+def test_reservation_benchmark_plans_a_pool_and_prints_its_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.reservation_bench import main as reservation  # noqa: PLC0415
+
+    # Given a small busy pool, when the benchmark runs once, then one job is the head and the ratio line follows
+    assert reservation(["--jobs", "300", "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "'head': 1" in lines[0]
+    assert re.fullmatch(r"plan_seconds=\d+\.\d+ derive_seconds=\d+\.\d+ ratio=\d+\.\d+ jobs=300", lines[-1])

@@ -101,12 +101,23 @@ def test_young_jobs_yield_to_the_head_only_when_opted_in_and_only_enough_of_them
     assert reservation_of(plan, "old").role is ReservationRole.RUNNING
     assert reservation_of(plan, "big").head_start_in_s == 0.0
     # A yielding job drops below the running ones but not below the queue: only the head may preempt it
-    assert reservation_of(plan, "old").value > reservation_of(plan, "big").value > reservation_of(plan, "young1").value
+    assert (
+        reservation_of(plan, "old").value
+        > reservation_of(plan, "big").value
+        > reservation_of(plan, "young1").value
+    )
 
 
 def test_a_job_preempted_before_never_yields_again_and_too_few_young_gpus_yield_none() -> None:
-    again = PoolJob("again", 32, running=True, remaining_s=5 * HOUR, rank=90, held_s=60, attempts=2, may_yield=True)
-    jobs = [again, _running("young", 16, 5, held_s=60), _running("old", 16, 5), _queued("big", 48, 3, rank=80)]
+    again = PoolJob(
+        "again", 32, running=True, remaining_s=5 * HOUR, rank=90, held_s=60, attempts=2, may_yield=True
+    )
+    jobs = [
+        again,
+        _running("young", 16, 5, held_s=60),
+        _running("old", 16, 5),
+        _queued("big", 48, 3, rank=80),
+    ]
     plan = plan_reservations(jobs, 64, yield_fraction=0.1)
     # 16 young GPUs cannot start a 48-GPU job: preempting them would only throw work away
     assert all(r.role is not ReservationRole.YIELDS for r in plan.values())
