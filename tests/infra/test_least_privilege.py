@@ -84,7 +84,7 @@ def test_each_function_holds_exactly_the_dynamodb_actions_its_code_calls(
             put: table,
             check: table,
             "dynamodb:BatchGetItem": table,
-            query: pending | table,
+            query: pending | active | table,
             "dynamodb:DeleteItem": table,
         },
         "eks_discovery": {get: table, put: table},

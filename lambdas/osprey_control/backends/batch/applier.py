@@ -184,8 +184,7 @@ class BatchShareApplier(ClientApplier):
                 ApplyResult(item.change.record.key, Outcome.FAILED, item.change.priority, reason)
                 for item in jobs
             )
-            if self.ledger is not None:
-                self.ledger.remove(cycle.prunable(policy_arn))
+            self._forget(cycle.prunable(policy_arn), policy_arn)
             return
         edit = PolicyEdit(policy_arn, found[0])
         accepted = accept(jobs, edit, report)
@@ -243,8 +242,7 @@ class BatchShareApplier(ClientApplier):
                     "pruned": sorted(edit.removed),
                 },
             )
-        if pruned and self.ledger is not None:
-            self.ledger.remove(pruned)
+        self._forget(pruned, policy_arn)
         for item in written:
             weight, changed = done[item.share]
             report.results.append(
@@ -256,6 +254,16 @@ class BatchShareApplier(ClientApplier):
                     native_value=f"{item.share}={weight}",
                 )
             )
+
+    def _forget(self, entries: list[ShareEntry], policy_arn: str) -> None:
+        """Take pruned entries out of the ledger; a failure only leaves them for the next cycle to forget (they
+        are no longer in the policy, so pruning them again changes nothing there)."""
+        if not entries or self.ledger is None:
+            return
+        try:
+            self.ledger.remove(entries)
+        except Exception as error:
+            logger.warning("pruned entries not forgotten", extra={"policy": policy_arn, "error": repr(error)})
 
     def _set_own(
         self,
