@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from osprey_control.derivation import (
     PoolJob,
     ReservationRole,
@@ -158,3 +161,52 @@ spec:
     paths = " ".join(str(error) for error in errors)
     assert "capacityGpus" in paths
     assert "yieldFraction" in paths
+
+
+_JOBS = st.lists(
+    st.builds(
+        PoolJob,
+        key=st.uuids().map(str),
+        gpus=st.sampled_from((1, 2, 4, 8, 16, 32, 64)),
+        running=st.booleans(),
+        remaining_s=st.one_of(st.none(), st.floats(0, 200_000)),
+        rank=st.floats(0, 100),
+        waited_s=st.floats(0, 100_000),
+        held_s=st.floats(0, 50_000),
+        attempts=st.integers(1, 3),
+        may_yield=st.booleans(),
+    ),
+    max_size=40,
+    unique_by=lambda job: job.key,
+)
+
+
+@given(jobs=_JOBS, spare=st.integers(0, 128), fraction=st.sampled_from((0.0, 0.1, 0.5)))
+def test_every_plan_keeps_the_roles_promises(jobs: list[PoolJob], spare: int, fraction: float) -> None:
+    capacity = sum(job.gpus for job in jobs if job.running) + spare
+    plan = plan_reservations(jobs, capacity, yield_fraction=fraction)
+    by_key = {job.key: job for job in jobs}
+    heads = [key for key, r in plan.items() if r.role is ReservationRole.HEAD]
+    # At most one head, and a plan without a head marks nobody
+    assert len(heads) <= 1
+    assert heads or not plan
+    for key, reservation in plan.items():
+        job = by_key[key]
+        assert 0.0 <= reservation.value <= 1.0
+        assert reservation.head_start_in_s is None or reservation.head_start_in_s >= 0
+        if reservation.role is ReservationRole.HELD:
+            # Only a queued job known to end after the head's start is ever held
+            assert not job.running
+            assert job.remaining_s is not None
+            assert reservation.head_start_in_s is not None
+            assert job.remaining_s > reservation.head_start_in_s
+        if reservation.role is ReservationRole.YIELDS:
+            # Only an opted-in running job on its first attempt yields, and never without opting in
+            assert job.running
+            assert job.may_yield
+            assert job.attempts == 1
+            assert fraction > 0
+    yielding = [by_key[key] for key, r in plan.items() if r.role is ReservationRole.YIELDS]
+    if yielding:
+        head = by_key[heads[0]]
+        assert sum(job.gpus for job in yielding) + spare >= head.gpus  # all or none: they start the head
