@@ -110,7 +110,9 @@ def _detail(event: Mapping[str, Any]) -> str:
     if event["event"] != "derived":
         return str(event.get("detail", ""))
     parts = [f"load {load_cell(decision_inputs(event))}"]
-    parts.extend(f"{signal}: {note}" for signal, note in decision_notes({"inputs": event.get("inputs")}).items())
+    parts.extend(
+        f"{signal}: {note}" for signal, note in decision_notes({"inputs": event.get("inputs")}).items()
+    )
     dropped = dropped_line(event.get("rules") or [])
     if dropped:
         parts.append(dropped)
