@@ -52,18 +52,8 @@ def progress_report(points: ProgressPoints, *, period_seconds: int, end: datetim
 
 def _intervals(record: JobRecord) -> tuple[list[AllocationInterval], bool]:
     """The record's intervals (GPUs 0 where unknown) and whether every GPU count is known."""
-    intervals: list[AllocationInterval] = []
-    gpus_known = not record.allocations.folded_gpus_unknown
-    for span in record.allocations.spans():
-        gpus = span.gpus or record.requested_gpus
-        gpus_known = gpus_known and gpus is not None
-        intervals.append(
-            AllocationInterval(
-                start_s=span.start.timestamp(),
-                end_s=span.end.timestamp() if span.end is not None else None,
-                gpus=gpus or 0,
-            )
-        )
+    intervals = record.allocation_intervals()
+    gpus_known = not record.allocations.folded_gpus_unknown and all(interval.gpus for interval in intervals)
     return intervals, gpus_known
 
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from osprey_control.contract import OspreyBlock
 from osprey_control.registry.allocation import Allocations
+
+if TYPE_CHECKING:
+    from osprey_control.derivation import AllocationInterval
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -182,6 +185,22 @@ class JobRecord(BaseModel):
     @property
     def active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+    def allocation_intervals(self) -> list[AllocationInterval]:
+        """The job's allocation intervals in epoch seconds; a span whose GPU count is unknown holds the job's
+        requested GPUs, or 0 when that is unknown too (the job-level signals and the Batch team fold read these)."""
+        # Imported here, not at the top: the registry is loaded by ingest, which never derives, and the
+        # derivation front would add the engine and the policy model to its cold start.
+        from osprey_control.derivation import AllocationInterval  # noqa: PLC0415
+
+        return [
+            AllocationInterval(
+                start_s=span.start.timestamp(),
+                end_s=span.end.timestamp() if span.end is not None else None,
+                gpus=span.gpus or self.requested_gpus or 0,
+            )
+            for span in self.allocations.spans()
+        ]
 
     def apply_pending(self, max_transient_attempts: int = MAX_TRANSIENT_APPLY_ATTEMPTS) -> bool:
         """Whether the apply step should (re)write ``derived_priority`` to the backend.

@@ -23,7 +23,6 @@ from osprey_control.backends.batch.team_shares import (
     fold_weights,
     parse_team_share,
 )
-from osprey_control.derivation import AllocationInterval
 from osprey_control.registry import JobRecord, JobStatus
 
 __all__: list[str] = []
@@ -53,23 +52,13 @@ def team_member(record: JobRecord, priority: int | None = None) -> Member | None
     return Member(owned, record, record.applied_priority if priority is None else priority)
 
 
-def record_intervals(record: JobRecord) -> list[AllocationInterval]:
-    """The record's allocation intervals (a span whose GPU count is unknown holds the job's requested GPUs)."""
-    intervals: list[AllocationInterval] = []
-    for span in record.allocations.spans():
-        gpus = span.gpus or record.requested_gpus or 0
-        end = span.end.timestamp() if span.end is not None else None
-        intervals.append(AllocationInterval(start_s=span.start.timestamp(), end_s=end, gpus=gpus))
-    return intervals
-
-
 def share_states(members: Iterable[Member], now_s: float, decay_s: float) -> list[TeamShareState]:
     """Per share: the decayed usage of its jobs and the highest priority among its queued (PENDING) jobs."""
     usage: dict[TeamShare, list[float]] = {}
     best: dict[TeamShare, int | None] = {}
     for member in members:
         usage.setdefault(member.share, []).append(
-            decayed_usage(record_intervals(member.record), now_s, decay_s)
+            decayed_usage(member.record.allocation_intervals(), now_s, decay_s)
         )
         best.setdefault(member.share, None)
         if member.record.status is JobStatus.PENDING and member.priority is not None:
