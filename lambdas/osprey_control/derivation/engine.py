@@ -82,6 +82,11 @@ class CompiledPolicy:
     capacity_gpus: int | None = None
     yield_fraction: float = 0.0
 
+    @property
+    def lets_jobs_yield(self) -> bool:
+        """Its jobs may be marked as yielding to a reservation's head (it reads the signal, yieldFraction > 0)."""
+        return self.reads_reservation and self.yield_fraction > 0
+
 
 class PolicyLookup(Protocol):
     """Compiled policies by name, as the collect and derive steps read them (the deployed ones:

@@ -138,8 +138,9 @@ class Reservation:
 _UNAFFECTED = Reservation(ReservationRole.NONE)
 
 
-def _ends(running: Iterable[tuple[float, int]]) -> list[tuple[float, int]]:
-    return sorted(running, key=lambda end: end[0])
+def _predicted_end(job: PoolJob) -> tuple[float, int]:
+    """(seconds until the job ends, its GPUs); a job whose time is unknown never ends."""
+    return (math.inf if job.remaining_s is None else max(0.0, job.remaining_s), job.gpus)
 
 
 def _predicted_start(free: int, ends: Sequence[tuple[float, int]], gpus: int) -> tuple[float, int] | None:
@@ -195,11 +196,7 @@ def plan_reservations(
     """
     held_gpus = sum(job.gpus for job in jobs if job.running)
     free = 0 if capacity_gpus is None else max(0, capacity_gpus - held_gpus)
-    ends = [
-        (math.inf if job.remaining_s is None else max(0.0, job.remaining_s), job.gpus)
-        for job in jobs
-        if job.running
-    ]
+    ends = [_predicted_end(job) for job in jobs if job.running]
     queued = sorted(
         (job for job in jobs if not job.running), key=lambda job: (-job.rank, -job.waited_s, str(job.key))
     )
@@ -209,13 +206,13 @@ def plan_reservations(
     for position, job in enumerate(queued):  # noqa: B007 - the head's position is used below
         if job.gpus <= free:  # starts now, in order
             free -= job.gpus
-            ends.append((math.inf if job.remaining_s is None else job.remaining_s, job.gpus))
+            ends.append(_predicted_end(job))
             continue
         head = job
         break
     if head is None:
         return plan
-    start = _predicted_start(free, _ends(ends), head.gpus)
+    start = _predicted_start(free, sorted(ends, key=lambda end: end[0]), head.gpus)
     if start is None:
         return plan
     start_s, extra = start

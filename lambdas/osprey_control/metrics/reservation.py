@@ -80,7 +80,7 @@ def _pool_job(
         waited_s=values.get("queue_wait", 0.0),
         held_s=held_s,
         attempts=max(1, len(spans)),
-        may_yield=policy is not None and policy.reads_reservation and policy.yield_fraction > 0,
+        may_yield=policy is not None and policy.lets_jobs_yield,
     )
 
 

@@ -38,7 +38,7 @@ from osprey_control.derivation import (
 )
 from osprey_control.derivation import engine as derivation_engine
 from osprey_control.metrics import DEFAULT_EVERY_N_CYCLES, is_due
-from osprey_control.policy import PriorityDerivationPolicy
+from osprey_control.policy import Metric, PriorityDerivationPolicy
 from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
 
 __all__: list[str] = []
@@ -114,7 +114,7 @@ class OspreyControl:
         capacity = (
             settings.capacity_gpus if settings.capacity_gpus is not None else self.default_capacity_gpus
         )
-        may_yield = self.compiled.yield_fraction > 0
+        may_yield = self.compiled.lets_jobs_yield
         pool = [
             PoolJob(
                 run.index,
@@ -134,7 +134,7 @@ class OspreyControl:
         notes: dict[int, dict[str, str]] = {}
         for run in active:
             reservation = reservation_of(plan, run.index)
-            values[run.index]["reservation"] = reservation.value
+            values[run.index][Metric.RESERVATION.value] = reservation.value
             notes[run.index] = {RESERVATION_NOTE: reservation.describe()}
         return notes
 
