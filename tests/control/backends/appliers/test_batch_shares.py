@@ -119,7 +119,7 @@ def test_one_policy_update_per_cycle_sets_each_jobs_weight_and_keeps_other_share
     assert policy["fairsharePolicy"]["shareDecaySeconds"] == 3600
     outcomes = {result.job: result.outcome for result in report.results}
     assert outcomes[foreign.key] is Outcome.SKIPPED
-    assert outcomes[same.key] is Outcome.SKIPPED
+    assert outcomes[same.key] is Outcome.APPLIED  # unchanged: the registry already records it in force
     assert [outcomes[job.key] for job in (high, low, top)] == [Outcome.APPLIED] * 3
 
 
