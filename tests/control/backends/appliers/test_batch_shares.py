@@ -255,6 +255,16 @@ def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
                         500,
                         expected_params=expected,
                     )
+                # ... then the policy is read again: no update landed, so the job fails
+                stubber.add_response(
+                    "describe_scheduling_policies",
+                    {
+                        "schedulingPolicies": [
+                            {"name": name, "arn": policy_arn, "fairsharePolicy": {"shareDistribution": []}}
+                        ]
+                    },
+                    {"arns": [policy_arn]},
+                )
             else:
                 stubber.add_response("update_scheduling_policy", {}, expected)
 
