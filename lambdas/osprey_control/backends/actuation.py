@@ -67,7 +67,8 @@ class PriorityChange:
 
 class Outcome(StrEnum):
     APPLIED = "applied"  # the backend now has the priority (written this cycle, or found already set)
-    SKIPPED = "skipped"  # nothing to do or not allowed: unchanged, not enabled, finished, no applier
+    # Not allowed: not enabled, finished, not owned, no applier. Never a value already in place (APPLIED).
+    SKIPPED = "skipped"
     FAILED = "failed"  # the write was attempted or impossible: see ``reason``
 
 

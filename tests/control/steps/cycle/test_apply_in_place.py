@@ -74,3 +74,45 @@ def test_a_lost_answer_is_recorded_applied_and_a_return_to_the_earlier_priority_
     assert [(r.outcome, r.reason.startswith("patched")) for r in again.results] == [(Outcome.APPLIED, True)]
     assert fake_k8s.stored(KUEUE, "workloads", "ml", name)["spec"]["priority"] == 400
     assert registry.get(key).applied_priority == 40  # type: ignore[union-attr]
+
+
+def test_a_job_the_old_apply_step_left_skipped_unchanged_gets_its_return_written(
+    aws: dict[str, Any], fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
+) -> None:
+    registry: JobRegistry = aws["registry"]
+    applier = EksApplier(lambda cluster: k8s_client)
+    # Given a job as the apply step before the fix left it: 40 applied, 50 derived and found in place on the
+    # Workload (500), recorded as a permanent "skipped: unchanged" failure
+    job = add_job(fake_k8s, "train")
+    name = add_workload(fake_k8s, job, priority=100)["metadata"]["name"]
+    key = JobKey(Backend.EKS, "ml/train")
+    registry.apply_observation(
+        JobObservation(
+            backend=Backend.EKS,
+            native_id="ml/train",
+            name="train",
+            block=parse_block({"priority_derivation_profile": "training-policy"}),
+            status=JobStatus.RUNNING,
+            event_time=NOW - timedelta(minutes=5),
+            cluster="gpu",
+        )
+    )
+    _derive(registry, key, 40, 0)
+    apply_cycle([{"shard": None}], registry, [applier], now=NOW)
+    _derive(registry, key, 50, 1)
+    k8s_client.merge_patch(f"{WORKLOADS}/{name}", {"spec": {"priority": 500}})
+    reason = f"skipped: unchanged (set by a concurrent writer): workload ml/{name}"
+    registry.record_apply_failure(key, 50, reason, permanent=True, now=NOW + timedelta(minutes=1))
+
+    # When the job is read, Then it reads as 50 applied (what the backend holds), with no failure
+    stored = registry.get(key)
+    assert stored is not None
+    assert (stored.applied_priority, stored.applied_at, stored.apply_failure) == (
+        50, NOW + timedelta(minutes=1), None)  # fmt: skip
+
+    # And when the derived priority returns to 40, the apply step writes it
+    _derive(registry, key, 40, 2)
+    assert registry.pending_keys() == [key]
+    apply_cycle([{"shard": None}], registry, [applier], now=NOW + timedelta(minutes=2))
+    assert fake_k8s.stored(KUEUE, "workloads", "ml", name)["spec"]["priority"] == 400
+    assert registry.get(key).applied_priority == 40  # type: ignore[union-attr]
