@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from osprey_control.aws import client_for
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
-from osprey_control.errors import is_transient
+from osprey_control.errors import is_throttling, is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
 from osprey_control.wiring import DERIVED_PRIORITY_TAG
 
@@ -47,6 +47,7 @@ __all__ = [
     "apply_all",
     "failure",
     "is_enabled",
+    "may_have_landed",
     "prefilter",
 ]
 
@@ -169,6 +170,14 @@ def already_set(
     return ApplyResult(job, Outcome.APPLIED, priority, reason, native_value=native_value)
 
 
+def may_have_landed(error: BaseException) -> bool:
+    """Whether a write that failed with ``error`` may still have landed, so that reading the value back is
+    worth a call: anything but throttling (the service refused the request unread; a throttled job is retried
+    next cycle, whose read finds whatever is in place). A lost answer (connection reset, timeout, 5xx) may
+    hide a write that landed, and so may a refusal of a retry of it (a 409, a state that no longer allows it)."""
+    return not is_throttling(error)
+
+
 def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> bool:
     """Whether a resource's tags opt it in (``osprey:enabled=true``, case-insensitive value)."""
     return tags_as_dict(tags).get(ENABLED_TAG, "").strip().lower() == "true"
@@ -259,8 +268,8 @@ class ReadThenWriteApplier(ClientApplier):
 
     The read comes first because that is where ``osprey:enabled`` is checked, and a value already in place is
     not written again: it is :func:`already_set` (even on a job whose ``skip`` says it must not be written, a
-    finished one: the backend holds the priority). A failed write is followed by one more read: when it shows
-    the target, the write landed and only its answer was lost (or a concurrent writer set the same value), so
+    finished one: the backend holds the priority). A failed write (unless throttled: :func:`may_have_landed`)
+    is followed by one more read: when it shows the target, the write landed and only its answer was lost (or a concurrent writer set the same value), so
     the job is applied too. Subclasses implement :meth:`_read` and :meth:`_write` and name both calls in
     failures.
     """
@@ -292,7 +301,8 @@ class ReadThenWriteApplier(ClientApplier):
         try:
             self._write(change, live)
         except Exception as error:  # one job's failure must not stop the others
-            return self._confirm(change, live.target) or failure(change, error, self._writing(change))
+            confirmed = self._confirm(change, live.target) if may_have_landed(error) else None
+            return confirmed or failure(change, error, self._writing(change))
         finally:
             report.writes += 1
         return ApplyResult(key, Outcome.APPLIED, priority, "written", native_value=live.target)

@@ -45,6 +45,7 @@ from osprey_control.backends.actuation import (
     Outcome,
     PriorityChange,
     failure,
+    may_have_landed,
     prefilter,
 )
 from osprey_control.backends.batch.cycle import (
@@ -261,6 +262,8 @@ class BatchShareApplier(ClientApplier):
         """After a failed UpdateSchedulingPolicy: whether a new read shows the policy holding the edit (an
         update that landed but whose answer was lost, retried into a failure). Then the weights are in place:
         the jobs are applied, never failed with their weights on the queue."""
+        if not may_have_landed(error):
+            return False
         try:
             found = self.client.describe_scheduling_policies(arns=[edit.arn])["schedulingPolicies"]
         except Exception:  # the update's failure is the one reported

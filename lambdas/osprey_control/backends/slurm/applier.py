@@ -33,6 +33,7 @@ from osprey_control.backends.actuation import (
     Outcome,
     PriorityChange,
     already_set,
+    may_have_landed,
     prefilter,
 )
 from osprey_control.backends.slurm.client import SlurmClient, SlurmRejectedError
@@ -169,7 +170,8 @@ class SlurmApplier:
         try:
             client.update_job(job_id, {"priority": value})
         except Exception as error:
-            return self._confirm(client, change, job_id, value) or _failed(change, error)
+            confirmed = self._confirm(client, change, job_id, value) if may_have_landed(error) else None
+            return confirmed or _failed(change, error)
         return ApplyResult(key, Outcome.APPLIED, priority, "updated", native_value=str(value))
 
     @staticmethod
