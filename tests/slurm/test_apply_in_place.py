@@ -1,5 +1,6 @@
-"""Against a real Slurm: an update whose answer slurmrestd never delivers (the connection drops after slurmctld
-made the change) is applied, not failed, because the priority read back is the one wanted (issue 28 item 5).
+"""Against a real Slurm: an update whose answer slurmrestd never delivers (the connection drops after
+slurmctld made the change) is applied, not failed, because the priority read back is the one wanted (issue 28
+item 5).
 A small proxy in front of slurmrestd forwards each request and, for the first job update, drops the answer."""
 
 from __future__ import annotations

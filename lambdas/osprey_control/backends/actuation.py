@@ -163,8 +163,8 @@ def already_set(
 
     The apply step records it applied (``applied_priority = priority``) whoever wrote the value: this
     cycle's write whose answer was lost (retried into a conflict, or failed after it landed), an earlier
-    cycle's write whose registry record was lost, or a concurrent writer. ``where`` names what holds it, ``how``
-    says how it was found (e.g. "after a conflict"); both are appended to the reason.
+    cycle's write whose registry record was lost, or a concurrent writer. ``where`` names what holds it,
+    ``how`` says how it was found (e.g. "after a conflict"); both are appended to the reason.
     """
     reason = ALREADY_SET + (f" ({how})" if how else "") + (f": {where}" if where else "")
     return ApplyResult(job, Outcome.APPLIED, priority, reason, native_value=native_value)
@@ -174,7 +174,8 @@ def may_have_landed(error: BaseException) -> bool:
     """Whether a write that failed with ``error`` may still have landed, so that reading the value back is
     worth a call: anything but throttling (the service refused the request unread; a throttled job is retried
     next cycle, whose read finds whatever is in place). A lost answer (connection reset, timeout, 5xx) may
-    hide a write that landed, and so may a refusal of a retry of it (a 409, a state that no longer allows it)."""
+    hide a write that landed, and so may a refusal of a retry of it (a 409, a state that no longer allows
+    it)."""
     return not is_throttling(error)
 
 
@@ -269,9 +270,9 @@ class ReadThenWriteApplier(ClientApplier):
     The read comes first because that is where ``osprey:enabled`` is checked, and a value already in place is
     not written again: it is :func:`already_set` (even on a job whose ``skip`` says it must not be written, a
     finished one: the backend holds the priority). A failed write (unless throttled: :func:`may_have_landed`)
-    is followed by one more read: when it shows the target, the write landed and only its answer was lost (or a concurrent writer set the same value), so
-    the job is applied too. Subclasses implement :meth:`_read` and :meth:`_write` and name both calls in
-    failures.
+    is followed by one more read: when it shows the target, the write landed and only its answer was lost (or
+    a concurrent writer set the same value), so the job is applied too. Subclasses implement :meth:`_read`
+    and :meth:`_write` and name both calls in failures.
     """
 
     def _read(self, change: PriorityChange) -> LiveJob:

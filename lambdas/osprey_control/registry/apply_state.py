@@ -54,10 +54,10 @@ def merge_apply_failure(
 
 def read_in_place(record: JobRecord) -> JobRecord:
     """``record`` as it is read: a legacy "skipped: unchanged" failure (:data:`LEGACY_IN_PLACE`) is what it
-    reported, its priority found in place on the backend, so it reads as applied then (``applied_priority`` and
-    ``applied_at`` from the failure, no failure). Without this, a job the old apply step left so would never see
-    its derived priority written again when it returns to the stale applied value (derived == applied reads as
-    nothing pending). The item itself is rewritten on the job's next write."""
+    reported, its priority found in place on the backend, so it reads as applied then (``applied_priority``
+    and ``applied_at`` from the failure, no failure). Without this, a job the old apply step left so would
+    never see its derived priority written again when it returns to the stale applied value (derived ==
+    applied reads as nothing pending). The item itself is rewritten on the job's next write."""
     failure = record.apply_failure
     if failure is None or not failure.permanent or not failure.reason.startswith(LEGACY_IN_PLACE):
         return record

@@ -12,8 +12,9 @@ Nothing is written when the cluster already holds the target value, and that is 
 APPLIED (:func:`~osprey_control.backends.actuation.already_set`), so the apply step records the priority as
 applied. That includes the value found on the re-read after a 409: a PATCH that landed but whose answer was
 lost is retried by the client with the same ``resourceVersion``, which the API server refuses, and what the
-re-read shows is the PATCH that landed. Only objects labelled ``osprey.aws/enabled=true`` are ever written. Each job's outcome is reported on its own; one
-failure never stops the rest, and a cluster that cannot be reached fails only its own jobs.
+re-read shows is the PATCH that landed. Only objects labelled ``osprey.aws/enabled=true`` are ever written.
+Each job's outcome is reported on its own; one failure never stops the rest, and a cluster that cannot be
+reached fails only its own jobs.
 
 :class:`EksApplier` reports in the shared terms of :mod:`osprey_control.backends.actuation`: ``reason`` names
 what was written or found ("workload ns/name", "annotation Kind ns/name"), ``native_value`` is the Workload's
@@ -315,8 +316,8 @@ class _ClusterWrites:
 
     @staticmethod
     def _in_place(target: _Target, where: str, attempt: int, native_value: str | None = None) -> ApplyResult:
-        # The cluster holds the value: APPLIED, never a skip, which would leave applied_priority stale. After a
-        # 409 it is our own PATCH whose answer was lost, or a concurrent writer's: the same value either way.
+        # The cluster holds the value: APPLIED, never a skip, which would leave applied_priority stale. After
+        # a 409 it is our own PATCH whose answer was lost, or a concurrent writer's: the same value either way.
         how = "" if attempt == 1 else "re-read after a conflict: a lost answer or a concurrent writer"
         return already_set(target.key, target.priority, native_value, where, how)
 

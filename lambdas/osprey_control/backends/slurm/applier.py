@@ -16,8 +16,8 @@ carries the Osprey marker. When Slurm already holds the value (a retried cycle, 
 whose answer was lost) nothing is written and the job is applied
 (:func:`~osprey_control.backends.actuation.already_set`), even if it has ended since; an ended job holding
 another value is skipped. A failed update is followed by one more read: when it shows the value, the update
-landed (slurmrestd's answer was lost, or a retry was refused) and the job is applied too. Each job's outcome is
-its own; one failure never stops the others.
+landed (slurmrestd's answer was lost, or a retry was refused) and the job is applied too. Each job's outcome
+is its own; one failure never stops the others.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_a_failed_update_service_job_that_did_not_land_still_fails(batch: Any) -
     assert "UpdateServiceJob a failed" in result.reason
 
 
-# -- SageMaker training jobs: the osprey:derived-priority tag -------------------------------------------------
+# -- SageMaker training jobs: the osprey:derived-priority tag ---------------------------------------------
 
 
 def test_add_tags_whose_answer_was_lost_is_applied() -> None:

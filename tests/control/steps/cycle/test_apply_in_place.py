@@ -1,6 +1,6 @@
-"""Issue 28 item 5 through the apply step and the registry: a Workload PATCH that landed but whose answer was
-lost, retried into a 409, must be recorded applied; otherwise ``applied_priority`` stays at the old value and a
-later return of the derived priority to it is never written (derived == applied means "nothing pending")."""
+"""Issue 28 item 5 through the apply step and the registry: a Workload PATCH that landed but whose answer
+was lost, retried into a 409, must be recorded applied; otherwise ``applied_priority`` stays at the old value
+and a later return of the derived priority to it is never written (derived == applied: "nothing pending")."""
 
 from __future__ import annotations
 
