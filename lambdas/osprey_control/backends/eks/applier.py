@@ -317,7 +317,7 @@ class _ClusterWrites:
     @staticmethod
     def _in_place(target: _Target, where: str, attempt: int, native_value: str | None = None) -> ApplyResult:
         # The cluster holds the value: APPLIED, never a skip, which would leave applied_priority stale. After
-        # a 409 it is our own PATCH whose answer was lost, or a concurrent writer's: the same value either way.
+        # a 409 it is our own PATCH whose answer was lost, or a concurrent writer's: the same value anyway.
         how = "" if attempt == 1 else "re-read after a conflict: a lost answer or a concurrent writer"
         return already_set(target.key, target.priority, native_value, where, how)
 
