@@ -108,7 +108,9 @@ def test_an_update_whose_answer_was_lost_is_applied(clean: LocalSlurm, proxy: Lo
         applied_priority=40,
     )
     # When Osprey applies 70 through the proxy
-    applier = SlurmApplier(lambda cluster: SlurmClient(proxy.url, clean.credentials, timeout=5))
+    applier = SlurmApplier(
+        lambda cluster: SlurmClient(proxy.url, clean.credentials, timeout=5, allow_insecure_http=True)
+    )
     report = applier.apply([PriorityChange(record, 70)])
     # Then Slurm holds the mapped priority after one update, whose answer the client never got
     assert clean.sprio()[job] == SlurmPriorityRange().map(70)
