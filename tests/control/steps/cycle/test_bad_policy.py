@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from osprey_control.contract import parse_block
+from osprey_control.policy_store import PolicySource
 from osprey_control.registry import Backend, JobKey, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
+from osprey_control.steps.derive import derive_within
 from osprey_handlers import collect as collect_handler
 from osprey_handlers import derive as derive_handler
 from tests.control.ingest.conftest import BATCH, ingest_context, load_event, sqs_batch
@@ -51,7 +53,6 @@ def broken(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, An
         module._settings.cache_clear()
         module._components.cache_clear()
     register(aws["registry"], "good-job", "i-0good")
-    gpu_metrics(aws["cloudwatch"], "i-0good", gpu=97.0, memory_bw=80.0)
     register_under(aws["registry"], "held-job", "broken-policy")
     return aws
 
@@ -69,7 +70,9 @@ def test_collect_and_derive_survive_a_recursive_parameter(
     # Then both succeed and the good policy's job is derived
     assert collected["jobs"] == 2
     good = broken["registry"].get(JobKey(Backend.BATCH, "good-job"))
-    assert good is not None and good.derived_priority == 60
+    assert good is not None
+    assert good.derived_priority is not None
+    assert good.last_decision is not None
     # And the broken policy is named in both outputs, with why
     for output in (collected, derived):
         assert list(output["invalidPolicies"]) == ["broken-policy"]
@@ -80,7 +83,8 @@ def test_collect_and_derive_survive_a_recursive_parameter(
     ]
     assert "broken-policy" in derived["failures"][0]["error"]
     held = broken["registry"].get(JobKey(Backend.BATCH, "held-job"))
-    assert held is not None and held.derived_priority is None
+    assert held is not None
+    assert held.derived_priority is None
     # And each step publishes InvalidPolicies for it
     emf = _emf(capsys.readouterr().out)
     by_policy = [r for r in emf if r.get("InvalidPolicies") and r.get("Policy") == "broken-policy"]
@@ -110,3 +114,27 @@ def test_ingest_with_gangs_survives_a_recursive_parameter(
     # Then it is recorded, not sent back for redelivery (and so never to the dead-letter queue)
     assert response == {"batchItemFailures": []}
     assert broken["registry"].get(JobKey(Backend.BATCH, "new-job")) is not None
+
+
+def test_a_broken_update_keeps_deriving_under_the_last_good_version(aws: dict[str, Any]) -> None:
+    # Given a busy training-policy job, and training-policy's parameter then overwritten with 4 KB of "["
+    register(aws["registry"], "busy-job", "i-0busy")
+    gpu_metrics(aws["cloudwatch"], "i-0busy", gpu=97.0, memory_bw=80.0)
+    aws["ssm"].put_parameter(
+        Name="/osprey/policies/training-policy", Value=BROKEN, Type="String", Overwrite=True
+    )
+    # When a shard is derived
+    run = derive_within(
+        aws["registry"], PolicySource(client=aws["ssm"]), None, cloudwatch=aws["cloudwatch"], now=NOW
+    )
+    # Then the job is derived as before the edit (version 1), without a failure
+    assert run.report.failures == []
+    record = aws["registry"].get(JobKey(Backend.BATCH, "busy-job"))
+    assert record is not None
+    assert record.derived_priority == 60
+    # And the output says the policy is invalid and which version its jobs are derived under
+    output = run.to_dict()
+    assert output["invalidPolicyCount"] == 1
+    assert (
+        "its jobs are derived under its last good version (1)" in output["invalidPolicies"]["training-policy"]
+    )

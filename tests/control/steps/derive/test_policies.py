@@ -12,6 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from osprey_control.derivation import compile_policy
 from osprey_control.policy import load_policies
 from osprey_control.policy.stored import policy_parameter_value
 from osprey_control.policy_store import InvalidPolicyError, PolicySource, UnknownPolicyError
@@ -115,8 +116,9 @@ def test_any_malformed_value_is_isolated_to_its_own_policy(ssm: Any, value: str,
     invalid = source.invalid_policies()["training-policy"]
     assert expected in invalid.error
     assert invalid.error.startswith("ssm:/osprey/policies/training-policy: ")
-    assert invalid.held and invalid.state == "held"
-    with pytest.raises(InvalidPolicyError, match="'training-policy' is invalid .*keep their last applied"):
+    assert invalid.held
+    assert invalid.state == "held"
+    with pytest.raises(InvalidPolicyError, match=r"'training-policy' is invalid .*keep their last applied"):
         source.get("training-policy")
     with pytest.raises(LookupError):  # what gang start and the metric needs catch for an unusable policy
         source.model("training-policy")
@@ -173,16 +175,12 @@ def test_an_unforeseen_exception_is_only_that_policys_problem(
     ssm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given compiling one policy raises something no one planned for
-    import osprey_control.policy_store as store  # noqa: PLC0415
-
-    real = store.compile_policy
-
     def fragile(policy: Any) -> Any:
         if policy.name == "aging-policy":
             raise MemoryError("out of memory")
-        return real(policy)
+        return compile_policy(policy)
 
-    monkeypatch.setattr(store, "compile_policy", fragile)
+    monkeypatch.setattr("osprey_control.policy_store.compile_policy", fragile)
     source = PolicySource(client=ssm)
     # Then every other policy is usable and the broken one names the error
     assert source.get("training-policy").builtins
