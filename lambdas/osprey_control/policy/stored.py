@@ -129,9 +129,10 @@ def parse_stored_policy(value: str, name: str, source: str) -> PriorityDerivatio
         raise StoredPolicyError(f"{source}: (document): not JSON: {str(error)[:120]}") from None
     policy, issues = policy_from_mapping(data, source)
     if policy is None:
-        shown = "; ".join(str(issue) for issue in issues[:MAX_REPORTED_ISSUES])
+        # The source once, then each field: ``ssm:/p/x: spec.deadband: ...; spec.derivationRules[0].weight: ...``.
+        shown = "; ".join(f"{issue.path}: {issue.message}" for issue in issues[:MAX_REPORTED_ISSUES])
         more = len(issues) - MAX_REPORTED_ISSUES
-        raise StoredPolicyError(shown + (f"; and {more} more" if more > 0 else ""))
+        raise StoredPolicyError(f"{source}: {shown}" + (f"; and {more} more" if more > 0 else ""))
     if policy.name != name:
         raise StoredPolicyError(f"{source}: metadata.name: {policy.name!r} does not match the parameter name")
     return policy
