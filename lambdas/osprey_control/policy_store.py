@@ -19,8 +19,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from osprey_control.aws import client_for
 from osprey_control.derivation import CompiledPolicy, compile_policy
 from osprey_control.policy import (
@@ -157,7 +155,7 @@ class PolicySource:
             )
             for page in pages:
                 versions.extend((int(p["Version"]), str(p.get("Value", ""))) for p in page["Parameters"])
-        except (ClientError, BotoCoreError) as error:
+        except Exception as error:
             logger.warning("policy history unreadable", extra={"policy": name, "error": str(error)})
             return None, f" (its history could not be read: {type(error).__name__})"
         for version, raw in sorted(versions, reverse=True):
