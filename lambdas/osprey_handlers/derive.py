@@ -7,8 +7,9 @@ counts (``evaluated``, ``pending``, ``jobs_failed``, ``series``, ``getmetricdata
 (docs/control-plane.md, Liveness). Its size does not depend on the number of jobs (Payload): the pending jobs
 are in the registry's ``apply-pending`` index, where the apply step finds them. ``fenceLost: true`` when another
 execution took the lease meanwhile and this one stopped writing (docs/control-plane.md, Fencing).
-``invalidPolicies`` when a deployed policy's stored value is refused: its jobs are derived under its last good
-version or, without one, fail as ``invalid-policy`` and keep their priority (docs/operations.md)."""
+``invalidPolicyCount`` when deployed policies' stored values are refused (each logged as ``invalid policy``,
+and named in the collect step's output): their jobs are derived under their last good version or, without one,
+fail as ``invalid-policy`` and keep their priority (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -320,11 +320,11 @@ class DeriveRun:
 
     def to_dict(self) -> dict[str, Any]:
         """The state machine's view: the shard report's counts and how many jobs wait for the next cycle;
-        ``fenceLost`` and ``invalidPolicies`` only when there are, so a normal shard's output is as it was."""
+        ``fenceLost`` and ``invalidPolicyCount`` only when there are, so a normal shard's output is as it was."""
         answer = {
             **self.report.to_dict(),
             "deferred": len(self.deferred),
-            **invalid_policy_output(self.invalid_policies),
+            **invalid_policy_output(self.invalid_policies, detailed=False),
         }
         if self.fence_lost:
             answer["fenceLost"] = True

@@ -45,12 +45,16 @@ def invalid_policy_metrics(invalid: Mapping[str, InvalidPolicy]) -> list[MetricP
     ]
 
 
-def invalid_policy_output(invalid: Mapping[str, InvalidPolicy]) -> dict[str, Any]:
+def invalid_policy_output(invalid: Mapping[str, InvalidPolicy], *, detailed: bool = True) -> dict[str, Any]:
     """The step output's keys, only when there are invalid policies (a clean run's output is unchanged):
-    ``invalidPolicies`` (name → what is wrong and what its jobs get, at most FAILURE_SAMPLE of them, each cut to
-    ERROR_CHARS: the state machine's payload stays bounded) and ``invalidPolicyCount``."""
+    ``invalidPolicyCount`` and, when ``detailed``, ``invalidPolicies`` (name → what is wrong and what its jobs
+    get, at most FAILURE_SAMPLE of them, each cut to ERROR_CHARS). The collect step, once per cycle, gives the
+    details; each derive shard only the count, so the Map's result does not grow by 1.7 KB per shard
+    (docs/control-plane.md, Payload)."""
     if not invalid:
         return {}
+    if not detailed:
+        return {"invalidPolicyCount": len(invalid)}
     shown = sorted(invalid)[:FAILURE_SAMPLE]
     return {
         "invalidPolicies": {name: invalid[name].describe()[:ERROR_CHARS] for name in shown},
