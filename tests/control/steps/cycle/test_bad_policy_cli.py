@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
@@ -83,3 +84,24 @@ def test_explain_names_the_invalid_policy_and_what_the_job_gets(fleet: dict[str,
     assert answer["decision"] is not None
     valid = runner.invoke(app, ["explain", "busy-job", "--table", "osprey-jobs"])
     assert "is invalid" not in valid.stdout
+
+
+def test_without_access_to_the_policies_jobs_still_list_with_a_warning(
+    fleet: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a user who may read the registry but not the policy parameters
+    def denied(self: PolicySource) -> None:
+        raise ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "GetParametersByPath"
+        )
+
+    monkeypatch.setattr(PolicySource, "invalid_policies", denied)
+    # When they list the jobs
+    result = runner.invoke(app, ["jobs", "--table", "osprey-jobs", "--json"])
+    # Then every job is listed, its policy state unknown, and stderr says why
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 3
+    assert {row["policy_state"] for row in rows} == {None}
+    assert "warning: cannot read the deployed policies" in result.stderr
+    assert "AccessDeniedException" in result.stderr
