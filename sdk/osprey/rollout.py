@@ -24,8 +24,13 @@ from typing import Any, Literal
 
 import yaml
 
-from osprey_control.policy import LoadedPolicy, parameter_name, parameter_tier, policy_parameter_value
-from osprey_control.policy.stored import json_nesting_error
+from osprey_control.policy import (
+    LoadedPolicy,
+    json_nesting_error,
+    parameter_name,
+    parameter_tier,
+    policy_parameter_value,
+)
 
 __all__ = ["PolicyChange", "RolloutError", "apply_rollout", "deployed_policies", "plan_rollout"]
 

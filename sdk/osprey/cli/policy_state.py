@@ -38,8 +38,5 @@ def invalid_lines(
 ) -> list[str]:
     """One line per invalid policy that has listed jobs: what is wrong and what its jobs get."""
     jobs = Counter(str(row["policy"]) for row in rows)
-    return [
-        f"{invalid[name].describe()} [{jobs[name]} job(s) listed]"
-        for name in sorted(invalid or {})
-        if jobs[name]
-    ]
+    known = invalid or {}
+    return [f"{known[name].describe()} [{jobs[name]} job(s) listed]" for name in sorted(known) if jobs[name]]
