@@ -15,6 +15,7 @@ outputs, metrics and logs and for ``osprey jobs``.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -87,8 +88,10 @@ class PolicySource:
         self._max_age = max_age
         self._fetched: dict[str, tuple[str, int]] | None = None
         self._fetched_at = 0.0
-        self._valid: dict[str, _Entry] = {}
-        self._refused: dict[str, _Refused] = {}
+        # One snapshot, replaced whole: the derive step looks policies up from many threads at once, and a
+        # reader must never see a policy moved out of one map and not yet into the other.
+        self._state: tuple[dict[str, _Entry], dict[str, _Refused]] = ({}, {})
+        self._lock = threading.Lock()  # one refresh at a time (and one GetParametersByPath per max_age)
         self.invalid: dict[str, InvalidPolicy] = {}
 
     def _fetch(self) -> tuple[dict[str, tuple[str, int]], bool]:
@@ -107,18 +110,24 @@ class PolicySource:
         self._fetched, self._fetched_at = found, now
         return found, True
 
-    def _refresh(self) -> None:
-        fetched, fresh = self._fetch()
-        if not fresh:
-            return
+    def _refresh(self) -> tuple[dict[str, _Entry], dict[str, _Refused]]:
+        """The current snapshot (valid entries, refused ones), rebuilt first when ``max_age`` has passed."""
+        with self._lock:
+            fetched, fresh = self._fetch()
+            if fresh:
+                self._rebuild(fetched)
+            return self._state
+
+    def _rebuild(self, fetched: dict[str, tuple[str, int]]) -> None:
+        old_valid, old_refused = self._state
         valid: dict[str, _Entry] = {}
         refused: dict[str, _Refused] = {}
         for name, (raw, version) in fetched.items():
-            known = self._valid.get(name)
+            known = old_valid.get(name)
             if known is not None and known.raw == raw:  # unchanged: no parsing, no compiling
                 valid[name] = known
                 continue
-            seen = self._refused.get(name)
+            seen = old_refused.get(name)
             if seen is not None and seen.raw == raw:
                 refused[name] = seen
                 continue
@@ -127,7 +136,7 @@ class PolicySource:
             except Exception as error:
                 previous = known or (seen.fallback if seen is not None else None)
                 refused[name] = self._refuse(name, raw, version, _problem(error), previous)
-        self._valid, self._refused = valid, refused
+        self._state = (valid, refused)
         self.invalid = {name: entry.invalid for name, entry in sorted(refused.items())}
 
     def _source(self, name: str) -> str:
@@ -168,11 +177,11 @@ class PolicySource:
         return None, ""
 
     def _usable(self, name: str) -> _Entry:
-        self._refresh()
-        entry = self._valid.get(name)
+        valid, refused_by_name = self._refresh()
+        entry = valid.get(name)
         if entry is not None:
             return entry
-        refused = self._refused.get(name)
+        refused = refused_by_name.get(name)
         if refused is None:
             raise UnknownPolicyError(name, self.names())
         if refused.fallback is None:
@@ -181,9 +190,9 @@ class PolicySource:
 
     def names(self) -> list[str]:
         """The policies jobs can be derived under: the valid ones and the invalid ones with a last good version."""
-        self._refresh()
-        usable = [name for name, refused in self._refused.items() if refused.fallback is not None]
-        return sorted([*self._valid, *usable])
+        valid, refused_by_name = self._refresh()
+        usable = [name for name, refused in refused_by_name.items() if refused.fallback is not None]
+        return sorted([*valid, *usable])
 
     def get(self, name: str) -> CompiledPolicy:
         """The compiled policy (its last good version if the stored one is invalid), :class:`UnknownPolicyError`
@@ -195,5 +204,5 @@ class PolicySource:
 
     def invalid_policies(self) -> dict[str, InvalidPolicy]:
         """The deployed policies whose stored value is refused, by name, as of a refresh made now if due."""
-        self._refresh()
-        return dict(self.invalid)
+        _, refused = self._refresh()
+        return {name: entry.invalid for name, entry in sorted(refused.items())}
