@@ -55,7 +55,15 @@ from osprey_control.backends.batch.cycle import (
     resolve_queues,
 )
 from osprey_control.backends.batch.distribution import PolicyEdit, update_with_retry
-from osprey_control.backends.batch.pending import Pending, accept, foreign, group_by_policy, resolve_jobs
+from osprey_control.backends.batch.ownership import is_osprey_identifier, not_osprey_identifier
+from osprey_control.backends.batch.pending import (
+    Pending,
+    accept,
+    foreign,
+    group_by_policy,
+    held_by,
+    resolve_jobs,
+)
 from osprey_control.backends.batch.team_fold import Member, policy_team_weights
 from osprey_control.registry import Backend, ShareEntry
 
@@ -195,7 +203,7 @@ class BatchShareApplier(ClientApplier):
             if item.share in refused:
                 report.results.append(
                     ApplyResult(
-                        item.change.record.key, Outcome.SKIPPED, item.change.priority, foreign(item.share)
+                        item.change.record.key, Outcome.SKIPPED, item.change.priority, refused[item.share]
                     )
                 )
         written = [item for item in accepted if item.share in done]
@@ -232,6 +240,8 @@ class BatchShareApplier(ClientApplier):
                 )
                 return
             self._created.update((policy_arn, claim.share) for claim in claims)
+            # A pruned entry is no longer Osprey's: one created later under its name (a person's) is not either.
+            self._created.difference_update((policy_arn, share) for share in edit.removed)
             report.pruned += len(edit.removed)
             logger.info(
                 "scheduling policy updated",
@@ -270,18 +280,26 @@ class BatchShareApplier(ClientApplier):
         edit: PolicyEdit,
         items: list[Pending],
         cycle: Cycle,
-    ) -> set[str]:
-        """Each job's own share's weight from its priority; the shares refused (entries Osprey did not create)."""
-        refused: set[str] = set()
+    ) -> dict[str, str]:
+        """Each job's own share's weight from its priority; the shares refused, with the reason (the entry is
+        not Osprey's, or its identifier is not: :mod:`.ownership`; or another active job holds it)."""
+        refused: dict[str, str] = {}
+        ended = {(entry.policy_arn, entry.share) for entry in cycle.finished}
         for item in items:
+            key = item.change.record.key
             owner = None if cycle.owners is None else cycle.owners.get((edit.arn, item.share))
-            mine = self._mine(cycle, edit.arn, item.share)
-            if edit.has(item.share) and not mine and edit.weight(item.share) != item.weight:
-                refused.add(item.share)  # a team's own entry (or another tool's): never changed
+            if edit.has(item.share) and not self._mine(cycle, edit.arn, item.share):
+                refused[item.share] = foreign(item.share)  # a person's, another tool's or deployment's
                 continue
-            if not edit.has(item.share) or (owner is not None and owner != item.change.record.key):
-                # Osprey's entry (new, or left by an earlier job with the same identifier): this job's now.
-                edit.claims.append(ShareEntry(edit.arn, item.share, item.change.record.key))
+            if not is_osprey_identifier(item.share):
+                refused[item.share] = not_osprey_identifier(item.share)  # may be a team's: never created
+                continue
+            if owner is not None and owner != key and (edit.arn, item.share) not in ended:
+                refused[item.share] = held_by(item.share, owner)  # its job still runs: not this job's
+                continue
+            if not edit.has(item.share) or (owner is not None and owner != key):
+                # Osprey's entry (new, or left by an ended job with the same identifier): this job's now.
+                edit.claims.append(ShareEntry(edit.arn, item.share, key))
             edit.put(item.share, item.weight)
         return refused
 
@@ -291,8 +309,8 @@ class BatchShareApplier(ClientApplier):
         items: list[Pending],
         cycle: Cycle,
         report: ApplyReport,
-    ) -> set[str]:
-        """Every team share of the policy with an active job: the fold's weight; the shares refused."""
+    ) -> dict[str, str]:
+        """Every team share of the policy with an active job: the fold's weight; the shares refused, with why."""
         if cycle.members is None:
             reason = f"team share weights not computed: {cycle.listing_error}"
             transient = (
@@ -302,7 +320,7 @@ class BatchShareApplier(ClientApplier):
                 ApplyResult(item.change.record.key, Outcome.FAILED, item.change.priority, reason, transient)
                 for item in items
             )
-            return set()
+            return {}
         # This cycle's priorities; a changed job the listing (an eventually consistent index) misses counts too.
         changed = {item.change.record.key: item for item in items}
         members = [
@@ -315,12 +333,12 @@ class BatchShareApplier(ClientApplier):
             for item in items
             if item.team is not None and item.change.record.key not in listed
         ]
-        refused: set[str] = set()
+        refused: dict[str, str] = {}
         for share, weight in policy_team_weights(members, edit.fairshare, self.clock()).items():
             if edit.wildcard_over(share) is not None:
                 continue  # Batch would reject the update; the share's changed jobs failed in _accept
             if edit.has(share) and not self._mine(cycle, edit.arn, share):
-                refused.add(share)
+                refused[share] = foreign(share)
                 continue
             if not edit.has(share):
                 first = next(member.record.key for member in members if member.share.identifier == share)
