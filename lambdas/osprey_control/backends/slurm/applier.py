@@ -12,8 +12,9 @@ it is held and released; jobs without the Osprey marker keep their multifactor p
 where managed jobs sit relative to them (below, among or above).
 
 Per job: read it (a job slurmctld no longer knows, or one that has ended, is skipped: permanent); write only a
-job whose comment still carries the Osprey marker; skip the write when Slurm already holds the value (a
-retried cycle, a concurrent writer). Each job's outcome is its own; one failure never stops the others.
+job whose comment still carries the Osprey marker (``osprey:enabled=true``), and only on the cluster its native
+id names (``<cluster>/<job id>``: a record naming another cluster fails, since job ids repeat across clusters);
+skip the write when Slurm already holds the value (a retried cycle, a concurrent writer). Each job's outcome is its own; one failure never stops the others.
 """
 
 from __future__ import annotations
@@ -110,7 +111,15 @@ class SlurmApplier:
                     ApplyResult(change.record.key, Outcome.FAILED, change.priority, str(error))
                 )
                 continue
-            by_cluster[change.record.cluster or cluster].append((change, job_id))
+            if change.record.cluster and change.record.cluster != cluster:
+                # Job ids are per cluster: writing this id on the record's other cluster would move its job there.
+                reason = (
+                    f"the record names cluster {change.record.cluster} but its job id is cluster {cluster}'s; "
+                    "Osprey writes a Slurm job only on the cluster whose discovery recorded it"
+                )
+                report.results.append(ApplyResult(change.record.key, Outcome.FAILED, change.priority, reason))
+                continue
+            by_cluster[cluster].append((change, job_id))
         for cluster, batch in by_cluster.items():
             try:
                 client = self._connect(cluster)
