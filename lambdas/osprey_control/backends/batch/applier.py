@@ -21,7 +21,10 @@ Throttling and 5xx of the update are retried with backoff; if it still fails, on
 
 Entries Osprey adds are recorded in the registry's share ledger (:mod:`osprey_control.registry.shares`) before
 the update that adds them; an entry that was in a policy before Osprey touched it is never recorded, so never
-changed nor removed: a job submitted with such an identifier is skipped with the reason. A job whose identifier
+changed nor removed: a job submitted with such an identifier is skipped with the reason. Osprey owns an entry only
+when its identifier is in Osprey's namespace too (``osprey-``, :mod:`.ownership`): an entry weighs every job of
+its identifier, so a job under a team's own identifier is refused even where the team has no entry yet, and an
+entry an earlier Osprey created for such an identifier is removed by the housekeeping. A job whose identifier
 is covered by another entry's wildcard (``team*``) fails on its own, since Batch rejects overlapping
 identifiers. Batch allows 500 active share identifiers per queue: the entry of a finished job's own share, and
 a team share with no active job left, are taken out again.

@@ -9,8 +9,12 @@ Everything else is refused with the reason ``osprey explain`` shows, and nothing
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from typer.testing import CliRunner
+
+from osprey.cli.main import app
 from osprey_control.backends import Outcome
 from osprey_control.backends.batch import BatchShareApplier, own_share_identifier
 from osprey_control.registry import ShareEntry
@@ -18,9 +22,11 @@ from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.items import record_to_item
 from osprey_control.registry.shares import ShareLedger
 from osprey_control.steps.apply import apply_cycle
-from tests.control.backends.batch.test_team_share_applier import World, world
+from tests.control.backends.batch.test_team_share_applier import TABLE, World, world
 
 __all__ = ["world"]  # the fixture, imported so pytest finds it here
+
+runner = CliRunner()
 
 
 def _set_entries(world: World, entries: dict[str, float]) -> None:
@@ -82,6 +88,8 @@ def test_a_job_under_a_teams_identifier_without_an_entry_does_not_create_one(wor
             jobName=name, jobQueue=world.queue, jobDefinition="train", shareIdentifier="team-c"
         )
     job = world.job("c1", "team-c", 8, applied=50, derived=5)
+    decision = {"previous": 50, "priority": 5, "base": 5.0, "target": 5.0, "reason": "derived", "rules": []}
+    world.store(job.model_copy(update={"last_decision": decision}))
     # When the apply step runs
     report = world.cycle()
     # Then no team-c entry is created (it would weigh every team-c job by this one job's priority)
@@ -93,6 +101,13 @@ def test_a_job_under_a_teams_identifier_without_an_entry_does_not_create_one(wor
     assert "team-c" in reason
     assert "osprey.batch.own_share" in reason
     assert "osprey.batch.team_share" in reason
+    # And osprey explain and osprey jobs say so
+    explained = runner.invoke(app, ["explain", "c1", "--table", TABLE])
+    assert explained.exit_code == 0, explained.output
+    assert "share identifier team-c is not one of Osprey's" in " ".join(explained.stdout.split())
+    rows = json.loads(runner.invoke(app, ["jobs", "--json", "--table", TABLE]).stdout)
+    [row] = [row for row in rows if row["name"] == "c1"]
+    assert "team-c is not one of Osprey's" in row["apply_error"]
 
 
 def test_an_osprey_looking_entry_a_human_recreated_after_osprey_pruned_it_is_not_changed(
