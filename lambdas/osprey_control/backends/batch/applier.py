@@ -68,6 +68,7 @@ from osprey_control.backends.batch.pending import (
     resolve_jobs,
 )
 from osprey_control.backends.batch.team_fold import Member, policy_team_weights
+from osprey_control.errors import is_transient
 from osprey_control.registry import Backend, ShareEntry
 
 __all__ = ["BatchShareApplier"]
@@ -236,6 +237,7 @@ class BatchShareApplier(ClientApplier):
             try:
                 update_with_retry(self.client, edit, count, sleep=self.sleep)
             except Exception as error:  # only the jobs of this policy fail
+                self._unclaim(claims, error, found[0], policy_arn)
                 if not jobs:
                     raise
                 report.results.extend(
@@ -267,6 +269,21 @@ class BatchShareApplier(ClientApplier):
                     native_value=f"{item.share}={weight}",
                 )
             )
+
+    def _unclaim(self, claims: list[ShareEntry], error: BaseException, read: Any, policy_arn: str) -> None:
+        """After an update Batch refused (a permanent error: it did not land), take the entries it would have
+        added out of the ledger again, so that an entry someone creates later under that name is not taken for
+        Osprey's. After a transient failure the update may have landed, so the claims stay (pruning forgets
+        them if it did not). Re-claims of entries that were already Osprey's stay too."""
+        if is_transient(error) or self.ledger is None:
+            return
+        existed = {
+            str(e.get("shareIdentifier"))
+            for e in (read.get("fairsharePolicy") or {}).get("shareDistribution") or ()
+        }
+        added = [claim for claim in claims if claim.share not in existed]
+        if added:
+            self._forget(added, policy_arn)
 
     def _forget(self, entries: list[ShareEntry], policy_arn: str) -> None:
         """Take pruned entries out of the ledger; a failure only leaves them for the next cycle to forget (they

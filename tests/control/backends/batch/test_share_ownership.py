@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
@@ -199,3 +200,34 @@ def test_the_sdks_own_share_is_in_osprey_namespace_and_unique() -> None:
     # Then each is Osprey's, short enough for Batch, and no two are equal
     assert len(shares) == 1000
     assert all(share.startswith("osprey-job-") and len(share) <= 255 for share in shares)
+
+
+def test_an_entry_whose_update_batch_refused_is_not_left_in_the_ledger_as_osprey_s(world: World) -> None:
+    # Given Batch refusing the UpdateSchedulingPolicy that would add a job's own entry (a 400: it did not land)
+    refused: list[str] = []
+
+    def refuse(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if refused:
+            return None
+        refused.append("UpdateSchedulingPolicy")
+        error = {"Error": {"Code": "ClientException", "Message": "refused"}}
+        return AWSResponse("https://batch", 400, HTTPHeaders(), None), {
+            **error,
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        }
+
+    world.batch.meta.events.register_first("before-call.batch.UpdateSchedulingPolicy", refuse)
+    share = own_share_identifier()
+    job = world.job("own", share, 8, applied=50, derived=80)
+    report = world.cycle()
+    assert report.by_job()[job.key].outcome is Outcome.FAILED
+    # Then the ledger does not claim the entry that never came to be
+    assert world.ledger.entries() == []
+    # And when someone then creates an entry of that name, the next cycle leaves it alone
+    _set_entries(world, {share: 3.0})
+    world.store(
+        world.registry.get(job.key).model_copy(update={"derived_priority": 10, "apply_failure": None})
+    )  # type: ignore[union-attr]
+    again = world.cycle()
+    assert world.shares()[share] == 3.0
+    assert "Osprey did not create" in again.by_job()[job.key].reason
