@@ -84,3 +84,21 @@ def test_the_one_tag_osprey_writes_is_its_own_and_the_others_stay(sagemaker: Any
     assert tags == {**ENABLED, "team": "vision", "cost-center": "42", DERIVED_PRIORITY_TAG: "70"}
     # And the job without its opt-in tag is skipped with the reason
     assert report.by_job()[changes[1].record.key].reason == NOT_ENABLED
+
+
+def test_a_record_whose_arn_names_another_training_job_tags_nothing(sagemaker: Any) -> None:
+    # Given an opted-in training job "theirs", and a record of job "mine" whose ARN names "theirs"
+    theirs = training_job(sagemaker, "theirs", ENABLED)
+    training_job(sagemaker, "mine", ENABLED)
+    change = PriorityChange(
+        record(Backend.SAGEMAKER, "mine", [], arn=theirs, applied_priority=50, tags=ENABLED), 90
+    )
+    # When applied
+    report = TrainingJobTagApplier(sagemaker).apply([change])
+    # Then "theirs" is not tagged with mine's priority, and the job fails saying why
+    tags = {tag["Key"]: tag["Value"] for tag in sagemaker.list_tags(ResourceArn=theirs)["Tags"]}
+    assert DERIVED_PRIORITY_TAG not in tags
+    [result] = report.results
+    assert result.outcome is Outcome.FAILED
+    assert "names training job 'theirs', not 'mine'" in result.reason
+    assert report.writes == 0
