@@ -73,7 +73,9 @@ def test_a_job_under_a_teams_existing_entry_never_sets_the_teams_weight(world: W
     # Then the job is refused with the reason (not "applied: already set", which claimed the team's entry)
     assert report.by_job()[job.key].outcome is Outcome.SKIPPED
     assert "team-b" in _refusal(world, job)
-    world.store(world.registry.get(job.key).model_copy(update={"derived_priority": 10}))  # type: ignore[union-attr]
+    stored = world.registry.get(job.key)
+    assert stored is not None
+    world.store(stored.model_copy(update={"derived_priority": 10}))
     world.cycle()
     # And team-b's entry was never written nor recorded as Osprey's
     assert world.shares()["team-b"] == 1.0
@@ -225,9 +227,9 @@ def test_an_entry_whose_update_batch_refused_is_not_left_in_the_ledger_as_osprey
     assert world.ledger.entries() == []
     # And when someone then creates an entry of that name, the next cycle leaves it alone
     _set_entries(world, {share: 3.0})
-    world.store(
-        world.registry.get(job.key).model_copy(update={"derived_priority": 10, "apply_failure": None})
-    )  # type: ignore[union-attr]
+    stored = world.registry.get(job.key)
+    assert stored is not None
+    world.store(stored.model_copy(update={"derived_priority": 10, "apply_failure": None}))
     again = world.cycle()
     assert world.shares()[share] == 3.0
     assert "Osprey did not create" in again.by_job()[job.key].reason
