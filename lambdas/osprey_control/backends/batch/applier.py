@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from osprey_control.aws import call_bound_ms, retried_bound_ms
 from osprey_control.backends.actuation import (
     ApplyReport,
     ApplyResult,
@@ -54,7 +55,12 @@ from osprey_control.backends.batch.cycle import (
     read_cycle,
     resolve_queues,
 )
-from osprey_control.backends.batch.distribution import PolicyEdit, update_with_retry
+from osprey_control.backends.batch.distribution import (
+    FIRST_BACKOFF_S,
+    UPDATE_ATTEMPTS,
+    PolicyEdit,
+    update_with_retry,
+)
 from osprey_control.backends.batch.pending import Pending, accept, foreign, group_by_policy, resolve_jobs
 from osprey_control.backends.batch.team_fold import Member, policy_team_weights
 from osprey_control.registry import Backend, ShareEntry
@@ -93,6 +99,13 @@ class BatchShareApplier(ClientApplier):
         self._created: set[tuple[str, str]] = set()
         # The apply call's reads and the fence check it was given, for the housekeeping after it.
         self._cycle: tuple[Cycle, Callable[[], bool]] | None = None
+
+    @property
+    def write_bound_ms(self) -> float:
+        """The longest one UpdateSchedulingPolicy may take: our retries of botocore's retries
+        (:func:`osprey_control.aws.retried_bound_ms`); ``may_write`` is asked for it before each."""
+        one = call_bound_ms(self.client if hasattr(self.client, "meta") else None)
+        return retried_bound_ms(one, UPDATE_ATTEMPTS, FIRST_BACKOFF_S)
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         return self.apply_guarded(changes, lambda: True)
