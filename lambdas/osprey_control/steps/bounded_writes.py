@@ -127,12 +127,13 @@ class BackendWrites:
     def call(self, applier: Applier, batch: Sequence[PriorityChange]) -> ApplyReport | None:
         """One applier call behind its intent; None (the jobs deferred) when the fence failed first."""
         keys = [change.record.key for change in batch]
-        intent = self._announce(applier, keys)
+        # A whole-cycle applier's write is a whole scheduling policy (Batch): a late one can undo any job of it.
+        whole_cycle = getattr(applier, "chunk_size", None) is None
+        intent = self._announce(applier, None if whole_cycle else keys)
         if intent is False:
             self.defer(keys)
             return None
         if isinstance(applier, GuardedApplier):
-            whole_cycle = getattr(applier, "chunk_size", None) is None
             guard = WriteGuard(self.deadline, bound_ms(applier), self.fence if whole_cycle else None)
             part = applier.apply_guarded(batch, guard)
             self._settle_guard(part, guard)
