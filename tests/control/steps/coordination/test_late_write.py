@@ -80,7 +80,9 @@ class World:
     def decide(self, key: JobKey, priority: int, fence: Fence) -> None:
         current = self.registry.get(key)
         assert current is not None
-        self.registry.record_decision(key, {"reason": f"p{priority}"}, priority, current.version, T0, fence=fence)
+        self.registry.record_decision(
+            key, {"reason": f"p{priority}"}, priority, current.version, T0, fence=fence
+        )
 
     def take(self, owner: str, at: datetime) -> Fence:
         state = self.lease.acquire(owner, ttl_seconds=LEASE_S, now=at)
@@ -93,9 +95,9 @@ class World:
 
     def weight(self) -> float:
         [policy] = self.batch.describe_scheduling_policies(arns=[self.policy])["schedulingPolicies"]
-        return {e["shareIdentifier"]: e["weightFactor"] for e in policy["fairsharePolicy"]["shareDistribution"]}[
-            SHARE
-        ]
+        return {
+            e["shareIdentifier"]: e["weightFactor"] for e in policy["fairsharePolicy"]["shareDistribution"]
+        }[SHARE]
 
 
 class LateBatch:
