@@ -95,9 +95,10 @@ class World:
 
     def weight(self) -> float:
         [policy] = self.batch.describe_scheduling_policies(arns=[self.policy])["schedulingPolicies"]
-        return {
+        weights = {
             e["shareIdentifier"]: e["weightFactor"] for e in policy["fairsharePolicy"]["shareDistribution"]
-        }[SHARE]
+        }
+        return float(weights[SHARE])
 
 
 class LateBatch:
