@@ -50,6 +50,8 @@ class WriteIntent:
 
 
 def _item(intent: WriteIntent) -> dict[str, Any]:
+    if not intent.backends:
+        raise ValueError("a write intent names at least one backend (a DynamoDB string set cannot be empty)")
     item: dict[str, Any] = {
         "pk": {"S": WRITES_PK},
         "sk": {"S": intent.sk},
