@@ -26,7 +26,16 @@ from __future__ import annotations
 
 from osprey_control.registry.model import JobKey
 
-__all__ = ["JOB_PREFIX", "PLAN_REQUEST_SK", "PLAN_SK", "SHARES_PK", "is_job_pk", "job_pk", "key_from_pk"]
+__all__ = [
+    "JOB_PREFIX",
+    "PLAN_REQUEST_SK",
+    "PLAN_SK",
+    "SHARES_PK",
+    "WRITES_PK",
+    "is_job_pk",
+    "job_pk",
+    "key_from_pk",
+]
 
 JOB_PREFIX = "JOB#"
 INSTANCE_PREFIX = "INSTANCE#"
