@@ -36,12 +36,13 @@ RETRY_CONFIG: dict[str, Any] = {
 
 # The backend writers' clients (the appliers': Batch, SageMaker, service jobs). A backend write must end, every
 # retry included, before the cycle lease expires (docs/control-plane.md, Fencing), so its bound has to fit in the
-# time an apply step has: 3 attempts x (3 s connect + 10 s read) + backoff (1 s + 2 s) = 42 s, where
-# RETRY_CONFIG's would be 140 s. Backend API calls answer in well under a second; 10 s is their slow tail.
+# time an apply step has (a 120 s function): 3 attempts x (2 s connect + 5 s read) + backoff (1 s + 2 s) = 24 s,
+# where RETRY_CONFIG's would be 140 s; Batch's UpdateSchedulingPolicy, retried 4 times by its own loop on top,
+# 97.75 s. These control-plane calls answer in well under a second; 5 s is far in their tail.
 WRITE_RETRY_CONFIG: dict[str, Any] = {
     "retries": {"mode": "standard", "total_max_attempts": 3},
-    "connect_timeout": 3,
-    "read_timeout": 10,
+    "connect_timeout": 2,
+    "read_timeout": 5,
 }
 
 # botocore's standard mode waits random() * min(2 ** (attempt - 1), 20) s before retry number `attempt`

@@ -50,12 +50,12 @@ def test_given_a_lease_ending_before_the_lambda_then_the_deadline_is_the_leases(
 
 
 def test_the_bound_of_one_call_is_every_attempt_with_its_timeouts_and_backoff() -> None:
-    # Given the backend writers' config: 3 attempts of 3 s connect + 10 s read, backoff 1 s and 2 s
+    # Given the backend writers' config: 3 attempts of 2 s connect + 5 s read, backoff 1 s and 2 s
     writer = boto3.client("batch", region_name="us-east-1", config=Config(**WRITE_RETRY_CONFIG))
 
-    # Then one call is bounded by 42 s, read from the client's own config
-    assert call_bound_ms(writer) == 42_000
-    assert call_bound_ms() == 42_000
+    # Then one call is bounded by 24 s, read from the client's own config
+    assert call_bound_ms(writer) == 24_000
+    assert call_bound_ms() == 24_000
     # ... the general clients' (5 attempts of 25 s, backoff 1+2+4+8 s) by 140 s, and a client with botocore's
     # defaults (60 s timeouts) by more than a whole 300 s lease: it would never be allowed a write
     assert call_bound_ms(config=RETRY_CONFIG) == 140_000
@@ -63,19 +63,19 @@ def test_the_bound_of_one_call_is_every_attempt_with_its_timeouts_and_backoff() 
     assert config_bound_ms(attempts=1, connect_timeout=2, read_timeout=5) == 7_000
     # ... and Batch's UpdateSchedulingPolicy, retried by its own loop, by 4 calls and 0.25 + 0.5 + 1 s
     batch = BatchShareApplier(writer)
-    assert batch.write_bound_ms == retried_bound_ms(42_000, UPDATE_ATTEMPTS, FIRST_BACKOFF_S) == 169_750
+    assert batch.write_bound_ms == retried_bound_ms(24_000, UPDATE_ATTEMPTS, FIRST_BACKOFF_S) == 97_750
 
 
 def lease_deadline(left_s: float) -> Deadline:
     return Deadline.for_invocation(lambda: 900_000.0, lease_expires_at=EPOCH + left_s, clock=lambda: EPOCH)
 
 
-@pytest.mark.parametrize(("lease_left_s", "written"), [(150.0, False), (200.0, True)])
+@pytest.mark.parametrize(("lease_left_s", "written"), [(100.0, False), (150.0, True)])
 def test_a_batch_policy_update_starts_only_if_its_bound_ends_before_the_lease(
     registry: JobRegistry, lease: CycleLease, lease_left_s: float, written: bool
 ) -> None:
-    # Given a pending Batch job and an apply step holding the lease, which expires in 150 s (less than the
-    # update's 169.75 s bound plus the 15 s margin) or in 200 s (more)
+    # Given a pending Batch job and an apply step holding the lease, which expires in 100 s (less than the
+    # update's 97.75 s bound plus the 10 s margin) or in 150 s (more)
     key = pending_job(registry, "train")
     holder = lease.acquire("cycle", ttl_seconds=300, now=T0)
     assert holder.token is not None
