@@ -20,11 +20,14 @@ the next cycle finds them again. The jobs whose derived priority changed longest
 the ones a deadline defers are tried early next cycle.
 
 Fencing: with a ``fence`` (the execution's lease token), every registry write is a transaction that checks the
-token, each applier call is preceded by a consistent read of it, and Batch's applier checks it again right
-before each UpdateSchedulingPolicy (:class:`~osprey_control.backends.GuardedApplier`). Once it fails
-(``ApplyReport.fence_lost``) the step writes nothing more: the calls not made are ``deferred`` and the outcomes
-not recorded are ``unrecorded``; those jobs stay pending for the execution that now holds the lease, and no
-apply failure is recorded against them.
+token; each applier call is preceded by its write intent, recorded in such a transaction, and Batch's applier
+reads the token again right before each UpdateSchedulingPolicy (:class:`~osprey_control.backends.GuardedApplier`).
+No backend write starts unless its bound ends before the deadline, which is the lease's expiry at the latest
+(:mod:`osprey_control.steps.bounded_writes`), and the intents an earlier execution could not delete are
+repaired first (:mod:`osprey_control.steps.in_doubt`). Once the fence fails (``ApplyReport.fence_lost``) the
+step writes nothing more: the calls not made are ``deferred`` and the outcomes not recorded are ``unrecorded``;
+those jobs stay pending for the execution that now holds the lease, and no apply failure is recorded against
+them.
 """
 
 from __future__ import annotations
