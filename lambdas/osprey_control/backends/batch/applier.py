@@ -46,6 +46,7 @@ from osprey_control.backends.actuation import (
     Outcome,
     PriorityChange,
     failure,
+    may_have_landed,
     prefilter,
 )
 from osprey_control.backends.batch.cycle import (
@@ -59,6 +60,7 @@ from osprey_control.backends.batch.distribution import (
     FIRST_BACKOFF_S,
     UPDATE_ATTEMPTS,
     PolicyEdit,
+    holds,
     update_with_retry,
 )
 from osprey_control.backends.batch.pending import Pending, accept, foreign, group_by_policy, resolve_jobs
@@ -103,7 +105,8 @@ class BatchShareApplier(ClientApplier):
     @property
     def write_bound_ms(self) -> float:
         """The longest one UpdateSchedulingPolicy may take: our retries of botocore's retries
-        (:func:`osprey_control.aws.retried_bound_ms`); ``may_write`` is asked for it before each."""
+        (:func:`osprey_control.aws.retried_bound_ms`); ``may_write`` is asked for it before each. The read-back
+        after a failed update (:meth:`_landed`) is a read, made once every write attempt has ended: not in it."""
         one = call_bound_ms(self.client if hasattr(self.client, "meta") else None)
         return retried_bound_ms(one, UPDATE_ATTEMPTS, FIRST_BACKOFF_S)
 
@@ -237,13 +240,15 @@ class BatchShareApplier(ClientApplier):
 
             try:
                 update_with_retry(self.client, edit, count, sleep=self.sleep)
-            except Exception as error:  # only the jobs of this policy fail
-                if not jobs:
-                    raise
-                report.results.extend(
-                    failure(item.change, error, f"UpdateSchedulingPolicy {policy_arn}") for item in written
-                )
-                return
+            except Exception as error:  # only the jobs of this policy fail, unless the update landed
+                if not self._landed(edit, error):
+                    if not jobs:
+                        raise
+                    report.results.extend(
+                        failure(item.change, error, f"UpdateSchedulingPolicy {policy_arn}")
+                        for item in written
+                    )
+                    return
             self._created.update((policy_arn, claim.share) for claim in claims)
             report.pruned += len(edit.removed)
             logger.info(
@@ -267,6 +272,24 @@ class BatchShareApplier(ClientApplier):
                     native_value=f"{item.share}={weight}",
                 )
             )
+
+    def _landed(self, edit: PolicyEdit, error: Exception) -> bool:
+        """After a failed UpdateSchedulingPolicy: whether a new read shows the policy holding the edit (an
+        update that landed but whose answer was lost, retried into a failure). Then the weights are in place:
+        the jobs are applied, never failed with their weights on the queue."""
+        if not may_have_landed(error):
+            return False
+        try:
+            found = self.client.describe_scheduling_policies(arns=[edit.arn])["schedulingPolicies"]
+        except Exception:  # the update's failure is the one reported
+            return False
+        landed = bool(found) and holds(edit, found[0])
+        if landed:
+            logger.warning(
+                "UpdateSchedulingPolicy failed, yet the policy holds its weights: applied",
+                extra={"policy": edit.arn, "error": repr(error)},
+            )
+        return landed
 
     def _forget(self, entries: list[ShareEntry], policy_arn: str) -> None:
         """Take pruned entries out of the ledger; a failure only leaves them for the next cycle to forget (they
