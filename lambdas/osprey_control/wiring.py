@@ -48,6 +48,7 @@ __all__ = [
     "GANG_WAIT_METRIC",
     "HISTORY_RETENTION_VARIABLE",
     "INTERCONNECT_LATENCY_METRIC",
+    "INVALID_POLICIES_METRIC",
     "JOBS_EVALUATED_METRIC",
     "JOB_DIMENSION",
     "KIND_DIMENSION",
@@ -204,6 +205,8 @@ FAILED_JOBS_METRIC = "FailedJobs"
 CO_SCHEDULING_SUCCESS_RATE_METRIC = "CoSchedulingSuccessRate"
 GANG_WAIT_METRIC = "GangWaitSeconds"
 EVENTS_DROPPED_METRIC = "EventsDropped"
+# Deployed policies whose stored value is refused: the total (0 included) and 1 per policy (Policy dimension).
+INVALID_POLICIES_METRIC = "InvalidPolicies"
 # Their dimensions, which the dashboard's SEARCH expressions and the custom-rule alarm's query name as well.
 POLICY_DIMENSION = "Policy"
 JOB_DIMENSION = "JobId"  # per-job metrics only: the registry's job key

@@ -2,7 +2,8 @@
 Input ``{"shards": [..], "token": T, "expiresAt": E}`` (the shard plan's shards, the execution's lease token and
 its expiry: a step that starts with the lease (nearly) over collects nothing); output counts
 only: ``jobs``, ``series``, ``getmetricdata_calls``, ``stored`` and ``tooLarge`` shards
-(:mod:`osprey_control.steps.collect`)."""
+(:mod:`osprey_control.steps.collect`), and ``invalidPolicies`` when a deployed policy's stored value is refused
+(:mod:`osprey_control.steps.policy_health`; also logged, and published as ``InvalidPolicies``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from osprey_control.policy_store import PolicySource
 from osprey_control.registry import CollectionStore, JobRegistry
 from osprey_control.steps.collect import collect_for_cycle
 from osprey_control.steps.deadline import Deadline
+from osprey_control.steps.policy_health import invalid_policy_metrics
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import COLLECTION_LATENCY_METRIC
 from osprey_handlers._settings import PolicyReaderSettings
@@ -81,9 +83,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = collect_for_cycle(registry, policies, store, shards=request.shards, token=request.token)
     # The same series the shards' derive steps publish when they collect for themselves (no new metric cost).
     publish(
-        [MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (report.collection_ms,))],
+        [
+            MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (report.collection_ms,)),
+            *invalid_policy_metrics(report.invalid_policies),
+        ],
         settings.metrics_namespace,
     )
+    for name, invalid in report.invalid_policies.items():
+        logger.warning("invalid policy", extra={"policy": name, "error": invalid.describe()})
     if report.too_large:
         logger.warning(
             "shard collections too large to store; those shards read CloudWatch themselves",
