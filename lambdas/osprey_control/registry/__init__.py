@@ -19,6 +19,7 @@ from osprey_control.registry.keys import (
     PLAN_REQUEST_SK,
     PLAN_SK,
     SHARES_PK,
+    WRITES_PK,
     is_job_pk,
     job_pk,
     key_from_pk,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from osprey_control.registry.shards import plan_shards
     from osprey_control.registry.shares import ShareEntry, ShareLedger
     from osprey_control.registry.table import TTL_ATTRIBUTE
+    from osprey_control.registry.writes import MAX_INTENT_KEYS, WriteIntent, WriteIntents
 
 __all__ = [
     "ACTIVE_INDEX",
@@ -59,6 +61,7 @@ __all__ = [
     "DEFAULT_SHARDS",
     "JOB_PREFIX",
     "LEASE_PK",
+    "MAX_INTENT_KEYS",
     "MAX_KEYS_PER_BATCH_GET",
     "MAX_TRANSIENT_APPLY_ATTEMPTS",
     "PLAN_REQUEST_SK",
@@ -66,6 +69,7 @@ __all__ = [
     "SHARES_PK",
     "STATUS_ORDER",
     "TTL_ATTRIBUTE",
+    "WRITES_PK",
     "ApplyFailure",
     "Backend",
     "CollectionStore",
@@ -88,6 +92,8 @@ __all__ = [
     "ShareLedger",
     "StaleGangStateError",
     "VersionConflictError",
+    "WriteIntent",
+    "WriteIntents",
     "decision_changes",
     "format_time",
     "is_job_pk",
@@ -123,6 +129,9 @@ _ADAPTERS: dict[str, str] = {
     "TTL_ATTRIBUTE": "osprey_control.registry.table",
     "VersionConflictError": "osprey_control.registry.dynamodb",
     "plan_shards": "osprey_control.registry.shards",
+    "MAX_INTENT_KEYS": "osprey_control.registry.writes",
+    "WriteIntent": "osprey_control.registry.writes",
+    "WriteIntents": "osprey_control.registry.writes",
 }
 
 

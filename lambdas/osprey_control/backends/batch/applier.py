@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from osprey_control.aws import call_bound_ms, retried_bound_ms
 from osprey_control.backends.actuation import (
     ApplyReport,
     ApplyResult,
@@ -58,7 +59,13 @@ from osprey_control.backends.batch.cycle import (
     read_cycle,
     resolve_queues,
 )
-from osprey_control.backends.batch.distribution import PolicyEdit, holds, update_with_retry
+from osprey_control.backends.batch.distribution import (
+    FIRST_BACKOFF_S,
+    UPDATE_ATTEMPTS,
+    PolicyEdit,
+    holds,
+    update_with_retry,
+)
 from osprey_control.backends.batch.ownership import is_osprey_identifier, not_osprey_identifier
 from osprey_control.backends.batch.pending import (
     Pending,
@@ -106,6 +113,14 @@ class BatchShareApplier(ClientApplier):
         self._created: set[tuple[str, str]] = set()
         # The apply call's reads and the fence check it was given, for the housekeeping after it.
         self._cycle: tuple[Cycle, Callable[[], bool]] | None = None
+
+    @property
+    def write_bound_ms(self) -> float:
+        """The longest one UpdateSchedulingPolicy may take: our retries of botocore's retries
+        (:func:`osprey_control.aws.retried_bound_ms`); ``may_write`` is asked for it before each. The read-back
+        after a failed update (:meth:`_landed`) is a read, made once every write attempt has ended: not in it."""
+        one = call_bound_ms(self.client if hasattr(self.client, "meta") else None)
+        return retried_bound_ms(one, UPDATE_ATTEMPTS, FIRST_BACKOFF_S)
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         return self.apply_guarded(changes, lambda: True)
