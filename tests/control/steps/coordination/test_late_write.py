@@ -24,7 +24,7 @@ from osprey_control.steps.in_doubt import IN_DOUBT_SLACK_S
 from tests.control.steps.coordination.conftest import T0, TABLE
 
 ENABLED = {"osprey:enabled": "true", "osprey:policy": "training-policy"}
-SHARE = "job-train"
+SHARE = "osprey-job-train"
 LEASE_S = 300
 
 
