@@ -184,7 +184,7 @@ class Ingestor:
         recognition = self.recogniser.recognise(event)
         block = recognition.block
         if block is None:
-            return IngestOutcome("ignored", event.event_id, "not an Osprey job", (key,))
+            return IngestOutcome("ignored", event.event_id, recognition.reason, (key,))
         nodes = [*event.nodes, *self._node_finder(event.backend)(event, recognition.description)]
         parent_id = backend_events.parent(event)
         node_job = parent_id is not None
