@@ -82,5 +82,7 @@ def check_job_event(event: JobEvent, parent_id: str | None, now: datetime | None
     _check_id(event, parent_id)
     _check_arn(event)
     if event.submitted_at is not None:
-        check_time(event.submitted_at, "the job's submitted time (createdAt / CreationTime)", now, event.event_id)
+        check_time(
+            event.submitted_at, "the job's submitted time (createdAt / CreationTime)", now, event.event_id
+        )
     return event

@@ -4,7 +4,7 @@ drop counter.
 A dropped event is gone for good (it is reported to SQS as processed), which is right for an event that no
 retry can make valid and wrong for a good event that met a broken deployment: a role without a permission, a
 table or state machine that is not there, an item DynamoDB refuses as too large. Those raise
-:class:`InfrastructureFault`; the handler reports the record as a batch item failure, SQS redelivers it up to
+:class:`InfrastructureError`; the handler reports the record as a batch item failure, SQS redelivers it up to
 the queue's ``maxReceiveCount`` (so a permission fixed in the meantime lets it through) and then keeps it in
 the dead-letter queue, whose alarm asks for a look (docs/operations.md, "Events in the dead-letter queue").
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from osprey_control.errors import PermanentError, aws_error_code, classified
 
-__all__ = ["InfrastructureFault", "deployment_call", "infrastructure_fault"]
+__all__ = ["InfrastructureError", "deployment_call", "infrastructure_fault"]
 
 # Refusals of the caller itself, whatever resource the call named.
 _DENIED = frozenset(
@@ -54,7 +54,7 @@ _MISSING = frozenset({"ResourceNotFoundException", "StateMachineDoesNotExist"})
 ITEM_TOO_LARGE = "Item size has exceeded"
 
 
-class InfrastructureFault(Exception):
+class InfrastructureError(Exception):
     """A good event that the deployment could not record: it must reach the dead-letter queue, not be dropped.
     Neither a PermanentError (it would be dropped) nor a TransientError (it is not worth a silent retry)."""
 
@@ -67,7 +67,7 @@ def _too_large(response: dict[str, Any]) -> bool:
     )
 
 
-def infrastructure_fault(error: BaseException, *, own_resource: bool) -> InfrastructureFault | None:
+def infrastructure_fault(error: BaseException, *, own_resource: bool) -> InfrastructureError | None:
     """The fault ``error`` (a classified PermanentError, or the AWS error itself) is, if the deployment's;
     ``own_resource``: the call named Osprey's own table or state machine, not the event's job."""
     cause = error.__cause__ if isinstance(error, PermanentError) and error.__cause__ is not None else error
@@ -82,7 +82,7 @@ def infrastructure_fault(error: BaseException, *, own_resource: bool) -> Infrast
         why = "the registry refused the job's item as too large (ingest's bounds missed a field)"
     else:
         return None
-    return InfrastructureFault(
+    return InfrastructureError(
         f"{why}: {type(cause).__name__}: {str(cause)[:500]}. Not the event's fault: it is retried and then kept "
         "in the dead-letter queue (docs/operations.md, 'Events in the dead-letter queue')"
     )
@@ -91,7 +91,7 @@ def infrastructure_fault(error: BaseException, *, own_resource: bool) -> Infrast
 @contextmanager
 def deployment_call() -> Iterator[None]:
     """Wrap a call on Osprey's own resources (the registry, the gang starter): its AWS errors in the taxonomy
-    (:func:`osprey_control.errors.classified`), and the deployment's faults as :class:`InfrastructureFault`."""
+    (:func:`osprey_control.errors.classified`), and the deployment's faults as :class:`InfrastructureError`."""
     try:
         with classified():
             yield

@@ -6,7 +6,7 @@ decides what happens to the record (:mod:`osprey_control.errors`):
 - :class:`~osprey_control.errors.PermanentError` (a malformed, unsupported or over-limit event, or a request AWS
   refused): the event is **dropped**: logged with its reason, reported as ``dropped`` (the handler counts it as
   ``EventsDropped`` by reason) and never redelivered, since redelivery cannot change it;
-- :class:`~osprey_control.ingest.faults.InfrastructureFault` (AWS refused a good event for the deployment's
+- :class:`~osprey_control.ingest.faults.InfrastructureError` (AWS refused a good event for the deployment's
   sake: access denied, Osprey's table or state machine not found, an item too large; :mod:`.faults`): never
   dropped nor counted as a drop; it propagates, so SQS redelivers it and then keeps it in the dead-letter queue,
   whose alarm fires;
@@ -34,15 +34,15 @@ from pydantic import ValidationError
 from osprey_control.backends import JobEvent, NodeFinder, check_tags, smallest
 from osprey_control.contract import OspreyBlock
 from osprey_control.errors import PermanentError, TransientError
+from osprey_control.ingest.bounds import check_job_event
 from osprey_control.ingest.drops import (
     MalformedEventError,
     OverLimitError,
     UnsupportedEventError,
     drop_reason,
 )
-from osprey_control.ingest.bounds import check_job_event
 from osprey_control.ingest.events import IgnoredEvent, SpotEvent, job_events, parse_event
-from osprey_control.ingest.faults import InfrastructureFault, deployment_call, infrastructure_fault
+from osprey_control.ingest.faults import InfrastructureError, deployment_call, infrastructure_fault
 from osprey_control.ingest.limits import MAX_BODY_BYTES
 from osprey_control.ingest.recognise import LazyClients, Recogniser, Recognition
 from osprey_control.registry import (
@@ -129,7 +129,7 @@ class Ingestor:
             if isinstance(event, dict) and isinstance(event.get("id"), str):
                 event_id = event["id"][:100]
             return self.ingest(event)
-        except InfrastructureFault as error:
+        except InfrastructureError as error:
             self._fault(event_id, error)
             raise
         except PermanentError as error:
@@ -157,7 +157,7 @@ class Ingestor:
             raise
 
     @staticmethod
-    def _fault(event_id: str, error: InfrastructureFault) -> None:
+    def _fault(event_id: str, error: InfrastructureError) -> None:
         logger.error(
             "event not recorded: an infrastructure fault; SQS will redeliver it, then keep it in the "
             "dead-letter queue",

@@ -85,7 +85,9 @@ class JobObservation(BaseModel):
     @classmethod
     def _bounded_tags(cls, tags: dict[str, str]) -> dict[str, str]:
         if len(tags) > MAX_OBSERVED_TAGS:
-            raise ValueError(f"{len(tags)} tags or labels; a job observation holds at most {MAX_OBSERVED_TAGS}")
+            raise ValueError(
+                f"{len(tags)} tags or labels; a job observation holds at most {MAX_OBSERVED_TAGS}"
+            )
         for key, value in tags.items():
             if len(key) > MAX_OBSERVED_TAG_KEY or len(value) > MAX_OBSERVED_TAG_VALUE:
                 raise ValueError(

@@ -15,7 +15,7 @@ import pytest
 from botocore.stub import Stubber
 
 from osprey_control.ingest import Ingestor, Recogniser
-from osprey_control.ingest.faults import InfrastructureFault
+from osprey_control.ingest.faults import InfrastructureError
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.telemetry import MetricPoint
 from tests.control.ingest.conftest import BATCH, SERVICE, TABLE, ingest_context, load_event, sqs_batch
@@ -57,7 +57,9 @@ def _run(ingest_module: Any, ingestor: Ingestor | None, monkeypatch: pytest.Monk
 
 
 def _dropped(points: list[MetricPoint]) -> dict[str, float]:
-    return {point.dimensions["Reason"]: sum(point.values) for point in points if point.name == "EventsDropped"}
+    return {
+        point.dimensions["Reason"]: sum(point.values) for point in points if point.name == "EventsDropped"
+    }
 
 
 def test_a_missing_registry_table_sends_the_event_to_the_dead_letter_queue_not_the_drop_counter(
@@ -114,7 +116,7 @@ def test_a_lookup_the_role_may_not_make_is_a_fault_and_a_job_that_is_not_there_i
     with Stubber(batch) as stubber:
         # When the role is denied the lookup, then the event is an infrastructure fault (dead-letter queue)
         stubber.add_client_error("describe_service_job", "AccessDeniedException", "not authorized", 403)
-        with pytest.raises(InfrastructureFault, match="role is refused"):
+        with pytest.raises(InfrastructureError, match="role is refused"):
             Ingestor(registry, recogniser=Recogniser(batch=batch)).ingest_message(body)
         # And when the job is not found, the event is dropped: the lookup named the event's job, not Osprey's
         stubber.add_client_error("describe_service_job", "ResourceNotFoundException", "no such job", 404)
