@@ -5,6 +5,7 @@ exactly to the one opt-in value the SDK writes and every reader accepts (``ospre
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
@@ -18,7 +19,7 @@ from tests.conftest import REPO_ROOT
 TAG_KEY = f"aws:ResourceTag/{ENABLED_TAG}"
 
 
-def _conditions(template: dict[str, Any]) -> list[tuple[str, Any]]:
+def _conditions(template: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """Every (operator, value) of a condition on the opt-in tag, over every IAM policy of the template."""
     found: list[tuple[str, Any]] = []
     for resource in template["Resources"].values():
