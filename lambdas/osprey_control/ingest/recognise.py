@@ -27,7 +27,8 @@ the event (that costs no lookup, so no cached answer overrides it), and a cached
 :data:`NOT_MANAGED_TTL_S`, so the next event of a job tagged since is looked up again (docs/registry.md, Ingest).
 The lookups' AWS errors are classified here (:func:`osprey_control.errors.classified`): throttling and 5xx are
 a :class:`~osprey_control.errors.TransientError`, a refusal (no such job, access denied) a
-:class:`~osprey_control.errors.PermanentError`.
+:class:`~osprey_control.errors.PermanentError`; ingest then tells the role's refusals (access denied: the
+deployment's fault, dead-lettered) from the job's (no such job: dropped), :mod:`.faults`.
 """
 
 from __future__ import annotations
