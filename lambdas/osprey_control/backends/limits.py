@@ -29,7 +29,7 @@ other text             256         share identifiers, instance ids, statuses
 
 At these bounds a job item holds at most about 1,000 x 160 bytes of hosts (a 63-character job name in each
 host's id, a 40-character instance type) plus 100 x 384 bytes of tags and a few KB of names and ARNs: about
-170 KB, under half of DynamoDB's limit (measured in tests/control/ingest/test_limits.py).
+185 KB, under half of DynamoDB's limit (measured in tests/control/ingest/test_limits.py).
 """
 
 from __future__ import annotations
