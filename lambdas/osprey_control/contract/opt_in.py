@@ -10,7 +10,7 @@ Kubernetes label ``osprey.aws/enabled``    ``true``    ``false``  EKS discovery,
                                                                   label selector ``osprey.aws/enabled=true``
 Slurm comment token ``osprey:enabled``     ``true``    ``false``  the Slurm marker and ``job_submit.lua``
 environment ``OSPREY_ENABLED``             ``1``       ``0``      ingest recognition without tags, the Slurm
-                                                                  marker, the in-job runtime
+                                                                  marker, the SDK's script annotation
 =========================================  ==========  =========  ===========================================
 
 The value must be exactly the one in the table: no other case, no surrounding spaces, no ``1`` for a tag. IAM's
@@ -99,5 +99,5 @@ def opt_in(key: str, value: object) -> OptIn:
 
 def opted_in(key: str, values: Mapping[str, object] | None) -> bool:
     """Whether the tags, labels or environment ``values`` opt the job in by ``key`` (the predicate every
-    reader uses: ingest, the appliers, EKS discovery, the Slurm marker, the runtime)."""
+    reader uses: ingest, the appliers, EKS discovery, the Slurm marker)."""
     return opt_in(key, (values or {}).get(key)).managed
