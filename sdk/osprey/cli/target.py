@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from osprey.cli.errors import TargetError
-from osprey_control.contract.opt_in import OPT_IN
+from osprey_control.contract import OPT_IN
 from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,
