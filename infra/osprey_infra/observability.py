@@ -60,7 +60,7 @@ from osprey_control.wiring import (
 )
 from osprey_infra.alarms import OperationalAlarms, alarm_name
 
-__all__ = ["PRIORITY_BANDS", "Observability", "search"]
+__all__ = ["DROPPED_EVENTS_THRESHOLD", "PRIORITY_BANDS", "Observability", "search"]
 
 # Heat-map colouring of the DerivedPriority table (Osprey priorities are 0..100).
 PRIORITY_BANDS: tuple[tuple[float, float, str], ...] = (
@@ -71,6 +71,11 @@ PRIORITY_BANDS: tuple[tuple[float, float, str], ...] = (
 )
 _WIDTH = 24
 _ALARM_PERIOD = cdk.Duration.minutes(5)
+# Ingest drops an event only when no retry can make it valid (osprey_control.ingest.drops). A few a day are
+# noise (a hand-made test event); this many in five minutes is a pattern: AWS added a status this version does
+# not know, an event rule or input transformer is wrong, or someone writes to the queue. Runbook:
+# docs/operations.md, "Dropped events".
+DROPPED_EVENTS_THRESHOLD = 10
 
 
 def search(namespace: str, metric: str, dimensions: tuple[str, ...] | None, stat: str, period: int) -> str:
@@ -156,6 +161,24 @@ class Observability(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
+        self.dropped_events = cw.Alarm(
+            self,
+            "DroppedEvents",
+            alarm_name=self._alarm_name("DroppedEvents"),
+            alarm_description=f"Osprey: ingest dropped at least {DROPPED_EVENTS_THRESHOLD} events in five "
+            "minutes (malformed, over-limit, unsupported or rejected); their jobs may be missing from the "
+            "registry. The ingest log's 'event dropped' lines name each event and its reason.",
+            metric=cw.MathExpression(
+                expression=f'SELECT SUM({EVENTS_DROPPED_METRIC}) FROM SCHEMA("{namespace}", {REASON_DIMENSION})',
+                using_metrics={},
+                label="Dropped events",
+                period=_ALARM_PERIOD,
+            ),
+            threshold=DROPPED_EVENTS_THRESHOLD,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
         self.dead_letters = cw.Alarm(
             self,
             "DeadLetters",
@@ -181,7 +204,12 @@ class Observability(Construct):
         )
         named = [
             (self._alarm_name(alarm.node.id), alarm)
-            for alarm in (self.cycle_failures, self.custom_rule_failures, self.dead_letters)
+            for alarm in (
+                self.cycle_failures,
+                self.custom_rule_failures,
+                self.dropped_events,
+                self.dead_letters,
+            )
         ] + self.operational.named
         self.alarms = [alarm for _, alarm in named]
         # The widget names the alarms by ARNs built from their names, not GetAtt: moto's CloudFormation

@@ -28,7 +28,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
-from osprey_control.contract import ENABLED_TAG
+from osprey_control.contract import ENABLED_TAG, OPT_IN
 from osprey_infra.nag import acknowledge_wildcard, nag_arn
 from osprey_infra.table_access import (
     APPLY,
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 # The condition on every write to a backend's resources: only those opted in with osprey:enabled=true.
-TAGGED = {"StringEquals": {f"aws:ResourceTag/{ENABLED_TAG}": "true"}}
+TAGGED = {"StringEquals": {f"aws:ResourceTag/{ENABLED_TAG}": OPT_IN}}  # exact: contract.opt_in
 
 
 class Grantee(Protocol):

@@ -1,7 +1,9 @@
 """Ingest Lambda: EventBridge → SQS → here, with SQS partial batch responses (Powertools ``BatchProcessor``).
 
-Only a record that failed transiently (or unexpectedly) is a batch item failure, so SQS redelivers just that
-one; a permanently bad event is dropped: logged with its reason, counted as the EMF metric ``EventsDropped``
+Only a record that failed transiently, unexpectedly or on a fault of the deployment (access denied, Osprey's
+table missing, an item too large: :mod:`osprey_control.ingest.faults`) is a batch item failure, so SQS
+redelivers just that one and, after the queue's retries, keeps it in the dead-letter queue (alarm
+``DeadLetters``); a permanently bad event is dropped (alarm ``DroppedEvents`` above a threshold): logged with its reason, counted as the EMF metric ``EventsDropped``
 (dimension ``Reason``, :mod:`osprey_control.ingest.drops`) and reported as processed, so it is never
 redelivered. The good records of a batch are recorded whatever the others do.
 

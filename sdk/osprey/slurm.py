@@ -38,9 +38,11 @@ from osprey_control.backends.slurm import comment_with_marker
 from osprey_control.contract import (
     ENABLED_ENV,
     ENVIRONMENT,
+    OptInState,
     OspreyBlock,
     OspreyBlockError,
     merge_block,
+    opt_in,
     parse_block,
     to_environment,
 )
@@ -151,10 +153,13 @@ def annotate_script(text: str, osprey: OspreyBlock | Mapping[str, Any] | None = 
     invalid or contradicting value."""
     given = dict(osprey.as_kwargs() if isinstance(osprey, OspreyBlock) else (osprey or {}))
     environment = script_environment(text)
-    if environment.get(ENABLED_ENV, "1").strip().lower() in ("0", "false"):
+    enabled = opt_in(ENABLED_ENV, environment.get(ENABLED_ENV))  # the one definition of opt-in
+    if enabled.state is OptInState.OUT:
         raise OspreyBlockError(
             [(ENABLED_ENV, f"the script sets {ENABLED_ENV}=0 (opted out); remove it to annotate")]
         )
+    if enabled.state is OptInState.INVALID:
+        raise OspreyBlockError([(ENABLED_ENV, enabled.reason)])
     contract = {key: value for key, value in environment.items() if key in _CONTRACT_KEYS}
     notes: list[str] = []
     block = _effective_block(given, contract, notes)

@@ -100,6 +100,22 @@ def test_dead_letter_alarm_watches_the_ingest_queues_dlq(bare: Template) -> None
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
+def test_dropped_events_alarm_fires_above_a_threshold_over_every_reason(
+    bare: Template, configured: Template
+) -> None:
+    for template, namespace in ((bare, "/aws/osprey"), (configured, "Team/Osprey")):
+        # Given the synthesized control plane, when the dropped-events alarm is read from the template
+        alarm = _alarms(template)["DroppedEvents"]
+        # Then it sums EventsDropped over every Reason (a new reason is covered without a redeploy) ...
+        (query,) = alarm["Metrics"]
+        assert query["Expression"] == f'SELECT SUM(EventsDropped) FROM SCHEMA("{namespace}", Reason)'
+        assert query["Period"] == 300
+        # ... and fires at 10 or more in five minutes; no drops is not breaching
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (10, "GreaterThanOrEqualToThreshold")
+        assert alarm["EvaluationPeriods"] == 1
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
 @pytest.mark.parametrize("metric", ["Errors", "Throttles"])
 def test_every_lambda_function_in_the_template_has_an_errors_and_a_throttles_alarm(
     bare: Template, configured: Template, metric: str
@@ -135,8 +151,9 @@ def test_every_lambda_function_in_the_template_has_an_errors_and_a_throttles_ala
 def test_every_alarm_notifies_the_topic_when_an_address_is_configured(configured: Template) -> None:
     (topic,) = configured.find_resources("AWS::SNS::Topic")
     alarms = _alarms(configured)
-    # 4 operational (FailedShards, FailedJobs, CycleStale, InvalidPolicies), 3 of Observability, 2 per function
-    assert len(alarms) == 4 + 3 + 2 * len(configured.find_resources("AWS::Lambda::Function"))
+    # 4 operational (FailedShards, FailedJobs, CycleStale, InvalidPolicies), 4 of Observability (with
+    # DroppedEvents), 2 per function
+    assert len(alarms) == 4 + 4 + 2 * len(configured.find_resources("AWS::Lambda::Function"))
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [{"Ref": topic}], name
 

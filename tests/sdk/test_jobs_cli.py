@@ -193,7 +193,9 @@ def test_explain_suggests_the_job_the_user_meant(registry: JobRegistry) -> None:
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         "error: no job 'vit-finetuen' in the registry; did you mean 'vit-finetune'? (3 active job(s): "
-        "`osprey jobs` lists them; a finished job needs BACKEND#ID)"
+        "`osprey jobs` lists them; a finished job needs BACKEND#ID). A job is tracked only once it opts in with "
+        "exactly osprey:enabled=true (osprey.aws/enabled=true on EKS); True, TRUE or 1 do not opt in, and the "
+        "ingest log's 'invalid contract' warning names the value it saw"
     ]
     never_derived = runner.invoke(app, ["explain", "etl-nightly"])
     assert "no decision yet: the job has not been through a cycle" in never_derived.stdout

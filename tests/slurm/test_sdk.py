@@ -105,3 +105,11 @@ def test_the_cli_prints_the_script_notes_on_stderr_and_exits_1_on_bad_input(tmp_
     missing = runner.invoke(app, ["slurm", "annotate", str(tmp_path / "nope.sbatch")])
     assert missing.exit_code == 1
     assert "cannot read" in missing.stderr
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", " 1", "yes"])
+def test_annotating_a_script_whose_opt_in_is_not_exactly_1_names_the_one_value(value: str) -> None:
+    # Given a script exporting OSPREY_ENABLED with a value other than the one that opts in (1) or out (0)
+    # When it is annotated, then the error names the value and what to write (osprey_control.contract.opt_in)
+    with pytest.raises(OspreyBlockError, match="write OSPREY_ENABLED=1"):
+        annotate_script(f"#!/bin/bash\nexport OSPREY_ENABLED='{value}'\nsleep 1\n")

@@ -57,7 +57,9 @@ def idle(plugged: LocalSlurm) -> LocalSlurm:
 
 COMMENTS = {
     "marker": "osprey:enabled=true,osprey:policy=default-policy",
-    "marker in the user's own text": "nightly run; osprey:enabled=1;osprey:policy=p",
+    "marker in the user's own text": "nightly run; osprey:enabled=true;osprey:policy=p",
+    "enabled True (not the one opt-in value)": "osprey:enabled=True,osprey:policy=default-policy",
+    "enabled 1 as a tag (the environment's value)": "osprey:enabled=1,osprey:policy=default-policy",
     "own initial priority": "osprey:enabled=true,osprey:policy=training-policy,osprey:initial-priority=80",
     "environment form": "OSPREY_ENABLED=1,OSPREY_PRIORITY_POLICY=default-policy",
     "opted out": "osprey:enabled=false,osprey:policy=default-policy",
@@ -93,6 +95,8 @@ def test_opted_in_jobs_start_mid_range_and_the_rest_keep_their_own_priority(idle
         "marker in the user's own text": MIDDLE,
         "own initial priority": DEFAULT_SLURM_PRIORITY_RANGE.map(80),
         "environment form": MIDDLE,
+        "enabled True (not the one opt-in value)": 1,
+        "enabled 1 as a tag (the environment's value)": 1,
         "opted out": 1,
         "out by tag, in by environment (the tag wins)": 1,
         "unmarked": 1,

@@ -24,7 +24,7 @@ from aws_cdk import aws_batch as batch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from osprey_control.contract import ENABLED_TAG
+from osprey_control.contract import ENABLED_TAG, OPT_IN
 from osprey_infra.backends.grantees import BackendGrantees
 from osprey_infra.nag import acknowledge_wildcard, nag_arn
 from osprey_infra.permissions import TAGGED
@@ -88,7 +88,7 @@ class SageMakerQueueBackend(Construct):
 
     def _create_queue(self, settings: QueueSettings) -> batch.CfnJobQueue:
         # The resources are this construct's children under the ids they always had (stable logical IDs).
-        tags = {ENABLED_TAG: "true"}
+        tags = {ENABLED_TAG: OPT_IN}
         service_environment = batch.CfnServiceEnvironment(
             self,
             "ServiceEnvironment",

@@ -8,7 +8,7 @@ Every applier follows the same rules, enforced here where they do not depend on 
   (this call's write whose answer was lost, an earlier cycle whose outcome was not recorded, a concurrent
   writer): never a skip or a failure, which would leave ``applied_priority`` stale, so that a later return of
   the derived priority to that stale value would never be written;
-- only a job whose live tags say ``osprey:enabled=true`` is written (the backend adapter reads the tags);
+- only a job whose live tags say exactly ``osprey:enabled=true`` is written (the backend adapter reads the tags);
 - one job's failure never stops the others; throttling and 5xx are retried by botocore's standard mode
   (:mod:`osprey_control.aws`) and, if they persist, are a :class:`~osprey_control.errors.TransientError`
   (:func:`failure` classifies what the backend call raised): reported as ``transient``, the apply step records
@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from osprey_control.aws import WRITE_RETRY_CONFIG, call_bound_ms, client_for
-from osprey_control.contract import ENABLED_TAG, tags_as_dict
+from osprey_control.contract import ENABLED_TAG, opted_in, tags_as_dict
 from osprey_control.errors import is_throttling, is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
 from osprey_control.wiring import DERIVED_PRIORITY_TAG
@@ -53,7 +53,7 @@ __all__ = [
 
 # DERIVED_PRIORITY_TAG (the tag the SageMaker applier writes) is osprey_control.wiring's, exported here too.
 # Why a job that did not opt in is skipped, in every applier's words.
-NOT_ENABLED = f"not tagged {ENABLED_TAG}=true; Osprey never writes to jobs that did not opt in"
+NOT_ENABLED = f"not tagged exactly {ENABLED_TAG}=true (not True, TRUE or 1); Osprey never writes to jobs that did not opt in"
 # The reason of an APPLIED result with no write: the backend already holds the value wanted.
 ALREADY_SET = "already set"
 
@@ -180,8 +180,9 @@ def may_have_landed(error: BaseException) -> bool:
 
 
 def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> bool:
-    """Whether a resource's tags opt it in (``osprey:enabled=true``, case-insensitive value)."""
-    return tags_as_dict(tags).get(ENABLED_TAG, "").strip().lower() == "true"
+    """Whether a resource's live tags opt it in: exactly ``osprey:enabled=true``, the one definition of opt-in
+    (:func:`osprey_control.contract.opted_in`) that ingest and IAM's condition use too."""
+    return opted_in(ENABLED_TAG, tags_as_dict(tags))
 
 
 def failure(change: PriorityChange, error: BaseException, action: str) -> ApplyResult:

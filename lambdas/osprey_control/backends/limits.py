@@ -15,7 +15,9 @@ hosts per job          1,000       AWS Batch's default maximum nodes of a multi-
                                    ``InstanceCount`` summed over the instance groups
 instance groups        16          SageMaker heterogeneous clusters use a handful
 tags per job           50          AWS's limit of user tags per resource (``aws:`` keys and the
-                                   ``resourceArn`` entry of Batch events do not count)
+                                   ``resourceArn`` entry of Batch events do not count) ...
+reserved tags          50          ... and at most 50 of those (CloudFormation, Batch and SageMaker
+                                   add a handful; without a bound they were unlimited)
 tag key / value        128 / 256   AWS's tag key and value lengths (characters)
 job name               63 / 128    SageMaker training job / AWS Batch job and service job names
                                    (``MAX_NAME`` of ``sagemaker.events`` / ``aws_batch``)
@@ -26,8 +28,8 @@ other text             256         share identifiers, instance ids, statuses
 =====================  ==========  ===============================================================
 
 At these bounds a job item holds at most about 1,000 x 160 bytes of hosts (a 63-character job name in each
-host's id, a 40-character instance type) plus 50 x 384 bytes of tags and a few KB of names and ARNs: about
-170 KB, under half of DynamoDB's limit (measured in tests/control/ingest/test_limits.py).
+host's id, a 40-character instance type) plus 100 x 384 bytes of tags and a few KB of names and ARNs: about
+185 KB, under half of DynamoDB's limit (measured in tests/control/ingest/test_limits.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = ["MALFORMED", "MAX_TEXT", "OVER_LIMIT", "MalformedEventError", "OverLi
 MAX_HOSTS = 1_000
 MAX_INSTANCE_GROUPS = 16
 MAX_TAGS = 50
+MAX_RESERVED_TAGS = 50
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 256
 MAX_JOB_ID = 128
@@ -102,6 +105,11 @@ def check_tags(tags: Mapping[str, str], event_id: str | None = None) -> Mapping[
     counted = [key for key in tags if not key.startswith(_UNCOUNTED_PREFIX) and key not in _UNCOUNTED_KEYS]
     if len(counted) > MAX_TAGS:
         raise OverLimitError(f"the job has {len(counted)} tags; AWS allows {MAX_TAGS}", event_id=event_id)
+    reserved = len(tags) - len(counted)
+    if reserved > MAX_RESERVED_TAGS:
+        raise OverLimitError(
+            f"the job has {reserved} aws: tags; Osprey stores at most {MAX_RESERVED_TAGS}", event_id=event_id
+        )
     for key, value in tags.items():
         check_text(key, "a tag key", MAX_TAG_KEY, event_id)
         limit = MAX_ARN if key in _UNCOUNTED_KEYS else MAX_TAG_VALUE

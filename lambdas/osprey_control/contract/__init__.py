@@ -42,6 +42,7 @@ from osprey_control.contract.model import (
     batch_scheduling_priority,
     parse_block,
 )
+from osprey_control.contract.opt_in import OPT_IN, OptIn, OptInState, opt_in, opt_in_value, opted_in
 
 __all__ = [
     "BATCH_PRIORITY_MAX",
@@ -52,9 +53,12 @@ __all__ = [
     "ENVIRONMENT",
     "EXPECTED_RUNTIME_MAX",
     "KUBERNETES",
+    "OPT_IN",
     "RUNTIME_ENVIRONMENT",
     "TAGS",
     "Form",
+    "OptIn",
+    "OptInState",
     "OspreyBlock",
     "OspreyBlockError",
     "Source",
@@ -65,6 +69,9 @@ __all__ = [
     "merge_block",
     "merge_environment",
     "merge_tags",
+    "opt_in",
+    "opt_in_value",
+    "opted_in",
     "parse_block",
     "read_fields",
     "recognise_job",

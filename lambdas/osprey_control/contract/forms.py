@@ -19,9 +19,11 @@ environment                          AWS tag                    Kubernetes (labe
   managed objects; the rest are annotations. Readers accept every key from either place.
 - ``queue`` and ``share_identifier`` are submission parameters: they live on the Batch job itself
   (``jobQueue``, ``shareIdentifier``), not in the environment or tags.
-- Reading: ``enabled`` accepts ``1``/``true`` and ``0``/``false`` (any case); booleans accept
-  ``true``/``false`` (any case); integers are decimal digits. An explicit ``0``/``false`` means the job is
-  not managed (the reader returns ``None``).
+- Reading: ``enabled`` accepts exactly the form's value (``true``; ``1`` for ``OSPREY_ENABLED``) and its
+  opt-out (``false``; ``0``), nothing else (:mod:`osprey_control.contract.opt_in`, the one definition of
+  opt-in); booleans accept ``true``/``false`` (any case); integers are decimal digits. An explicit opt-out
+  means the job is not managed (the reader returns ``None``); any other value is a problem naming the value
+  and what to write.
 - Strict reading (the default, used by the SDK) also rejects unknown keys in the Osprey namespace (with a
   suggestion) and contract keys without ``enabled``. ``strict=False`` (the control plane's
   :func:`recognise_job`) tolerates both, so a newer SDK's extra key does not make a job unmanaged. In both
@@ -47,6 +49,7 @@ from osprey_control.contract.model import (
     closest,
     describe_validation_error,
 )
+from osprey_control.contract.opt_in import OptInState, opt_in, opt_in_value
 from osprey_control.wiring import (
     DERIVED_PRIORITY_ANNOTATION,
     DERIVED_PRIORITY_TAG,
@@ -96,8 +99,6 @@ RUNTIME_ENVIRONMENT = frozenset(
 )
 
 _INTEGER = re.compile(r"^[+-]?[0-9]{1,12}$")
-_TRUE = frozenset({"1", "true"})
-_FALSE = frozenset({"0", "false"})
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,12 @@ class Form:
         return (self.enabled_key, *(self.key(spec.field) for spec in _KEYS))
 
 
-ENVIRONMENT = Form("environment", ENABLED_ENV, "1", ENVIRONMENT_PREFIX, RUNTIME_ENVIRONMENT)
-TAGS = Form("tags", ENABLED_TAG, "true", TAG_PREFIX, frozenset({DERIVED_PRIORITY_TAG}))
+ENVIRONMENT = Form(
+    "environment", ENABLED_ENV, opt_in_value(ENABLED_ENV), ENVIRONMENT_PREFIX, RUNTIME_ENVIRONMENT
+)
+TAGS = Form("tags", ENABLED_TAG, opt_in_value(ENABLED_TAG), TAG_PREFIX, frozenset({DERIVED_PRIORITY_TAG}))
 KUBERNETES = Form(
-    "Kubernetes labels/annotations", ENABLED_KUBERNETES, "true", KUBERNETES_PREFIX,
+    "Kubernetes labels/annotations", ENABLED_KUBERNETES, opt_in_value(ENABLED_KUBERNETES), KUBERNETES_PREFIX,
     frozenset({DERIVED_PRIORITY_ANNOTATION}),
 )  # fmt: skip
 _KUBERNETES_LABEL_FIELDS = frozenset({"priority_derivation_profile"})
@@ -236,19 +239,15 @@ def read_fields(
     if raw_enabled is not None and not isinstance(raw_enabled, str):
         problems.append((form.enabled_key, _not_text(raw_enabled)))
     elif raw_enabled is not None:
-        lowered = raw_enabled.strip().lower()
-        if lowered in _TRUE:
+        # The one definition of opt-in (contract.opt_in): exactly the form's value, nothing that lower-cases
+        # or strips to it, since IAM and selectors compare exactly.
+        state = opt_in(form.enabled_key, raw_enabled)
+        if state.state is OptInState.IN:
             enabled = True
-        elif lowered in _FALSE:
+        elif state.state is OptInState.OUT:
             enabled = False
         else:
-            problems.append(
-                (
-                    form.enabled_key,
-                    f"invalid value {raw_enabled!r}; allowed: {form.enabled_value} or true (opted in), "
-                    "0 or false (not managed)",
-                )
-            )
+            problems.append((form.enabled_key, state.reason))
     fields: dict[str, Any] = {}
     for spec in _KEYS:
         key = form.key(spec.field)

@@ -6,6 +6,10 @@ decides what happens to the record (:mod:`osprey_control.errors`):
 - :class:`~osprey_control.errors.PermanentError` (a malformed, unsupported or over-limit event, or a request AWS
   refused): the event is **dropped**: logged with its reason, reported as ``dropped`` (the handler counts it as
   ``EventsDropped`` by reason) and never redelivered, since redelivery cannot change it;
+- :class:`~osprey_control.ingest.faults.InfrastructureError` (AWS refused a good event for the deployment's
+  sake: access denied, Osprey's table or state machine not found, an item too large; :mod:`.faults`): never
+  dropped nor counted as a drop; it propagates, so SQS redelivers it and then keeps it in the dead-letter queue,
+  whose alarm fires;
 - :class:`~osprey_control.errors.TransientError` (throttling, 5xx, no connection, a registry race lost too
   often): it propagates, the record becomes a batch item failure and SQS redelivers it;
 - anything else is a bug: it propagates too (kopf's default for unknown errors), so the event is redelivered
@@ -20,8 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NoReturn
@@ -30,7 +33,8 @@ from pydantic import ValidationError
 
 from osprey_control.backends import JobEvent, NodeFinder, check_tags, smallest
 from osprey_control.contract import OspreyBlock
-from osprey_control.errors import PermanentError, TransientError, classified
+from osprey_control.errors import PermanentError, TransientError
+from osprey_control.ingest.bounds import check_job_event
 from osprey_control.ingest.drops import (
     MalformedEventError,
     OverLimitError,
@@ -38,6 +42,7 @@ from osprey_control.ingest.drops import (
     drop_reason,
 )
 from osprey_control.ingest.events import IgnoredEvent, SpotEvent, job_events, parse_event
+from osprey_control.ingest.faults import InfrastructureError, deployment_call, infrastructure_fault
 from osprey_control.ingest.limits import MAX_BODY_BYTES
 from osprey_control.ingest.recognise import LazyClients, Recogniser, Recognition
 from osprey_control.registry import (
@@ -89,14 +94,6 @@ def decode_body(body: str) -> Any:
         raise MalformedEventError(f"the message body is not JSON ({str(error)[:200]})") from None
 
 
-@contextmanager
-def _registry_call() -> Iterator[None]:
-    """The registry's AWS errors in the taxonomy (a job whose item kept changing under the write is already a
-    TransientError: RegistryContentionError)."""
-    with classified():
-        yield
-
-
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -132,7 +129,14 @@ class Ingestor:
             if isinstance(event, dict) and isinstance(event.get("id"), str):
                 event_id = event["id"][:100]
             return self.ingest(event)
+        except InfrastructureError as error:
+            self._fault(event_id, error)
+            raise
         except PermanentError as error:
+            fault = infrastructure_fault(error, own_resource=False)
+            if fault is not None:  # a lookup the role may not make: the deployment's fault, not the event's
+                self._fault(event_id, fault)
+                raise fault from error
             reason = drop_reason(error)
             logger.warning(
                 "event dropped",
@@ -152,6 +156,14 @@ class Ingestor:
             )
             raise
 
+    @staticmethod
+    def _fault(event_id: str, error: InfrastructureError) -> None:
+        logger.error(
+            "event not recorded: an infrastructure fault; SQS will redeliver it, then keep it in the "
+            "dead-letter queue",
+            extra={"event_id": event_id, "error": str(error)[:1000]},
+        )
+
     def ingest(self, event: Any) -> IngestOutcome:
         """One decoded event; raises a :class:`PermanentError` for an event that must be dropped."""
         parsed = parse_event(event, now=self._clock())
@@ -162,7 +174,7 @@ class Ingestor:
                 event_id=parsed.event_id,
             )
         if isinstance(parsed, SpotEvent):
-            with _registry_call():
+            with deployment_call():
                 jobs = self.registry.mark_spot_risk(parsed.instance_id, parsed.risk, parsed.event_time)
             logger.info(
                 "spot risk recorded",
@@ -181,12 +193,15 @@ class Ingestor:
         elsewhere = backend_events.ignored(event)
         if elsewhere is not None:
             return IngestOutcome("ignored", event.event_id, elsewhere, (key,))
+        parent_id = backend_events.parent(event)
+        # Before any lookup of the job: an id that cannot form a key, an ARN naming another job or an
+        # impossible time is dropped with its reason, never stored (ingest/bounds.py).
+        check_job_event(event, parent_id, self._clock())
         recognition = self.recogniser.recognise(event)
         block = recognition.block
         if block is None:
-            return IngestOutcome("ignored", event.event_id, "not an Osprey job", (key,))
+            return IngestOutcome("ignored", event.event_id, recognition.reason, (key,))
         nodes = [*event.nodes, *self._node_finder(event.backend)(event, recognition.description)]
-        parent_id = backend_events.parent(event)
         node_job = parent_id is not None
         if parent_id is not None:
             key = JobKey(event.backend, parent_id)
@@ -196,12 +211,13 @@ class Ingestor:
             raise MalformedEventError(
                 f"the event's values are not a valid job ({str(error)[:300]})", event_id=event.event_id
             ) from None
-        with _registry_call():
+        with deployment_call():
             result = self.registry.apply_observation(observation)
         if result.changed and self._on_change is not None:
-            # Its AWS errors are classified like the registry's: a transient one redelivers the event (starting
-            # a gang watch is idempotent), a permanent one drops it; the record above is written either way.
-            with classified():
+            # Its AWS errors are classified like the registry's: a transient one or a fault of the deployment
+            # redelivers the event (starting a gang watch is idempotent), a permanent one drops it; the record
+            # above is written either way.
+            with deployment_call():
                 self._on_change(result.record)
         action: Action = (
             "duplicate" if not result.changed else "registered" if result.record.version == 1 else "updated"

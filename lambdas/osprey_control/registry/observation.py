@@ -42,6 +42,16 @@ from osprey_control.registry.model import (
 
 __all__ = ["JobObservation", "ObservationStore"]
 
+# What one observation may carry at most, whoever made it (ingest, EKS and Slurm discovery): a backstop that
+# keeps one job's item far below DynamoDB's 400 KB whatever a source's own bounds miss. The sources' bounds are
+# tighter (ingest: osprey_control.backends.limits); these are the loosest of them, so no valid job is refused:
+# Kubernetes label keys are up to 317 characters and objects may carry more labels than AWS resources tags.
+MAX_ID = 1024
+MAX_OBSERVED_TAGS = 200
+MAX_OBSERVED_TAG_KEY = 317
+MAX_OBSERVED_TAG_VALUE = 2048
+MAX_OBSERVED_NODES = 1000
+
 
 class JobObservation(BaseModel):
     """One job's state as one event (and whatever was looked up for it) describes it."""
@@ -49,16 +59,16 @@ class JobObservation(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Backend
-    native_id: str
-    name: str
-    arn: str | None = None
+    native_id: str = Field(min_length=1, max_length=MAX_ID)  # empty: no key (JobKey.parse refuses it)
+    name: str = Field(max_length=MAX_ID)
+    arn: str | None = Field(default=None, max_length=2048)
     block: OspreyBlock
     status: JobStatus
     event_time: datetime
     submitted_at: datetime | None = None
-    nodes: tuple[NodeRef, ...] = ()
-    job_queue: str | None = None
-    share_identifier: str | None = None
+    nodes: tuple[NodeRef, ...] = Field(default=(), max_length=MAX_OBSERVED_NODES)
+    job_queue: str | None = Field(default=None, max_length=2048)
+    share_identifier: str | None = Field(default=None, max_length=MAX_ID)
     cluster: str | None = None
     # When the job entered ``status``, if the source says (Kubernetes conditions); else ``event_time``. Lets a
     # polled source date the status precisely while ``event_time`` dates the description.
@@ -70,6 +80,21 @@ class JobObservation(BaseModel):
     # False for observations that say nothing about the job's own state (a Batch multi-node job's node
     # events, dated at the epoch): they add no allocation mark.
     marks_allocation: bool = True
+
+    @field_validator("tags")
+    @classmethod
+    def _bounded_tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        if len(tags) > MAX_OBSERVED_TAGS:
+            raise ValueError(
+                f"{len(tags)} tags or labels; a job observation holds at most {MAX_OBSERVED_TAGS}"
+            )
+        for key, value in tags.items():
+            if len(key) > MAX_OBSERVED_TAG_KEY or len(value) > MAX_OBSERVED_TAG_VALUE:
+                raise ValueError(
+                    f"tag {key[:100]!r}: keys hold at most {MAX_OBSERVED_TAG_KEY} characters, values "
+                    f"{MAX_OBSERVED_TAG_VALUE}"
+                )
+        return tags
 
     @field_validator("event_time", "submitted_at", "status_since")
     @classmethod

@@ -50,9 +50,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from osprey.cli.errors import TargetError
+from osprey_control.contract import OPT_IN
 from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,
+    ENABLED_KUBERNETES,
+    ENABLED_TAG,
     POLICY_PREFIX,
     REGISTRY_SHARDS_VARIABLE,
     TABLE_NAME_VARIABLE,
@@ -63,6 +66,12 @@ if TYPE_CHECKING:
     from osprey_control.registry import JobRecord, JobRegistry
 
 __all__: list[str] = []
+
+# Why a job the user expects may be missing: an opt-in other than the one value (osprey_control.contract.opt_in).
+NOT_TRACKED_HINT = (
+    f"{ENABLED_TAG}={OPT_IN} ({ENABLED_KUBERNETES}={OPT_IN} on EKS); True, TRUE or 1 do not opt in, and the "
+    "ingest log's 'invalid contract' warning names the value it saw"
+)
 
 DEFAULT_SHARDS = 16  # infra's registry_shards default (osprey:registryShards)
 _CLI_CLIENT_CONFIG: dict[str, Any] = {
@@ -366,5 +375,5 @@ def find_job(registry: JobRegistry, job: str) -> JobRecord:
     hint = f"; did you mean {' or '.join(repr(name) for name in close[:3])}?" if close else ""
     raise TargetError(
         f"no job {job!r} in the registry{hint} ({len(active)} active job(s): `osprey jobs` lists them; a "
-        "finished job needs BACKEND#ID)"
+        f"finished job needs BACKEND#ID). A job is tracked only once it opts in with exactly {NOT_TRACKED_HINT}"
     )

@@ -32,14 +32,14 @@ from osprey.local.loads import (
     sample_at,
     series_of,
 )
-from osprey_control.contract import ENABLED_KUBERNETES, ENABLED_TAG, KUBERNETES, parse_block
+from osprey_control.contract import ENABLED_KUBERNETES, ENABLED_TAG, KUBERNETES, OPT_IN, parse_block
 from osprey_control.registry import Backend, JobObservation, JobRegistry, JobStatus, NodeKind, NodeRef
 from osprey_control.wiring import CWAGENT_MEMORY_UTILIZATION_METRIC
 
 __all__: list[str] = []
 
 ClientFactory = Callable[[str], Any]
-ENABLED_TAGS = {ENABLED_TAG: "true"}
+ENABLED_TAGS = {ENABLED_TAG: OPT_IN}
 SPOT_WARNINGS = {
     "rebalance": "EC2 Instance Rebalance Recommendation",
     "interruption": "EC2 Spot Instance Interruption Warning",
@@ -106,7 +106,7 @@ class SimulatedFleet:
     @staticmethod
     def _kubernetes_job(kubernetes: LocalKubernetes, job: FleetJob) -> SeededJob:
         """A Kueue-managed batch/v1 Job with one pod; the cycle's EKS discovery registers it."""
-        labels = {ENABLED_KUBERNETES: "true", KUBERNETES.key("priority_derivation_profile"): job.policy}
+        labels = {ENABLED_KUBERNETES: OPT_IN, KUBERNETES.key("priority_derivation_profile"): job.policy}
         created = kubernetes.add("batch/v1", "jobs", {
             "kind": "Job",
             "metadata": {"name": job.label, "namespace": EKS_NAMESPACE, "labels": labels},

@@ -52,6 +52,7 @@ def job_event(draw: st.DrawFn) -> dict[str, Any]:
     detail = event["detail"]
     event["time"] = _time(draw(st.integers(0, 9)))  # few distinct times: ties are common
     detail["jobId"] = draw(st.sampled_from(JOBS))
+    detail["jobArn"] = f"arn:aws:batch:us-east-1:123456789012:job/{detail['jobId']}"
     detail["jobName"] = draw(st.sampled_from(NAMES))
     detail["status"] = draw(st.sampled_from(STATUSES))
     detail["createdAt"] = 1772366400000 + draw(st.integers(0, 3)) * 1000

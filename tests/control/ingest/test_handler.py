@@ -20,6 +20,7 @@ from tests.control.ingest.conftest import BATCH, SAGEMAKER, TABLE, ingest_contex
 def _batch_event(job_id: str) -> str:
     event = load_event(BATCH)
     event["detail"]["jobId"] = job_id
+    event["detail"]["jobArn"] = f"arn:aws:batch:us-east-1:123456789012:job/{job_id}"
     del event["detail"]["container"]["containerInstanceArn"]
     return json.dumps(event)
 

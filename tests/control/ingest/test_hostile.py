@@ -43,6 +43,7 @@ def _good_bodies() -> tuple[str, str]:
     )
     batch = load_event(BATCH)
     batch["detail"]["jobId"] = GOOD_BATCH.native_id
+    batch["detail"]["jobArn"] = f"arn:aws:batch:us-east-1:123456789012:job/{GOOD_BATCH.native_id}"
     del batch["detail"]["container"]["containerInstanceArn"]
     return json.dumps(sagemaker), json.dumps(batch)
 

@@ -228,6 +228,7 @@ def test_multi_node_node_jobs_fold_into_the_parent_job_in_any_order(
         node["id"] = f"node-{index}"
         node["time"] = "2026-03-01T12:10:00Z"  # newer than the parent's event, and SUCCEEDED
         node["detail"]["jobId"] = f"{BATCH_KEY.native_id}#{index}"
+        node["detail"]["jobArn"] = f"arn:aws:batch:us-east-1:123456789012:job/{BATCH_KEY.native_id}#{index}"
         node["detail"]["status"] = "SUCCEEDED"
         node["detail"]["nodeDetails"] = {"nodeIndex": index, "isMainNode": index == 0}
         node["detail"]["container"]["containerInstanceArn"] = arn

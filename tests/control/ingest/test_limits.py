@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from osprey_control.backends.declared import batch_requested_gpus, sagemaker_declared_runtime
-from osprey_control.backends.limits import MAX_HOSTS, MAX_TAGS
+from osprey_control.backends.limits import MAX_HOSTS, MAX_RESERVED_TAGS, MAX_TAGS
 from osprey_control.backends.sagemaker import hosts as hosts_module
 from osprey_control.ingest import (
     Ingestor,
@@ -53,15 +53,16 @@ def _sagemaker(**detail: Any) -> dict[str, Any]:
     return event
 
 
-def _tags(user_tags: int) -> dict[str, str]:
+def _tags(user_tags: int, reserved: int = 0) -> dict[str, str]:
     tags = {"osprey:enabled": "true", "osprey:policy": "training-policy"}
     tags.update({f"k{index:03d}".ljust(128, "k"): "v" * 256 for index in range(user_tags - len(tags))})
+    tags.update({f"aws:{index:03d}".ljust(128, "k"): "v" * 256 for index in range(reserved)})
     return tags
 
 
 def test_a_job_at_every_bound_stays_under_half_the_item_limit(registry: JobRegistry, dynamodb: Any) -> None:
     # Given a SageMaker job with the longest name, MAX_HOSTS hosts of the longest instance type over four
-    # groups, and MAX_TAGS tags of the longest keys and values
+    # groups, and MAX_TAGS user tags and MAX_RESERVED_TAGS aws: tags of the longest keys and values
     name = "a" * 63
     event = _sagemaker(
         TrainingJobName=name,
@@ -69,7 +70,7 @@ def test_a_job_at_every_bound_stays_under_half_the_item_limit(registry: JobRegis
         ResourceConfig={
             "InstanceGroups": [{"InstanceType": "ml." + "x" * 37, "InstanceCount": MAX_HOSTS // 4}] * 4
         },
-        Tags=_tags(MAX_TAGS),
+        Tags=_tags(MAX_TAGS, MAX_RESERVED_TAGS),
     )
     # When it is ingested
     outcome = Ingestor(registry, recogniser=Recogniser(by_environment=False)).ingest_message(
@@ -127,6 +128,9 @@ def test_a_short_message_cannot_make_ingest_build_millions_of_hosts(monkeypatch:
         # AWS's own tags and the resourceArn entry of Batch events are not user tags
         ({**_tags(MAX_TAGS), "aws:batch:compute-environment": "ce", "resourceArn": "arn:" + "a" * 300}, True),
         (_tags(MAX_TAGS + 1), False),
+        # ... but they are bounded too: 50 of them
+        (_tags(MAX_TAGS, MAX_RESERVED_TAGS), True),
+        (_tags(MAX_TAGS, MAX_RESERVED_TAGS + 1), False),
         ({"osprey:enabled": "true", "k" * 129: "v"}, False),
         ({"osprey:enabled": "true", "key": "v" * 257}, False),
     ],

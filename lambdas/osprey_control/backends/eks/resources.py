@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
-from osprey_control.contract import ENABLED_KUBERNETES
+from osprey_control.contract import ENABLED_KUBERNETES, OPT_IN, opted_in
 
 __all__ = ["detect_kueue"]
 
-ENABLED_SELECTOR = f"{ENABLED_KUBERNETES}=true"
+ENABLED_SELECTOR = f"{ENABLED_KUBERNETES}={OPT_IN}"
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Newest first: the first one the cluster serves is used.
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
@@ -76,6 +76,7 @@ def detect_kueue(client: KubernetesClient) -> str | None:
 
 
 def is_enabled(obj: Mapping[str, Any]) -> bool:
-    """The object carries the opt-in label (only these are ever written)."""
+    """The object carries the opt-in label, exactly ``osprey.aws/enabled=true`` (only these are ever written; the
+    one definition of opt-in, :func:`osprey_control.contract.opted_in`, as the label selector matches it)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return str(labels.get(ENABLED_KUBERNETES, "")).strip().lower() in ("true", "1")
+    return opted_in(ENABLED_KUBERNETES, labels if isinstance(labels, Mapping) else None)

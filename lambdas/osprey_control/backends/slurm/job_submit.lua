@@ -10,9 +10,10 @@ priority Osprey would start it from: its own `osprey:initial-priority`, else 50 
 `initialPriority`), mapped onto the range exactly as the applier maps it (the table below is generated from
 osprey_control.backends.slurm.SlurmPriorityRange; do not edit it by hand, render the script again).
 
-What it touches: only a job whose comment opts it in (`osprey:enabled=true` or `=1` and `osprey:policy=NAME`;
-or, without that tag, `OSPREY_ENABLED=1` or `=true` and `OSPREY_PRIORITY_POLICY=NAME`), read as
-osprey_control.backends.slurm.marker reads it, and only when the submission sets no priority of its own (`sbatch --hold` submits priority 0; an operator may submit one).
+What it touches: only a job whose comment opts it in (exactly `osprey:enabled=true` and `osprey:policy=NAME`;
+or, without that tag, exactly `OSPREY_ENABLED=1` and `OSPREY_PRIORITY_POLICY=NAME`), read as
+osprey_control.backends.slurm.marker reads it (osprey_control.contract.opt_in: `True`, ` TRUE ` or a tag of `1`
+do not opt in), and only when the submission sets no priority of its own (`sbatch --hold` submits priority 0; an operator may submit one).
 Every other job, and every modification (`scontrol update`, Osprey's own writes), is left as it is.
 ]]
 
@@ -33,15 +34,13 @@ local function osprey_fields(comment)
     return fields
 end
 
-local function truth(value)
-    if value == nil then
-        return nil
-    end
-    value = string.lower(value)
-    if value == "1" or value == "true" then
+-- The one definition of opt-in (osprey_control.contract.opt_in): exactly `accepted`, nothing that lower-cases
+-- to it; `refused` opts out; anything else is not an opt-in either.
+local function truth(value, accepted, refused)
+    if value == accepted then
         return true
     end
-    if value == "0" or value == "false" then
+    if value == refused then
         return false
     end
     return nil
@@ -61,10 +60,10 @@ local function osprey_start_priority(comment)
     local fields = osprey_fields(comment)
     local enabled, policy, initial
     if fields["osprey:enabled"] ~= nil then
-        enabled, policy = truth(fields["osprey:enabled"]), fields["osprey:policy"]
+        enabled, policy = truth(fields["osprey:enabled"], "true", "false"), fields["osprey:policy"]
         initial = fields["osprey:initial-priority"]
     else
-        enabled, policy = truth(fields["OSPREY_ENABLED"]), fields["OSPREY_PRIORITY_POLICY"]
+        enabled, policy = truth(fields["OSPREY_ENABLED"], "1", "0"), fields["OSPREY_PRIORITY_POLICY"]
         initial = fields["OSPREY_INITIAL_PRIORITY"]
     end
     if enabled ~= true or not policy_name(policy) then
