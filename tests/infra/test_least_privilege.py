@@ -1,8 +1,9 @@
-"""Given the synthesized control plane with every backend and an EKS cluster, when its IAM policies are read,
-then each function holds only the DynamoDB actions its code calls (the lease and finish functions only on the
-lease item), AddTags is limited to the tag Osprey writes, and SageMaker and ECS reads name resource ARNs; and
-when a cycle and two ingested events run against the deployed template, then no function makes a DynamoDB call
-its role was not granted."""
+"""Given the synthesized control plane with every backend, an EKS cluster and a Slurm cluster, when its IAM
+policies are read, then each function holds only the DynamoDB actions its code calls, writes (and fences) only the
+item types it owns (``dynamodb:LeadingKeys`` on their partition-key prefixes; only the lease and finish functions
+write the lease item), AddTags is limited to the tag Osprey writes, and SageMaker and ECS reads name resource
+ARNs; and when a cycle, a plan request and two ingested events run against the deployed template, then no
+function makes a DynamoDB call its role was not granted."""
 
 from __future__ import annotations
 
@@ -16,16 +17,27 @@ from typing import Any
 import aws_cdk as cdk
 import botocore.client
 import pytest
-from aws_cdk.assertions import Template
 
+import osprey
+from app import build_app
 from osprey.local.lambdas import import_handler
+from osprey_control.planner import Plan
+from osprey_control.registry import ITEM_PREFIXES
 from osprey_control.registry.dynamodb import JobRegistry
-from osprey_infra.config import ControlPlaneConfig
-from osprey_infra.stack import OspreyStack
 from tests.conftest import REPO_ROOT
 from tests.infra.e2e.fleet import Fleet
 from tests.infra.e2e.harness import CycleHarness, deployed, synthesized_template
-from tests.infra.iam import DynamoCall, actions, allowed, function_statements, resource_kind, resources
+from tests.infra.iam import (
+    DynamoCall,
+    actions,
+    allowed,
+    function_statements,
+    leading_keys,
+    resource_kind,
+    resources,
+    string_like,
+)
+from tests.infra.test_slurm_bridge import SLURM
 
 # What no Osprey function calls: the writes that could delete the lease or a job, and the stream reads.
 # (DeleteItem is granted to the apply function on its share-ledger items only: see the test below.)
@@ -40,17 +52,40 @@ NEVER = {
 }
 LEASE_KEY = "LEASE#cycle"
 SHARES_KEY = "SHARES#batch"
+# One partition key of each item type (docs/registry.md "Items"): what a write would name.
+ITEM_KEYS = {
+    "job": "JOB#batch#j-1",
+    "decision": "DECISION#batch#j-1",
+    "apply outcome": "APPLY#batch#j-1",
+    "gang": "GANG#eks#gpu-a/team/train",
+    "plan request": "PLANREQ#batch#j-1",
+    "plan": "PLAN#batch#j-1",
+    "instance link": "INSTANCE#i-0abc",
+    "risk": "RISK#i-0abc",
+    "collection": "COLLECTION#3",
+    "lease": LEASE_KEY,
+    "shares": SHARES_KEY,
+}
+WRITES = (
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:PartiQLInsert",
+    "dynamodb:PartiQLUpdate",
+    "dynamodb:PartiQLDelete",
+)
 
 
 @pytest.fixture(scope="module")
 def statements() -> dict[str, list[dict[str, Any]]]:
-    stack = OspreyStack(
-        cdk.App(),
-        "Test",
-        policy_paths=[REPO_ROOT / "policies"],
-        config=ControlPlaneConfig.build({"eks_clusters": ["gpu-a"]}),
+    app = build_app(
+        cdk.App(context={"osprey:eksClusters": "gpu-a", "osprey:slurm": json.dumps(SLURM)}), nag=False
     )
-    return function_statements(Template.from_stack(stack).to_json())
+    stack = app.node.find_child("Osprey")
+    assert isinstance(stack, cdk.Stack)
+    return function_statements(app.synth().get_stack_by_name(stack.stack_name).template)
 
 
 def _dynamodb(statements: list[dict[str, Any]]) -> dict[str, set[str]]:
@@ -77,7 +112,7 @@ def test_each_function_holds_exactly_the_dynamodb_actions_its_code_calls(
         "lease": {update: table},
         "finish": {update: table},
         "shards": {query: active},
-        "collect": {put: table, query: active},
+        "collect": {put: table, check: table, query: active},
         "derive": {get: table, put: table, check: table, query: active},
         "apply": {
             get: table,
@@ -88,8 +123,16 @@ def test_each_function_holds_exactly_the_dynamodb_actions_its_code_calls(
             "dynamodb:DeleteItem": table,
         },
         "eks_discovery": {get: table, put: table},
+        "slurm_discovery": {get: table, put: table},
         "gang_watch": {get: table, put: table},
-        "plan": {"dynamodb:BatchGetItem": table, put: table, update: table, query: active},
+        "plan": {
+            get: table,
+            "dynamodb:BatchGetItem": table,
+            put: table,
+            update: table,
+            check: table,
+            query: active,
+        },
     }
     # ... so none of them may scan, batch-write or read the stream
     assert not any(NEVER & set(found) for found in granted.values())
@@ -106,7 +149,7 @@ def test_only_the_apply_function_deletes_and_only_its_share_ledger_items(
     # Then only apply holds DeleteItem, and only under the share ledger's partition key
     assert {module for module, found in deleting.items() if found} == {"apply"}
     for statement in deleting["apply"]:
-        assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARES_KEY]}}
+        assert statement["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [SHARES_KEY]}}
         assert "dynamodb:Query" in actions(statement)
 
 
@@ -119,7 +162,85 @@ def test_the_lease_and_finish_functions_may_touch_only_the_lease_item(
     # Then every one is conditioned on the lease's partition key, so neither can write a job or another item
     assert table
     for statement in table:
-        assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [LEASE_KEY]}}
+        assert statement["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [LEASE_KEY]}}
+
+
+# The item types each function writes, measured: the recorded cycle below, and the code each TableAccess names.
+PUT, UPDATE, DELETE, CHECK = (
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+)
+OWNED = {
+    "ingest": {PUT: {"job", "instance link"}, UPDATE: {"risk"}},
+    "lease": {UPDATE: {"lease"}},
+    "finish": {UPDATE: {"lease"}},
+    "shards": {},
+    "collect": {PUT: {"collection"}, CHECK: {"lease"}},
+    "derive": {PUT: {"job", "decision"}, CHECK: {"lease"}},
+    "apply": {PUT: {"job", "apply outcome", "shares"}, DELETE: {"shares"}, CHECK: {"lease"}},
+    "eks_discovery": {PUT: {"job", "instance link"}},
+    "slurm_discovery": {PUT: {"job", "instance link"}},
+    "gang_watch": {PUT: {"gang"}},
+    "plan": {PUT: {"plan"}, UPDATE: {"plan request"}, CHECK: {"lease"}},
+}
+
+
+def test_every_write_statement_names_the_partition_key_prefixes_it_may_touch(
+    statements: dict[str, list[dict[str, Any]]],
+) -> None:
+    # Given every function's statements that grant a write on the registry table
+    assert set(statements) == set(OWNED)
+    for module, found in statements.items():
+        for statement in found:
+            if not set(WRITES) & actions(statement):
+                continue
+            # Then each carries a LeadingKeys condition whose patterns are item types' prefixes (or one key)
+            condition = leading_keys(statement)
+            assert condition is not None, (module, statement)
+            operator, patterns = condition
+            assert operator == "ForAllValues:StringLike", (module, statement)
+            for pattern in patterns:
+                assert pattern.removesuffix("*") in ITEM_PREFIXES, (module, pattern)
+                assert "*" not in pattern.removesuffix("*"), (module, pattern)
+
+
+@pytest.mark.parametrize("module", sorted(OWNED))
+def test_each_function_writes_only_the_item_types_it_owns(
+    statements: dict[str, list[dict[str, Any]]], module: str
+) -> None:
+    # Given a write of each kind to one item of every type in the table
+    for action in WRITES:
+        # When the function's statements are evaluated for it (IAM's StringLike on LeadingKeys)
+        writable = {
+            kind
+            for kind, pk in ITEM_KEYS.items()
+            if allowed(DynamoCall(action, "table", pk), statements[module])
+        }
+        # Then exactly the item types it owns are writable, and only by the actions it calls
+        assert writable == OWNED[module].get(action, set()), (module, action)
+
+
+def test_only_the_lease_steps_write_the_lease_and_the_fenced_writers_may_only_check_it(
+    statements: dict[str, list[dict[str, Any]]],
+) -> None:
+    def may(module: str, action: str) -> bool:
+        return allowed(DynamoCall(action, "table", LEASE_KEY), statements[module])
+
+    writers = {m for m in statements for a in WRITES if a != CHECK and may(m, a)}
+    checkers = {m for m in statements if may(m, CHECK)}
+    assert writers == {"lease", "finish"}
+    assert checkers == {"collect", "derive", "apply", "plan"}
+
+
+def test_no_item_type_pattern_matches_another_types_keys() -> None:
+    # Given every item type's LeadingKeys pattern (its prefix and *, or its one key)
+    patterns = {p if p in (LEASE_KEY, SHARES_KEY) else p + "*" for p in ITEM_PREFIXES}
+    # Then each matches the keys of exactly one item type (PLAN#* does not match PLANREQ#...)
+    for pattern in patterns:
+        matched = {kind for kind, pk in ITEM_KEYS.items() if string_like(pattern, pk)}
+        assert len(matched) == 1, (pattern, matched)
 
 
 def test_add_tags_may_write_only_the_derived_priority_tag_on_opted_in_training_jobs(
@@ -149,6 +270,14 @@ NO_RESOURCE_LEVEL = {
     "batch:DescribeSchedulingPolicies",
     "cloudwatch:GetMetricData",
 }
+# What Lambda needs to run a function in a VPC (the Slurm bridge, next to slurmrestd), as CDK grants it.
+VPC_ACCESS = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+}
 
 
 def test_sagemaker_and_ecs_reads_name_resource_arns_and_only_batch_describes_use_a_wildcard(
@@ -164,7 +293,8 @@ def test_sagemaker_and_ecs_reads_name_resource_arns_and_only_batch_describes_use
         for statement in found:
             # Then no statement grants anything on "*" but actions that cannot name a resource ...
             if "*" in resources(statement):
-                assert actions(statement) <= NO_RESOURCE_LEVEL, (module, statement)
+                exempt = VPC_ACCESS if module == "slurm_discovery" else set()
+                assert actions(statement) <= NO_RESOURCE_LEVEL | exempt, (module, statement)
             # ... and the SageMaker and ECS reads name their resource type
             for action in actions(statement) & set(scoped):
                 seen.add(action)
@@ -276,6 +406,16 @@ def _events() -> list[dict[str, Any]]:
     return [batch, spot]
 
 
+PLANNED_MODEL = {
+    "layers": 24,
+    "hidden": 4096,
+    "heads": 32,
+    "seq": 2048,
+    "vocab": 51200,
+    "global_batch": 512,
+}
+
+
 def test_a_deployed_cycle_and_ingest_make_no_dynamodb_call_their_role_was_not_granted(
     monkeypatch: pytest.MonkeyPatch, recorded: list[tuple[str, DynamoCall]]
 ) -> None:
@@ -288,7 +428,15 @@ def test_a_deployed_cycle_and_ingest_make_no_dynamodb_call_their_role_was_not_gr
         registry = JobRegistry(table, client=cycle.client("dynamodb"), shards=16)
         fleet = Fleet(registry, cycle.client("batch"), cycle.client("cloudwatch"), cycle.service_jobs)
         fleet.create_queues(cycle.client("iam"))
-        fleet.batch_job("busy", gpu=90, memory_bandwidth=60)
+        busy = fleet.batch_job("busy", gpu=90, memory_bandwidth=60)
+        # ... one of which asked to be planned (the job's own request, as the SDK writes it)
+        osprey.request_planning(
+            PLANNED_MODEL,
+            "p4de.24xlarge",
+            Plan(tp=2, pp=1, dp=32, micro_batch=16),
+            client=cycle.client("dynamodb"),
+            environ={"OSPREY_TABLE_NAME": table, "OSPREY_JOB_KEY": str(busy)},
+        )
         fleet.queued_sagemaker_job("bert", gpu=52)
         fleet.direct_sagemaker_job(cycle.client("sagemaker"), "gpt", gpu=40)
         _attribute(cycle)
@@ -303,10 +451,21 @@ def test_a_deployed_cycle_and_ingest_make_no_dynamodb_call_their_role_was_not_gr
 
     # Then every function the cycle runs made DynamoDB calls, and each was within its role's grants
     modules = {module for module, _ in recorded}
-    assert {"ingest", "lease", "shards", "collect", "derive", "apply", "plan", "finish"} <= modules
+    assert {
+        "ingest",
+        "lease",
+        "shards",
+        "collect",
+        "derive",
+        "apply",
+        "plan",
+        "finish",
+        "gang_watch",
+    } <= modules
     refused = sorted(
         {(module, call) for module, call in recorded if not allowed(call, granted[module])}, key=str
     )
     assert refused == []
-    # ... including the lease's own writes, on the lease item
+    # ... including the lease's own writes, on the lease item, and the plan step's note on the job's request
     assert ("lease", DynamoCall("dynamodb:UpdateItem", "table", LEASE_KEY)) in recorded
+    assert ("plan", DynamoCall("dynamodb:UpdateItem", "table", f"PLANREQ#{busy}")) in recorded

@@ -53,7 +53,7 @@ from osprey_control.planner.request_keys import (
 )
 from osprey_control.planner.search import SearchOptions
 from osprey_control.planner.speeds import NODE_SPEEDS_ATTRIBUTE, node_speeds_of
-from osprey_control.registry import PLAN_REQUEST_SK, is_job_pk, key_from_pk
+from osprey_control.registry import PLAN_REQUEST_PREFIX, PLAN_REQUEST_SK, is_job_pk, item_pk, key_from_pk
 
 __all__ = [
     "CLUSTER_KEYS",
@@ -221,7 +221,7 @@ def build_request(
         raise PlanRequestError(errors)
     moment = _timestamp(now)
     return {
-        "pk": {"S": job_pk},
+        "pk": {"S": item_pk(PLAN_REQUEST_PREFIX, job_pk)},
         "sk": {"S": REQUEST_SK},
         "version": {"S": REQUEST_VERSION},
         "config": {"S": json.dumps(config, sort_keys=True)},
@@ -304,7 +304,7 @@ def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
         raise PlanRequestError(errors)
     model, cluster, options = resolved
     return PlanRequest(
-        job_id=str(key_from_pk(pk)),
+        job_id=str(key_from_pk(pk, PLAN_REQUEST_PREFIX)),
         model=model,
         cluster=cluster,
         options=options,
