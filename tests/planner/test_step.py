@@ -134,7 +134,9 @@ def _plan_item(aws: Aws, job: str) -> dict[str, Any] | None:
 
 def _request_item(aws: Aws, job: str) -> dict[str, Any]:
     item: dict[str, Any] = aws.dynamodb.get_item(
-        TableName=TABLE, Key={"pk": {"S": f"PLANREQ#batch#{job}"}, "sk": {"S": REQUEST_SK}}, ConsistentRead=True
+        TableName=TABLE,
+        Key={"pk": {"S": f"PLANREQ#batch#{job}"}, "sk": {"S": REQUEST_SK}},
+        ConsistentRead=True,
     )["Item"]
     return item
 

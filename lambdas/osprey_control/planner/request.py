@@ -1,8 +1,8 @@
 """The plan *request*: how a job asks the control plane's plan step to re-plan it.
 
-One registry item per job, in the job's partition next to its plan record (``sk = PLAN``):
+One registry item per job, under its own prefix (the plan record is ``PLAN#<backend>#<native id>``):
 
-    pk = JOB#<backend>#<native id>, sk = PLANREQ
+    pk = PLANREQ#<backend>#<native id>, sk = PLANREQ
     version      "1"
     config       JSON string: the planner keys of ``osprey plan`` (``layers hidden heads seq vocab global-batch``,
                  ``gpus``, ``instance-type`` and/or ``gpu``, ``network-gbits`` ..., and ``max-virtual`` when the

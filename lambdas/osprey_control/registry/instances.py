@@ -1,5 +1,6 @@
 """Instance items in the registry table: which jobs run on an EC2 instance (``pk = INSTANCE#<id>``,
-``sk = JOB#<backend>#<id>``) and the instance's spot risk (``pk = RISK#<id>``, ``sk = RISK``). Ingest links a job's instances when
+``sk = JOB#<backend>#<id>``) and the instance's spot risk (``pk = RISK#<id>``, ``sk = RISK``: its own type, which
+only ingest writes). Ingest links a job's instances when
 it sees them and records a spot warning on the instance, so a job that arrives after the warning still gets the
 risk and a warning that arrives after the job finds it. Both expire with the history retention.
 """

@@ -121,8 +121,9 @@ def _check_job_prefix(prefix: str) -> None:
 
 def item_pk(prefix: str, job: JobKey | str) -> str:
     """The partition key of the job's item of type ``prefix`` (``DECISION_PREFIX``, ``GANG_PREFIX``, ...);
-    ``job`` is the job's key or its own partition key ``JOB#<backend>#<id>`` (taken as it is: a caller that
-    holds an unchecked one gets an item no job has, never another job's)."""
+    ``job`` is the job's key or its own partition key ``JOB#<backend>#<id>`` (not parsed: the plan items take
+    the partition key a job names itself by, and :func:`osprey_control.planner.request.build_request` checks
+    it)."""
     _check_job_prefix(prefix)
     text = job.removeprefix(JOB_PREFIX) if isinstance(job, str) else str(job)
     return f"{prefix}{text}"
