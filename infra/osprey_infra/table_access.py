@@ -25,17 +25,20 @@ from dataclasses import dataclass
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 
-from osprey_control.registry import ACTIVE_INDEX, APPLY_PENDING_INDEX, LEASE_PK, SHARES_PK
-from osprey_control.registry.keys import (
+from osprey_control.registry import (
+    ACTIVE_INDEX,
+    APPLY_PENDING_INDEX,
     APPLY_PREFIX,
     COLLECTION_PREFIX,
     DECISION_PREFIX,
     GANG_PREFIX,
     INSTANCE_PREFIX,
     JOB_PREFIX,
+    LEASE_PK,
     PLAN_PREFIX,
     PLAN_REQUEST_PREFIX,
     RISK_PREFIX,
+    SHARES_PK,
 )
 
 __all__ = [

@@ -270,8 +270,10 @@ NO_RESOURCE_LEVEL = {
     "batch:DescribeSchedulingPolicies",
     "cloudwatch:GetMetricData",
 }
-# What Lambda needs to run a function in a VPC (the Slurm bridge, next to slurmrestd), as CDK grants it.
+# The Slurm bridge's, in the cluster's VPC: its node -> instance lookup and the network interfaces Lambda needs
+# for a function in a VPC (none has resource-level permissions; infra/osprey_infra/backends/slurm.py).
 VPC_ACCESS = {
+    "ec2:DescribeInstances",
     "ec2:CreateNetworkInterface",
     "ec2:DescribeNetworkInterfaces",
     "ec2:DeleteNetworkInterface",

@@ -34,6 +34,7 @@ from osprey_control.registry.model import JobKey
 
 __all__ = [
     "APPLY_PREFIX",
+    "COLLECTION_PREFIX",
     "DECISION_PREFIX",
     "GANG_PREFIX",
     "INSTANCE_PREFIX",
