@@ -39,6 +39,7 @@ from osprey_control.registry import (
     PLAN_REQUEST_PREFIX,
     RISK_PREFIX,
     SHARES_PK,
+    STATUS_PREFIX,
 )
 
 __all__ = [
@@ -85,6 +86,7 @@ _DELETE = "dynamodb:DeleteItem"
 JOBS, DECISIONS, APPLY_OUTCOMES = f"{JOB_PREFIX}*", f"{DECISION_PREFIX}*", f"{APPLY_PREFIX}*"
 GANGS, PLAN_REQUESTS, PLANS = f"{GANG_PREFIX}*", f"{PLAN_REQUEST_PREFIX}*", f"{PLAN_PREFIX}*"
 INSTANCE_LINKS, RISKS, COLLECTIONS = f"{INSTANCE_PREFIX}*", f"{RISK_PREFIX}*", f"{COLLECTION_PREFIX}*"
+STATUSES = f"{STATUS_PREFIX}*"
 
 # Fence.check: the ConditionCheck on the lease item in a fenced writer's transaction (the fenced writers are
 # the steps that run under the lease: collect, derive, apply and plan). It cannot change the lease.
@@ -126,10 +128,12 @@ APPLY = TableAccess(
     ),
     (APPLY_PENDING_INDEX, ACTIVE_INDEX),
 )
-# JobRegistry.apply_observation only (the job and its instance links).
-EKS_DISCOVERY = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS)),))
-# The Slurm bridge: JobRegistry.apply_observation (the instance links are PutItems, their risk GetItems).
-SLURM_BRIDGE = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS)),))
+# JobRegistry.apply_observation (the job and its instance links are PutItems, their risk GetItems); and, when
+# discovery reconciles the jobs its cluster no longer lists (issue 28 item 4), the JobHistory.record_status
+# PutItem of the job's STATUS# item.
+EKS_DISCOVERY = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS, STATUSES)),))
+# The Slurm bridge's discovery: the same calls as EKS discovery.
+SLURM_BRIDGE = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS, STATUSES)),))
 # GangStore.load (GetItem) and save (conditional PutItem) of the job's GANG item.
 GANG_WATCH = TableAccess((_GET,), (Scoped((_PUT,), (GANGS,)),))
 # The plan step: list_active (Query on active-jobs), BatchGetItem of the PLANREQ items, GetItem and PutItem of

@@ -57,6 +57,7 @@ ITEM_KEYS = {
     "job": "JOB#batch#j-1",
     "decision": "DECISION#batch#j-1",
     "apply outcome": "APPLY#batch#j-1",
+    "status": "STATUS#eks#gpu-a/team/train",
     "gang": "GANG#eks#gpu-a/team/train",
     "plan request": "PLANREQ#batch#j-1",
     "plan": "PLAN#batch#j-1",
@@ -180,8 +181,8 @@ OWNED = {
     "collect": {PUT: {"collection"}, CHECK: {"lease"}},
     "derive": {PUT: {"job", "decision"}, CHECK: {"lease"}},
     "apply": {PUT: {"job", "apply outcome", "shares"}, DELETE: {"shares"}, CHECK: {"lease"}},
-    "eks_discovery": {PUT: {"job", "instance link"}},
-    "slurm_discovery": {PUT: {"job", "instance link"}},
+    "eks_discovery": {PUT: {"job", "instance link", "status"}},
+    "slurm_discovery": {PUT: {"job", "instance link", "status"}},
     "gang_watch": {PUT: {"gang"}},
     "plan": {PUT: {"plan"}, UPDATE: {"plan request"}, CHECK: {"lease"}},
 }

@@ -7,6 +7,7 @@ item                          ``pk``                         ``sk``
 job                           ``JOB#<backend>#<id>``         ``META``
 decision history              ``DECISION#<backend>#<id>``    ``DECISION#<time>#<version>``
 apply outcomes                ``APPLY#<backend>#<id>``       ``APPLY#<time>#<priority>``
+status set by Osprey          ``STATUS#<backend>#<id>``      ``STATUS#<time>``
 gang watch state              ``GANG#<backend>#<id>``        ``GANG``
 plan request                  ``PLANREQ#<backend>#<id>``     ``PLANREQ``
 plan record                   ``PLAN#<backend>#<id>``        ``PLAN``
@@ -47,6 +48,7 @@ __all__ = [
     "PLAN_SK",
     "RISK_PREFIX",
     "SHARES_PK",
+    "STATUS_PREFIX",
     "is_job_pk",
     "item_pk",
     "job_pk",
@@ -59,6 +61,8 @@ __all__ = [
 JOB_PREFIX = "JOB#"
 DECISION_PREFIX = "DECISION#"
 APPLY_PREFIX = "APPLY#"
+# A status Osprey set itself (a job its discovery no longer lists, closed by reconciliation: issue 28 item 4).
+STATUS_PREFIX = "STATUS#"
 GANG_PREFIX = "GANG#"
 PLAN_REQUEST_PREFIX = "PLANREQ#"
 PLAN_PREFIX = "PLAN#"
@@ -77,6 +81,7 @@ ITEM_PREFIXES = (
     JOB_PREFIX,
     DECISION_PREFIX,
     APPLY_PREFIX,
+    STATUS_PREFIX,
     GANG_PREFIX,
     PLAN_REQUEST_PREFIX,
     PLAN_PREFIX,
@@ -91,6 +96,7 @@ _JOB_ITEM_PREFIXES = (
     JOB_PREFIX,
     DECISION_PREFIX,
     APPLY_PREFIX,
+    STATUS_PREFIX,
     GANG_PREFIX,
     PLAN_REQUEST_PREFIX,
     PLAN_PREFIX,

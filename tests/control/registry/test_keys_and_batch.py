@@ -18,6 +18,7 @@ from osprey_control.registry.keys import (
     JOB_PREFIX,
     PLAN_PREFIX,
     PLAN_REQUEST_PREFIX,
+    STATUS_PREFIX,
     is_job_pk,
     item_pk,
     job_pk,
@@ -48,7 +49,7 @@ def test_a_bad_job_key_names_the_allowed_backends(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "prefix", [DECISION_PREFIX, APPLY_PREFIX, GANG_PREFIX, PLAN_REQUEST_PREFIX, PLAN_PREFIX]
+    "prefix", [DECISION_PREFIX, APPLY_PREFIX, STATUS_PREFIX, GANG_PREFIX, PLAN_REQUEST_PREFIX, PLAN_PREFIX]
 )
 def test_each_of_a_jobs_item_types_has_its_own_partition_naming_the_job(prefix: str) -> None:
     # Given a job whose native id holds '#'
