@@ -129,11 +129,11 @@ APPLY = TableAccess(
     (APPLY_PENDING_INDEX, ACTIVE_INDEX),
 )
 # JobRegistry.apply_observation (the job and its instance links are PutItems, their risk GetItems); and, when
-# discovery reconciles the jobs its cluster no longer lists (issue 28 item 4), the JobHistory.record_status
-# PutItem of the job's STATUS# item.
-EKS_DISCOVERY = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS, STATUSES)),))
+# discovery reconciles the jobs its cluster no longer lists (issue 28 item 4), list_active(backend=...) (Query on
+# active-jobs) and the JobHistory.record_status PutItem of the job's STATUS# item.
+EKS_DISCOVERY = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS, STATUSES)),), (ACTIVE_INDEX,))
 # The Slurm bridge's discovery: the same calls as EKS discovery.
-SLURM_BRIDGE = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS, STATUSES)),))
+SLURM_BRIDGE = TableAccess((_GET,), (Scoped((_PUT,), (JOBS, INSTANCE_LINKS, STATUSES)),), (ACTIVE_INDEX,))
 # GangStore.load (GetItem) and save (conditional PutItem) of the job's GANG item.
 GANG_WATCH = TableAccess((_GET,), (Scoped((_PUT,), (GANGS,)),))
 # The plan step: list_active (Query on active-jobs), BatchGetItem of the PLANREQ items, GetItem and PutItem of

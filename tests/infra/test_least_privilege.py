@@ -123,8 +123,8 @@ def test_each_function_holds_exactly_the_dynamodb_actions_its_code_calls(
             query: pending | active | table,
             "dynamodb:DeleteItem": table,
         },
-        "eks_discovery": {get: table, put: table},
-        "slurm_discovery": {get: table, put: table},
+        "eks_discovery": {get: table, put: table, query: active},
+        "slurm_discovery": {get: table, put: table, query: active},
         "gang_watch": {get: table, put: table},
         "plan": {
             get: table,
