@@ -151,7 +151,7 @@ def test_applied_priorities_reorder_slurms_queue_and_decide_which_job_starts(cle
     # And applying the same priority again reads it and writes nothing
     again = applier.apply([PriorityChange(_record(clean.cluster, b), 50)])
     assert again.results[0].outcome is Outcome.APPLIED
-    assert again.results[0].reason == "unchanged"
+    assert again.results[0].reason == "already set"
     assert again.writes == 0
 
 
