@@ -2,8 +2,9 @@
 
 Least privilege, concretely:
 
-- the registry table: each function the DynamoDB actions its code calls (:mod:`osprey_infra.table_access`);
-  the lease and finish functions only on the lease item (``dynamodb:LeadingKeys``);
+- the registry table: each function the DynamoDB actions its code calls, its writes only on the item types it
+  owns (``dynamodb:LeadingKeys`` on their partition-key prefixes, :mod:`osprey_infra.table_access`); only the
+  lease and finish functions write the lease item;
 - CloudWatch's GetMetricData, which has no resource-level permissions, so ``*``: the collect and derive steps
   (and the plan step, :mod:`osprey_infra.planning`);
 - the policies in SSM, under the deployment's policy prefix only: ingest, collect and derive (and EKS discovery
@@ -32,7 +33,6 @@ from osprey_control.contract import ENABLED_TAG, OPT_IN
 from osprey_infra.nag import acknowledge_wildcard, nag_arn
 from osprey_infra.table_access import (
     APPLY,
-    APPLY_SHARES,
     COLLECT,
     DERIVE,
     FINISH,
@@ -91,7 +91,6 @@ def grant_steps(
         (collect, COLLECT),
         (derive, DERIVE),
         (apply, APPLY),
-        (apply, APPLY_SHARES),
     ):
         grant_table_access(table, grantee.role, access)
     for reader in (collect, derive):

@@ -4,11 +4,21 @@ among them (the least-privilege tests' small IAM evaluator: actions, the table o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DynamoCall", "actions", "allowed", "function_statements", "resource_kind", "resources"]
+__all__ = [
+    "DynamoCall",
+    "actions",
+    "allowed",
+    "function_statements",
+    "leading_keys",
+    "resource_kind",
+    "resources",
+    "string_like",
+]
 
 
 def function_statements(template: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -63,6 +73,35 @@ class DynamoCall:
     partition_key: str | None = None
 
 
+def string_like(pattern: str, value: str) -> bool:
+    """IAM's StringLike: ``*`` matches any run of characters, ``?`` any one; nothing else is special."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, flags=re.DOTALL) is not None
+
+
+def leading_keys(statement: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The statement's ``dynamodb:LeadingKeys`` condition: its operator and values (None when it has none)."""
+    for operator, values in statement.get("Condition", {}).items():
+        if "dynamodb:LeadingKeys" in values:
+            found = values["dynamodb:LeadingKeys"]
+            return operator, [found] if isinstance(found, str) else list(found)
+    return None
+
+
+def _keys_allow(statement: dict[str, Any], partition_key: str | None) -> bool:
+    condition = leading_keys(statement)
+    if condition is None:
+        return True
+    operator, values = condition
+    if partition_key is None:  # a request with no partition key: ForAllValues over nothing holds
+        return operator.startswith("ForAllValues:")
+    if operator.endswith("StringLike"):
+        return any(string_like(value, partition_key) for value in values)
+    if operator.endswith("StringEquals"):
+        return partition_key in values
+    raise ValueError(f"LeadingKeys operator this evaluator does not know: {operator}")
+
+
 def allowed(call: DynamoCall, statements: list[dict[str, Any]]) -> bool:
     for statement in statements:
         if statement["Effect"] != "Allow" or call.action not in actions(statement):
@@ -71,9 +110,7 @@ def allowed(call: DynamoCall, statements: list[dict[str, Any]]) -> bool:
         index_wildcard = call.resource.startswith("index/") and "index/*" in kinds
         if call.resource not in kinds and not index_wildcard:
             continue
-        condition = statement.get("Condition", {})
-        leading = condition.get("ForAllValues:StringEquals", {}).get("dynamodb:LeadingKeys")
-        if leading is not None and call.partition_key not in leading:
+        if not _keys_allow(statement, call.partition_key):
             continue
         return True
     return False

@@ -76,14 +76,17 @@ def test_the_role_reads_the_registry_writes_plans_and_reads_metrics_only(templat
         "logs:CreateLogStream",
         "logs:PutLogEvents",
         "dynamodb:Query",
+        "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:ConditionCheckItem",  # its writes check the lease's fencing token
         "cloudwatch:GetMetricData",
     }
+    # Plan records only, and the fence's check of the lease (tests/infra/test_least_privilege.py: every role)
     (table,) = [s for s in statements if "dynamodb:PutItem" in _actions(s)]
     assert table["Resource"] != "*"
+    assert table["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["PLAN#*"]}}
     assert "dynamodb:Query" not in _actions(table)
     # Queries on the active-jobs index only, not on every index nor the table itself
     (query,) = [s for s in statements if "dynamodb:Query" in _actions(s)]

@@ -136,7 +136,7 @@ def test_missing_table_is_none_with_the_error_traced(dynamodb: Any, trace: Path)
 def test_malformed_record_is_none(dynamodb: Any, trace: Path) -> None:
     dynamodb.put_item(
         TableName=TABLE,
-        Item={"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": PLAN_SK}, "plan": {"S": json.dumps({"version": "1"})}},
+        Item={"pk": {"S": f"PLAN#{JOB}"}, "sk": {"S": PLAN_SK}, "plan": {"S": json.dumps({"version": "1"})}},
     )
     assert osprey.adjust_parallelism(60, CURRENT, client=dynamodb, environ=_env(trace)) is None
     (entry,) = _entries(trace)
@@ -226,6 +226,7 @@ def test_registry_item_round_trip_and_checks() -> None:
 
     record = _record(PROPOSED)
     item = record_item(f"JOB#{JOB}", record)
+    assert item["pk"] == {"S": f"PLAN#{JOB}"}
     assert item["sk"] == {"S": "PLAN"}
     assert record_from_item(item) == record
     with pytest.raises(PlanRecordError, match="pk: must be a job partition key"):

@@ -47,7 +47,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _stored(client: Any) -> dict[str, Any] | None:
     item: dict[str, Any] | None = client.get_item(
-        TableName=TABLE, Key={"pk": {"S": PK}, "sk": {"S": REQUEST_SK}}
+        TableName=TABLE, Key={"pk": {"S": f"PLANREQ#{JOB}"}, "sk": {"S": REQUEST_SK}}
     ).get("Item")
     return item
 

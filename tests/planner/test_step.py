@@ -127,14 +127,16 @@ def _run(aws: Aws, now: datetime | None = None, **config: Any) -> dict[str, Any]
 
 def _plan_item(aws: Aws, job: str) -> dict[str, Any] | None:
     item: dict[str, Any] | None = aws.dynamodb.get_item(
-        TableName=TABLE, Key={"pk": {"S": f"JOB#batch#{job}"}, "sk": {"S": PLAN_SK}}
+        TableName=TABLE, Key={"pk": {"S": f"PLAN#batch#{job}"}, "sk": {"S": PLAN_SK}}
     ).get("Item")
     return item
 
 
 def _request_item(aws: Aws, job: str) -> dict[str, Any]:
     item: dict[str, Any] = aws.dynamodb.get_item(
-        TableName=TABLE, Key={"pk": {"S": f"JOB#batch#{job}"}, "sk": {"S": REQUEST_SK}}, ConsistentRead=True
+        TableName=TABLE,
+        Key={"pk": {"S": f"PLANREQ#batch#{job}"}, "sk": {"S": REQUEST_SK}},
+        ConsistentRead=True,
     )["Item"]
     return item
 
@@ -181,7 +183,7 @@ def test_a_job_is_planned_at_most_every_min_interval(aws: Aws) -> None:
     now = datetime.now(UTC)
     assert _run(aws, now, min_interval_seconds=300)["written"] == 1
     request = aws.dynamodb.get_item(
-        TableName=TABLE, Key={"pk": {"S": "JOB#batch#llm"}, "sk": {"S": REQUEST_SK}}
+        TableName=TABLE, Key={"pk": {"S": "PLANREQ#batch#llm"}, "sk": {"S": REQUEST_SK}}
     )["Item"]
     assert request["plan_reason"] == {"S": "switch"}
     assert request_from_item(request).planned_at == now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -242,7 +244,7 @@ def test_a_broken_request_is_isolated_and_reported(aws: Aws) -> None:
         _degraded(aws, job)
     aws.dynamodb.update_item(
         TableName=TABLE,
-        Key={"pk": {"S": "JOB#batch#bad"}, "sk": {"S": REQUEST_SK}},
+        Key={"pk": {"S": "PLANREQ#batch#bad"}, "sk": {"S": REQUEST_SK}},
         UpdateExpression="SET config = :broken",
         ExpressionAttributeValues={":broken": {"S": '{"layers": 0}'}},
     )

@@ -35,7 +35,7 @@ from typing import Any
 from osprey_control.planner.order import plan_key, stage_nodes_of
 from osprey_control.planner.plan import Evaluation, Plan
 from osprey_control.planner.replan import ReplanDecision
-from osprey_control.registry import PLAN_SK, is_job_pk
+from osprey_control.registry import PLAN_PREFIX, PLAN_SK, is_job_pk, item_pk
 
 __all__ = [
     "CURRENT_PLAN_FINE",
@@ -169,7 +169,7 @@ def record_item(pk: str, record: Mapping[str, Any]) -> dict[str, dict[str, str]]
         raise PlanRecordError(f"pk: must be a job partition key JOB#<backend>#<native id>, got {pk!r}")
     plan_from_record(record)
     return {
-        "pk": {"S": pk},
+        "pk": {"S": item_pk(PLAN_PREFIX, pk)},
         "sk": {"S": PLAN_SK},
         PLAN_ATTRIBUTE: {"S": json.dumps(dict(record), sort_keys=True)},
         "plan_id": {"S": str(record.get("plan_id", ""))},

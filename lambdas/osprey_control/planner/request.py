@@ -1,8 +1,8 @@
 """The plan *request*: how a job asks the control plane's plan step to re-plan it.
 
-One registry item per job, in the job's partition next to its plan record (``sk = PLAN``):
+One registry item per job, under its own prefix (the plan record is ``PLAN#<backend>#<native id>``):
 
-    pk = JOB#<backend>#<native id>, sk = PLANREQ
+    pk = PLANREQ#<backend>#<native id>, sk = PLANREQ
     version      "1"
     config       JSON string: the planner keys of ``osprey plan`` (``layers hidden heads seq vocab global-batch``,
                  ``gpus``, ``instance-type`` and/or ``gpu``, ``network-gbits`` ..., and ``max-virtual`` when the
@@ -53,7 +53,7 @@ from osprey_control.planner.request_keys import (
 )
 from osprey_control.planner.search import SearchOptions
 from osprey_control.planner.speeds import NODE_SPEEDS_ATTRIBUTE, node_speeds_of
-from osprey_control.registry import PLAN_REQUEST_SK, is_job_pk, key_from_pk
+from osprey_control.registry import PLAN_REQUEST_PREFIX, PLAN_REQUEST_SK, is_job_pk, item_pk, key_from_pk
 
 __all__ = [
     "CLUSTER_KEYS",
@@ -221,7 +221,7 @@ def build_request(
         raise PlanRequestError(errors)
     moment = _timestamp(now)
     return {
-        "pk": {"S": job_pk},
+        "pk": {"S": item_pk(PLAN_REQUEST_PREFIX, job_pk)},
         "sk": {"S": REQUEST_SK},
         "version": {"S": REQUEST_VERSION},
         "config": {"S": json.dumps(config, sort_keys=True)},
@@ -304,7 +304,7 @@ def request_from_item(item: Mapping[str, Any]) -> PlanRequest:
         raise PlanRequestError(errors)
     model, cluster, options = resolved
     return PlanRequest(
-        job_id=str(key_from_pk(pk)),
+        job_id=str(key_from_pk(pk, PLAN_REQUEST_PREFIX)),
         model=model,
         cluster=cluster,
         options=options,

@@ -1,4 +1,4 @@
-"""Gang watch state items in the registry table: ``pk = JOB#<backend>#<id>``, ``sk = GANG``.
+"""Gang watch state items in the registry table: ``pk = GANG#<backend>#<id>``, ``sk = GANG``.
 
 A separate item from the job's ``META`` so the watch (every few seconds) and the cycle (every minute) never
 contend for one item's version. Writes are conditional on the ``version`` read, so two watch executions for one
@@ -15,7 +15,7 @@ from typing import Any
 from osprey_control.errors import condition_failed
 from osprey_control.registry.batch import batch_get
 from osprey_control.registry.items import format_time, from_attribute, to_attribute
-from osprey_control.registry.keys import GANG_SK, job_pk, key_from_pk
+from osprey_control.registry.keys import GANG_PREFIX, GANG_SK, item_pk, key_from_pk
 from osprey_control.registry.model import JobKey
 from osprey_control.registry.table import RegistryTable
 
@@ -33,7 +33,7 @@ def _values(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _key(key: JobKey) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": job_pk(key)}, "sk": {"S": GANG_SK}}
+    return {"pk": {"S": item_pk(GANG_PREFIX, key)}, "sk": {"S": GANG_SK}}
 
 
 class GangItems(RegistryTable):
@@ -53,7 +53,7 @@ class GangItems(RegistryTable):
         read = batch_get(self.client, self.table_name, [_key(key) for key in keys])
         if read.unread:
             raise RuntimeError(f"DynamoDB left {len(read.unread)} gang state read(s) unprocessed; try again")
-        return {key_from_pk(pk): _values(item) for (pk, _sk), item in read.items.items()}
+        return {key_from_pk(pk, GANG_PREFIX): _values(item) for (pk, _sk), item in read.items.items()}
 
     def save(self, key: JobKey, values: dict[str, Any], version: int, *, updated_at: datetime) -> int:
         """Write ``values`` if the stored version is still ``version``; returns the new version."""

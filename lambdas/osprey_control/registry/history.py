@@ -1,5 +1,6 @@
-"""A job's history in the registry: its recorded decisions (``DECISION#<time>#<version>``, written by the derive
-step with the decision) and the apply step's outcomes (``APPLY#<time>#<priority>``: the value that reached the
+"""A job's history in the registry: its recorded decisions (``DECISION#<backend>#<id>`` /
+``DECISION#<time>#<version>``, written by the derive step with the decision) and the apply step's outcomes
+(``APPLY#<backend>#<id>`` / ``APPLY#<time>#<priority>``: the value that reached the
 backend, or why it did not). Both expire with the history retention (14 days by default). ``osprey history``
 and ``osprey policy replay`` read them.
 """
@@ -13,7 +14,7 @@ from typing import Any
 
 from osprey_control.registry.fence import Fence, fenced_transaction
 from osprey_control.registry.items import format_time, from_attribute
-from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, job_pk
+from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, item_pk
 from osprey_control.registry.model import JobKey
 from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
@@ -37,7 +38,7 @@ class JobHistory(RegistryTable):
             # "~" sorts after every character a time or a number uses: the end of the prefix's range.
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :start AND :end",
             "ExpressionAttributeValues": {
-                ":pk": {"S": job_pk(key)},
+                ":pk": {"S": item_pk(prefix, key)},
                 ":start": {"S": start},
                 ":end": {"S": prefix + "~"},
             },
@@ -102,7 +103,7 @@ class JobHistory(RegistryTable):
         put = {
             "TableName": self.table_name,
             "Item": {
-                "pk": {"S": job_pk(key)},
+                "pk": {"S": item_pk(APPLY_PREFIX, key)},
                 "sk": {"S": f"{APPLY_PREFIX}{format_time(now)}#{priority:03d}"},
                 "recorded_at": {"S": format_time(now)},
                 "outcome": {"S": outcome},

@@ -1,5 +1,6 @@
 """Instance items in the registry table: which jobs run on an EC2 instance (``pk = INSTANCE#<id>``,
-``sk = JOB#<backend>#<id>``) and the instance's spot risk (``sk = RISK``). Ingest links a job's instances when
+``sk = JOB#<backend>#<id>``) and the instance's spot risk (``pk = RISK#<id>``, ``sk = RISK``: its own type, which
+only ingest writes). Ingest links a job's instances when
 it sees them and records a spot warning on the instance, so a job that arrives after the warning still gets the
 risk and a warning that arrives after the job finds it. Both expire with the history retention.
 """
@@ -12,7 +13,7 @@ from typing import Any
 
 from osprey_control.errors import condition_failed
 from osprey_control.registry.items import format_time, from_attribute, to_attribute
-from osprey_control.registry.keys import JOB_PREFIX, RISK, instance_pk, job_pk, key_from_pk
+from osprey_control.registry.keys import JOB_PREFIX, instance_pk, job_pk, key_from_pk, risk_key
 from osprey_control.registry.model import JobKey
 from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
@@ -56,7 +57,7 @@ class InstanceItems(RegistryTable):
         for instance_id in sorted(instance_ids):
             item = self.client.get_item(
                 TableName=self.table_name,
-                Key={"pk": {"S": instance_pk(instance_id)}, "sk": {"S": RISK}},
+                Key=risk_key(instance_id),
                 ConsistentRead=True,
             ).get("Item")
             if item:
@@ -69,7 +70,7 @@ class InstanceItems(RegistryTable):
         try:
             self.client.update_item(
                 TableName=self.table_name,
-                Key={"pk": {"S": instance_pk(instance_id)}, "sk": {"S": RISK}},
+                Key=risk_key(instance_id),
                 UpdateExpression="SET risk = :risk, risk_time = :time, #ttl = :ttl",
                 ConditionExpression="attribute_not_exists(risk) OR risk < :risk OR (risk = :risk AND risk_time > :time)",
                 ExpressionAttributeNames={"#ttl": TTL_ATTRIBUTE},

@@ -23,6 +23,7 @@ from osprey_control.registry.keys import (
     APPLY_PENDING_INDEX,
     DECISION_PREFIX,
     META,
+    item_pk,
     job_pk,
 )
 from osprey_control.registry.model import (
@@ -155,7 +156,7 @@ def history_item(
     """The ``DECISION#<time>#<version>`` item of a decision recorded in ``job_item`` (the written job item)."""
     version = job_item["version"]["N"]
     item: dict[str, dict[str, Any]] = {
-        "pk": {"S": job_pk(current.key)},
+        "pk": {"S": item_pk(DECISION_PREFIX, current.key)},
         "sk": {"S": f"{DECISION_PREFIX}{format_time(now)}#{int(version):010d}"},
         "recorded_at": {"S": format_time(now)},
         "policy": {"S": current.policy},

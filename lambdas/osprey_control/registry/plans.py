@@ -1,10 +1,11 @@
 """Plan requests and plan records in the registry table: the DynamoDB requests the planner, the plan step and
 the in-job SDK make, in one place.
 
-Items (:mod:`osprey_control.registry.keys`): a job's plan request ``pk = JOB#<backend>#<id>, sk = PLANREQ``
+Items (:mod:`osprey_control.registry.keys`): a job's plan request ``pk = PLANREQ#<backend>#<id>, sk = PLANREQ``
 (written by the job, :func:`osprey.planning.request_planning`; its step and plan updated by the job; its
-``planned_at`` by the plan step) and its plan record ``sk = PLAN`` (written by the plan step on a switch, read by
-the job). What the items hold is the planner's business (:mod:`osprey_control.planner.request`,
+``planned_at`` by the plan step) and its plan record ``pk = PLAN#<backend>#<id>, sk = PLAN`` (written by the plan
+step on a switch, read by the job). Callers name a job by its own partition key ``JOB#<backend>#<id>``; the items'
+keys are built here. What the items hold is the planner's business (:mod:`osprey_control.planner.request`,
 :mod:`osprey_control.planner.record`); this module only moves them.
 """
 
@@ -17,7 +18,14 @@ from typing import Any
 from osprey_control.errors import condition_failed
 from osprey_control.registry.batch import batch_get
 from osprey_control.registry.fence import Fence, fenced_transaction
-from osprey_control.registry.keys import PLAN_REQUEST_SK, PLAN_SK
+from osprey_control.registry.keys import (
+    PLAN_PREFIX,
+    PLAN_REQUEST_PREFIX,
+    PLAN_REQUEST_SK,
+    PLAN_SK,
+    item_pk,
+    job_pk_of,
+)
 from osprey_control.registry.table import RegistryTable
 
 __all__ = ["PlanItems", "ProgressUpdate"]
@@ -35,8 +43,14 @@ _PROGRESS_NAMES = {
 }
 
 
-def _key(pk: str, sk: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": pk}, "sk": {"S": sk}}
+def _request_key(pk: str) -> dict[str, dict[str, str]]:
+    """The key of the plan request of the job whose own partition key is ``pk``."""
+    return {"pk": {"S": item_pk(PLAN_REQUEST_PREFIX, pk)}, "sk": {"S": PLAN_REQUEST_SK}}
+
+
+def _record_key(pk: str) -> dict[str, dict[str, str]]:
+    """The key of the plan record of the job whose own partition key is ``pk``."""
+    return {"pk": {"S": item_pk(PLAN_PREFIX, pk)}, "sk": {"S": PLAN_SK}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +93,9 @@ class PlanItems(RegistryTable):
     def requests(self, pks: Sequence[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """The request item of each job partition in ``pks`` that has one (consistent reads, 100 keys a call),
         and the partitions DynamoDB left unread after its retries."""
-        read = batch_get(
-            self.client, self.table_name, [_key(pk, PLAN_REQUEST_SK) for pk in pks], consistent=True
-        )
-        items = {pk: item for (pk, _sk), item in read.items.items()}
-        return items, [key["pk"]["S"] for key in read.unread]
+        read = batch_get(self.client, self.table_name, [_request_key(pk) for pk in pks], consistent=True)
+        items = {job_pk_of(pk, PLAN_REQUEST_PREFIX): item for (pk, _sk), item in read.items.items()}
+        return items, [job_pk_of(key["pk"]["S"], PLAN_REQUEST_PREFIX) for key in read.unread]
 
     def put_request(self, item: dict[str, Any]) -> None:
         """Write (or replace) a plan request item."""
@@ -103,7 +115,7 @@ class PlanItems(RegistryTable):
         return self._conditional(
             "Update",
             {
-                "Key": _key(pk, PLAN_REQUEST_SK),
+                "Key": _request_key(pk),
                 "UpdateExpression": expression,
                 "ConditionExpression": "attribute_exists(pk)",
                 "ExpressionAttributeValues": values,
@@ -144,7 +156,7 @@ class PlanItems(RegistryTable):
             try:
                 self.client.update_item(
                     TableName=self.table_name,
-                    Key=_key(pk, PLAN_REQUEST_SK),
+                    Key=_request_key(pk),
                     UpdateExpression=update_expression,
                     ConditionExpression=condition,
                     ExpressionAttributeNames={
@@ -164,7 +176,7 @@ class PlanItems(RegistryTable):
     def record(self, pk: str) -> dict[str, Any] | None:
         """The job's plan record item, if the plan step wrote one."""
         item: dict[str, Any] | None = self.client.get_item(
-            TableName=self.table_name, Key=_key(pk, PLAN_SK)
+            TableName=self.table_name, Key=_record_key(pk)
         ).get("Item")
         return item
 

@@ -60,7 +60,7 @@ def test_a_job_that_already_ended_ends_its_watch(
     assert result["action"] == "none"
     assert result["gang"]["phase"] == "ended"
     item = handler_env.get_item(
-        TableName=TABLE, Key={"pk": {"S": "JOB#sagemaker#llm-a"}, "sk": {"S": "GANG"}}
+        TableName=TABLE, Key={"pk": {"S": "GANG#sagemaker#llm-a"}, "sk": {"S": "GANG"}}
     )
     assert item["Item"]["phase"] == {"S": "ended"}
 

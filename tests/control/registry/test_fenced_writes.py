@@ -32,7 +32,7 @@ def fences(registry: JobRegistry) -> tuple[Fence, Fence]:
 
 
 def plan_item(plan_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "PLAN"}, "plan_id": {"S": plan_id}}
+    return {"pk": {"S": f"PLAN#{JOB}"}, "sk": {"S": "PLAN"}, "plan_id": {"S": plan_id}}
 
 
 def test_given_a_lost_lease_then_the_share_ledger_records_and_forgets_nothing(registry: JobRegistry) -> None:

@@ -10,7 +10,21 @@ import pytest
 
 from osprey_control.registry import Backend, JobKey
 from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET, batch_get
-from osprey_control.registry.keys import is_job_pk, job_pk, key_from_pk
+from osprey_control.registry.keys import (
+    APPLY_PREFIX,
+    DECISION_PREFIX,
+    GANG_PREFIX,
+    ITEM_PREFIXES,
+    JOB_PREFIX,
+    PLAN_PREFIX,
+    PLAN_REQUEST_PREFIX,
+    STATUS_PREFIX,
+    is_job_pk,
+    item_pk,
+    job_pk,
+    job_pk_of,
+    key_from_pk,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,6 +46,33 @@ def test_a_bad_job_key_names_the_allowed_backends(text: str) -> None:
     with pytest.raises(ValueError, match="sagemaker, sagemaker-queued, batch, eks, slurm"):
         JobKey.parse(text)
     assert not is_job_pk(f"JOB#{text}")
+
+
+@pytest.mark.parametrize(
+    "prefix", [DECISION_PREFIX, APPLY_PREFIX, STATUS_PREFIX, GANG_PREFIX, PLAN_REQUEST_PREFIX, PLAN_PREFIX]
+)
+def test_each_of_a_jobs_item_types_has_its_own_partition_naming_the_job(prefix: str) -> None:
+    # Given a job whose native id holds '#'
+    key = JobKey(Backend.BATCH, "a1b2#3")
+    # When the partition of one of its other item types is built, from the key or from the job's own pk
+    pk = item_pk(prefix, key)
+    # Then it is that type's prefix and the job, reads back as the job, and is not the job's own partition
+    assert pk == f"{prefix}batch#a1b2#3" == item_pk(prefix, job_pk(key))
+    assert key_from_pk(pk, prefix) == key
+    assert job_pk_of(pk, prefix) == job_pk(key)
+    assert is_job_pk(pk, prefix)
+    assert not is_job_pk(pk)
+
+
+def test_no_item_type_prefix_starts_another() -> None:
+    # (an IAM pattern PLAN#* must not grant PLANREQ#..., nor JOB#* anything but jobs)
+    for prefix in ITEM_PREFIXES:
+        assert [other for other in ITEM_PREFIXES if other != prefix and other.startswith(prefix)] == []
+
+
+def test_an_unknown_item_prefix_names_the_allowed_ones() -> None:
+    with pytest.raises(ValueError, match=f"{JOB_PREFIX}, {DECISION_PREFIX}"):
+        item_pk("INSTANCE#", JobKey(Backend.BATCH, "x"))
 
 
 class ThrottlingClient:

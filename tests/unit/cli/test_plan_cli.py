@@ -328,7 +328,7 @@ def test_register_job_writes_the_plan_request(monkeypatch: pytest.MonkeyPatch) -
         assert result.exit_code == 0, result.output
         assert "registered batch#job-1 for planning: 8x2x32 b4 v1 since step 120" in result.stdout
         item = client.get_item(
-            TableName="osprey-jobs", Key={"pk": {"S": "JOB#batch#job-1"}, "sk": {"S": REQUEST_SK}}
+            TableName="osprey-jobs", Key={"pk": {"S": "PLANREQ#batch#job-1"}, "sk": {"S": REQUEST_SK}}
         )["Item"]
         request = request_from_item(item)
         assert (request.model, request.cluster) == (MODEL, CLUSTER)
@@ -355,7 +355,7 @@ def test_register_job_keeps_the_jobs_max_virtual(monkeypatch: pytest.MonkeyPatch
         # Then its request carries the limit the plan step searches within
         assert result.exit_code == 0, result.output
         item = client.get_item(
-            TableName="osprey-jobs", Key={"pk": {"S": "JOB#batch#job-1"}, "sk": {"S": REQUEST_SK}}
+            TableName="osprey-jobs", Key={"pk": {"S": "PLANREQ#batch#job-1"}, "sk": {"S": REQUEST_SK}}
         )["Item"]
         assert request_from_item(item).options.max_virtual == 1
         # And a current plan above the limit exits 1 naming the flags

@@ -103,6 +103,7 @@ def test_ingest_with_gangs_survives_a_recursive_parameter(
     ingest.settings.cache_clear()
     event = load_event(BATCH)
     event["detail"]["jobId"] = "new-job"
+    event["detail"]["jobArn"] = "arn:aws:batch:us-east-1:123456789012:job/new-job"
     event["detail"]["status"] = "RUNNABLE"
     event["detail"]["tags"]["osprey:policy"] = "broken-policy"
     try:
