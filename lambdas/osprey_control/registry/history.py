@@ -1,6 +1,7 @@
 """A job's history in the registry: its recorded decisions (``DECISION#<time>#<version>``, written by the derive
 step with the decision) and the apply step's outcomes (``APPLY#<time>#<priority>``: the value that reached the
-backend, or why it did not). Both expire with the history retention (14 days by default). ``osprey history``
+backend, or why it did not) and the status changes Osprey made itself (``STATUS#<time>``: a job closed because
+its cluster no longer lists it, with the reason). All expire with the history retention (14 days by default). ``osprey history``
 and ``osprey policy replay`` read them.
 """
 
@@ -12,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.registry.items import format_time, from_attribute
-from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, job_pk
+from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, STATUS_PREFIX, job_pk
 from osprey_control.registry.model import JobKey
 from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
@@ -97,6 +98,24 @@ class JobHistory(RegistryTable):
                 "outcome": {"S": outcome},
                 "priority": {"N": str(priority)},
                 "detail": {"S": detail[:_DETAIL_CHARS]},
+                TTL_ATTRIBUTE: {"N": str(expires)},
+            },
+        )
+
+    def status_events(self, key: JobKey, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The status changes Osprey made itself (``recorded_at``, ``status``, ``reason``), newest first."""
+        return list(self._items(key, STATUS_PREFIX, None, limit, True))
+
+    def record_status(self, key: JobKey, *, status: str, reason: str, now: datetime, expires: int) -> None:
+        """Note a status Osprey set without the backend saying so (a job closed by reconciliation)."""
+        self.client.put_item(
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": job_pk(key)},
+                "sk": {"S": f"{STATUS_PREFIX}{format_time(now)}"},
+                "recorded_at": {"S": format_time(now)},
+                "status": {"S": status},
+                "reason": {"S": reason[:_DETAIL_CHARS]},
                 TTL_ATTRIBUTE: {"N": str(expires)},
             },
         )

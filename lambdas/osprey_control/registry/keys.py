@@ -7,6 +7,7 @@ item                          ``pk``                     ``sk``
 job                           ``JOB#<backend>#<id>``     ``META``
 decision history              ``JOB#<backend>#<id>``     ``DECISION#<time>#<version>``
 apply outcomes                ``JOB#<backend>#<id>``     ``APPLY#<time>#<priority>``
+status set by Osprey          ``JOB#<backend>#<id>``     ``STATUS#<time>``
 gang watch state              ``JOB#<backend>#<id>``     ``GANG``
 plan request / plan record    ``JOB#<backend>#<id>``     ``PLANREQ`` / ``PLAN``
 instance (spot risk)          ``INSTANCE#<id>``          ``RISK``
@@ -30,6 +31,7 @@ JOB_PREFIX = "JOB#"
 INSTANCE_PREFIX = "INSTANCE#"
 DECISION_PREFIX = "DECISION#"
 APPLY_PREFIX = "APPLY#"
+STATUS_PREFIX = "STATUS#"  # a job closed by reconciliation (backends.reconcile), with the reason
 COLLECTION_PREFIX = "COLLECTION#"
 META = "META"
 RISK = "RISK"

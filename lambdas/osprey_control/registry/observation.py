@@ -216,6 +216,8 @@ def merge_observation(
         "declared_runtime_s": _greater(record.declared_runtime_s, observation.declared_runtime_s),
         "requested_gpus": _greater(record.requested_gpus, observation.requested_gpus),
         "allocations": record.allocations.with_mark(mark) if mark else record.allocations,
+        # Observed, so not missing (osprey_control.backends.reconcile counts the grace period from this).
+        "missing_since": None,
     }
     if status_wins(observation.status, observation.status_time, record.status, record.status_time):
         update.update(status=observation.status, status_time=observation.status_time)
