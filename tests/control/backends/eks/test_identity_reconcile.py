@@ -137,7 +137,8 @@ def test_a_job_deleted_before_discovery_saw_it_finish_is_closed_after_the_grace_
     assert last["clusters"][0]["reconciled"]["closed"] == 1  # type: ignore[index]
     [note] = registry.events.status_events(_key(native))
     assert note["status"] == "STOPPED"
-    assert "has not listed it since" in note["reason"] and "ttlSecondsAfterFinished" in note["reason"]
+    assert "has not listed it since" in note["reason"]
+    assert "ttlSecondsAfterFinished" in note["reason"]
 
 
 def test_a_failed_or_partial_listing_closes_nothing(fake_k8s: FakeKubernetes, registry: JobRegistry) -> None:

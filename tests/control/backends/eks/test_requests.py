@@ -4,7 +4,6 @@ job Kueue keeps suspended has them too), else from their pods, and activeDeadlin
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 import pytest
@@ -94,5 +93,6 @@ def test_given_running_pods_when_discovered_then_their_gpus_come_from_the_templa
     assert observed.requested_gpus == 8
     assert [node.gpus for node in observed.nodes] == [4, 4]
     pod_lists = [accept for path, accept in fake_k8s.accepts if path.endswith("/pods")]
-    assert pod_lists and all("as=Table" in accept for accept in pod_lists)
+    assert pod_lists
+    assert all("as=Table" in accept for accept in pod_lists)
     assert "hf_secret" not in json.dumps(observed.to_dict())
