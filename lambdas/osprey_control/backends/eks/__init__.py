@@ -40,7 +40,7 @@ from osprey_control.backends.eks.observation import (
     EksObservation,
     WorkloadRef,
 )
-from osprey_control.backends.eks.resources import detect_kueue
+from osprey_control.backends.eks.resources import admission_policy, detect_kueue
 from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
 from osprey_control.backends.eks.token import (
     ClusterEndpoint,
@@ -73,6 +73,7 @@ __all__ = [
     "TokenProvider",
     "UnauthorizedError",
     "WorkloadRef",
+    "admission_policy",
     "cached_connect",
     "connect",
     "describe_cluster",

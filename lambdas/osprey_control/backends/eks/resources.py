@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
 from osprey_control.contract import ENABLED_KUBERNETES
 
-__all__ = ["detect_kueue"]
+__all__ = ["admission_policy", "detect_kueue"]
 
 ENABLED_SELECTOR = f"{ENABLED_KUBERNETES}=true"
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -79,3 +80,9 @@ def is_enabled(obj: Mapping[str, Any]) -> bool:
     """The object carries the opt-in label (only these are ever written)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return str(labels.get(ENABLED_KUBERNETES, "")).strip().lower() in ("true", "1")
+
+
+def admission_policy() -> str:
+    """The ValidatingAdmissionPolicy and its binding that limit Osprey's writes (``admission-policy.yaml`` beside
+    this module; docs/eks.md, "Admission policy"): what ``osprey eks admission-policy`` prints."""
+    return resources.files(__package__).joinpath("admission-policy.yaml").read_text(encoding="utf-8")
