@@ -64,7 +64,7 @@ def annotate_command(
         None, "--priority-class", help="Kueue WorkloadPriorityClass (kueue.x-k8s.io/priority-class)."
     ),
 ) -> None:
-    """Annotate the jobs in FILE (or stdin) and write the YAML to stdout."""
+    """Annotate the jobs in FILE (or stdin); write the YAML to stdout."""
     block = block_options(
         priority_derivation_profile=policy,
         co_schedule=co_schedule,
@@ -94,9 +94,13 @@ def annotate_command(
     typer.echo(yaml.safe_dump_all(output, sort_keys=False, explicit_start=len(output) > 1), nl=False)
 
 
-@eks_app.command("admission-policy")
+@eks_app.command("admission")
 def admission_policy_command() -> None:
-    """Print the ValidatingAdmissionPolicy (and binding) that limits Osprey's writes; pipe to kubectl apply -f -."""
+    """Print the admission policy limiting Osprey's writes.
+
+    A ValidatingAdmissionPolicy and its binding (docs/eks.md): Osprey may change only a Workload's
+    spec.priority (the gang watch spec.active / suspend), and only on opted-in objects.
+    """
     from osprey_control.backends.eks import admission_policy  # noqa: PLC0415 - only this command needs it
 
     typer.echo(admission_policy(), nl=False)

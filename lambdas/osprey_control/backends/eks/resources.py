@@ -84,5 +84,5 @@ def is_enabled(obj: Mapping[str, Any]) -> bool:
 
 def admission_policy() -> str:
     """The ValidatingAdmissionPolicy and its binding that limit Osprey's writes (``admission-policy.yaml`` beside
-    this module; docs/eks.md, "Admission policy"): what ``osprey eks admission-policy`` prints."""
+    this module; docs/eks.md, "Admission policy"): what ``osprey eks admission`` prints."""
     return resources.files(__package__).joinpath("admission-policy.yaml").read_text(encoding="utf-8")

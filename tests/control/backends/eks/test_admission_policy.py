@@ -1,4 +1,4 @@
-"""The admission policy Osprey ships (``osprey eks admission-policy``, docs/eks.md) does what docs/eks.md says
+"""The admission policy Osprey ships (``osprey eks admission``, docs/eks.md) does what docs/eks.md says
 (issue 28, item 10): Osprey's apply identity may change only a Workload's ``spec.priority`` (or, without
 Kueue, the derived-priority annotation on a job), never ``spec.active`` or anything else; the gang watch only
 ``spec.active`` / ``suspend``; nothing on an object that was not opted in; other users are never evaluated.
@@ -85,8 +85,8 @@ def test_the_shipped_manifest_is_a_deny_policy_for_osprey_writes_on_the_four_kin
     assert sorted((r["apiGroups"][0], r["resources"][0]) for r in rules) == sorted(
         [WORKLOADS, JOBS, PYTORCHJOBS, ("jobset.x-k8s.io", "jobsets")]
     )
-    # And `osprey eks admission-policy` prints exactly this manifest
-    result = CliRunner().invoke(app, ["eks", "admission-policy"])
+    # And `osprey eks admission` prints exactly this manifest
+    result = CliRunner().invoke(app, ["eks", "admission"])
     assert result.exit_code == 0
     assert result.stdout == admission_policy()
 
