@@ -74,10 +74,12 @@ DERIVE = TableAccess((_GET, _PUT, _CHECK), indexes=(ACTIVE_INDEX,))
 APPLY = TableAccess((_GET, _PUT, _CHECK, _BATCH_GET), indexes=(APPLY_PENDING_INDEX, ACTIVE_INDEX))
 # ShareLedger.entries (Query of the ledger's partition) and remove (DeleteItem): the ledger's items only.
 APPLY_SHARES = TableAccess((_QUERY, _DELETE), leading_keys=(SHARES_PK,))
-# JobRegistry.apply_observation only.
-EKS_DISCOVERY = TableAccess((_GET, _PUT))
-# The Slurm bridge: JobRegistry.apply_observation (the instance links are PutItems, their risk GetItems).
-SLURM_BRIDGE = TableAccess((_GET, _PUT))
+# JobRegistry.apply_observation; reconciliation (backends.reconcile): list_active(backend=eks) (Query on
+# active-jobs), update (GetItem, PutItem of the job) and the STATUS# history item (PutItem).
+EKS_DISCOVERY = TableAccess((_GET, _PUT), indexes=(ACTIVE_INDEX,))
+# The Slurm bridge: JobRegistry.apply_observation (the instance links are PutItems, their risk GetItems), and
+# reconciliation as EKS discovery's (list_active(backend=slurm) on active-jobs).
+SLURM_BRIDGE = TableAccess((_GET, _PUT), indexes=(ACTIVE_INDEX,))
 # GangStore.load (GetItem) and save (conditional PutItem) of the job's GANG item.
 GANG_WATCH = TableAccess((_GET, _PUT))
 # The plan step: list_active (Query on active-jobs), BatchGetItem of the PLANREQ items, PutItem of PLAN records,

@@ -87,7 +87,7 @@ def test_each_function_holds_exactly_the_dynamodb_actions_its_code_calls(
             query: pending | active | table,
             "dynamodb:DeleteItem": table,
         },
-        "eks_discovery": {get: table, put: table},
+        "eks_discovery": {get: table, put: table, query: active},  # query: reconciliation (list_active)
         "gang_watch": {get: table, put: table},
         "plan": {"dynamodb:BatchGetItem": table, put: table, update: table, query: active},
     }
