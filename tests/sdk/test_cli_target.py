@@ -293,6 +293,7 @@ def test_a_plain_name_finds_a_discovered_job_and_names_the_clusters_when_ambiguo
     assert find_job(deployment, "gpu-b/ml/train").native_id == "gpu-b/ml/train/uid-2"
     assert find_job(deployment, "pretrain").native_id == "pc/42@1800000000"
     assert find_job(deployment, "pc/42").native_id == "pc/42@1800000000"
+    assert find_job(deployment, "slurm#pc/42").native_id == "pc/42@1800000000"  # the key of the old format
     assert find_job(deployment, "eks#gpu-a/ml/train/uid-1").cluster == "gpu-a"
 
 

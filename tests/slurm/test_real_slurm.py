@@ -33,7 +33,7 @@ from osprey_control.backends.slurm import (
 )
 from osprey_control.contract import parse_block
 from osprey_control.errors import PermanentError
-from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
+from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus, slurm_job_id
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.steps.apply import apply_cycle
 from tests.slurm.cluster import LocalSlurm
@@ -180,7 +180,7 @@ def test_the_apply_step_records_what_slurm_accepted_and_skips_what_it_must_not_t
     report = apply_cycle([{"shard": None}], registry, [SlurmApplier(lambda cluster: clean.client())], now=now)
 
     # Then the marked job holds its priority in Slurm and in the registry
-    outcomes = {result.job.native_id.rsplit("/", 1)[1]: result for result in report.results}
+    outcomes = {str(slurm_job_id(result.job.native_id).job_id): result for result in report.results}
     assert outcomes[str(marked)].outcome is Outcome.APPLIED
     assert clean.sprio()[marked] == SlurmPriorityRange().map(80)
     stored = registry.get(_key(clean, marked))

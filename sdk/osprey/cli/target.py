@@ -368,7 +368,13 @@ def find_job(registry: JobRegistry, job: str) -> JobRecord:
         if found is not None:
             return found
     active = registry.list_active()
-    matches = [record for record in active if job in aliases(record.backend, record.native_id, record.name)]
+    # A key whose id is a shorter form (``slurm#training/42``, ``eks#ml/train``) names that backend's job too.
+    matches = [
+        record
+        for record in active
+        if job in (names := aliases(record.backend, record.native_id, record.name))
+        or (key is not None and key.backend is record.backend and key.native_id in names)
+    ]
     if len(matches) > 1:
         raise TargetError(f"{job!r} matches several jobs: {_qualified(matches)}; name one of them")
     if matches:
