@@ -18,6 +18,7 @@ any number of times, yields the same record (apart from ``version``, which count
 - **allocations**: the observation's status becomes one mark (running with its GPUs, or not running) at
   ``status_time`` in the set of marks (``registry.allocation``); unlike ``status`` it does move backwards,
   which is how a retried or requeued job's second attempt is counted.
+- **missing_since**: cleared: an observed job is not missing (reconciliation sets it, ``backends.reconcile``).
 """
 
 from __future__ import annotations

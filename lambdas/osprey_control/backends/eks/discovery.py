@@ -1,9 +1,11 @@
 """Discover Osprey-managed jobs on one EKS cluster: Jobs, PyTorchJobs, JobSets and their Kueue Workloads.
 
-One pass lists, across all namespaces, every job kind with the selector ``osprey.aws/enabled=true`` (a kind
-whose CRD is not installed answers 404 and is skipped), the Kueue Workloads when the cluster serves Kueue,
-and optionally the labelled pods and the nodes they run on. Each job becomes an :class:`EksObservation`,
-from which the registry builds a :class:`~osprey_control.registry.model.JobRecord`.
+One pass lists, across all namespaces or only the configured ones, every job kind with the selector
+``osprey.aws/enabled=true`` (a kind whose CRD is not installed answers 404 and is skipped), the Kueue Workloads
+with the same selector (Kueue copies the label: ``labelKeysToCopy``) when the cluster serves Kueue, and
+optionally the labelled pods, as metadata-only Tables (never a pod's spec, which holds environment values), and
+the nodes they run on. Each job becomes an :class:`EksObservation` whose native id names the cluster and the
+object's uid, from which the registry builds a :class:`~osprey_control.registry.model.JobRecord`.
 
 Status mapping (first match wins; documented in docs/eks.md):
 
