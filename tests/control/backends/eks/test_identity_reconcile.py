@@ -5,13 +5,16 @@ its history; a failed listing closes nothing; records under the old key format a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
 from moto import mock_aws
+from typer.testing import CliRunner
 
+from osprey.cli.main import app
 from osprey_control.backends.eks import KubernetesClient
 from osprey_control.backends.eks.discovery_run import run_discovery
 from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
@@ -112,7 +115,7 @@ def test_a_job_deleted_and_re_created_under_its_name_is_a_new_job(
 
 
 def test_a_job_deleted_before_discovery_saw_it_finish_is_closed_after_the_grace_period_with_the_reason(
-    fake_k8s: FakeKubernetes, registry: JobRegistry
+    fake_k8s: FakeKubernetes, registry: JobRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a running job, recorded
     add_job(fake_k8s, "train", status=RUNNING)
@@ -139,6 +142,13 @@ def test_a_job_deleted_before_discovery_saw_it_finish_is_closed_after_the_grace_
     assert note["status"] == "STOPPED"
     assert "has not listed it since" in note["reason"]
     assert "ttlSecondsAfterFinished" in note["reason"]
+    # And `osprey history` shows it as the job's last event
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    shown = CliRunner().invoke(app, ["history", f"eks#{native}", "--table", "osprey-jobs", "--json"])
+    assert shown.exit_code == 0, shown.output
+    last = json.loads(shown.stdout)["events"][-1]
+    assert (last["event"], last["status"]) == ("closed", "STOPPED")
+    assert last["detail"] == note["reason"]
 
 
 def test_a_failed_or_partial_listing_closes_nothing(fake_k8s: FakeKubernetes, registry: JobRegistry) -> None:
