@@ -10,6 +10,9 @@ Evaluation choices:
   breaching: no data means no cycle finished, which is the staleness alarm's case.
 - Lambda ``Errors`` / ``Throttles`` per function: Sum > 0 in 2 of 3 five-minute periods, as the custom-rule
   alarm: Step Functions retries a transient error, so one is not worth a page; repeated ones are.
+- ``InvalidPolicies`` (the collect step and every derive shard publish the number of deployed policies whose
+  stored value is refused, 0 included): Maximum > 0 in one cycle period. A stored value does not fix itself, so
+  one period is enough, and the Maximum counts each policy once however many steps reported it.
 - Staleness: ``CyclesSucceeded`` (clean cycles only) Sum < 1 in every one of the last N one-minute periods,
   missing data breaching: a stopped schedule, a stuck lease or a failing cycle publishes nothing at all.
 """
@@ -23,7 +26,12 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from osprey_control.wiring import CYCLES_SUCCEEDED_METRIC, FAILED_JOBS_METRIC, FAILED_SHARDS_METRIC
+from osprey_control.wiring import (
+    CYCLES_SUCCEEDED_METRIC,
+    FAILED_JOBS_METRIC,
+    FAILED_SHARDS_METRIC,
+    INVALID_POLICIES_METRIC,
+)
 
 __all__ = ["FUNCTION_ALARM_PERIOD", "OperationalAlarms", "alarm_name"]
 
@@ -70,6 +78,19 @@ class OperationalAlarms(Construct):
             "state and error, the finish log's 'cycle had failed jobs' line their keys.",
             cycle_metric(FAILED_JOBS_METRIC, cycle_period),
             evaluation_periods=failure_alarm_periods,
+        )
+        self.invalid_policies = self._alarm(
+            "InvalidPolicies",
+            "Osprey: a deployed policy's stored value is invalid (malformed, oversized or against the schema); its "
+            "jobs run under its last good version or keep their last applied priority. The collect and derive "
+            "logs' 'invalid policy' lines and `osprey jobs` name it and the error (docs/operations.md).",
+            cw.Metric(
+                namespace=namespace,
+                metric_name=INVALID_POLICIES_METRIC,
+                statistic="Maximum",
+                period=cycle_period,
+            ),
+            evaluation_periods=1,
         )
         self.stale_cycles = self._alarm(
             "CycleStale",

@@ -115,7 +115,13 @@ def grant_policy_reads(grantee: Grantee, policy_prefix: str) -> None:
     name = policy_prefix.lstrip("/")
     grantee.role.add_to_principal_policy(
         iam.PolicyStatement(
-            actions=["ssm:GetParametersByPath", "ssm:GetParameter", "ssm:GetParameters"],
+            # History: an invalid policy's jobs are derived under its last good version (policy_store.py).
+            actions=[
+                "ssm:GetParametersByPath",
+                "ssm:GetParameter",
+                "ssm:GetParameters",
+                "ssm:GetParameterHistory",
+            ],
             resources=[
                 stack.format_arn(service="ssm", resource="parameter", resource_name=name),
                 stack.format_arn(service="ssm", resource="parameter", resource_name=name + "/*"),

@@ -49,6 +49,7 @@ __all__ = [
     "GANG_WAIT_METRIC",
     "HISTORY_RETENTION_VARIABLE",
     "INTERCONNECT_LATENCY_METRIC",
+    "INVALID_POLICIES_METRIC",
     "JOBS_EVALUATED_METRIC",
     "JOB_DIMENSION",
     "KIND_DIMENSION",
@@ -86,9 +87,13 @@ __all__ = [
     "SAGEMAKER_TRAINING_EVENT",
     "SLOWEST_NODE_INDEX_METRIC",
     "SLOWEST_NODE_SPEED_METRIC",
+    "SLURM_ALLOW_SIGNING_KEY_VARIABLE",
     "SLURM_BRIDGE_FUNCTION_VARIABLE",
+    "SLURM_CA_PEM_VARIABLE",
     "SLURM_CLUSTER_VARIABLE",
+    "SLURM_INSECURE_HTTP_VARIABLE",
     "SLURM_INSTANCE_TAG_VARIABLE",
+    "SLURM_MAX_RESPONSE_VARIABLE",
     "SLURM_PRIORITY_RANGE_VARIABLE",
     "SLURM_TOKEN_SECRET_VARIABLE",
     "SLURM_URL_VARIABLE",
@@ -130,6 +135,12 @@ SLURM_USER_VARIABLE = "OSPREY_SLURM_USER"
 SLURM_PRIORITY_RANGE_VARIABLE = "OSPREY_SLURM_PRIORITY_RANGE"
 SLURM_INSTANCE_TAG_VARIABLE = "OSPREY_SLURM_INSTANCE_CLUSTER_TAG"
 SLURM_BRIDGE_FUNCTION_VARIABLE = "OSPREY_SLURM_BRIDGE_FUNCTION"
+# How the bridge reaches slurmrestd (docs/slurm.md, Securing the bridge): plain http only when asked, the CA that
+# signed slurmrestd's certificate, whether a signing-key secret is accepted, the largest answer read.
+SLURM_INSECURE_HTTP_VARIABLE = "OSPREY_SLURM_INSECURE_HTTP"
+SLURM_CA_PEM_VARIABLE = "OSPREY_SLURM_CA_PEM"
+SLURM_ALLOW_SIGNING_KEY_VARIABLE = "OSPREY_SLURM_ALLOW_SIGNING_KEY"
+SLURM_MAX_RESPONSE_VARIABLE = "OSPREY_SLURM_MAX_RESPONSE_BYTES"
 
 # SSM: one parameter per policy under the prefix; the deployment's whereabouts for the SDK and CLI.
 POLICY_PREFIX = "/osprey/policies"
@@ -197,6 +208,8 @@ FAILED_JOBS_METRIC = "FailedJobs"
 CO_SCHEDULING_SUCCESS_RATE_METRIC = "CoSchedulingSuccessRate"
 GANG_WAIT_METRIC = "GangWaitSeconds"
 EVENTS_DROPPED_METRIC = "EventsDropped"
+# Deployed policies whose stored value is refused: the total (0 included) and 1 per policy (Policy dimension).
+INVALID_POLICIES_METRIC = "InvalidPolicies"
 # Their dimensions, which the dashboard's SEARCH expressions and the custom-rule alarm's query name as well.
 POLICY_DIMENSION = "Policy"
 JOB_DIMENSION = "JobId"  # per-job metrics only: the registry's job key

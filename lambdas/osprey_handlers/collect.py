@@ -1,7 +1,8 @@
 """Collect Lambda: the cycle's one metric collection, for every shard, stored for the shards' derive steps.
 Input ``{"shards": [..], "token": T}`` (the shard plan's shards and the execution's lease token); output counts
 only: ``jobs``, ``series``, ``getmetricdata_calls``, ``stored`` and ``tooLarge`` shards
-(:mod:`osprey_control.steps.collect`)."""
+(:mod:`osprey_control.steps.collect`), and ``invalidPolicies`` when a deployed policy's stored value is refused
+(:mod:`osprey_control.steps.policy_health`; also logged, and published as ``InvalidPolicies``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from osprey_control.policy_store import PolicySource
 from osprey_control.registry import CollectionStore, JobRegistry
 from osprey_control.steps.collect import collect_for_cycle
+from osprey_control.steps.policy_health import invalid_policy_metrics
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import COLLECTION_LATENCY_METRIC
 from osprey_handlers._settings import PolicyReaderSettings
@@ -64,9 +66,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = collect_for_cycle(registry, policies, store, shards=request.shards, token=request.token)
     # The same series the shards' derive steps publish when they collect for themselves (no new metric cost).
     publish(
-        [MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (report.collection_ms,))],
+        [
+            MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (report.collection_ms,)),
+            *invalid_policy_metrics(report.invalid_policies),
+        ],
         settings.metrics_namespace,
     )
+    for name, invalid in report.invalid_policies.items():
+        logger.warning("invalid policy", extra={"policy": name, "error": invalid.describe()})
     if report.too_large:
         logger.warning(
             "shard collections too large to store; those shards read CloudWatch themselves",

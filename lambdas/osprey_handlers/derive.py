@@ -6,7 +6,10 @@ counts (``evaluated``, ``pending``, ``jobs_failed``, ``series``, ``getmetricdata
 ``deferred``, the jobs left for the next cycle because the function's remaining time ran short
 (docs/control-plane.md, Liveness). Its size does not depend on the number of jobs (Payload): the pending jobs
 are in the registry's ``apply-pending`` index, where the apply step finds them. ``fenceLost: true`` when another
-execution took the lease meanwhile and this one stopped writing (docs/control-plane.md, Fencing)."""
+execution took the lease meanwhile and this one stopped writing (docs/control-plane.md, Fencing).
+``invalidPolicyCount`` when deployed policies' stored values are refused (each logged as ``invalid policy``,
+and named in the collect step's output): their jobs are derived under their last good version or, without one,
+fail as ``invalid-policy`` and keep their priority (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -77,6 +80,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         prior=prior,
     )
     publish(run.report.metrics, settings.metrics_namespace)
+    for name, invalid in run.invalid_policies.items():
+        logger.warning("invalid policy", extra={"policy": name, "error": invalid.describe()})
     for failure in run.report.failures:
         logger.warning("job not derived", extra=failure)
     if run.fence_lost:

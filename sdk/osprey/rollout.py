@@ -24,7 +24,13 @@ from typing import Any, Literal
 
 import yaml
 
-from osprey_control.policy import LoadedPolicy, parameter_name, parameter_tier, policy_parameter_value
+from osprey_control.policy import (
+    LoadedPolicy,
+    json_nesting_error,
+    parameter_name,
+    parameter_tier,
+    policy_parameter_value,
+)
 
 __all__ = ["PolicyChange", "RolloutError", "apply_rollout", "deployed_policies", "plan_rollout"]
 
@@ -60,12 +66,22 @@ class PolicyChange:
         return {"name": self.name, "change": self.kind, "source": self.source, "parameter": self.parameter}
 
 
+def _decoded(value: str) -> tuple[bool, Any]:
+    """``(True, document)``, or ``(False, None)`` for a value that is not JSON or nests too deep to decode
+    safely (a hand-edited or broken parameter, which a roll-out must still be able to replace)."""
+    if json_nesting_error(value) is not None:
+        return False, None
+    try:
+        return True, json.loads(value)
+    except ValueError:
+        return False, None
+
+
 def _as_yaml(value: str | None) -> list[str]:
     if value is None:
         return []
-    try:
-        document = json.loads(value)
-    except ValueError:  # a parameter edited by hand: compare it as it is
+    decoded, document = _decoded(value)
+    if not decoded:  # compare it as it is
         return value.splitlines()
     return str(yaml.safe_dump(document, sort_keys=True, default_flow_style=False)).splitlines()
 
@@ -101,10 +117,10 @@ def plan_rollout(
 
 
 def _same(old: str, new: str) -> bool:
-    try:
-        return bool(json.loads(old) == json.loads(new))
-    except ValueError:
-        return old == new
+    (old_ok, old_document), (new_ok, new_document) = _decoded(old), _decoded(new)
+    if old_ok and new_ok:
+        return bool(old_document == new_document)
+    return old == new
 
 
 def _write(ssm: Any, change: PolicyChange, value: str) -> None:

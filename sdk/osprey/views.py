@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from osprey_control.gang import GangPhase, GangState
+from osprey_control.policy import InvalidPolicy
 
 __all__ = [
     "decision_inputs",
@@ -19,6 +20,8 @@ __all__ = [
     "gang_details",
     "human_duration",
     "load_cell",
+    "policy_cell",
+    "policy_fields",
 ]
 
 # Short column labels for the built-in metrics (docs/design.md §3); any other metric keeps its name.
@@ -56,6 +59,33 @@ def gang_cell(state: GangState | None) -> str:
     if state.phase in (GangPhase.SERIAL, GangPhase.FAILED):
         return f"timeout → {state.phase.value}"
     return state.phase.value
+
+
+def policy_fields(name: str, invalid: Mapping[str, InvalidPolicy] | None) -> dict[str, Any]:
+    """A job's policy as ``osprey jobs --json`` shows it: ``policy_state`` is ``valid``, ``last-good`` (the stored
+    policy is invalid; its jobs are derived under ``policy_version``, its last good parameter version) or
+    ``held`` (invalid with nothing to fall back to: its jobs keep their last applied priority); None when the
+    deployed policies could not be read. ``policy_error`` says what is wrong, naming the parameter and field."""
+    if invalid is None:
+        return {"policy_state": None, "policy_version": None, "policy_error": None}
+    found = invalid.get(name)
+    if found is None:
+        return {"policy_state": "valid", "policy_version": None, "policy_error": None}
+    return {
+        "policy_state": found.state,
+        "policy_version": found.fallback_version,
+        "policy_error": found.describe(),
+    }
+
+
+def policy_cell(name: str, state: str | None, version: int | None) -> str:
+    """The POLICY column: the name, and for an invalid policy what its jobs get: ``team (invalid: held)``,
+    ``team (invalid: last good v3)``."""
+    if state == "held":
+        return f"{name} (invalid: held)"
+    if state == "last-good":
+        return f"{name} (invalid: last good v{version})"
+    return name
 
 
 def _time(value: datetime | None) -> str | None:

@@ -135,7 +135,8 @@ def test_every_lambda_function_in_the_template_has_an_errors_and_a_throttles_ala
 def test_every_alarm_notifies_the_topic_when_an_address_is_configured(configured: Template) -> None:
     (topic,) = configured.find_resources("AWS::SNS::Topic")
     alarms = _alarms(configured)
-    assert len(alarms) == 3 + 3 + 2 * len(configured.find_resources("AWS::Lambda::Function"))
+    # 4 operational (FailedShards, FailedJobs, CycleStale, InvalidPolicies), 3 of Observability, 2 per function
+    assert len(alarms) == 4 + 3 + 2 * len(configured.find_resources("AWS::Lambda::Function"))
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [{"Ref": topic}], name
 
@@ -196,3 +197,35 @@ def test_alarm_settings_are_validated_at_synth() -> None:
     with pytest.raises(ConfigError, match=r"failure_alarm_periods \(context osprey:failureAlarmPeriods\)"):
         ControlPlaneConfig.build({"failure_alarm_periods": 0})
     assert ControlPlaneConfig.from_context({"osprey:failureAlarmPeriods": "4"}.get).failure_alarm_periods == 4
+
+
+def test_an_invalid_stored_policy_alarms_within_one_cycle_period(
+    bare: Template, configured: Template
+) -> None:
+    for template, namespace, period in ((bare, "/aws/osprey", 60), (configured, "Team/Osprey", 120)):
+        # When the alarm on the InvalidPolicies total (collect and derive publish it, 0 included) is read
+        alarm = _alarms(template)["InvalidPolicies"]
+        # Then one invalid policy in one cycle period fires it: a stored value does not fix itself
+        assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+            namespace,
+            "InvalidPolicies",
+            "Maximum",
+        )
+        assert "Dimensions" not in alarm
+        assert alarm["Period"] == period
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+        assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_policy_readers_may_read_the_policies_history_and_nothing_else_in_ssm(bare: Template) -> None:
+    # The last good version of an invalid policy comes from its parameter history.
+    statements = [
+        statement
+        for policy in bare.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "ssm:GetParameterHistory" in statement["Action"]
+    ]
+    assert len(statements) == 3  # collect, derive and ingest
+    for statement in statements:
+        assert all(":parameter/osprey/policies" in json.dumps(resource) for resource in statement["Resource"])

@@ -25,7 +25,7 @@ from tests.infra.test_nag import _synth, _where
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurm-jwt-AbCdEf"
 SLURM = {
     "clusterName": "training",
-    "url": "http://10.0.1.23:6820",
+    "url": "https://10.0.1.23:6820",
     "vpcId": "vpc-0123456789abcdef0",
     "subnetIds": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
     "tokenSecretArn": SECRET,
@@ -79,11 +79,13 @@ def test_the_bridge_runs_in_the_clusters_subnets_behind_its_own_security_group(t
             "Environment": {
                 "Variables": Match.object_like(
                     {
-                        "OSPREY_SLURM_URL": "http://10.0.1.23:6820",
+                        "OSPREY_SLURM_URL": "https://10.0.1.23:6820",
                         "OSPREY_SLURM_CLUSTER": "training",
                         "OSPREY_SLURM_TOKEN_SECRET": SECRET,
                         "OSPREY_SLURM_USER": "slurm",
                         "OSPREY_SLURM_INSTANCE_CLUSTER_TAG": "training",
+                        "OSPREY_SLURM_INSECURE_HTTP": "false",
+                        "OSPREY_SLURM_ALLOW_SIGNING_KEY": "false",
                     }
                 )
             },
@@ -174,6 +176,9 @@ def test_cfn_lint_stays_clean_with_slurm_on() -> None:
         ({"priorityRange": "0..100"}, "slurm.priorityRange"),
         ({"colour": "blue"}, "slurm.colour"),
         ({"instanceClusterTag": "a b"}, "slurm.instanceClusterTag"),
+        ({"url": "http://10.0.1.23:6820"}, "slurm.url"),  # the token would travel in clear
+        ({"caCertificate": "not a certificate"}, "slurm.caCertificate"),
+        ({"maxResponseBytes": 10}, "slurm.maxResponseBytes"),
     ],
 )
 def test_a_bad_slurm_setting_fails_the_synth_naming_its_field(change: dict[str, Any], field: str) -> None:
@@ -181,6 +186,25 @@ def test_a_bad_slurm_setting_fails_the_synth_naming_its_field(change: dict[str, 
     with pytest.raises(ConfigError) as error:
         ControlPlaneConfig.from_context({"osprey:slurm": raw}.get)
     assert f"{field} (context osprey:slurm)" in str(error.value)
+
+
+def test_plain_http_is_deployed_only_when_asked_for_by_name() -> None:
+    # Given a cluster whose slurmrestd is reached over plain http, with the explicit flag
+    template = _template(
+        {"osprey:slurm": json.dumps({**SLURM, "url": "http://10.0.1.23:6820", "insecureHttp": True})}
+    )
+    # Then the bridge is told, so its own settings accept the URL too
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "osprey_handlers.slurm_discovery.handler",
+            "Environment": {
+                "Variables": Match.object_like(
+                    {"OSPREY_SLURM_URL": "http://10.0.1.23:6820", "OSPREY_SLURM_INSECURE_HTTP": "true"}
+                )
+            },
+        },
+    )
 
 
 def test_gang_watches_of_slurm_jobs_start_from_the_bridge_and_read_through_it(template: Template) -> None:

@@ -90,3 +90,20 @@ def test_the_diff_is_the_yaml_lines_that_change() -> None:
     assert change.kind == "changed"
     changed = [line for line in change.diff() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == ["-  deadband: 7.5", f"+  deadband: {loaded.policy.spec.deadband}"]
+
+
+def test_a_broken_deployed_policy_can_be_diffed_and_replaced(ssm: Any) -> None:
+    # Given a deployed policy parameter holding 4 KB of "[" (the JSON decoder recurses on it)
+    loaded = _shipped()[0]
+    name = loaded.policy.name
+    ssm.put_parameter(Name=f"{PREFIX}/{name}", Value="[" * 4096, Type="String")
+    # When the operator plans and applies the policy from its file
+    (change,) = [
+        c for c in plan_rollout(_shipped(), deployed_policies(ssm, PREFIX), PREFIX) if c.name == name
+    ]
+    # Then the broken value is shown as it is, replaced by the valid one
+    assert change.kind == "changed"
+    assert "-" + "[" * 4096 in change.diff()
+    apply_rollout(ssm, [change])
+    stored = ssm.get_parameter(Name=f"{PREFIX}/{name}")["Parameter"]["Value"]
+    assert stored == policy_parameter_value(loaded.policy)

@@ -5,7 +5,6 @@ moto cannot run a function that must reach slurmrestd on localhost."""
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 from collections.abc import Iterator
@@ -48,15 +47,17 @@ class _InProcessLambda:
 def bridge(clean: LocalSlurm, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobRegistry]:
     with mock_aws():
         secrets = boto3.client("secretsmanager", region_name="us-east-1")
-        secret = {"jwt_key": base64.b64encode(clean.jwt_key).decode(), "username": "root"}
-        arn = secrets.create_secret(Name="osprey/slurm-jwt", SecretString=json.dumps(secret))["ARN"]
+        # The form docs/slurm.md recommends: an expiring token from `scontrol token`, as the rotation job stores it
+        token = clean.run("scontrol", "token", "username=root", "lifespan=3600").strip()
+        arn = secrets.create_secret(Name="osprey/slurm-jwt", SecretString=token)["ARN"]
         registry = JobRegistry(TABLE, boto3.client("dynamodb", region_name="us-east-1"), shards=2)
         registry.create_table()
         for name, value in {
             "OSPREY_SLURM_URL": clean.url,
+            "OSPREY_SLURM_INSECURE_HTTP": "true",  # loopback to the test cluster
             "OSPREY_SLURM_CLUSTER": clean.cluster,
             "OSPREY_SLURM_TOKEN_SECRET": arn,
-            "OSPREY_SLURM_USER": "slurm",  # the secret's username wins
+            "OSPREY_SLURM_USER": "root",
             "OSPREY_TABLE_NAME": TABLE,
             "OSPREY_REGISTRY_SHARDS": "2",
             "AWS_DEFAULT_REGION": "us-east-1",
@@ -142,10 +143,18 @@ def test_settings_name_the_variable_that_is_wrong_and_the_apply_function_finds_i
     with pytest.raises(ValueError, match="OSPREY_SLURM_PRIORITY_RANGE"):
         BridgeSettings.model_validate(
             {
-                "OSPREY_SLURM_URL": "http://10.0.0.1:6820",
+                "OSPREY_SLURM_URL": "https://10.0.0.1:6820",
                 "OSPREY_SLURM_CLUSTER": "pc",
                 "OSPREY_SLURM_TOKEN_SECRET": "s",
                 "OSPREY_SLURM_PRIORITY_RANGE": "0..100",
+            }
+        )
+    with pytest.raises(ValueError, match="OSPREY_SLURM_INSECURE_HTTP"):
+        BridgeSettings.model_validate(
+            {
+                "OSPREY_SLURM_URL": "http://10.0.0.1:6820",
+                "OSPREY_SLURM_CLUSTER": "pc",
+                "OSPREY_SLURM_TOKEN_SECRET": "s",
             }
         )
     # And the apply step has a Slurm applier exactly when the deployment has a bridge
@@ -246,6 +255,7 @@ def test_discovery_hands_every_changed_record_to_the_gang_starter(
     settings = BridgeSettings.model_validate(
         {
             "OSPREY_SLURM_URL": clean.url,
+            "OSPREY_SLURM_INSECURE_HTTP": "true",
             "OSPREY_SLURM_CLUSTER": clean.cluster,
             "OSPREY_SLURM_TOKEN_SECRET": "unused",
         }

@@ -201,4 +201,6 @@ def test_http_answers_without_an_errors_list_are_classified_by_status(
     url, handler = stub
     handler.status = status
     with pytest.raises(kind):
-        SlurmClient(url, lambda: SlurmCredentials("slurm", "a.b.c"), timeout=5).jobs()
+        SlurmClient(
+            url, lambda: SlurmCredentials("slurm", "a.b.c"), timeout=5, allow_insecure_http=True
+        ).jobs()

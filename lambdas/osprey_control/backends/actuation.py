@@ -2,7 +2,12 @@
 
 Every applier follows the same rules, enforced here where they do not depend on the backend:
 
-- only a changed priority is written (``priority != record.applied_priority``); an unchanged one is skipped;
+- only a changed priority is written (``priority != record.applied_priority``); an unchanged one is reported
+  applied without a backend call;
+- a value already in place on the backend is success (:func:`already_set`, ``applied``), whoever put it there
+  (this call's write whose answer was lost, an earlier cycle whose outcome was not recorded, a concurrent
+  writer): never a skip or a failure, which would leave ``applied_priority`` stale, so that a later return of
+  the derived priority to that stale value would never be written;
 - only a job whose live tags say ``osprey:enabled=true`` is written (the backend adapter reads the tags);
 - one job's failure never stops the others; throttling and 5xx are retried by botocore's standard mode
   (:mod:`osprey_control.aws`) and, if they persist, are a :class:`~osprey_control.errors.TransientError`
@@ -20,11 +25,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from osprey_control.aws import client_for
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
-from osprey_control.errors import is_transient
+from osprey_control.errors import is_throttling, is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
 from osprey_control.wiring import DERIVED_PRIORITY_TAG
 
 __all__ = [
+    "ALREADY_SET",
     "DERIVED_PRIORITY_TAG",
     "NOT_ENABLED",
     "Applier",
@@ -37,15 +43,19 @@ __all__ = [
     "Outcome",
     "PriorityChange",
     "ReadThenWriteApplier",
+    "already_set",
     "apply_all",
     "failure",
     "is_enabled",
+    "may_have_landed",
     "prefilter",
 ]
 
 # DERIVED_PRIORITY_TAG (the tag the SageMaker applier writes) is osprey_control.wiring's, exported here too.
 # Why a job that did not opt in is skipped, in every applier's words.
 NOT_ENABLED = f"not tagged {ENABLED_TAG}=true; Osprey never writes to jobs that did not opt in"
+# The reason of an APPLIED result with no write: the backend already holds the value wanted.
+ALREADY_SET = "already set"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +68,8 @@ class PriorityChange:
 
 class Outcome(StrEnum):
     APPLIED = "applied"  # the backend now has the priority (written this cycle, or found already set)
-    SKIPPED = "skipped"  # nothing to do or not allowed: unchanged, not enabled, finished, no applier
+    # Not allowed: not enabled, finished, not owned, no applier. Never a value already in place (APPLIED).
+    SKIPPED = "skipped"
     FAILED = "failed"  # the write was attempted or impossible: see ``reason``
 
 
@@ -145,6 +156,29 @@ class Housekeeper(Protocol):
     def housekeep(self, may_write: Callable[[], bool]) -> ApplyReport: ...
 
 
+def already_set(
+    job: JobKey, priority: int, native_value: str | None = None, where: str = "", how: str = ""
+) -> ApplyResult:
+    """APPLIED, without a write: the value read back from the backend is the one ``priority`` maps to.
+
+    The apply step records it applied (``applied_priority = priority``) whoever wrote the value: this
+    cycle's write whose answer was lost (retried into a conflict, or failed after it landed), an earlier
+    cycle's write whose registry record was lost, or a concurrent writer. ``where`` names what holds it,
+    ``how`` says how it was found (e.g. "after a conflict"); both are appended to the reason.
+    """
+    reason = ALREADY_SET + (f" ({how})" if how else "") + (f": {where}" if where else "")
+    return ApplyResult(job, Outcome.APPLIED, priority, reason, native_value=native_value)
+
+
+def may_have_landed(error: BaseException) -> bool:
+    """Whether a write that failed with ``error`` may still have landed, so that reading the value back is
+    worth a call: anything but throttling (the service refused the request unread; a throttled job is retried
+    next cycle, whose read finds whatever is in place). A lost answer (connection reset, timeout, 5xx) may
+    hide a write that landed, and so may a refusal of a retry of it (a 409, a state that no longer allows
+    it)."""
+    return not is_throttling(error)
+
+
 def is_enabled(tags: Mapping[str, str] | Iterable[Mapping[str, str]] | None) -> bool:
     """Whether a resource's tags opt it in (``osprey:enabled=true``, case-insensitive value)."""
     return tags_as_dict(tags).get(ENABLED_TAG, "").strip().lower() == "true"
@@ -180,7 +214,9 @@ def prefilter(
         elif isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
             done.append(ApplyResult(key, Outcome.FAILED, priority, "priority must be an integer 0..100"))
         elif priority == change.record.applied_priority:
-            done.append(ApplyResult(key, Outcome.SKIPPED, priority, "unchanged"))
+            # The registry already records it applied: no call, and never a skip, which the apply step would
+            # record as a permanent failure of the priority in force.
+            done.append(ApplyResult(key, Outcome.APPLIED, priority, "unchanged"))
         else:
             todo.append(change)
     return todo, done
@@ -232,7 +268,11 @@ class ReadThenWriteApplier(ClientApplier):
     """An applier with one read and at most one write per job (SageMaker tags, Batch service jobs).
 
     The read comes first because that is where ``osprey:enabled`` is checked, and a value already in place is
-    not written again. Subclasses implement :meth:`_read` and :meth:`_write` and name both calls in failures.
+    not written again: it is :func:`already_set` (even on a job whose ``skip`` says it must not be written, a
+    finished one: the backend holds the priority). A failed write (unless throttled: :func:`may_have_landed`)
+    is followed by one more read: when it shows the target, the write landed and only its answer was lost (or
+    a concurrent writer set the same value), so the job is applied too. Subclasses implement :meth:`_read`
+    and :meth:`_write` and name both calls in failures.
     """
 
     def _read(self, change: PriorityChange) -> LiveJob:
@@ -255,17 +295,30 @@ class ReadThenWriteApplier(ClientApplier):
             return failure(change, error, self._reading(change))
         if not is_enabled(live.tags):
             return ApplyResult(key, Outcome.SKIPPED, priority, NOT_ENABLED)
+        if live.current == live.target:
+            return already_set(key, priority, live.target)
         if live.skip is not None:
             return ApplyResult(key, Outcome.SKIPPED, priority, live.skip)
-        if live.current == live.target:
-            return ApplyResult(key, Outcome.APPLIED, priority, "already set", native_value=live.target)
         try:
             self._write(change, live)
         except Exception as error:  # one job's failure must not stop the others
-            return failure(change, error, self._writing(change))
+            confirmed = self._confirm(change, live.target) if may_have_landed(error) else None
+            return confirmed or failure(change, error, self._writing(change))
         finally:
             report.writes += 1
         return ApplyResult(key, Outcome.APPLIED, priority, "written", native_value=live.target)
+
+    def _confirm(self, change: PriorityChange, target: str) -> ApplyResult | None:
+        """After a failed write: :func:`already_set` when a new read shows ``target`` in place, else None (the
+        failure stands; a failed read too, the next cycle reads again)."""
+        try:
+            current = self._read(change).current
+        except Exception:  # the write's failure is the one reported
+            return None
+        if current != target:
+            return None
+        how = "the write failed, yet a new read shows the value"
+        return already_set(change.record.key, change.priority, target, how=how)
 
 
 def apply_all(changes: Sequence[PriorityChange], appliers: Iterable[Applier]) -> ApplyReport:

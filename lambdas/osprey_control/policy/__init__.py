@@ -38,7 +38,16 @@ from osprey_control.policy.model import (
 from osprey_control.policy.rule_access import DEFAULT_ALLOWED_PREFIX, RuleAllowList, rule_arn_issues
 from osprey_control.policy.schema import policy_json_schema
 from osprey_control.policy.shipped import DEFAULT_POLICY_NAME, shipped_policy_dir, shipped_policy_file
-from osprey_control.policy.stored import parameter_name, parameter_tier, policy_parameter_value
+from osprey_control.policy.stored import (
+    InvalidPolicy,
+    InvalidPolicyError,
+    StoredPolicyError,
+    json_nesting_error,
+    parameter_name,
+    parameter_tier,
+    parse_stored_policy,
+    policy_parameter_value,
+)
 from osprey_control.policy.yaml_errors import UnsafeYamlError
 
 if TYPE_CHECKING:  # PyYAML only where a document is read: no handler imports it
@@ -57,6 +66,8 @@ __all__ = [
     "CustomRule",
     "CustomRuleEntry",
     "GangFallback",
+    "InvalidPolicy",
+    "InvalidPolicyError",
     "LoadedPolicy",
     "Metadata",
     "Metric",
@@ -68,12 +79,15 @@ __all__ = [
     "ReservationSettings",
     "RuleAllowList",
     "Scaling",
+    "StoredPolicyError",
     "UnsafeYamlError",
+    "json_nesting_error",
     "load_policies",
     "load_policy_files",
     "load_policy_text",
     "parameter_name",
     "parameter_tier",
+    "parse_stored_policy",
     "policy_from_mapping",
     "policy_json_schema",
     "policy_parameter_value",

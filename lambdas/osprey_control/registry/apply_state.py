@@ -13,6 +13,11 @@ from osprey_control.registry.model import ApplyFailure, JobRecord
 
 __all__: list[str] = []
 
+# How the apply step recorded a value it found already in place on the backend before issue 28 (item 5): as a
+# permanent failure ("skipped: unchanged: workload ns/name", "skipped: unchanged (set by a concurrent writer):
+# ..."), which left ``applied_priority`` stale. Those records are read as applied (:func:`read_in_place`).
+LEGACY_IN_PLACE = "skipped: unchanged"
+
 
 def merge_applied(record: JobRecord | None, priority: int, now: datetime) -> JobRecord | None:
     """``record`` with ``priority`` confirmed on the backend at ``now`` (None: the job left the registry).
@@ -45,3 +50,17 @@ def merge_apply_failure(
     attempts = previous.attempts + 1 if repeated and previous is not None and not permanent else 1
     failure = ApplyFailure(priority=priority, reason=reason, permanent=permanent, attempts=attempts, at=now)
     return record.model_copy(update={"apply_failure": failure})
+
+
+def read_in_place(record: JobRecord) -> JobRecord:
+    """``record`` as it is read: a legacy "skipped: unchanged" failure (:data:`LEGACY_IN_PLACE`) is what it
+    reported, its priority found in place on the backend, so it reads as applied then (``applied_priority``
+    and ``applied_at`` from the failure, no failure). Without this, a job the old apply step left so would
+    never see its derived priority written again when it returns to the stale applied value (derived ==
+    applied reads as nothing pending). The item itself is rewritten on the job's next write."""
+    failure = record.apply_failure
+    if failure is None or not failure.permanent or not failure.reason.startswith(LEGACY_IN_PLACE):
+        return record
+    return record.model_copy(
+        update={"applied_priority": failure.priority, "applied_at": failure.at, "apply_failure": None}
+    )

@@ -16,6 +16,7 @@ from typing import Any
 
 from osprey_control.contract import OspreyBlock
 from osprey_control.registry.allocation import AllocationMark, Allocations
+from osprey_control.registry.apply_state import read_in_place
 from osprey_control.registry.keys import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,
@@ -234,7 +235,7 @@ def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
     # Items written before the apply step recorded its own writes hold only ``applied_priority``, which was
     # then the derived priority (assumed applied): read it as both.
     derived = values.get("derived_priority", applied)
-    return JobRecord(
+    record = JobRecord(
         backend=Backend(values["backend"]),
         native_id=values["native_id"],
         name=values["name"],
@@ -273,3 +274,4 @@ def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
         missing_since=time("missing_since"),
         version=int(values.get("version", 0)),
     )
+    return read_in_place(record)  # a value found in place, recorded as a failure before issue 28: applied

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -27,7 +27,9 @@ from osprey_control.metrics import (
     needs_from_policies,
     split_by,
 )
+from osprey_control.policy import InvalidPolicy
 from osprey_control.registry import JobKey, JobRecord
+from osprey_control.steps.policy_health import invalid_policies, invalid_policy_output
 
 __all__ = ["CollectReport", "ShardedJobs", "SnapshotSink", "collect_for_cycle"]
 
@@ -48,6 +50,8 @@ class CollectReport:
     stored: int  # shards whose part was stored
     too_large: tuple[int, ...]  # shards whose part was not (their derive collects for itself)
     collection_ms: float
+    # Deployed policies whose stored value is refused: in the output only when there are some.
+    invalid_policies: dict[str, InvalidPolicy] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +60,7 @@ class CollectReport:
             "getmetricdata_calls": self.calls,
             "stored": self.stored,
             "tooLarge": len(self.too_large),
+            **invalid_policy_output(self.invalid_policies),
         }
 
 
@@ -92,4 +97,12 @@ def collect_for_cycle(
             stored += 1
         else:
             too_large.append(shard)
-    return CollectReport(len(records), result.series, result.calls, stored, tuple(too_large), elapsed_ms)
+    return CollectReport(
+        len(records),
+        result.series,
+        result.calls,
+        stored,
+        tuple(too_large),
+        elapsed_ms,
+        invalid_policies(policies),
+    )

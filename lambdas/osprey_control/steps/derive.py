@@ -43,6 +43,7 @@ from osprey_control.derivation import (
     summarize_inputs,
 )
 from osprey_control.metrics import CollectionResult, collect, needs_from_policies
+from osprey_control.policy import InvalidPolicy, InvalidPolicyError
 from osprey_control.registry import (
     Fence,
     FenceLostError,
@@ -53,6 +54,7 @@ from osprey_control.registry import (
 )
 from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.payload import ShardReport
+from osprey_control.steps.policy_health import invalid_policies, invalid_policy_metrics, invalid_policy_output
 from osprey_control.telemetry import MetricPoint, shard_metrics
 from osprey_control.wiring import COLLECTION_LATENCY_METRIC
 
@@ -93,7 +95,9 @@ class JobOutcome:
     record: JobRecord  # as read at the start of the cycle
     decision: Decision | None = None
     error: str | None = None  # why this job has no decision written
-    error_kind: str | None = None  # unknown-policy | conflict | store-error | engine-error | fence-lost
+    error_kind: str | None = (
+        None  # unknown-policy | invalid-policy | conflict | store-error | engine-error | fence-lost
+    )
     recorded: JobRecord | None = None  # the record as the decision left it, when it was written
 
     @property
@@ -168,8 +172,9 @@ def _derive_one(
 ) -> JobOutcome:
     try:
         policy = policies.get(record.policy)
-    except LookupError as error:
-        return JobOutcome(record, error=str(error), error_kind="unknown-policy")
+    except LookupError as error:  # not deployed, or invalid with no good version: the job keeps its priority
+        kind = "invalid-policy" if isinstance(error, InvalidPolicyError) else "unknown-policy"
+        return JobOutcome(record, error=str(error), error_kind=kind)
     job = metrics.get(record.key) or JobMetrics(
         job_id=str(record.key), backend=record.backend.value, name=record.name
     )
@@ -310,11 +315,17 @@ class DeriveRun:
     report: ShardReport
     deferred: list[JobRecord] = field(default_factory=list)
     fence_lost: bool = False
+    # Deployed policies whose stored value is refused (osprey_control.steps.policy_health).
+    invalid_policies: dict[str, InvalidPolicy] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The state machine's view: the shard report's counts and how many jobs wait for the next cycle;
-        ``fenceLost`` only when true, so a normal shard's output is as it was."""
-        answer = {**self.report.to_dict(), "deferred": len(self.deferred)}
+        ``fenceLost`` and ``invalidPolicyCount`` only when there are, so a normal shard's output is as it was."""
+        answer = {
+            **self.report.to_dict(),
+            "deferred": len(self.deferred),
+            **invalid_policy_output(self.invalid_policies, detailed=False),
+        }
         if self.fence_lost:
             answer["fenceLost"] = True
         return answer
@@ -348,12 +359,14 @@ def derive_within(
         records, collected.metrics, policies, registry, invoker, now=now, deadline=deadline, fence=fence
     )
     report = _report(shard, collected, derived)
+    invalid = invalid_policies(policies)
     report.metrics = [
+        *invalid_policy_metrics(invalid),
         *shard_metrics(derived, per_job=per_job_metrics),
         MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (collection_ms,)),
         MetricPoint("JobsDeferred", "Count", (float(len(derived.deferred)),), {"Step": "derive"}),
     ]
-    return DeriveRun(report, derived.deferred, derived.fence_lost)
+    return DeriveRun(report, derived.deferred, derived.fence_lost, invalid)
 
 
 def _collected(

@@ -67,8 +67,9 @@ def register_gang(
 
 class GangRegistrar:
     """What the ingest step calls with every changed job record: looks the job's policy up (cached) and starts
-    its watch when :func:`register_gang` says so. A job whose policy is not deployed gets no watch (the derive
-    step reports the unknown policy); AWS errors propagate so the event is redelivered (starting is idempotent).
+    its watch when :func:`register_gang` says so. A job whose policy is not deployed, or is invalid with no last
+    good version, gets no watch (the derive step reports the policy); AWS errors propagate so the event is
+    redelivered (starting is idempotent).
     """
 
     def __init__(self, state_machine_arn: str, policies: PolicyModels, *, client: Any = None) -> None:
@@ -81,9 +82,12 @@ class GangRegistrar:
             return False  # no policy lookup for the common case of a running or finished job
         try:
             policy = self._policies.model(record.block.policy)
-        except LookupError as unknown:
+        except (
+            LookupError
+        ) as unknown:  # not deployed, or invalid without a last good version: never fails ingest
             logger.warning(
-                "no gang watch: unknown policy", extra={"job": str(record.key), "error": str(unknown)}
+                "no gang watch: policy unknown or invalid",
+                extra={"job": str(record.key), "error": str(unknown)},
             )
             return False
         self._client = client_for("stepfunctions", self._client)

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from osprey.cli.errors import guarded
 from osprey.cli.jobs import JsonOption, apply_state, console, print_whole, stamp, summary
+from osprey.cli.policy_state import read_invalid_policies
 from osprey.cli.render import dropped_line, gang_line, rules_table
 from osprey.cli.target import (
     EndpointOption,
@@ -50,8 +51,10 @@ def explain_command(
     """Explain a job's last decision rule by rule, and the state of its gang watch.
 
     WEIGHT is the policy's weight of a rule; EFFECTIVE its share once the rules without data were dropped and
-    the rest renormalised. JSON: the "osprey jobs --json" row, "decision" (the stored decision with its rules,
-    each with "effective_weight") and "dropped_rules" (indexes of the rules that had no data).
+    the rest renormalised. A job whose stored policy is invalid gets a line saying what is wrong and what the
+    job gets instead (its policy's last good version, or its last applied priority). JSON: the "osprey jobs
+    --json" row, "decision" (the stored decision with its rules, each with "effective_weight") and
+    "dropped_rules" (indexes of the rules that had no data).
     """
     with guarded():
         target = resolve_target(
@@ -60,6 +63,7 @@ def explain_command(
         registry = target.registry()
         record = find_job(registry, job)
         gang, _ = GangStore(registry.table_name, client=registry.client).load(record.key)
+        invalid = read_invalid_policies(target)
     decision = record.last_decision
     rules = list((decision or {}).get("rules", []))
     effective = effective_weights(rules)
@@ -74,14 +78,20 @@ def explain_command(
             for rule in rules
             if rule.get("weight") is not None and effective.get(int(rule["index"])) == 0.0
         ]
-        typer.echo(json.dumps({**summary(record, gang), "decision": decision, "dropped_rules": dropped}))
+        row = summary(record, gang, invalid=invalid)
+        typer.echo(json.dumps({**row, "decision": decision, "dropped_rules": dropped}))
         return
     out = console()
     out.print(escape(f"{record.key} · policy {record.policy} · {record.status.value}"))
+    if invalid is not None and record.policy in invalid:
+        out.print(escape(invalid[record.policy].describe()))
     if gang is not None:
         out.print(escape(gang_line(gang)))
     if not decision:
-        out.print("no decision yet: the job has not been through a cycle")
+        if invalid is not None and record.policy in invalid:
+            out.print("no decision yet: its policy is invalid, so the cycle does not derive it")
+        else:
+            out.print("no decision yet: the job has not been through a cycle")
         return
     print_whole(out, rules_table(rules))
     dropped_text = dropped_line(rules)

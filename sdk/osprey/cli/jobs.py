@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -32,6 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from osprey.cli.errors import guarded
+from osprey.cli.policy_state import invalid_lines, read_invalid_policies
 from osprey.cli.target import (
     EndpointOption,
     ProfileOption,
@@ -41,9 +42,10 @@ from osprey.cli.target import (
     Target,
     resolve_target,
 )
-from osprey.views import gang_details, human_duration
+from osprey.views import gang_details, human_duration, policy_cell, policy_fields
 from osprey_control.gang import GangState
 from osprey_control.gang.store import GangStore
+from osprey_control.policy import InvalidPolicy
 from osprey_control.registry import MAX_TRANSIENT_APPLY_ATTEMPTS, Backend, JobRecord, JobStatus
 
 __all__: list[str] = []
@@ -102,8 +104,14 @@ def _since(value: datetime | None, now: datetime) -> float | None:
     return None if value is None else round((now - value).total_seconds(), 3)
 
 
-def summary(record: JobRecord, gang: GangState | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """A job's ``osprey jobs --json`` row (keys in :func:`jobs_command`'s help)."""
+def summary(
+    record: JobRecord,
+    gang: GangState | None = None,
+    now: datetime | None = None,
+    invalid: Mapping[str, InvalidPolicy] | None = None,
+) -> dict[str, Any]:
+    """A job's ``osprey jobs --json`` row (keys in :func:`jobs_command`'s help); ``invalid``: the deployed
+    policies that are invalid (None: not known)."""
     now = now or datetime.now(UTC)
     decision = record.last_decision or {}
     failure = record.apply_failure
@@ -113,6 +121,7 @@ def summary(record: JobRecord, gang: GangState | None = None, now: datetime | No
         "backend": record.backend.value,
         "name": record.name,
         "policy": record.policy,
+        **policy_fields(record.policy, invalid),
         "status": record.status.value,
         # The priority Osprey decided, and the one the backend holds (they differ while an apply is pending).
         "priority": record.derived_priority,
@@ -155,8 +164,10 @@ def list_rows(
     policies: set[str] | None = None,
     statuses: set[str] | None = None,
     now: datetime | None = None,
+    invalid: Mapping[str, InvalidPolicy] | None = None,
 ) -> list[dict[str, Any]]:
-    """The active jobs matching the filters, highest priority first, as ``--json`` rows with their gang."""
+    """The active jobs matching the filters, highest priority first, as ``--json`` rows with their gang and
+    their policy's state (``invalid``: the deployed policies that are invalid, None: not known)."""
     registry = target.registry()
     records = [
         record
@@ -167,7 +178,7 @@ def list_rows(
     ]
     records.sort(key=lambda r: (-(r.derived_priority if r.derived_priority is not None else -1), r.name))
     gangs = GangStore(registry.table_name, registry.client).load_many(record.key for record in records)
-    return [summary(record, gangs.get(record.key), now) for record in records]
+    return [summary(record, gangs.get(record.key), now, invalid) for record in records]
 
 
 def stamp(value: datetime | None, now: datetime | None = None) -> str:
@@ -216,7 +227,7 @@ def render_rows(rows: list[dict[str, Any]], title: str, wide: bool, out: Console
             "JOB": escape(row["name"]),
             "KEY": escape(row["key"]),
             "BACKEND": row["backend"],
-            "POLICY": escape(row["policy"]),
+            "POLICY": escape(policy_cell(row["policy"], row["policy_state"], row["policy_version"])),
             "STATUS": row["status"],
             "PRIORITY": _cell(row["priority"]),
             "APPLIED": _cell(row["applied"]),
@@ -236,6 +247,13 @@ def render_rows(rows: list[dict[str, Any]], title: str, wide: bool, out: Console
     for row in rows:
         if row["apply"] not in ("applied", "pending", "-"):
             out.print(escape(f"{row['name']}: {row['apply']}: {row['apply_error']}"))
+
+
+def render_invalid(
+    rows: list[dict[str, Any]], invalid: Mapping[str, InvalidPolicy] | None, out: Console
+) -> None:
+    for line in invalid_lines(rows, invalid):
+        out.print(escape(line))
 
 
 def watch(frame: Callable[[int], None], interval: float, count: int, out: Console) -> int:
@@ -308,9 +326,12 @@ def jobs_command(
     APPLY says whether the backend holds the derived priority (applied, pending, retrying n/N, failed,
     gave-up). GANG is a co-scheduled job's gang watch: "ready 20s" (formed after 20 s), "waiting 2/4" (workers
     ready/requested), "requeued #1", "timeout → serial", "timeout → failed", "ended", or "-" without one. AGE
-    is the time since submission; CHANGED, since the priority last changed.
+    is the time since submission; CHANGED, since the priority last changed. POLICY says "(invalid: held)"
+    when the stored policy is invalid and its jobs keep their last applied priority, "(invalid: last good vN)"
+    when they are derived under its last good version N; a line under the table says what is wrong.
 
-    JSON rows: key, backend, name, policy, status, priority, applied, applied_at, apply, apply_error, target,
+    JSON rows: key, backend, name, policy, policy_state (valid, last-good, held; null: policies unreadable),
+    policy_version (the last good version in use), policy_error, status, priority, applied, applied_at, apply, apply_error, target,
     reason, last_change, submitted_at, age_seconds, co_schedule (on/off/policy), gang (null or an object:
     docs/gangs.md), nodes, requested_gpus, queue.
     """
@@ -325,8 +346,14 @@ def jobs_command(
 
         def frame(drawn: int) -> None:
             now = datetime.now(UTC)
+            invalid = read_invalid_policies(target)
             rows = list_rows(
-                target, backends=backends, policies=set(policy or []), statuses=statuses, now=now
+                target,
+                backends=backends,
+                policies=set(policy or []),
+                statuses=statuses,
+                now=now,
+                invalid=invalid,
             )
             if mode is Output.JSON:
                 typer.echo(json.dumps(rows))
@@ -335,6 +362,7 @@ def jobs_command(
             if watch_:
                 title = f"every {interval:g}s · {now:%H:%M:%S} · {title}"
             render_rows(rows, title, mode is Output.WIDE, out, now)
+            render_invalid(rows, invalid, out)
 
         if watch_:
             watch(frame, interval, count, out)

@@ -45,6 +45,7 @@ from osprey_control.backends.actuation import (
     Outcome,
     PriorityChange,
     failure,
+    may_have_landed,
     prefilter,
 )
 from osprey_control.backends.batch.cycle import (
@@ -54,7 +55,7 @@ from osprey_control.backends.batch.cycle import (
     read_cycle,
     resolve_queues,
 )
-from osprey_control.backends.batch.distribution import PolicyEdit, update_with_retry
+from osprey_control.backends.batch.distribution import PolicyEdit, holds, update_with_retry
 from osprey_control.backends.batch.pending import Pending, accept, foreign, group_by_policy, resolve_jobs
 from osprey_control.backends.batch.team_fold import Member, policy_team_weights
 from osprey_control.registry import Backend, ShareEntry
@@ -224,13 +225,15 @@ class BatchShareApplier(ClientApplier):
 
             try:
                 update_with_retry(self.client, edit, count, sleep=self.sleep)
-            except Exception as error:  # only the jobs of this policy fail
-                if not jobs:
-                    raise
-                report.results.extend(
-                    failure(item.change, error, f"UpdateSchedulingPolicy {policy_arn}") for item in written
-                )
-                return
+            except Exception as error:  # only the jobs of this policy fail, unless the update landed
+                if not self._landed(edit, error):
+                    if not jobs:
+                        raise
+                    report.results.extend(
+                        failure(item.change, error, f"UpdateSchedulingPolicy {policy_arn}")
+                        for item in written
+                    )
+                    return
             self._created.update((policy_arn, claim.share) for claim in claims)
             report.pruned += len(edit.removed)
             logger.info(
@@ -254,6 +257,24 @@ class BatchShareApplier(ClientApplier):
                     native_value=f"{item.share}={weight}",
                 )
             )
+
+    def _landed(self, edit: PolicyEdit, error: Exception) -> bool:
+        """After a failed UpdateSchedulingPolicy: whether a new read shows the policy holding the edit (an
+        update that landed but whose answer was lost, retried into a failure). Then the weights are in place:
+        the jobs are applied, never failed with their weights on the queue."""
+        if not may_have_landed(error):
+            return False
+        try:
+            found = self.client.describe_scheduling_policies(arns=[edit.arn])["schedulingPolicies"]
+        except Exception:  # the update's failure is the one reported
+            return False
+        landed = bool(found) and holds(edit, found[0])
+        if landed:
+            logger.warning(
+                "UpdateSchedulingPolicy failed, yet the policy holds its weights: applied",
+                extra={"policy": edit.arn, "error": repr(error)},
+            )
+        return landed
 
     def _forget(self, entries: list[ShareEntry], policy_arn: str) -> None:
         """Take pruned entries out of the ledger; a failure only leaves them for the next cycle to forget (they

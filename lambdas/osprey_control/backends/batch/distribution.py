@@ -89,6 +89,16 @@ class PolicyEdit:
         return {**self.fairshare, "shareDistribution": self.distribution}
 
 
+def holds(edit: PolicyEdit, policy: Mapping[str, Any]) -> bool:
+    """Whether ``policy`` (as DescribeSchedulingPolicies returns it) already holds every weight ``edit`` sets
+    and none of the entries it removes: what an UpdateSchedulingPolicy that landed leaves, read back after the
+    update failed (its answer lost, or a retry of it refused)."""
+    distribution = (policy.get("fairsharePolicy") or {}).get("shareDistribution") or ()
+    found = {str(entry.get("shareIdentifier")): entry.get("weightFactor") for entry in distribution}
+    weights_in_place = all(found.get(share) == weight for share, (weight, _) in edit.set_weights.items())
+    return weights_in_place and not any(share in found for share in edit.removed)
+
+
 def update_with_retry(
     client: Any,
     edit: PolicyEdit,

@@ -8,13 +8,17 @@
 - No Kueue on the cluster, or Kueue does not manage this job (no Workload): the annotation
   ``osprey.aws/derived-priority=<N>`` on the job object, with the same conditional-write loop.
 
-Nothing is written when the cluster already holds the target value (the job is reported SKIPPED), and only
-objects labelled ``osprey.aws/enabled=true`` are ever written. Each job's outcome is reported on its own; one
-failure never stops the rest, and a cluster that cannot be reached fails only its own jobs.
+Nothing is written when the cluster already holds the target value, and that is success: the job is reported
+APPLIED (:func:`~osprey_control.backends.actuation.already_set`), so the apply step records the priority as
+applied. That includes the value found on the re-read after a 409: a PATCH that landed but whose answer was
+lost is retried by the client with the same ``resourceVersion``, which the API server refuses, and what the
+re-read shows is the PATCH that landed. Only objects labelled ``osprey.aws/enabled=true`` are ever written.
+Each job's outcome is reported on its own; one failure never stops the rest, and a cluster that cannot be
+reached fails only its own jobs.
 
 :class:`EksApplier` reports in the shared terms of :mod:`osprey_control.backends.actuation`: ``reason`` names
 what was written or found ("workload ns/name", "annotation Kind ns/name"), ``native_value`` is the Workload's
-``spec.priority`` when Kueue holds the priority, and ``writes`` counts the PATCHes that landed.
+``spec.priority`` when Kueue holds the priority, and ``writes`` counts the PATCHes answered with success.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from osprey_control.backends.actuation import ApplyReport, ApplyResult, Outcome, PriorityChange, prefilter
+from osprey_control.backends.actuation import (
+    ALREADY_SET,
+    ApplyReport,
+    ApplyResult,
+    Outcome,
+    PriorityChange,
+    already_set,
+    prefilter,
+)
 from osprey_control.backends.eks.client import (
     ConflictError,
     KubernetesApiError,
@@ -213,8 +225,8 @@ class _ClusterWrites:
                     "eks priority not applied",
                     extra={"cluster": self.cluster, "job": change.record.native_id, "reason": result.reason},
                 )
-            elif result.outcome is Outcome.APPLIED:
-                report.writes += 1  # APPLIED here always means a PATCH landed (an unchanged value is SKIPPED)
+            elif result.outcome is Outcome.APPLIED and not result.reason.startswith(ALREADY_SET):
+                report.writes += 1  # a PATCH answered with success (a value found in place was not written)
             report.results.append(result)
         return report
 
@@ -264,7 +276,7 @@ class _ClusterWrites:
         where = f"workload {target.namespace}/{workload['metadata']['name']}"
         for attempt in range(1, self.max_conflict_attempts + 1):
             if (workload.get("spec") or {}).get("priority") == value:
-                return self._unchanged(target, where, attempt, native_value=str(value))
+                return self._in_place(target, where, attempt, native_value=str(value))
             patch = {
                 "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
                 "spec": {"priority": value},
@@ -292,7 +304,7 @@ class _ClusterWrites:
                 raise _Skip("osprey.aws/enabled label was removed; not written")
             annotations = job["metadata"].get("annotations") or {}
             if annotations.get(DERIVED_PRIORITY_ANNOTATION) == wanted:
-                return self._unchanged(target, where, attempt)
+                return self._in_place(target, where, attempt)
             patch = {
                 "metadata": {
                     "resourceVersion": job["metadata"]["resourceVersion"],
@@ -308,12 +320,11 @@ class _ClusterWrites:
         raise self._gave_up(path, where)
 
     @staticmethod
-    def _unchanged(target: _Target, where: str, attempt: int, native_value: str | None = None) -> ApplyResult:
-        # The cluster already holds the value: nothing written, so SKIPPED (the apply step records it as final).
-        how = "unchanged" if attempt == 1 else "unchanged (set by a concurrent writer)"
-        return ApplyResult(
-            target.key, Outcome.SKIPPED, target.priority, f"{how}: {where}", native_value=native_value
-        )
+    def _in_place(target: _Target, where: str, attempt: int, native_value: str | None = None) -> ApplyResult:
+        # The cluster holds the value: APPLIED, never a skip, which would leave applied_priority stale. After
+        # a 409 it is our own PATCH whose answer was lost, or a concurrent writer's: the same value anyway.
+        how = "" if attempt == 1 else "re-read after a conflict: a lost answer or a concurrent writer"
+        return already_set(target.key, target.priority, native_value, where, how)
 
     def _gave_up(self, path: str, where: str) -> ConflictError:
         return ConflictError(

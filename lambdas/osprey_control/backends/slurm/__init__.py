@@ -29,6 +29,7 @@ from osprey_control.backends.slurm.bridge import (
 )
 from osprey_control.backends.slurm.client import (
     API_VERSION,
+    MAX_RESPONSE_BYTES,
     SlurmApiError,
     SlurmClient,
     SlurmCredentials,
@@ -57,6 +58,7 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_SLURM_PRIORITY_RANGE",
     "DRIVER",
+    "MAX_RESPONSE_BYTES",
     "START_PRIORITY",
     "BridgeSettings",
     "Ec2InstanceMap",

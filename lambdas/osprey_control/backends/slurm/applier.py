@@ -11,9 +11,13 @@ docs/slurm.md spells out: an explicit priority stops Slurm recomputing that job'
 it is held and released; jobs without the Osprey marker keep their multifactor priority, so the range decides
 where managed jobs sit relative to them (below, among or above).
 
-Per job: read it (a job slurmctld no longer knows, or one that has ended, is skipped: permanent); write only a
-job whose comment still carries the Osprey marker; skip the write when Slurm already holds the value (a
-retried cycle, a concurrent writer). Each job's outcome is its own; one failure never stops the others.
+Per job: read it (a job slurmctld no longer knows is skipped: permanent); write only a job whose comment still
+carries the Osprey marker. When Slurm already holds the value (a retried cycle, a concurrent writer, an update
+whose answer was lost) nothing is written and the job is applied
+(:func:`~osprey_control.backends.actuation.already_set`), even if it has ended since; an ended job holding
+another value is skipped. A failed update is followed by one more read: when it shows the value, the update
+landed (slurmrestd's answer was lost, or a retry was refused) and the job is applied too. Each job's outcome
+is its own; one failure never stops the others.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from osprey_control.backends.actuation import ApplyReport, ApplyResult, Outcome, PriorityChange, prefilter
+from osprey_control.backends.actuation import (
+    ApplyReport,
+    ApplyResult,
+    Outcome,
+    PriorityChange,
+    already_set,
+    may_have_landed,
+    prefilter,
+)
 from osprey_control.backends.slurm.client import SlurmClient, SlurmRejectedError
 from osprey_control.backends.slurm.discovery import job_state, parse_native_id
 from osprey_control.backends.slurm.marker import block_from_comment
@@ -143,27 +155,45 @@ class SlurmApplier:
             job = client.job(job_id)
             if job is None:
                 return ApplyResult(key, Outcome.SKIPPED, priority, "slurmctld no longer knows the job")
-            state = job_state(job)
-            if state in _OVER:
-                return ApplyResult(key, Outcome.SKIPPED, priority, f"job has ended ({state})")
             if block_from_comment(str(job.get("comment") or "")) is None:
                 return ApplyResult(
                     key, Outcome.SKIPPED, priority,
                     "the job's comment no longer carries the Osprey marker: Osprey never writes unmanaged jobs",
                 )  # fmt: skip
-            if job.get("priority") == value:
-                return ApplyResult(key, Outcome.APPLIED, priority, "unchanged", native_value=str(value))
+            if job.get("priority") == value:  # in force, whoever set it: applied, even on an ended job
+                return already_set(key, priority, str(value))
+            state = job_state(job)
+            if state in _OVER:
+                return ApplyResult(key, Outcome.SKIPPED, priority, f"job has ended ({state})")
+        except Exception as error:
+            return _failed(change, error)
+        try:
             client.update_job(job_id, {"priority": value})
-        except SlurmRejectedError as error:
-            if error.job_gone:
-                return ApplyResult(key, Outcome.SKIPPED, priority, f"job has ended: {error}")
-            return ApplyResult(key, Outcome.FAILED, priority, str(error))
-        except Exception as error:  # classified by the client; anything else is a bug, recorded as permanent
-            return ApplyResult(
-                key,
-                Outcome.FAILED,
-                priority,
-                f"{type(error).__name__}: {error}",
-                transient=is_transient(error),
-            )
+        except Exception as error:
+            confirmed = self._confirm(client, change, job_id, value) if may_have_landed(error) else None
+            return confirmed or _failed(change, error)
         return ApplyResult(key, Outcome.APPLIED, priority, "updated", native_value=str(value))
+
+    @staticmethod
+    def _confirm(client: SlurmClient, change: PriorityChange, job_id: int, value: int) -> ApplyResult | None:
+        """After a failed update: :func:`already_set` when a new read shows ``value`` (the update landed and
+        its answer was lost, or a concurrent writer set the same value), else None (the failure stands)."""
+        try:
+            job = client.job(job_id)
+        except Exception:  # the first failure is the one reported
+            return None
+        if job is None or job.get("priority") != value:
+            return None
+        how = "the update failed, yet a new read shows the value"
+        return already_set(change.record.key, change.priority, str(value), how=how)
+
+
+def _failed(change: PriorityChange, error: Exception) -> ApplyResult:
+    key, priority = change.record.key, change.priority
+    if isinstance(error, SlurmRejectedError):
+        if error.job_gone:
+            return ApplyResult(key, Outcome.SKIPPED, priority, f"job has ended: {error}")
+        return ApplyResult(key, Outcome.FAILED, priority, str(error))
+    # Classified by the client; anything else is a bug, recorded as permanent.
+    reason = f"{type(error).__name__}: {error}"
+    return ApplyResult(key, Outcome.FAILED, priority, reason, transient=is_transient(error))

@@ -23,13 +23,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from osprey_control.aws import client_for
 from osprey_control.backends.actuation import ApplyReport, ApplyResult, Outcome, PriorityChange, prefilter
 from osprey_control.backends.reconcile import ReconcileStore
 from osprey_control.backends.slurm.applier import SlurmApplier, SlurmPriorityRange
-from osprey_control.backends.slurm.client import SlurmClient
+from osprey_control.backends.slurm.client import MAX_RESPONSE_BYTES, SlurmClient
 from osprey_control.backends.slurm.discovery import discover, parse_native_id
 from osprey_control.backends.slurm.discovery_run import record_discovery
 from osprey_control.backends.slurm.gang import SlurmGang
@@ -39,8 +39,12 @@ from osprey_control.errors import ERROR_CHARS, FAILURE_SAMPLE, PermanentError, T
 from osprey_control.gang import NOT_OPTED_IN, NoRequeue, NotOptedInError, Readiness
 from osprey_control.registry import Backend, JobKey, JobRecord
 from osprey_control.wiring import (
+    SLURM_ALLOW_SIGNING_KEY_VARIABLE,
+    SLURM_CA_PEM_VARIABLE,
     SLURM_CLUSTER_VARIABLE,
+    SLURM_INSECURE_HTTP_VARIABLE,
     SLURM_INSTANCE_TAG_VARIABLE,
+    SLURM_MAX_RESPONSE_VARIABLE,
     SLURM_PRIORITY_RANGE_VARIABLE,
     SLURM_TOKEN_SECRET_VARIABLE,
     SLURM_URL_VARIABLE,
@@ -68,6 +72,19 @@ class BridgeSettings(BaseModel):
     user: str = Field(default="slurm", alias=SLURM_USER_VARIABLE, min_length=1)
     priority_range: str = Field(default="1..10001", alias=SLURM_PRIORITY_RANGE_VARIABLE)
     instance_cluster_tag: str | None = Field(default=None, alias=SLURM_INSTANCE_TAG_VARIABLE)
+    insecure_http: bool = Field(default=False, alias=SLURM_INSECURE_HTTP_VARIABLE)
+    ca_pem: str | None = Field(default=None, alias=SLURM_CA_PEM_VARIABLE)
+    allow_signing_key: bool = Field(default=False, alias=SLURM_ALLOW_SIGNING_KEY_VARIABLE)
+    max_response_bytes: int = Field(default=MAX_RESPONSE_BYTES, alias=SLURM_MAX_RESPONSE_VARIABLE, ge=1024)
+
+    @model_validator(mode="after")
+    def _tls(self) -> BridgeSettings:
+        if self.url.startswith("http://") and not self.insecure_http:
+            raise ValueError(
+                f"{SLURM_URL_VARIABLE} is plain http://, which sends the JWT in clear; use https://, or set "
+                f"{SLURM_INSECURE_HTTP_VARIABLE}=true"
+            )
+        return self
 
     @field_validator("priority_range")
     @classmethod
@@ -81,8 +98,20 @@ class BridgeSettings(BaseModel):
 
 
 def _connector(settings: BridgeSettings, secrets_client: Any = None) -> Callable[[str], SlurmClient]:
-    source = SecretCredentials(settings.token_secret, default_user=settings.user, client=secrets_client)
-    client = SlurmClient(settings.url, source, on_unauthorized=source.invalidate)
+    source = SecretCredentials(
+        settings.token_secret,
+        default_user=settings.user,
+        allow_signing_key=settings.allow_signing_key,
+        client=secrets_client,
+    )
+    client = SlurmClient(
+        settings.url,
+        source,
+        on_unauthorized=source.invalidate,
+        allow_insecure_http=settings.insecure_http,
+        ca_pem=settings.ca_pem or None,
+        max_response_bytes=settings.max_response_bytes,
+    )
 
     def connect(cluster: str) -> SlurmClient:
         if cluster != settings.cluster:

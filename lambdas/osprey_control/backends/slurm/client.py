@@ -12,6 +12,12 @@ JWT, :mod:`osprey_control.backends.slurm.token`). Its answers need care, and thi
 - no answer, a timeout, 429, 502/503/504, or a Slurm error that means "the controller is busy or unreachable"
   (``_TRANSIENT_SLURM_ERRORS``) are transient.
 
+Every request carries the token, so the transport is strict about where it goes (docs/slurm.md, "Securing the
+bridge"): ``https://`` with certificate verification (the system CAs, or the cluster's own CA in PEM), plain
+``http://`` only when the caller passes ``allow_insecure_http=True``; a redirect is never followed (the token would
+go to wherever ``Location`` points) and is reported as a configuration error; and an answer larger than
+``max_response_bytes`` is refused rather than read into the function's memory.
+
 Every failure is an :mod:`osprey_control.errors` type, so callers decide by type (docs/decisions.md, Error
 taxonomy).
 """
@@ -19,6 +25,7 @@ taxonomy).
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +36,7 @@ from osprey_control.errors import PermanentError, ThrottledError, TransientError
 
 __all__ = [
     "API_VERSION",
+    "MAX_RESPONSE_BYTES",
     "SlurmApiError",
     "SlurmClient",
     "SlurmCredentials",
@@ -38,6 +46,10 @@ __all__ = [
 ]
 
 API_VERSION = "v0.0.38"
+# A v0.0.38 job is 3-5 KB of JSON, so 64 MiB is about 15,000 jobs in one listing (slurmctld keeps finished jobs
+# for MinJobAge, 300 s by default): far above a ParallelCluster's queue, and well inside the bridge's memory.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+_ERROR_BODY_BYTES = 1_000_000
 
 # Slurm error numbers (slurm_errno.h) that describe the controller's state, not the request: worth retrying.
 _TRANSIENT_SLURM_ERRORS = frozenset(
@@ -127,9 +139,20 @@ class SlurmCredentials:
 CredentialSource = Callable[[], SlurmCredentials]
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Turns every 3xx into an HTTPError: following it would send the token to the ``Location``'s host."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class SlurmClient:
-    """``url`` is slurmrestd's base URL (``http://10.0.0.10:6820``); ``credentials`` returns the current
-    user name and token (called on every request, so a rotated secret is picked up by the source's cache)."""
+    """``url`` is slurmrestd's base URL (``https://10.0.0.10:6820``); ``credentials`` returns the current
+    user name and token (called on every request, so a rotated secret is picked up by the source's cache).
+
+    ``ca_pem`` is the PEM of the CA that signed slurmrestd's (or its TLS proxy's) certificate, when it is not
+    one the system trusts; ``allow_insecure_http`` is the only way to use ``http://`` (a loopback test cluster,
+    or a network the operator has decided to trust: the token then travels in clear)."""
 
     def __init__(
         self,
@@ -139,14 +162,32 @@ class SlurmClient:
         timeout: float = 10.0,
         on_unauthorized: Callable[[], None] | None = None,
         version: str = API_VERSION,
+        allow_insecure_http: bool = False,
+        ca_pem: str | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"slurmrestd url must start with http:// or https://, got {url!r}")
+        if url.startswith("http://"):
+            if not allow_insecure_http:
+                raise ValueError(
+                    f"slurmrestd url {url!r} is plain http://, which sends the JWT in clear: use https:// "
+                    "(slurmrestd behind a TLS proxy, docs/slurm.md), or set insecureHttp: true to accept that"
+                )
+        elif not url.startswith("https://"):
+            raise ValueError(
+                f"slurmrestd url must start with https:// (or http:// with insecureHttp), got {url!r}"
+            )
+        if max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes must be at least 1, got {max_response_bytes}")
         self.url = url.rstrip("/")
         self.credentials = credentials
         self.timeout = timeout
         self.on_unauthorized = on_unauthorized
         self.version = version
+        self.max_response_bytes = max_response_bytes
+        context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
+        self._opener = urllib.request.build_opener(
+            _NoRedirect(), urllib.request.HTTPSHandler(context=context)
+        )
 
     # -- the calls Osprey makes ------------------------------------------------------------------------
 
@@ -208,11 +249,19 @@ class SlurmClient:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
+            with self._opener.open(request, timeout=self.timeout) as response:
+                raw = self._bounded_read(response, what)
         except urllib.error.HTTPError as error:
             raise self._http_error(error, what) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, ssl.SSLCertVerificationError):
+                raise SlurmRejectedError(
+                    f"{what}: slurmrestd's certificate at {self.url} does not verify ({error.reason.verify_message}):"
+                    " set caCertificate to the PEM of the CA that signed it",
+                    reason="tls",
+                ) from None
+            raise SlurmUnavailableError(f"{what}: no answer from slurmrestd at {self.url}: {error}") from None
+        except (TimeoutError, ConnectionError) as error:
             raise SlurmUnavailableError(f"{what}: no answer from slurmrestd at {self.url}: {error}") from None
         try:
             answer = json.loads(raw or b"{}")
@@ -225,8 +274,32 @@ class SlurmClient:
         raise_for_errors(answer, what)
         return answer
 
+    def _bounded_read(self, response: Any, what: str) -> bytes:
+        declared = response.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
+            raise self._too_large(what, int(declared))
+        raw = bytes(response.read(self.max_response_bytes + 1))
+        if len(raw) > self.max_response_bytes:
+            raise self._too_large(what, len(raw))
+        return raw
+
+    def _too_large(self, what: str, size: int) -> SlurmRejectedError:
+        return SlurmRejectedError(
+            f"{what}: slurmrestd's answer is over {self.max_response_bytes} bytes ({size} read); not read further "
+            "(a listing that large means slurmctld keeps many finished jobs: lower MinJobAge, or raise "
+            "maxResponseBytes and the bridge's memory)",
+            reason="response-too-large",
+        )
+
     def _http_error(self, error: urllib.error.HTTPError, what: str) -> SlurmApiError:
-        raw = error.read(1_000_000)
+        if 300 <= error.code < 400:
+            return SlurmRejectedError(
+                f"{what}: slurmrestd answered a redirect (HTTP {error.code} to "
+                f"{error.headers.get('Location', '?')!r}); Osprey never follows one with its token: set the url "
+                "to the address that answers",
+                reason="redirect",
+            )
+        raw = error.read(_ERROR_BODY_BYTES)
         try:
             body = json.loads(raw)
         except ValueError:

@@ -1,16 +1,18 @@
-"""slurmrestd credentials from AWS Secrets Manager, in either of the two forms AWS clusters provide.
+"""slurmrestd credentials from AWS Secrets Manager: a scoped, expiring token (and, only when asked, a signing key).
 
-- **A token** (AWS ParallelCluster): a cron job on the head node runs ``scontrol token username=U
-  lifespan=S`` and stores its output in a secret. The secret string is the token itself, the line
-  ``SLURM_JWT=<token>`` that ``scontrol token`` prints, or JSON ``{"token": ..., "username": ...}``.
-- **The signing key** (AWS PCS, or a head node that keeps ``jwt_hs256.key`` in a secret): JSON
-  ``{"jwt_key": "<base64>", "username": ...}`` or the key's raw bytes (a binary secret). Osprey then mints
-  its own short-lived HS256 token with the claims slurmctld's ``auth/jwt`` checks (``iat``, ``exp``,
-  ``sun``), so no token ever needs rotating by hand.
+- **A token** (the recommended form, docs/slurm.md): a timer on the head node runs ``scontrol token
+  username=osprey lifespan=S`` for a user that may change priorities and nothing more, and stores its output in
+  the secret. The secret string is the token itself, the line ``SLURM_JWT=<token>`` that ``scontrol token``
+  prints, or JSON ``{"token": ..., "username": ...}``. A token must carry ``exp`` (a token that never expires
+  is refused); one that has expired is reported as such (the rotation stopped) after the secret is read again.
+- **The signing key** (``jwt_hs256.key``): JSON ``{"jwt_key": "<base64>", "username": ...}`` or the key's raw
+  bytes (a binary secret). The key mints tokens for *any* user, root included, so a leaked secret is the
+  whole cluster: it is refused unless the bridge is configured with ``allowSigningKey`` (AWS PCS, where the key
+  is what the service hands out). Osprey then mints its own 15-minute HS256 tokens for the configured user only.
 
 The user is the secret's ``username`` or the configured default. The secret is read once per warm container
-and again after slurmrestd refuses a credential (:meth:`SecretCredentials.invalidate`) or when a minted token
-is within a minute of expiring.
+and again after slurmrestd refuses a credential (:meth:`SecretCredentials.invalidate`), when a stored token is
+within a minute of its ``exp``, or when a minted token is within a minute of expiring.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from osprey_control.aws import client_for
 from osprey_control.backends.slurm.client import SlurmCredentials
 from osprey_control.errors import PermanentError, classified
 
-__all__ = ["SecretCredentials", "mint_token", "parse_secret"]
+__all__ = ["SecretCredentials", "mint_token", "parse_secret", "token_expiry"]
 
 _MINTED_LIFESPAN = 900  # seconds; the source renews a minute before the end
+_RENEW_BEFORE = 60  # seconds before a token's exp at which the secret is read again
 
 
 def _b64url(data: bytes) -> str:
@@ -81,6 +84,19 @@ def parse_secret(secret: str | bytes, default_user: str) -> tuple[str, str | Non
     raise _bad("expected a JWT, 'SLURM_JWT=<jwt>', or JSON with 'token' or 'jwt_key'")
 
 
+def token_expiry(token: str) -> int | None:
+    """The ``exp`` claim of a JWT (not verified: slurmctld does that), or None when it has none or is not a JWT."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    expiry = claims.get("exp") if isinstance(claims, dict) else None
+    return expiry if isinstance(expiry, int) and not isinstance(expiry, bool) else None
+
+
 def _bad(message: str) -> PermanentError:
     return PermanentError(f"slurmrestd secret: {message}", reason="bad-secret")
 
@@ -93,11 +109,13 @@ class SecretCredentials:
         secret_id: str,
         *,
         default_user: str = "slurm",
+        allow_signing_key: bool = False,
         client: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.secret_id = secret_id
         self.default_user = default_user
+        self.allow_signing_key = allow_signing_key
         self._client = client
         self._clock = clock
         self._lock = threading.Lock()
@@ -111,17 +129,43 @@ class SecretCredentials:
 
     def __call__(self) -> SlurmCredentials:
         with self._lock:
+            now = self._clock()
+            if self._cached is not None and self._cached[1] is not None:
+                expiry = token_expiry(self._cached[1])
+                if expiry is not None and expiry - now < _RENEW_BEFORE:
+                    self._cached = None  # the rotation job may have stored the next token already
             if self._cached is None:
                 self._cached = parse_secret(self._read(), self.default_user)
             user, token, key = self._cached
             if token is not None:
-                return SlurmCredentials(user, token)
+                return SlurmCredentials(user, self._checked(token, now))
             assert key is not None
-            now = self._clock()
+            if not self.allow_signing_key:
+                raise _bad(
+                    f"secret {self.secret_id} holds the JWT signing key, which mints tokens for any user (root "
+                    "included); store a token from `scontrol token username=<user> lifespan=<s>` instead "
+                    "(docs/slurm.md), or set allowSigningKey: true to accept the key"
+                )
             if self._minted is None or self._minted[1] - now < 60:
                 minted = SlurmCredentials(user, mint_token(key, user, now=now))
                 self._minted = (minted, now + _MINTED_LIFESPAN)
             return self._minted[0]
+
+    def _checked(self, token: str, now: float) -> str:
+        expiry = token_expiry(token)
+        if expiry is None:
+            raise _bad(
+                f"the token in secret {self.secret_id} has no exp claim (it never expires); store one from "
+                "`scontrol token username=<user> lifespan=<s>`"
+            )
+        if expiry <= now:
+            self._cached = None  # read the secret again on the next call: the rotation may catch up
+            raise PermanentError(
+                f"slurmrestd secret: the token in {self.secret_id} expired {int(now - expiry)} s ago; the job that "
+                "rotates it (docs/slurm.md, step 4) has stopped",
+                reason="token-expired",
+            )
+        return token
 
     def _read(self) -> str | bytes:
         self._client = client_for("secretsmanager", self._client)

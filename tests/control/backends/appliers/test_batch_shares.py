@@ -119,7 +119,7 @@ def test_one_policy_update_per_cycle_sets_each_jobs_weight_and_keeps_other_share
     assert policy["fairsharePolicy"]["shareDecaySeconds"] == 3600
     outcomes = {result.job: result.outcome for result in report.results}
     assert outcomes[foreign.key] is Outcome.SKIPPED
-    assert outcomes[same.key] is Outcome.SKIPPED
+    assert outcomes[same.key] is Outcome.APPLIED  # unchanged: the registry already records it in force
     assert [outcomes[job.key] for job in (high, low, top)] == [Outcome.APPLIED] * 3
 
 
@@ -255,6 +255,16 @@ def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
                         500,
                         expected_params=expected,
                     )
+                # ... then the policy is read again: no update landed, so the job fails
+                stubber.add_response(
+                    "describe_scheduling_policies",
+                    {
+                        "schedulingPolicies": [
+                            {"name": name, "arn": policy_arn, "fairsharePolicy": {"shareDistribution": []}}
+                        ]
+                    },
+                    {"arns": [policy_arn]},
+                )
             else:
                 stubber.add_response("update_scheduling_policy", {}, expected)
 

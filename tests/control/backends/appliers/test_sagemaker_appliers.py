@@ -61,12 +61,13 @@ def test_queued_jobs_get_update_service_job_on_the_9999_scale(batch: Any) -> Non
     # When applied
     report = ServiceJobApplier(client).apply(changes)
 
-    # Then only the enabled, changed job is written (60 -> 5999), the others are skipped with a reason
+    # Then only the enabled, changed job is written (60 -> 5999), the one not opted in is skipped with a
+    # reason, and the unchanged one is applied without a call (the registry already records it in force)
     outcomes = {key.native_id: (result.outcome, result.reason) for key, result in report.by_job().items()}
     assert outcomes["a"] == (Outcome.APPLIED, "written")
     assert outcomes["b"][0] is Outcome.SKIPPED
     assert "osprey:enabled" in outcomes["b"][1]
-    assert outcomes["c"] == (Outcome.SKIPPED, "unchanged")
+    assert outcomes["c"] == (Outcome.APPLIED, "unchanged")
     assert report.writes == 1
     assert report.by_job()[changes[0].record.key].native_value == "5999"
 
@@ -77,6 +78,7 @@ def test_a_throttled_update_fails_that_job_only_and_is_transient(batch: Any) -> 
     stubber.add_response(
         "describe_service_job", service_job("a", priority=4999, tags=ENABLED), {"jobId": "a"}
     )
+    # (throttled: the request was refused unread, so the value is not read back; the next cycle reads it)
     stubber.add_client_error("update_service_job", "TooManyRequestsException", "Slow down", 429)
     stubber.add_response(
         "describe_service_job", service_job("b", priority=4999, tags=ENABLED), {"jobId": "b"}

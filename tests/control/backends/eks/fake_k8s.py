@@ -16,6 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 # The same HTTP semantics as the embedded server `osprey local` ships: one implementation of each.
 from osprey.local.kubernetes import API_PATH, merge_patch, selector_matches
 
+LOST = -1  # a Fault status: the request is carried out and the connection closed without an answer
+
 
 @dataclass
 class Fault:
@@ -37,6 +39,8 @@ class FakeKubernetes:
     accepts: list[tuple[str, str]] = field(default_factory=list)  # (list path, Accept header)
     queries: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (GET path, query parameters)
     faults: list[Fault] = field(default_factory=list)
+    # Writes that land but whose answer is lost: the connection closes before the status line (LOST).
+    lost: list[Fault] = field(default_factory=list)
     resource_version: int = 100
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
@@ -70,6 +74,11 @@ class FakeKubernetes:
 
     def fail(self, method: str, path: str, status: int, times: int = 1) -> None:
         self.faults.append(Fault(method, path, status, times))
+
+    def lose_answer(self, method: str, path: str, times: int = 1) -> None:
+        """The next ``times`` ``method`` requests to ``path`` are carried out, then the connection is closed
+        without an answer (a reply lost on the network: the client cannot tell it landed)."""
+        self.lost.append(Fault(method, path, LOST, times))
 
     def writes(self) -> list[str]:
         return [path for method, path in self.requests if method == "PATCH"]
@@ -137,6 +146,10 @@ class FakeKubernetes:
                 self.resource_version += 1
                 updated["metadata"]["resourceVersion"] = str(self.resource_version)
                 store[key] = updated
+                for fault in self.lost:
+                    if fault.times > 0 and fault.method == method and fault.path == path:
+                        fault.times -= 1
+                        return LOST, {}
                 return 200, copy.deepcopy(updated)
             return 405, _status(405, "MethodNotAllowed", method)
 
@@ -202,6 +215,9 @@ def _handler_for(fake: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             status, payload = fake.handle(self.command, self.path, self.headers, body)
+            if status == LOST:  # carried out, but the client never hears so
+                self.close_connection = True
+                return
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

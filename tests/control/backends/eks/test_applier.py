@@ -163,12 +163,12 @@ def test_only_changed_priorities_are_written(fake_k8s: FakeKubernetes, k8s_clien
     add_job(fake_k8s, "plain", annotations={"osprey.aws/derived-priority": "10"})
     # When the same priorities are applied again (the registry does not know they are in force)
     report = _apply(k8s_client, _change("ml/train", 60), _change("ml/plain", 10))
-    # Then nothing is written and both are reported unchanged, with what holds the value
+    # Then nothing is written and both are reported applied (already set), with what holds the value
     assert fake_k8s.writes() == []
     assert report.writes == 0
     assert _outcomes(report) == {
-        "ml/train": (Outcome.SKIPPED, f"unchanged: workload ml/{workload['metadata']['name']}"),
-        "ml/plain": (Outcome.SKIPPED, "unchanged: annotation Job ml/plain"),
+        "ml/train": (Outcome.APPLIED, f"already set: workload ml/{workload['metadata']['name']}"),
+        "ml/plain": (Outcome.APPLIED, "already set: annotation Job ml/plain"),
     }
 
 

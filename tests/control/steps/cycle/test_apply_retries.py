@@ -103,6 +103,7 @@ def test_a_success_after_a_transient_failure_records_the_applied_priority(
     client, stubber = batch
     describe(stubber)
     stubber.add_client_error("update_service_job", "ServerException", "Internal", 500)
+    describe(stubber)  # read back after the 5xx (it may have landed): it did not, so the failure stands
     describe(stubber)
     stubber.add_response(
         "update_service_job",
@@ -128,6 +129,9 @@ def test_a_permanent_failure_is_not_retried_until_the_derived_priority_changes(
     # Given a request Batch refuses (not retryable)
     describe(stubber)
     stubber.add_client_error("update_service_job", "ClientException", "job is not updatable", 400)
+    describe(
+        stubber
+    )  # read back after the refusal (a retry of a write that landed is refused too): not there
     _, record = cycle(aws, client, 0)
     assert record.apply_failure is not None
     assert (record.apply_failure.permanent, record.apply_failure.priority) == (True, 50)
