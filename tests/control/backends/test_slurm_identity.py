@@ -136,7 +136,7 @@ def test_a_failed_listing_closes_nothing(registry: JobRegistry) -> None:
     slurm.listing = [_job(7)]
     settings = BridgeSettings.model_validate(
         {
-            "OSPREY_SLURM_URL": "http://10.0.0.1:6820",
+            "OSPREY_SLURM_URL": "https://10.0.0.1:6820",
             "OSPREY_SLURM_CLUSTER": "pc",
             "OSPREY_SLURM_TOKEN_SECRET": "s",
         }
