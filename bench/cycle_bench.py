@@ -89,7 +89,7 @@ def _seed(clients: dict[str, Any], jobs: int, nodes: int, registry: Any) -> list
     block = parse_block({"priority_derivation_profile": "training-policy"})
     queue = fair_share_queue(clients)
     for index, assigned in enumerate(per_job):
-        name, share = f"job-{index:04d}", f"osprey{index:04d}"
+        name, share = f"job-{index:04d}", f"osprey-job-{index:04d}"
         job_id = clients["batch"].submit_job(
             jobName=name,
             jobQueue=queue,

@@ -133,7 +133,7 @@ def _seed(
     }
     for index in range(jobs):
         running = index < nodes
-        share = f"osprey{index:05d}"
+        share = f"osprey-job-{index:05d}"
         if running:
             native_id = clients["batch"].submit_job(
                 jobName=f"job-{index:05d}",

@@ -25,8 +25,10 @@ state over 256 KiB fails with ``States.DataLimitExceeded``, which no Catch handl
 and the lease would stay held). The jobs to apply are found by the apply step in the registry's
 ``apply-pending`` index; sizes per state are in docs/control-plane.md (Payload).
 
-Fencing: AcquireLease's ``token`` (one number) goes to every derive shard and to apply, whose writes are
-conditional on it (docs/control-plane.md, Fencing).
+Fencing: AcquireLease's ``token`` and ``expiresAt`` (two numbers) go to collect, every derive shard, apply and
+the plan step: their writes are conditional on the token, and each step's deadline ends at the lease's expiry at
+the latest, so no backend write of this execution can still run when the next one takes the lease
+(docs/control-plane.md, Fencing).
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ class CycleStateMachine(Construct):
                 self,
                 "ApplyPriorities",
                 apply,
-                payload=sfn.TaskInput.from_object({"shards.$": "$.shards", "token.$": "$.lease.token"}),
+                payload=sfn.TaskInput.from_object(
+                    {"shards.$": "$.shards", "token.$": "$.lease.token", "expiresAt.$": "$.lease.expiresAt"}
+                ),
                 result_path="$.apply",
             )
         )
@@ -123,7 +127,9 @@ class CycleStateMachine(Construct):
             self,
             "PlanParallelism",
             plan_parallelism,
-            payload=sfn.TaskInput.from_object({}),
+            payload=sfn.TaskInput.from_object(
+                {"token.$": "$.lease.token", "expiresAt.$": "$.lease.expiresAt"}
+            ),
             result_path="$.planning",
         )
         # Re-planning is advisory: its failure is noted and the cycle (priorities already applied) succeeds.
@@ -138,7 +144,9 @@ class CycleStateMachine(Construct):
             self,
             "CollectMetrics",
             collect,
-            payload=sfn.TaskInput.from_object({"shards.$": "$.plan.shards", "token.$": "$.lease.token"}),
+            payload=sfn.TaskInput.from_object(
+                {"shards.$": "$.plan.shards", "token.$": "$.lease.token", "expiresAt.$": "$.lease.expiresAt"}
+            ),
             result_path="$.collect",
         )
         # Without a stored collection each shard reads its own metrics: more GetMetricData calls, same values.
@@ -218,7 +226,11 @@ class CycleStateMachine(Construct):
             state_id,
             items_path="$.plan.shards",
             # In the item selector "$" is the Map state's input, so each shard gets the lease's token.
-            item_selector={"shard.$": "$$.Map.Item.Value", "token.$": "$.lease.token"},
+            item_selector={
+                "shard.$": "$$.Map.Item.Value",
+                "token.$": "$.lease.token",
+                "expiresAt.$": "$.lease.expiresAt",
+            },
             max_concurrency=MAX_SHARD_CONCURRENCY,
             result_path="$.shards",
         )
@@ -227,7 +239,9 @@ class CycleStateMachine(Construct):
             self,
             f"{state_id}Shard",
             derive,
-            payload=sfn.TaskInput.from_object({"shard.$": "$.shard", "token.$": "$.token"}),
+            payload=sfn.TaskInput.from_object(
+                {"shard.$": "$.shard", "token.$": "$.token", "expiresAt.$": "$.expiresAt"}
+            ),
         )
         # One shard's failure is that shard's: report it and let the other shards' changes be applied. Only the
         # error's name: its Cause (up to 32 KiB, a stack trace) times every shard failing at once would pass the

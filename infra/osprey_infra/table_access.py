@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 
-from osprey_control.registry import ACTIVE_INDEX, APPLY_PENDING_INDEX, LEASE_PK, SHARES_PK
+from osprey_control.registry import ACTIVE_INDEX, APPLY_PENDING_INDEX, LEASE_PK, SHARES_PK, WRITES_PK
 
 __all__ = [
     "APPLY",
@@ -72,8 +72,9 @@ DERIVE = TableAccess((_GET, _PUT, _CHECK), indexes=(ACTIVE_INDEX,))
 # ShareLedger.finished (BatchGetItem of the jobs' META items); list_active(backend=batch) (Query on active-jobs:
 # the Batch applier weighs each team share over all its active jobs).
 APPLY = TableAccess((_GET, _PUT, _CHECK, _BATCH_GET), indexes=(APPLY_PENDING_INDEX, ACTIVE_INDEX))
-# ShareLedger.entries (Query of the ledger's partition) and remove (DeleteItem): the ledger's items only.
-APPLY_SHARES = TableAccess((_QUERY, _DELETE), leading_keys=(SHARES_PK,))
+# ShareLedger.entries (Query of the ledger's partition) and remove (DeleteItem), WriteIntents.open (Query) and
+# resolve (DeleteItem, in a fenced transaction): the ledger's and the write intents' items only.
+APPLY_SHARES = TableAccess((_QUERY, _DELETE), leading_keys=(SHARES_PK, WRITES_PK))
 # JobRegistry.apply_observation; reconciliation (backends.reconcile): list_active(backend=eks) (Query on
 # active-jobs), update (GetItem, PutItem of the job) and the STATUS# history item (PutItem).
 EKS_DISCOVERY = TableAccess((_GET, _PUT), indexes=(ACTIVE_INDEX,))
@@ -83,8 +84,8 @@ SLURM_BRIDGE = TableAccess((_GET, _PUT), indexes=(ACTIVE_INDEX,))
 # GangStore.load (GetItem) and save (conditional PutItem) of the job's GANG item.
 GANG_WATCH = TableAccess((_GET, _PUT))
 # The plan step: list_active (Query on active-jobs), BatchGetItem of the PLANREQ items, PutItem of PLAN records,
-# UpdateItem of planned_at / plan_reason on PLANREQ.
-PLAN = TableAccess((_BATCH_GET, _PUT, _UPDATE), indexes=(ACTIVE_INDEX,))
+# UpdateItem of planned_at / plan_reason on PLANREQ, each in a transaction with the fence's ConditionCheck.
+PLAN = TableAccess((_BATCH_GET, _PUT, _UPDATE, _CHECK), indexes=(ACTIVE_INDEX,))
 
 
 def grant_table_access(table: dynamodb.ITable, role: iam.IRole, access: TableAccess) -> None:

@@ -1,7 +1,8 @@
 """Apply Lambda: after the shards' Map state, write every pending derived priority to its backend and record
-the outcome in the registry. Input: ``{"shards": [<derive outputs>], "token": T}`` (the Map state's result:
+the outcome in the registry. Input: ``{"shards": [<derive outputs>], "token": T, "expiresAt": E}`` (the Map state's result:
 which shards reported; the pending jobs themselves are read from the registry's ``apply-pending`` index;
-``token``: the execution's lease token, which every write is fenced by; absent: unfenced). Output: counts,
+``token``: the execution's lease token, which every write is fenced by; absent: unfenced; ``expiresAt``: the
+lease's expiry, before which every backend write, retries included, must end). Output: counts,
 the first :data:`FAILURE_SAMPLE` failures (each one is logged) and, when there are any, ``deferred``: the jobs
 left pending for the next cycle because the function's remaining time ran short (docs/control-plane.md,
 Liveness), and ``fenceLost: true`` when another execution took the lease meanwhile (Fencing). The output's
@@ -37,7 +38,7 @@ class ApplySettings(HandlerSettings):
 
 
 @cache
-def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
+def _components() -> tuple[ApplySettings, JobRegistry, ShareLedger, list[Applier]]:
     settings = ApplySettings.model_validate(dict(os.environ))
     registry = JobRegistry(settings.table_name, shards=settings.shards)
     ledger = ShareLedger(settings.table_name, registry.client)
@@ -48,16 +49,19 @@ def _components() -> tuple[ApplySettings, JobRegistry, list[Applier]]:
         share_ledger=ledger,
         active_jobs=lambda backend: registry.list_active(backend=backend),
     )
-    return settings, registry, appliers(deployment)
+    return settings, registry, ledger, appliers(deployment)
 
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    settings, registry, appliers = _components()
-    deadline = Deadline.for_invocation(context.get_remaining_time_in_millis)
+    settings, registry, ledger, appliers = _components()
     request = ApplyRequest.model_validate(event)
+    deadline = Deadline.for_invocation(
+        context.get_remaining_time_in_millis, lease_expires_at=request.expires_at
+    )
     token = request.token
     fence = Fence(settings.table_name, token, registry.client) if token is not None else None
+    ledger.fence = fence  # the share ledger's writes are this execution's too
     report = apply_cycle(request.reports(), registry, appliers, deadline=deadline, fence=fence)
     if report.fence_lost:
         logger.warning("fence lost: another execution holds the lease; apply stopped writing")

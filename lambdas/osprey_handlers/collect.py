@@ -1,5 +1,6 @@
 """Collect Lambda: the cycle's one metric collection, for every shard, stored for the shards' derive steps.
-Input ``{"shards": [..], "token": T}`` (the shard plan's shards and the execution's lease token); output counts
+Input ``{"shards": [..], "token": T, "expiresAt": E}`` (the shard plan's shards, the execution's lease token and
+its expiry: a step that starts with the lease (nearly) over collects nothing); output counts
 only: ``jobs``, ``series``, ``getmetricdata_calls``, ``stored`` and ``tooLarge`` shards
 (:mod:`osprey_control.steps.collect`), and ``invalidPolicies`` when a deployed policy's stored value is refused
 (:mod:`osprey_control.steps.policy_health`; also logged, and published as ``InvalidPolicies``)."""
@@ -17,13 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from osprey_control.policy_store import PolicySource
 from osprey_control.registry import CollectionStore, JobRegistry
 from osprey_control.steps.collect import collect_for_cycle
+from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.policy_health import invalid_policy_metrics
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import COLLECTION_LATENCY_METRIC
 from osprey_handlers._settings import PolicyReaderSettings
 from osprey_handlers._telemetry import publish
 
-__all__ = ["CollectEvent", "CollectSettings", "handler"]
+__all__ = ["CollectEvent", "CollectSettings", "LeaseExpiredError", "handler"]
 
 logger = Logger(service="osprey-collect")
 
@@ -35,10 +37,20 @@ class CollectSettings(PolicyReaderSettings):
 class CollectEvent(BaseModel):
     """What the state machine passes: the planned shards and the lease token."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     shards: list[int] = Field(max_length=1000)
     token: int
+    # The lease's expiry (epoch seconds): a collection that would be stored after it is not stored.
+    expires_at: int | None = Field(default=None, alias="expiresAt")
+
+
+class LeaseExpiredError(Exception):
+    """The execution's lease ends before this step could finish: nothing collected (the state machine's Catch
+    goes on to the shards, which read their own metrics within their own deadlines)."""
+
+    def __init__(self, token: int) -> None:
+        super().__init__(f"the cycle lease of token {token} has (nearly) expired; no collection stored")
 
 
 @cache
@@ -62,6 +74,11 @@ def _components() -> tuple[JobRegistry, PolicySource, CollectionStore]:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = _settings()
     request = CollectEvent.model_validate(event)
+    deadline = Deadline.for_invocation(
+        context.get_remaining_time_in_millis, lease_expires_at=request.expires_at
+    )
+    if deadline.expired:  # the lease is (nearly) over: the shards would not use this collection any more
+        raise LeaseExpiredError(request.token)
     registry, policies, store = _components()
     report = collect_for_cycle(registry, policies, store, shards=request.shards, token=request.token)
     # The same series the shards' derive steps publish when they collect for themselves (no new metric cost).

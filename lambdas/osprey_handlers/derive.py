@@ -1,5 +1,6 @@
-"""Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N, "token": T}`` (``token``:
-the execution's lease token, which every registry write is conditional on; absent: unfenced). The metrics are
+"""Derive Lambda: one shard of a cycle (collect → derive → record). Input ``{"shard": N, "token": T, "expiresAt": E}``
+(``token``: the execution's lease token, which every registry write is conditional on; absent: unfenced;
+``expiresAt``: the lease's expiry, epoch seconds, which bounds the step's deadline). The metrics are
 the shard's part of the cycle's collection, stored under the token by the collect step; CloudWatch is read here
 only for jobs that part lacks, or for all of them when there is none. Output the shard's
 counts (``evaluated``, ``pending``, ``jobs_failed``, ``series``, ``getmetricdata_calls``), the first failures and
@@ -73,7 +74,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         registry,
         policies,
         invoker,
-        Deadline.for_invocation(context.get_remaining_time_in_millis),
+        Deadline.for_invocation(
+            context.get_remaining_time_in_millis, lease_expires_at=_expiry(event.get("expiresAt"))
+        ),
         shard=int(shard) if shard is not None else None,
         per_job_metrics=settings.per_job_metrics,
         fence=fence,
@@ -94,6 +97,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             extra={"shard": shard, "deferred": len(run.deferred), "evaluated": run.report.evaluated},
         )
     return run.to_dict()
+
+
+def _expiry(value: object) -> float | None:
+    """The lease's expiry (epoch seconds) from the state machine, None when absent (a direct call)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expiresAt must be the lease's expiry in epoch seconds, got {value!r}")
+    return float(value)
 
 
 def _stored_collection(

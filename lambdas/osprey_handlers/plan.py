@@ -1,6 +1,7 @@
 """Plan Lambda: the plan step of the cycle (re-plan the parallelism of jobs that asked, write plan records).
 
-Input ``{}`` (every shard) or ``{"shard": N}``; output the step's summary (``PlanStepReport.to_dict()``):
+Input ``{}`` (every shard) or ``{"shard": N}``, with the cycle's ``token`` and ``expiresAt`` (the lease's
+fencing token, which its writes check, and its expiry, which bounds its deadline); output the step's summary (``PlanStepReport.to_dict()``):
 ``{"jobs", "requests", "skipped", "planned", "switches", "written", "withdrawn", "decisions", "missingData",
 "records", "errors", "errorCount"}``."""
 
@@ -15,6 +16,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from osprey_control.planner import DEFAULT_HYSTERESIS, DEFAULT_PLACEMENT_HYSTERESIS
+from osprey_control.registry import Fence
+from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.plan import PlanStepConfig, run_plan_step
 from osprey_control.wiring import (
     PLAN_EVERY_VARIABLE,
@@ -61,6 +64,18 @@ def _settings() -> PlanSettings:
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    shard = event.get("shard") if isinstance(event, dict) else None
-    report = run_plan_step(_settings().step_config(), shard=int(shard) if shard is not None else None)
+    event = event if isinstance(event, dict) else {}
+    settings = _settings()
+    shard, token, expires = event.get("shard"), event.get("token"), event.get("expiresAt")
+    fence = Fence(settings.table_name, int(token)) if token is not None else None
+    deadline = Deadline.for_invocation(
+        context.get_remaining_time_in_millis,
+        lease_expires_at=float(expires) if isinstance(expires, int | float) else None,
+    )
+    report = run_plan_step(
+        settings.step_config(),
+        shard=int(shard) if shard is not None else None,
+        fence=fence,
+        deadline=deadline,
+    )
     return report.to_dict()

@@ -2,7 +2,7 @@
 
 >>> submit_job(jobName="train", jobQueue="gpu", jobDefinition="trainer:3",
 ...            osprey={"priority_derivation_profile": "training-policy", "initial_priority": 70,
-...                    "share_identifier": "vision"})
+...                    "share_identifier": team_share("vision", 8)})
 
 What is added to your ``SubmitJob`` keyword arguments (all checked before any AWS call):
 
@@ -28,7 +28,10 @@ What is added to your ``SubmitJob`` keyword arguments (all checked before any AW
 
 On a fair-share queue, give a job its team's Osprey share, :func:`team_share` (``osprey-<team>-g<class>``,
 one per team and size class), so the team keeps its fair share while Osprey orders its jobs
-(docs/submitting-jobs.md): ``share_identifier=team_share("vision", 16)``.
+(docs/submitting-jobs.md): ``share_identifier=team_share("vision", 16)``. A job that needs a share of its own takes
+:func:`own_share` (``osprey-job-<id>``). Osprey creates and changes only entries of identifiers in its namespace
+(``osprey-``) that it created itself; a job under any other identifier (a team's ``vision``) is refused with the
+reason ``osprey explain`` shows, since that entry's weight would move every job of the team (issue 28).
 
 A value you already set that contradicts the block is an error, not an override; so is a malformed
 override (``containerOverrides=None``, an environment entry without ``name``, a non-string ``OSPREY_*``
@@ -45,7 +48,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from osprey.eks import label_annotation_conflicts
-from osprey_control.backends.batch import team_share_identifier
+from osprey_control.backends.batch import own_share_identifier, team_share_identifier
 from osprey_control.contract import (
     ENVIRONMENT,
     KUBERNETES,
@@ -61,7 +64,7 @@ from osprey_control.contract import (
     to_tags,
 )
 
-__all__ = ["JobForm", "build_submit_job_request", "submit_job", "team_share"]
+__all__ = ["JobForm", "build_submit_job_request", "own_share", "submit_job", "team_share"]
 
 logger = logging.getLogger(__name__)
 
@@ -275,6 +278,13 @@ def team_share(team: str, gpus: int) -> str:
     """The share identifier of ``team``'s jobs of ``gpus`` GPUs on a fair-share queue Osprey weights:
     ``osprey-<team>-g<class>`` (classes: up to 4 GPUs, 16, 128, more). ``ValueError`` names what is wrong."""
     return team_share_identifier(team, gpus)
+
+
+def own_share() -> str:
+    """A share identifier of the job's own on a fair-share queue Osprey weights (``osprey-job-<16 hex>``, random:
+    no other job has it), whose weight follows the job's priority. Prefer :func:`team_share`, which keeps the
+    team's usage in the weights; a job alone in its share is ordered only once it has usage."""
+    return own_share_identifier()
 
 
 def submit_job(

@@ -338,16 +338,18 @@ def test_every_task_payload_is_an_object_and_finish_always_gets_an_error_field(t
             if state["Type"] == "Task":
                 assert isinstance(state.get("Parameters"), dict), name
     states = _all_states(_definitions(template)["Osprey priority cycle"])
-    # The lease's fencing token reaches every derive shard (through the Map's item selector) and apply.
-    assert states["DeriveShardsShard"]["Parameters"] == {"shard.$": "$.shard", "token.$": "$.token"}
-    assert states["DeriveShards"]["ItemSelector"] == {
-        "shard.$": "$$.Map.Item.Value",
-        "token.$": "$.lease.token",
+    # The lease's fencing token and its expiry reach collect, every derive shard (through the Map's item
+    # selector), apply and the plan step.
+    lease = {"token.$": "$.lease.token", "expiresAt.$": "$.lease.expiresAt"}
+    assert states["DeriveShardsShard"]["Parameters"] == {
+        "shard.$": "$.shard",
+        "token.$": "$.token",
+        "expiresAt.$": "$.expiresAt",
     }
-    assert states["ApplyPriorities"]["Parameters"] == {
-        "shards.$": "$.shards",
-        "token.$": "$.lease.token",
-    }
+    assert states["DeriveShards"]["ItemSelector"] == {"shard.$": "$$.Map.Item.Value", **lease}
+    assert states["ApplyPriorities"]["Parameters"] == {"shards.$": "$.shards", **lease}
+    assert states["CollectMetrics"]["Parameters"] == {"shards.$": "$.plan.shards", **lease}
+    assert states["PlanParallelism"]["Parameters"] == lease
     assert states["MarkSucceeded"]["Parameters"] == {"outcome": "succeeded", "error": {}}
     assert states["MarkFailed"]["Parameters"] == {"outcome": "failed", "error.$": "$.error"}
 

@@ -119,9 +119,9 @@ def test_a_cycle_applies_the_policy_priorities_to_batch_shares_sagemaker_service
     # ... Batch got one scheduling-policy update with every job's weight, the other share untouched
     assert fleet.share_weights() == {
         "analytics": 0.5,
-        "ospreybusy": weight_factor(60),
-        "ospreysteady": weight_factor(56),
-        "ospreyidle": weight_factor(40),
+        "osprey-job-busy": weight_factor(60),
+        "osprey-job-steady": weight_factor(56),
+        "osprey-job-idle": weight_factor(40),
     }
     assert weight_factor(60) < weight_factor(56) < weight_factor(40)  # lower weight = more capacity
     # ... and the queued SageMaker job got UpdateServiceJob on Batch's 0..9999 scale
@@ -172,7 +172,7 @@ def test_a_second_execution_while_the_lease_is_held_does_nothing_and_the_next_cy
     third = cycle.run("cycle-3")
     assert third.status == "SUCCEEDED"
     assert "SkippedLeaseHeld" not in third.states
-    assert fleet.share_weights()["ospreybusy"] == weight_factor(70)
+    assert fleet.share_weights()["osprey-job-busy"] == weight_factor(70)
 
 
 def test_a_custom_rule_that_raises_yields_its_fallback_and_the_cycle_still_succeeds(
@@ -199,8 +199,8 @@ def test_a_custom_rule_that_raises_yields_its_fallback_and_the_cycle_still_succe
     assert [(rule["priority"], rule["outcome"]) for rule in custom] == [(90.0, "fallback:error")]
     assert fleet.record("crashy").applied_priority == 55
     # ... and both jobs' priorities were applied
-    assert fleet.share_weights()["ospreycrashy"] == weight_factor(55)
-    assert fleet.share_weights()["ospreybusy"] == weight_factor(60)
+    assert fleet.share_weights()["osprey-job-crashy"] == weight_factor(55)
+    assert fleet.share_weights()["osprey-job-busy"] == weight_factor(60)
 
 
 def test_a_failing_shard_is_reported_and_the_other_shards_are_still_applied(
@@ -234,8 +234,8 @@ def test_a_failing_shard_is_reported_and_the_other_shards_are_still_applied(
     ]
     assert fleet.record("broken").applied_priority is None
     assert fleet.record(healthy).applied_priority == 60
-    assert fleet.share_weights()[f"osprey{healthy}"] == weight_factor(60)
-    assert "ospreybroken" not in fleet.share_weights()
+    assert fleet.share_weights()[f"osprey-job-{healthy}"] == weight_factor(60)
+    assert "osprey-job-broken" not in fleet.share_weights()
 
 
 def test_an_execution_with_cycles_runs_them_back_to_back_each_with_the_lease(
@@ -257,7 +257,7 @@ def test_an_execution_with_cycles_runs_them_back_to_back_each_with_the_lease(
         60,
         70,
     ]
-    assert fleet.share_weights()["ospreybusy"] == weight_factor(70)
+    assert fleet.share_weights()["osprey-job-busy"] == weight_factor(70)
     assert execution.output["finished"]["released"] is True
 
 
@@ -356,4 +356,4 @@ def test_each_cycle_passes_its_lease_token_to_the_derive_shards_and_to_apply(
     assert tokens[0] == tokens[1]
     assert tokens[2] == tokens[3] == tokens[0] + 1
     assert "fenceLost" not in execution.output["apply"]
-    assert fleet.share_weights()["ospreybusy"] == weight_factor(70)
+    assert fleet.share_weights()["osprey-job-busy"] == weight_factor(70)

@@ -40,6 +40,7 @@ NEVER = {
 }
 LEASE_KEY = "LEASE#cycle"
 SHARES_KEY = "SHARES#batch"
+WRITES_KEY = "WRITES#cycle"
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_each_function_holds_exactly_the_dynamodb_actions_its_code_calls(
         },
         "eks_discovery": {get: table, put: table, query: active},  # query: reconciliation (list_active)
         "gang_watch": {get: table, put: table},
-        "plan": {"dynamodb:BatchGetItem": table, put: table, update: table, query: active},
+        "plan": {"dynamodb:BatchGetItem": table, put: table, update: table, check: table, query: active},
     }
     # ... so none of them may scan, batch-write or read the stream
     assert not any(NEVER & set(found) for found in granted.values())
@@ -103,10 +104,12 @@ def test_only_the_apply_function_deletes_and_only_its_share_ledger_items(
         module: [s for s in found if "dynamodb:DeleteItem" in actions(s)]
         for module, found in statements.items()
     }
-    # Then only apply holds DeleteItem, and only under the share ledger's partition key
+    # Then only apply holds DeleteItem, and only under the share ledger's and the write intents' partition keys
     assert {module for module, found in deleting.items() if found} == {"apply"}
     for statement in deleting["apply"]:
-        assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARES_KEY]}}
+        assert statement["Condition"] == {
+            "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARES_KEY, WRITES_KEY]}
+        }
         assert "dynamodb:Query" in actions(statement)
 
 

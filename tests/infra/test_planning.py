@@ -79,6 +79,7 @@ def test_the_role_reads_the_registry_writes_plans_and_reads_metrics_only(templat
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",  # its writes check the lease's fencing token
         "cloudwatch:GetMetricData",
     }
     (table,) = [s for s in statements if "dynamodb:PutItem" in _actions(s)]

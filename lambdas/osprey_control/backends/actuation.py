@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from osprey_control.aws import client_for
+from osprey_control.aws import WRITE_RETRY_CONFIG, call_bound_ms, client_for
 from osprey_control.contract import ENABLED_TAG, tags_as_dict
 from osprey_control.errors import is_throttling, is_transient
 from osprey_control.registry import Backend, JobKey, JobRecord
@@ -238,13 +238,29 @@ class ClientApplier:
 
     @property
     def client(self) -> Any:
-        self._client = client_for(self.service, self._client)
+        # A backend writer: its bound (every attempt, timeouts and backoff) must fit before the lease expires.
+        self._client = client_for(self.service, self._client, retry_config=WRITE_RETRY_CONFIG)
         return self._client
 
+    @property
+    def write_bound_ms(self) -> float:
+        """How long one job may take at most: a read and a write, each with every botocore attempt
+        (:func:`osprey_control.aws.call_bound_ms` of this applier's client)."""
+        return 2 * call_bound_ms(self.client if hasattr(self.client, "meta") else None)
+
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
+        return self.apply_guarded(changes, lambda: True)
+
+    def apply_guarded(self, changes: Sequence[PriorityChange], may_write: Callable[[], bool]) -> ApplyReport:
+        """:meth:`apply`, asking ``may_write`` before each job (the apply step: does this job's
+        :attr:`write_bound_ms` still end before the lease?); once it says no, the rest are ``deferred``."""
         todo, results = prefilter(changes, self.backends)
         report = ApplyReport(results)
-        for change in todo:
+        for index, change in enumerate(todo):
+            if not may_write():
+                report.deferred.extend(rest.record.key for rest in todo[index:])
+                report.fence_lost = True  # GuardedApplier's word for "stopped by the guard"
+                break
             report.results.append(self._apply_one(change, report))
         return report
 

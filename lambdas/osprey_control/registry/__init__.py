@@ -20,6 +20,7 @@ from osprey_control.registry.keys import (
     PLAN_REQUEST_SK,
     PLAN_SK,
     SHARES_PK,
+    WRITES_PK,
     is_job_pk,
     job_pk,
     key_from_pk,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from osprey_control.registry.shards import plan_shards
     from osprey_control.registry.shares import ShareEntry, ShareLedger
     from osprey_control.registry.table import TTL_ATTRIBUTE
+    from osprey_control.registry.writes import MAX_INTENT_KEYS, WriteIntent, WriteIntents
 
 __all__ = [
     "ACTIVE_INDEX",
@@ -60,6 +62,7 @@ __all__ = [
     "DEFAULT_SHARDS",
     "JOB_PREFIX",
     "LEASE_PK",
+    "MAX_INTENT_KEYS",
     "MAX_KEYS_PER_BATCH_GET",
     "MAX_TRANSIENT_APPLY_ATTEMPTS",
     "PLAN_REQUEST_SK",
@@ -67,6 +70,7 @@ __all__ = [
     "SHARES_PK",
     "STATUS_ORDER",
     "TTL_ATTRIBUTE",
+    "WRITES_PK",
     "ApplyFailure",
     "Backend",
     "CollectionStore",
@@ -91,6 +95,8 @@ __all__ = [
     "SlurmJobId",
     "StaleGangStateError",
     "VersionConflictError",
+    "WriteIntent",
+    "WriteIntents",
     "aliases",
     "decision_changes",
     "eks_job_id",
@@ -129,6 +135,9 @@ _ADAPTERS: dict[str, str] = {
     "TTL_ATTRIBUTE": "osprey_control.registry.table",
     "VersionConflictError": "osprey_control.registry.dynamodb",
     "plan_shards": "osprey_control.registry.shards",
+    "MAX_INTENT_KEYS": "osprey_control.registry.writes",
+    "WriteIntent": "osprey_control.registry.writes",
+    "WriteIntents": "osprey_control.registry.writes",
 }
 
 

@@ -365,15 +365,18 @@ class JobRegistry(RegistryTable):
         """
         result = self._converge(key, lambda record: merge_applied(record, priority, now), fence=fence)
         if result is not None:
-            self._note_apply(key, priority, APPLIED, detail or "applied", now)
+            self._note_apply(key, priority, APPLIED, detail or "applied", now, fence=fence)
         return result.record if result else None
 
-    def _note_apply(self, key: JobKey, priority: int, outcome: str, detail: str, now: datetime) -> None:
-        """The history's line for an apply outcome; best effort: the record above is what the cycle needs."""
+    def _note_apply(
+        self, key: JobKey, priority: int, outcome: str, detail: str, now: datetime, *, fence: Fence | None
+    ) -> None:
+        """The history's line for an apply outcome, fenced like the record; best effort: the record above is
+        what the cycle needs (a lost fence here is noticed by the next fenced write)."""
         expires = self._expires(now)
         try:
             self.events.record_apply(
-                key, priority=priority, outcome=outcome, detail=detail, now=now, expires=expires
+                key, priority=priority, outcome=outcome, detail=detail, now=now, expires=expires, fence=fence
             )
         except Exception as error:
             logger.warning(
@@ -398,5 +401,5 @@ class JobRegistry(RegistryTable):
             fence=fence,
         )
         if result is not None:
-            self._note_apply(key, priority, APPLY_FAILED, reason, now)
+            self._note_apply(key, priority, APPLY_FAILED, reason, now, fence=fence)
         return result.record if result else None

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from osprey_control.registry.fence import Fence, fenced_transaction
 from osprey_control.registry.items import format_time, from_attribute
 from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, STATUS_PREFIX, job_pk
 from osprey_control.registry.model import JobKey
@@ -85,13 +86,23 @@ class JobHistory(RegistryTable):
         return list(self._items(key, APPLY_PREFIX, since, limit, newest_first))
 
     def record_apply(
-        self, key: JobKey, *, priority: int, outcome: str, detail: str, now: datetime, expires: int
+        self,
+        key: JobKey,
+        *,
+        priority: int,
+        outcome: str,
+        detail: str,
+        now: datetime,
+        expires: int,
+        fence: Fence | None = None,
     ) -> None:
         """Note an apply outcome (:data:`APPLIED`, with ``native_value`` or "already set" as detail, or
-        :data:`APPLY_FAILED` with the reason)."""
-        self.client.put_item(
-            TableName=self.table_name,
-            Item={
+        :data:`APPLY_FAILED` with the reason). With a ``fence``, a transaction that checks the lease token
+        (:class:`~osprey_control.registry.fence.FenceLostError`, nothing written, once another execution holds
+        it)."""
+        put = {
+            "TableName": self.table_name,
+            "Item": {
                 "pk": {"S": job_pk(key)},
                 "sk": {"S": f"{APPLY_PREFIX}{format_time(now)}#{priority:03d}"},
                 "recorded_at": {"S": format_time(now)},
@@ -100,7 +111,11 @@ class JobHistory(RegistryTable):
                 "detail": {"S": detail[:_DETAIL_CHARS]},
                 TTL_ATTRIBUTE: {"N": str(expires)},
             },
-        )
+        }
+        if fence is not None:
+            fenced_transaction(self.client, [{"Put": put}], fence)
+        else:
+            self.client.put_item(**put)
 
     def status_events(self, key: JobKey, *, limit: int | None = None) -> list[dict[str, Any]]:
         """The status changes Osprey made itself (``recorded_at``, ``status``, ``reason``), newest first."""

@@ -15,6 +15,8 @@ cycle lease                   ``LEASE#cycle``            ``LEASE``
 a shard's metric collection   ``COLLECTION#<shard>``     ``META``
 a fair-share entry Osprey     ``SHARES#batch``           ``<scheduling policy ARN>|<share id>``
 added to a Batch policy
+a backend write in flight     ``WRITES#cycle``           ``<token>#<call>``
+(the apply step's intent)
 ============================  =========================  ==========================================
 
 Sparse indexes: ``active-jobs`` (``active_shard``) and ``apply-pending`` (``apply_pending_shard``).
@@ -25,7 +27,16 @@ from __future__ import annotations
 
 from osprey_control.registry.model import JobKey
 
-__all__ = ["JOB_PREFIX", "PLAN_REQUEST_SK", "PLAN_SK", "SHARES_PK", "is_job_pk", "job_pk", "key_from_pk"]
+__all__ = [
+    "JOB_PREFIX",
+    "PLAN_REQUEST_SK",
+    "PLAN_SK",
+    "SHARES_PK",
+    "WRITES_PK",
+    "is_job_pk",
+    "job_pk",
+    "key_from_pk",
+]
 
 JOB_PREFIX = "JOB#"
 INSTANCE_PREFIX = "INSTANCE#"
@@ -40,6 +51,7 @@ PLAN_SK = "PLAN"
 PLAN_REQUEST_SK = "PLANREQ"
 LEASE_PK = "LEASE#cycle"
 SHARES_PK = "SHARES#batch"
+WRITES_PK = "WRITES#cycle"
 LEASE_KEY: dict[str, dict[str, str]] = {"pk": {"S": LEASE_PK}, "sk": {"S": "LEASE"}}
 ACTIVE_INDEX = "active-jobs"
 # Sparse: only job items of active jobs whose derived priority still has to reach the backend carry

@@ -16,6 +16,7 @@ from typing import Any
 
 from osprey_control.errors import condition_failed
 from osprey_control.registry.batch import batch_get
+from osprey_control.registry.fence import Fence, fenced_transaction
 from osprey_control.registry.keys import PLAN_REQUEST_SK, PLAN_SK
 from osprey_control.registry.table import RegistryTable
 
@@ -54,7 +55,26 @@ class ProgressUpdate:
 
 class PlanItems(RegistryTable):
     """Plan requests and records of one registry table. ``client=None`` creates a DynamoDB client on first use
-    (pass one: a job's worker thread needs a client of its own session)."""
+    (pass one: a job's worker thread needs a client of its own session). With a ``fence`` (the plan step's lease
+    token), the plan step's writes (:meth:`mark_planned`, :meth:`put_record`, :meth:`replace_record`) are
+    transactions that check it: :class:`~osprey_control.registry.fence.FenceLostError`, nothing written, once
+    another execution holds the lease. The job's own writes (requests, progress) are never fenced."""
+
+    fence: Fence | None = None
+
+    def _conditional(self, kind: str, request: dict[str, Any]) -> bool:
+        """One conditional ``Put`` or ``Update`` (fenced when there is a fence); False if its condition failed."""
+        if self.fence is not None:
+            item = {kind: {"TableName": self.table_name, **request}}
+            return fenced_transaction(self.client, [item], self.fence) is None
+        call = self.client.put_item if kind == "Put" else self.client.update_item
+        try:
+            call(TableName=self.table_name, **request)
+        except Exception as error:
+            if condition_failed(error):
+                return False
+            raise
+        return True
 
     def requests(self, pks: Sequence[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """The request item of each job partition in ``pks`` that has one (consistent reads, 100 keys a call),
@@ -80,19 +100,15 @@ class PlanItems(RegistryTable):
             # Written whole: only the plan step writes it, and one plan step runs at a time (the cycle's lease).
             expression += ", measured = :measured"
             values[":measured"] = measured
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key=_key(pk, PLAN_REQUEST_SK),
-                UpdateExpression=expression,
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues=values,
-            )
-        except Exception as error:
-            if condition_failed(error):
-                return False
-            raise
-        return True
+        return self._conditional(
+            "Update",
+            {
+                "Key": _key(pk, PLAN_REQUEST_SK),
+                "UpdateExpression": expression,
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": values,
+            },
+        )
 
     def update_progress(self, pk: str, update: ProgressUpdate) -> str:
         """Record the job's step (and the plan it runs) on its request: ``updated``, ``adopted`` (the plan
@@ -155,31 +171,23 @@ class PlanItems(RegistryTable):
     def replace_record(self, item: dict[str, Any], stale_plan_id: str) -> bool:
         """Overwrite the job's record only if it still holds ``stale_plan_id`` (a withdrawal must not undo a
         recommendation written meanwhile); False if it no longer does."""
-        try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item=item,
-                ConditionExpression="plan_id = :stale",
-                ExpressionAttributeValues={":stale": {"S": stale_plan_id}},
-            )
-        except Exception as error:
-            if condition_failed(error):
-                return False
-            raise
-        return True
+        return self._conditional(
+            "Put",
+            {
+                "Item": item,
+                "ConditionExpression": "plan_id = :stale",
+                "ExpressionAttributeValues": {":stale": {"S": stale_plan_id}},
+            },
+        )
 
     def put_record(self, item: dict[str, Any]) -> bool:
         """Write a plan record unless that very plan (``plan_id``) is already the job's record: the same
         recommendation is never rewritten, so its ``created_at`` stays when it was first made. False if it was."""
-        try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item=item,
-                ConditionExpression="attribute_not_exists(pk) OR plan_id <> :plan_id",
-                ExpressionAttributeValues={":plan_id": item["plan_id"]},
-            )
-        except Exception as error:
-            if condition_failed(error):
-                return False
-            raise
-        return True
+        return self._conditional(
+            "Put",
+            {
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(pk) OR plan_id <> :plan_id",
+                "ExpressionAttributeValues": {":plan_id": item["plan_id"]},
+            },
+        )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osprey_control.registry.batch import batch_get
+from osprey_control.registry.fence import Fence, fenced_transaction
 from osprey_control.registry.keys import META, SHARES_PK, job_pk, share_sk
 from osprey_control.registry.model import ACTIVE_STATUSES, JobKey, JobStatus
 from osprey_control.registry.table import RegistryTable
@@ -37,7 +38,19 @@ class ShareEntry:
 
 class ShareLedger(RegistryTable):
     """The share entries Osprey added, in one registry table. ``client=None`` creates a DynamoDB client on first
-    use."""
+    use. With a ``fence`` (the apply step's lease token, set per invocation), every write is a transaction that
+    checks it: :class:`~osprey_control.registry.fence.FenceLostError` and nothing written once another execution
+    holds the lease."""
+
+    fence: Fence | None = None
+
+    def _write(self, item: dict[str, Any]) -> None:
+        if self.fence is not None:
+            fenced_transaction(self.client, [item], self.fence)
+        elif "Put" in item:
+            self.client.put_item(**item["Put"])
+        else:
+            self.client.delete_item(**item["Delete"])
 
     def _pages(self) -> Iterator[dict[str, Any]]:
         request: dict[str, Any] = {
@@ -62,20 +75,18 @@ class ShareLedger(RegistryTable):
     def add(self, entries: Iterable[ShareEntry]) -> None:
         """Record entries Osprey just added to their policies (a new entry is one PutItem; there are few)."""
         for entry in entries:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item={
-                    **entry.key,
-                    "policy": {"S": entry.policy_arn},
-                    "share": {"S": entry.share},
-                    "job": {"S": str(entry.job)},
-                },
-            )
+            item = {
+                **entry.key,
+                "policy": {"S": entry.policy_arn},
+                "share": {"S": entry.share},
+                "job": {"S": str(entry.job)},
+            }
+            self._write({"Put": {"TableName": self.table_name, "Item": item}})
 
     def remove(self, entries: Iterable[ShareEntry]) -> None:
         """Forget entries that were taken out of their policies."""
         for entry in entries:
-            self.client.delete_item(TableName=self.table_name, Key=entry.key)
+            self._write({"Delete": {"TableName": self.table_name, "Key": entry.key}})
 
     def finished(self, entries: Iterable[ShareEntry]) -> list[ShareEntry]:
         """The entries whose job has ended or is no longer in the registry (BatchGetItem, 100 jobs a call). A job

@@ -20,11 +20,14 @@ the next cycle finds them again. The jobs whose derived priority changed longest
 the ones a deadline defers are tried early next cycle.
 
 Fencing: with a ``fence`` (the execution's lease token), every registry write is a transaction that checks the
-token, each applier call is preceded by a consistent read of it, and Batch's applier checks it again right
-before each UpdateSchedulingPolicy (:class:`~osprey_control.backends.GuardedApplier`). Once it fails
-(``ApplyReport.fence_lost``) the step writes nothing more: the calls not made are ``deferred`` and the outcomes
-not recorded are ``unrecorded``; those jobs stay pending for the execution that now holds the lease, and no
-apply failure is recorded against them.
+token; each applier call is preceded by its write intent, recorded in such a transaction, and Batch's applier
+reads the token again right before each UpdateSchedulingPolicy (:class:`~osprey_control.backends.GuardedApplier`).
+No backend write starts unless its bound ends before the deadline, which is the lease's expiry at the latest
+(:mod:`osprey_control.steps.bounded_writes`), and the intents an earlier execution could not delete are
+repaired first (:mod:`osprey_control.steps.in_doubt`). Once the fence fails (``ApplyReport.fence_lost``) the
+step writes nothing more: the calls not made are ``deferred`` and the outcomes not recorded are ``unrecorded``;
+those jobs stay pending for the execution that now holds the lease, and no apply failure is recorded against
+them.
 """
 
 from __future__ import annotations
@@ -37,13 +40,19 @@ from typing import Any, Protocol
 from osprey_control.backends import (
     Applier,
     ApplyReport,
-    GuardedApplier,
-    Housekeeper,
     Outcome,
     PriorityChange,
     apply_all,
 )
-from osprey_control.registry import Backend, Fence, FenceLostError, JobKey, JobRecord
+from osprey_control.registry import (
+    Backend,
+    Fence,
+    FenceLostError,
+    JobKey,
+    JobRecord,
+    WriteIntents,
+)
+from osprey_control.steps.bounded_writes import BackendWrites, fitting
 from osprey_control.steps.deadline import Deadline
 
 __all__ = [
@@ -67,7 +76,8 @@ class PendingSource(RecordSource, Protocol):
 
 
 class ApplyRegistry(PendingSource, Protocol):
-    """The registry as the apply step uses it (:class:`osprey_control.registry.dynamodb.JobRegistry`)."""
+    """The registry as the apply step uses it (:class:`osprey_control.registry.dynamodb.JobRegistry`; with a
+    fence, also its ``list_active(backend=...)``, for repairs: :mod:`osprey_control.steps.in_doubt`)."""
 
     def record_applied(
         self, key: JobKey, priority: int, now: datetime, *, fence: Fence | None = None, detail: str = ""
@@ -196,44 +206,41 @@ def apply_cycle(
     now: datetime | None = None,
     deadline: Deadline | None = None,
     fence: Fence | None = None,
+    intents: WriteIntents | None = None,
 ) -> ApplyReport:
     """Apply the pending jobs of every shard that reported (``reports``: the Map's output, each with its
     ``shard``) and record each call's outcomes as it returns, until ``deadline`` (none: all of them) or until
-    ``fence`` fails; one report for the cycle, with the jobs not reached under ``deferred``."""
+    ``fence`` fails; one report for the cycle, with the jobs not reached under ``deferred``.
+
+    With a ``fence``, each applier call is preceded by its write intent and the in-doubt intents of earlier
+    executions are repaired first (:mod:`osprey_control.steps.in_doubt`; ``intents``: where they are, by
+    default the fence's table)."""
     now = now or datetime.now(UTC)
     deadline = deadline or Deadline.never()
+    appliers = list(appliers)
+    if fence is not None and intents is None:
+        intents = WriteIntents(fence.table_name, fence.client)
     changes = pending_changes(reported_shards(reports), registry)
-    unrouted, calls = _work(changes, appliers)
-    report = apply_all(unrouted, ())  # skipped: no applier for their backend
+    writes = BackendWrites(deadline, fence, intents if fence is not None else None)
+    repairs = writes.in_doubt(registry, changes)
+    unrouted, calls = _work([*changes, *repairs], appliers)
+    report = writes.report
+    report.extend(apply_all(unrouted, ()))  # skipped: no applier for their backend
     record_outcomes(report, registry, (change.record.key for change in unrouted), now, fence)
-    for applier, batch in calls:
-        keys = [change.record.key for change in batch]
-        if deadline.expired or report.fence_lost:
-            report.deferred.extend(keys)
+    queue = list(calls)
+    while queue:
+        applier, batch = queue.pop(0)
+        fit = 0 if report.fence_lost else fitting(applier, batch, deadline)
+        if 0 < fit < len(batch):  # the rest in a call of its own, checked against the deadline again
+            queue.insert(0, (applier, batch[fit:]))
+            batch = batch[:fit]
+        if fit == 0:
+            writes.defer(change.record.key for change in batch)
             continue
-        if fence is not None and not fence.holds():  # one read per call: no backend write after a takeover
-            logger.warning("fence lost: no further applier calls", extra={"token": fence.token})
-            report.fence_lost = True
-            report.deferred.extend(keys)
-            continue
-        if fence is not None and isinstance(applier, GuardedApplier):
-            part = applier.apply_guarded(batch, fence.holds)
-        else:
-            part = applier.apply(batch)
-        record_outcomes(part, registry, keys, now, fence)
-        report.extend(part)
-    _housekeep(appliers, report, deadline, fence)
+        part = writes.call(applier, batch)
+        if part is not None:
+            record_outcomes(part, registry, writes.own(batch), now, fence)
+            writes.add(part)
+    writes.housekeep(appliers)
+    writes.settle([*changes, *repairs], now)
     return report
-
-
-def _housekeep(
-    appliers: Iterable[Applier], report: ApplyReport, deadline: Deadline, fence: Fence | None
-) -> None:
-    """Each applier's once-a-cycle work, after the jobs: it never delays a priority, so it runs only with time
-    and the lease left."""
-    may_write = fence.holds if fence is not None else lambda: True
-    for applier in appliers:
-        if deadline.expired or report.fence_lost:
-            return
-        if isinstance(applier, Housekeeper):
-            report.extend(applier.housekeep(may_write))

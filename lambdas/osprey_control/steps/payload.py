@@ -68,10 +68,12 @@ class ShardOutcome(BaseModel):
 class ApplyRequest(BaseModel):
     """The apply task's payload (``infra/osprey_infra/cycle_state_machine.py``, ApplyPriorities)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     shards: list[ShardOutcome] = Field(default_factory=list, max_length=1000)
     token: StrictInt | None = None  # the lease's fencing token; None: an unfenced (local, manual) run
+    # The lease's expiry (epoch seconds): no step of the execution works, and no backend write runs, past it.
+    expires_at: StrictInt | None = Field(default=None, alias="expiresAt")
 
     def reports(self) -> list[dict[str, Any]]:
         return [outcome.as_report() for outcome in self.shards]

@@ -68,6 +68,8 @@ from osprey_control.planner import (
 from osprey_control.registry import (
     DEFAULT_SHARDS,
     MAX_KEYS_PER_BATCH_GET,
+    Fence,
+    FenceLostError,
     JobKey,
     JobRecord,
     JobRegistry,
@@ -75,6 +77,7 @@ from osprey_control.registry import (
     job_pk,
     key_from_pk,
 )
+from osprey_control.steps.deadline import Deadline
 from osprey_control.wiring import (
     INTERCONNECT_LATENCY_METRIC,
     METRICS_NAMESPACE,
@@ -361,8 +364,12 @@ def run_plan_step(
     cloudwatch: Any = None,
     shard: int | None = None,
     now: datetime | None = None,
+    fence: Fence | None = None,
+    deadline: Deadline | None = None,
 ) -> PlanStepReport:
     """Plan every active job with a plan request (of ``shard``, or all shards); see the module docstring.
+    With a ``fence``, its writes check the lease token and the first :class:`FenceLostError` stops the step;
+    no job is planned once ``deadline`` (the lease's expiry at the latest) has passed (counted ``skipped``).
 
     ``dynamodb`` / ``cloudwatch``: boto3 clients (created with :func:`osprey_control.aws.client_for` if None)."""
     moment = (now or datetime.now(UTC)).astimezone(UTC)
@@ -372,6 +379,8 @@ def run_plan_step(
     report.jobs = len(records)
     by_pk = {job_pk(record.key): record for record in records}
     plans = PlanItems(config.table_name, dynamodb)
+    plans.fence = fence
+    deadline = deadline or Deadline.never()
     items = _requests(plans, sorted(by_pk), report)
     report.requests = len(items)
     requests: dict[str, PlanRequest] = {}
@@ -391,14 +400,20 @@ def run_plan_step(
     observed, failed = (
         _metrics(client_for("cloudwatch", cloudwatch), specs, config, moment) if specs else ({}, {})
     )
-    for request in requests.values():
+    for index, request in enumerate(requests.values()):
         job = request.job_id
+        if deadline.expired:  # the rest are due next cycle
+            report.skipped += len(requests) - index
+            break
         hostless = (
             "" if by_pk[job_pk(JobKey.parse(job))].nodes else "the registry lists no hosts for this job yet"
         )
         seen = observed.get(job, Observed(missing=failed.get(job, hostless)))
         try:
             _plan_job(plans, config=config, request=request, observed=seen, report=report, now=moment)
+        except FenceLostError as error:  # another execution holds the lease: it plans these jobs
+            report.error(job, "fence-lost", str(error))
+            break
         except Exception as error:  # isolate: the other jobs are still planned
             report.error(
                 job, "plan-failed", f"{type(error).__name__}: {error}", transient=is_transient(error)

@@ -63,6 +63,13 @@ DEFAULT_JOBS: tuple[FleetJob, ...] = (
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
 
 
+def batch_share(label: str) -> str:
+    """The share identifier of the simulated Batch job ``label``: one of its own, in Osprey's namespace (the
+    applier creates and changes only ``osprey-`` entries; a fleet job's label stands in for
+    ``osprey.batch.own_share``'s random part, so ``osprey local status`` can find its weight)."""
+    return f"osprey-job-{label.replace('-', '')}"
+
+
 class SimulatedFleet:
     """Seeds and drives the simulated jobs through ``client(service)``."""
 
@@ -171,7 +178,7 @@ class SimulatedFleet:
                     seeded.append(self._kubernetes_job(kubernetes, job))
                 continue
             if job.backend == "batch":
-                share = job.label.replace("-", "")
+                share = batch_share(job.label)
                 native_id = batch.submit_job(
                     jobName=job.label,
                     jobQueue=queue,

@@ -30,7 +30,7 @@ from typing import Any
 from osprey.checkout import find_checkout
 from osprey.local.cdk import ACCOUNT, cdk_deploy, make_executable, published_config
 from osprey.local.deploy import LocalDeployment, deploy_template
-from osprey.local.fleet import DEFAULT_JOBS, KUEUE_API, SimulatedFleet
+from osprey.local.fleet import DEFAULT_JOBS, KUEUE_API, SimulatedFleet, batch_share
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, schedule_ready, start_watches
 from osprey.local.kubernetes import LocalKubernetes
 from osprey.local.loads import EKS_CLUSTER, EKS_NAMESPACE, SeededJob
@@ -252,7 +252,7 @@ def _backend_values(state: LocalState) -> tuple[dict[str, str], dict[str, float]
                 weights[entry["shareIdentifier"]] = entry.get("weightFactor")
     for job in state.jobs:
         if job.backend == "batch":
-            weight = weights.get(job.label.replace("-", ""))
+            weight = weights.get(batch_share(job.label))
             values[job.native_id] = "-" if weight is None else f"weightFactor {weight}"
         elif job.backend == "eks":
             values[job.native_id] = _workload_priority(state, job)
@@ -268,7 +268,7 @@ def _backend_values(state: LocalState) -> tuple[dict[str, str], dict[str, float]
     inverse = {
         job.native_id: 1.0 / weight
         for job in state.jobs
-        if job.backend == "batch" and (weight := weights.get(job.label.replace("-", "")))
+        if job.backend == "batch" and (weight := weights.get(batch_share(job.label)))
     }
     total = sum(inverse.values())
     return values, {native_id: value / total for native_id, value in inverse.items()}

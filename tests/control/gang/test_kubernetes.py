@@ -71,7 +71,11 @@ def test_requeue_with_kueue_deactivates_and_reactivates_the_owned_workload(
     fake_k8s.add("batch/v1", "jobs", _job(2))
     workload = {
         "kind": "Workload",
-        "metadata": {"name": "job-train-abc12", "namespace": "ml", "ownerReferences": [{"name": "train"}]},
+        "metadata": {
+            "name": "job-train-abc12",
+            "namespace": "ml",
+            "ownerReferences": [{"kind": "Job", "name": "train", "uid": "uid-train", "controller": True}],
+        },
         "spec": {"active": True, "priority": 50},
     }
     fake_k8s.add("kueue.x-k8s.io/v1beta1", "workloads", workload)
@@ -121,3 +125,36 @@ def test_stop_suspends_an_opted_in_job_and_refuses_any_other(
 )
 def test_requested_workers_per_kind(obj: dict[str, Any], kind: str, expected: int) -> None:
     assert requested_workers(obj, kind) == expected
+
+
+def test_requeue_touches_only_the_workload_the_opted_in_job_controls(
+    fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
+) -> None:
+    # Given an opted-in Job "train", and a Workload of the same-named JobSet that did not opt in (its owner
+    # reference names "train" too)
+    fake_k8s.add("batch/v1", "jobs", _job(2))
+    theirs = {"kind": "JobSet", "name": "train", "uid": "uid-jobset-train", "controller": True}
+    fake_k8s.add("kueue.x-k8s.io/v1beta1", "workloads", {
+        "kind": "Workload",
+        "metadata": {"name": "jobset-train-x1", "namespace": "ml", "ownerReferences": [theirs]},
+        "spec": {"active": True, "priority": 50},
+    })  # fmt: skip
+    # When the gang watch requeues the opted-in Job
+    KubernetesGang(k8s_client, "Job", "ml", "train", kueue="v1beta1").suspend()
+    # Then the JobSet's Workload stays active; the Job (no Workload of its own) is suspended itself
+    stored = fake_k8s.stored("kueue.x-k8s.io/v1beta1", "workloads", "ml", "jobset-train-x1")
+    assert stored["spec"]["active"] is True
+    assert fake_k8s.stored("batch/v1", "jobs", "ml", "train")["spec"]["suspend"] is True
+
+
+def test_requeue_and_resume_refuse_a_job_that_is_not_opted_in(
+    fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
+) -> None:
+    other = _job(2, enabled=False)
+    other["metadata"]["name"] = "theirs"
+    fake_k8s.add("batch/v1", "jobs", other)
+    for act in (KubernetesGang(k8s_client, "Job", "ml", "theirs").suspend,
+                KubernetesGang(k8s_client, "Job", "ml", "theirs").resume):  # fmt: skip
+        with pytest.raises(NotOptedInError):
+            act()
+    assert fake_k8s.writes() == []

@@ -73,7 +73,7 @@ class Fleet:
     ) -> JobKey:
         """A Batch container job on one instance, with its own share identifier (DESIGN §6)."""
         now = datetime.now(UTC)
-        share = f"osprey{label}"
+        share = f"osprey-job-{label}"
         job_id = self.batch.submit_job(
             jobName=label,
             jobQueue=self.fair_share_queue,

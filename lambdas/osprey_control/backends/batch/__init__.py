@@ -12,6 +12,7 @@ from osprey_control.backends.batch.cycle import ActiveJobs, ShareLedgerPort
 from osprey_control.backends.batch.events import EVENTS
 from osprey_control.backends.batch.gang import BatchGang, batch_readiness
 from osprey_control.backends.batch.naming import BATCH_RUNTIME
+from osprey_control.backends.batch.ownership import is_osprey_identifier, own_share_identifier
 from osprey_control.backends.batch.pending import MAX_WEIGHT, MIN_WEIGHT, weight_factor
 from osprey_control.backends.batch.team_shares import (
     TeamShare,
@@ -37,6 +38,8 @@ __all__ = [
     "batch_readiness",
     "decayed_usage",
     "fold_weights",
+    "is_osprey_identifier",
+    "own_share_identifier",
     "parse_team_share",
     "team_share_identifier",
     "weight_factor",

@@ -21,7 +21,10 @@ Throttling and 5xx of the update are retried with backoff; if it still fails, on
 
 Entries Osprey adds are recorded in the registry's share ledger (:mod:`osprey_control.registry.shares`) before
 the update that adds them; an entry that was in a policy before Osprey touched it is never recorded, so never
-changed nor removed: a job submitted with such an identifier is skipped with the reason. A job whose identifier
+changed nor removed: a job submitted with such an identifier is skipped with the reason. Osprey owns an entry only
+when its identifier is in Osprey's namespace too (``osprey-``, :mod:`.ownership`): an entry weighs every job of
+its identifier, so a job under a team's own identifier is refused even where the team has no entry yet, and an
+entry an earlier Osprey created for such an identifier is removed by the housekeeping. A job whose identifier
 is covered by another entry's wildcard (``team*``) fails on its own, since Batch rejects overlapping
 identifiers. Batch allows 500 active share identifiers per queue: the entry of a finished job's own share, and
 a team share with no active job left, are taken out again.
@@ -38,6 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from osprey_control.aws import call_bound_ms, retried_bound_ms
 from osprey_control.backends.actuation import (
     ApplyReport,
     ApplyResult,
@@ -55,9 +59,24 @@ from osprey_control.backends.batch.cycle import (
     read_cycle,
     resolve_queues,
 )
-from osprey_control.backends.batch.distribution import PolicyEdit, holds, update_with_retry
-from osprey_control.backends.batch.pending import Pending, accept, foreign, group_by_policy, resolve_jobs
+from osprey_control.backends.batch.distribution import (
+    FIRST_BACKOFF_S,
+    UPDATE_ATTEMPTS,
+    PolicyEdit,
+    holds,
+    update_with_retry,
+)
+from osprey_control.backends.batch.ownership import is_osprey_identifier, not_osprey_identifier
+from osprey_control.backends.batch.pending import (
+    Pending,
+    accept,
+    foreign,
+    group_by_policy,
+    held_by,
+    resolve_jobs,
+)
 from osprey_control.backends.batch.team_fold import Member, policy_team_weights
+from osprey_control.errors import is_transient
 from osprey_control.registry import Backend, ShareEntry
 
 __all__ = ["BatchShareApplier"]
@@ -94,6 +113,14 @@ class BatchShareApplier(ClientApplier):
         self._created: set[tuple[str, str]] = set()
         # The apply call's reads and the fence check it was given, for the housekeeping after it.
         self._cycle: tuple[Cycle, Callable[[], bool]] | None = None
+
+    @property
+    def write_bound_ms(self) -> float:
+        """The longest one UpdateSchedulingPolicy may take: our retries of botocore's retries
+        (:func:`osprey_control.aws.retried_bound_ms`); ``may_write`` is asked for it before each. The read-back
+        after a failed update (:meth:`_landed`) is a read, made once every write attempt has ended: not in it."""
+        one = call_bound_ms(self.client if hasattr(self.client, "meta") else None)
+        return retried_bound_ms(one, UPDATE_ATTEMPTS, FIRST_BACKOFF_S)
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         return self.apply_guarded(changes, lambda: True)
@@ -196,7 +223,7 @@ class BatchShareApplier(ClientApplier):
             if item.share in refused:
                 report.results.append(
                     ApplyResult(
-                        item.change.record.key, Outcome.SKIPPED, item.change.priority, foreign(item.share)
+                        item.change.record.key, Outcome.SKIPPED, item.change.priority, refused[item.share]
                     )
                 )
         written = [item for item in accepted if item.share in done]
@@ -227,6 +254,7 @@ class BatchShareApplier(ClientApplier):
                 update_with_retry(self.client, edit, count, sleep=self.sleep)
             except Exception as error:  # only the jobs of this policy fail, unless the update landed
                 if not self._landed(edit, error):
+                    self._unclaim(claims, error, found[0], policy_arn)
                     if not jobs:
                         raise
                     report.results.extend(
@@ -235,6 +263,8 @@ class BatchShareApplier(ClientApplier):
                     )
                     return
             self._created.update((policy_arn, claim.share) for claim in claims)
+            # A pruned entry is no longer Osprey's: one created later under its name (a person's) is not either.
+            self._created.difference_update((policy_arn, share) for share in edit.removed)
             report.pruned += len(edit.removed)
             logger.info(
                 "scheduling policy updated",
@@ -276,6 +306,21 @@ class BatchShareApplier(ClientApplier):
             )
         return landed
 
+    def _unclaim(self, claims: list[ShareEntry], error: BaseException, read: Any, policy_arn: str) -> None:
+        """After an update Batch refused (a permanent error: it did not land), take the entries it would have
+        added out of the ledger again, so that an entry someone creates later under that name is not taken for
+        Osprey's. After a transient failure the update may have landed, so the claims stay (pruning forgets
+        them if it did not). Re-claims of entries that were already Osprey's stay too."""
+        if is_transient(error) or self.ledger is None:
+            return
+        existed = {
+            str(e.get("shareIdentifier"))
+            for e in (read.get("fairsharePolicy") or {}).get("shareDistribution") or ()
+        }
+        added = [claim for claim in claims if claim.share not in existed]
+        if added:
+            self._forget(added, policy_arn)
+
     def _forget(self, entries: list[ShareEntry], policy_arn: str) -> None:
         """Take pruned entries out of the ledger; a failure only leaves them for the next cycle to forget (they
         are no longer in the policy, so pruning them again changes nothing there)."""
@@ -291,18 +336,26 @@ class BatchShareApplier(ClientApplier):
         edit: PolicyEdit,
         items: list[Pending],
         cycle: Cycle,
-    ) -> set[str]:
-        """Each job's own share's weight from its priority; the shares refused (entries Osprey did not create)."""
-        refused: set[str] = set()
+    ) -> dict[str, str]:
+        """Each job's own share's weight from its priority; the shares refused, with the reason (the entry is
+        not Osprey's, or its identifier is not: :mod:`.ownership`; or another active job holds it)."""
+        refused: dict[str, str] = {}
+        ended = {(entry.policy_arn, entry.share) for entry in cycle.finished}
         for item in items:
+            key = item.change.record.key
             owner = None if cycle.owners is None else cycle.owners.get((edit.arn, item.share))
-            mine = self._mine(cycle, edit.arn, item.share)
-            if edit.has(item.share) and not mine and edit.weight(item.share) != item.weight:
-                refused.add(item.share)  # a team's own entry (or another tool's): never changed
+            if edit.has(item.share) and not self._mine(cycle, edit.arn, item.share):
+                refused[item.share] = foreign(item.share)  # a person's, another tool's or deployment's
                 continue
-            if not edit.has(item.share) or (owner is not None and owner != item.change.record.key):
-                # Osprey's entry (new, or left by an earlier job with the same identifier): this job's now.
-                edit.claims.append(ShareEntry(edit.arn, item.share, item.change.record.key))
+            if not is_osprey_identifier(item.share):
+                refused[item.share] = not_osprey_identifier(item.share)  # may be a team's: never created
+                continue
+            if owner is not None and owner != key and (edit.arn, item.share) not in ended:
+                refused[item.share] = held_by(item.share, owner)  # its job still runs: not this job's
+                continue
+            if not edit.has(item.share) or (owner is not None and owner != key):
+                # Osprey's entry (new, or left by an ended job with the same identifier): this job's now.
+                edit.claims.append(ShareEntry(edit.arn, item.share, key))
             edit.put(item.share, item.weight)
         return refused
 
@@ -312,8 +365,8 @@ class BatchShareApplier(ClientApplier):
         items: list[Pending],
         cycle: Cycle,
         report: ApplyReport,
-    ) -> set[str]:
-        """Every team share of the policy with an active job: the fold's weight; the shares refused."""
+    ) -> dict[str, str]:
+        """Every team share of the policy with an active job: the fold's weight; the shares refused, with why."""
         if cycle.members is None:
             reason = f"team share weights not computed: {cycle.listing_error}"
             transient = (
@@ -323,7 +376,7 @@ class BatchShareApplier(ClientApplier):
                 ApplyResult(item.change.record.key, Outcome.FAILED, item.change.priority, reason, transient)
                 for item in items
             )
-            return set()
+            return {}
         # This cycle's priorities; a changed job the listing (an eventually consistent index) misses counts too.
         changed = {item.change.record.key: item for item in items}
         members = [
@@ -336,12 +389,12 @@ class BatchShareApplier(ClientApplier):
             for item in items
             if item.team is not None and item.change.record.key not in listed
         ]
-        refused: set[str] = set()
+        refused: dict[str, str] = {}
         for share, weight in policy_team_weights(members, edit.fairshare, self.clock()).items():
             if edit.wildcard_over(share) is not None:
                 continue  # Batch would reject the update; the share's changed jobs failed in _accept
             if edit.has(share) and not self._mine(cycle, edit.arn, share):
-                refused.add(share)
+                refused[share] = foreign(share)
                 continue
             if not edit.has(share):
                 first = next(member.record.key for member in members if member.share.identifier == share)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from osprey_control.backends.batch.ownership import is_osprey_identifier
 from osprey_control.backends.batch.team_fold import Member, team_member
 from osprey_control.backends.batch.team_shares import parse_team_share
 from osprey_control.registry import JobKey, JobRecord, ShareEntry
@@ -54,6 +55,9 @@ class Cycle:
     ledger_error: BaseException | None = None
     finished: list[ShareEntry] = field(default_factory=list)  # per-job entries whose job has ended
     team_entries: list[ShareEntry] = field(default_factory=list)  # the ledger's team-share entries
+    # Entries an earlier Osprey created for identifiers that are not Osprey's (``team-b``): they weigh jobs that
+    # never opted in, so they are taken out at once, whatever their job does (:mod:`.ownership`).
+    legacy: list[ShareEntry] = field(default_factory=list)
     policy_of: dict[str, str | None] = field(default_factory=dict)  # queue (name or ARN) -> policy ARN
     queue_errors: dict[str, BaseException] = field(default_factory=dict)
     synced: set[str] = field(default_factory=set)  # policies this cycle has already edited
@@ -68,7 +72,7 @@ class Cycle:
     def prunable(self, policy_arn: str) -> list[ShareEntry]:
         """Osprey's entries of ``policy_arn`` to take out: a finished job's own share, and a team share with no
         active job left (only when the listing was read: an unread listing prunes no team share)."""
-        gone = [entry for entry in self.finished if entry.policy_arn == policy_arn]
+        gone = [entry for entry in (*self.finished, *self.legacy) if entry.policy_arn == policy_arn]
         if self.members is not None:
             live = {member.share.identifier for member in self.members_of(policy_arn)}
             gone += [
@@ -81,7 +85,7 @@ class Cycle:
     def policies(self) -> set[str]:
         """Every policy with work this cycle: team shares to write, entries to prune."""
         found = {self.policy_of.get(m.record.job_queue or "") for m in self.members or ()}
-        found |= {entry.policy_arn for entry in self.finished}
+        found |= {entry.policy_arn for entry in (*self.finished, *self.legacy)}
         found |= {entry.policy_arn for entry in self.team_entries}
         return {policy for policy in found if policy}
 
@@ -106,12 +110,17 @@ def read_cycle(active_jobs: ActiveJobs | None, ledger: ShareLedgerPort | None) -
             entries = ledger.entries()
             cycle.owners = {(entry.policy_arn, entry.share): entry.job for entry in entries}
             team = [entry for entry in entries if parse_team_share(entry.share) is not None]
-            own = [entry for entry in entries if parse_team_share(entry.share) is None]
+            own = [
+                entry
+                for entry in entries
+                if parse_team_share(entry.share) is None and is_osprey_identifier(entry.share)
+            ]
+            cycle.legacy = [entry for entry in entries if not is_osprey_identifier(entry.share)]
             cycle.team_entries = team
             cycle.finished = ledger.finished(own) if own else []
         except Exception as error:
             cycle.ledger_error = error
-            cycle.owners, cycle.team_entries, cycle.finished = None, [], []
+            cycle.owners, cycle.team_entries, cycle.finished, cycle.legacy = None, [], [], []
     return cycle
 
 

@@ -22,6 +22,7 @@ from osprey_control.backends.actuation import (
 from osprey_control.backends.batch.cycle import Cycle, chunks
 from osprey_control.backends.batch.distribution import PolicyEdit
 from osprey_control.backends.batch.team_shares import TeamShare, parse_team_share
+from osprey_control.registry import JobKey
 
 __all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "weight_factor"]
 
@@ -58,8 +59,16 @@ class Pending:
 def foreign(share: str) -> str:
     return (
         f"share identifier {share} is an entry of the scheduling policy that Osprey did not create; Osprey "
-        "never changes it: submit the job with a share identifier of its own, or with its team's Osprey share "
-        "(osprey.batch.team_share)"
+        "never changes it: submit the job with a share of its own (osprey.batch.own_share) or its team's Osprey "
+        "share (osprey.batch.team_share)"
+    )
+
+
+def held_by(share: str, owner: JobKey) -> str:
+    return (
+        f"share identifier {share} is held by job {owner.native_id}, which is still active; Osprey never moves one "
+        "job's share for another: give each job a share of its own (osprey.batch.own_share) or its team's Osprey "
+        "share (osprey.batch.team_share)"
     )
 
 

@@ -45,7 +45,7 @@ from osprey_control.backends.eks.client import (
     NotFoundError,
 )
 from osprey_control.backends.eks.connection import connect as connect_cluster
-from osprey_control.backends.eks.discovery import workloads_by_owner
+from osprey_control.backends.eks.ownership import is_owned_by, owned_workloads
 from osprey_control.backends.eks.resources import (
     JOB_KINDS,
     Resource,
@@ -194,7 +194,7 @@ class _ClusterWrites:
         self.cluster = cluster
         self.priority_range = priority_range
         self.max_conflict_attempts = max_conflict_attempts
-        self._workloads: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> owner uid -> Workload
+        self._workloads: dict[str, list[Mapping[str, Any]]] = {}  # namespace -> its Workloads
 
     def apply(self, batch: Sequence[PriorityChange]) -> ApplyReport:
         report = ApplyReport()
@@ -251,11 +251,19 @@ class _ClusterWrites:
             + (" (one of that name with another uid is another job)" if uid else ""),
         )  # fmt: skip
 
-    def _workload_for(self, uid: str, namespace: str, kueue: str) -> Mapping[str, Any] | None:
+    def _workload_for(self, job: Mapping[str, Any], namespace: str, kueue: str) -> Mapping[str, Any] | None:
+        """The Workload ``job`` owns (:mod:`.ownership`); None when Kueue does not manage it. Several is an
+        error: Osprey cannot tell which one Kueue schedules, so it writes none."""
         if namespace not in self._workloads:
-            listed = self.client.list(workload_resource(kueue).collection(namespace))
-            self._workloads[namespace] = workloads_by_owner(listed)
-        return self._workloads[namespace].get(uid)
+            self._workloads[namespace] = list(
+                self.client.list(workload_resource(kueue).collection(namespace))
+            )
+        owned = owned_workloads(self._workloads[namespace], job)
+        if len(owned) > 1:
+            names = ", ".join(sorted(str(w["metadata"]["name"]) for w in owned))
+            raise ValueError(f"several Kueue Workloads are controlled by {namespace}/{job['metadata']['name']} "
+                             f"({names}); none is written")  # fmt: skip
+        return owned[0] if owned else None
 
     def _apply_one(self, target: _Target, kueue: str | None) -> ApplyResult:
         value = self.priority_range.map(target.priority)  # validates the priority before any call
@@ -264,17 +272,21 @@ class _ClusterWrites:
             raise _Skip("not labelled osprey.aws/enabled=true: Osprey never writes unmanaged objects")
         workload = None
         if kueue is not None:
-            workload = self._workload_for(str(job["metadata"].get("uid")), target.namespace, kueue)
+            workload = self._workload_for(job, target.namespace, kueue)
         if kueue is not None and workload is not None:
             path = workload_resource(kueue).item(target.namespace, str(workload["metadata"]["name"]))
-            return self._write_workload(target, path, dict(workload), value)
+            return self._write_workload(target, path, dict(workload), value, job)
         return self._write_annotation(target, resource, job)
 
     def _write_workload(
-        self, target: _Target, path: str, workload: dict[str, Any], value: int
+        self, target: _Target, path: str, workload: dict[str, Any], value: int, job: Mapping[str, Any]
     ) -> ApplyResult:
         where = f"workload {target.namespace}/{workload['metadata']['name']}"
         for attempt in range(1, self.max_conflict_attempts + 1):
+            if not is_owned_by(workload, job):  # re-read after a 409: it may have changed owners
+                raise _Skip(
+                    f"{where} is no longer controlled by the job; Osprey writes only its job's Workload"
+                )
             if (workload.get("spec") or {}).get("priority") == value:
                 return self._in_place(target, where, attempt, native_value=str(value))
             patch = {
@@ -299,9 +311,12 @@ class _ClusterWrites:
         path = resource.item(target.namespace, target.name)
         where = f"annotation {resource.kind} {target.native_id}"
         wanted = str(target.priority)
+        uid = job["metadata"].get("uid")  # the object that opted in; a re-read must still be that one
         for attempt in range(1, self.max_conflict_attempts + 1):
             if not is_enabled(job):
                 raise _Skip("osprey.aws/enabled label was removed; not written")
+            if job["metadata"].get("uid") != uid:
+                raise _Skip(f"{where} was deleted and re-created since it was read; not written")
             annotations = job["metadata"].get("annotations") or {}
             if annotations.get(DERIVED_PRIORITY_ANNOTATION) == wanted:
                 return self._in_place(target, where, attempt)

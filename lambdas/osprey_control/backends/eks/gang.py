@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
+from osprey_control.backends.eks.ownership import owned_workloads
 from osprey_control.backends.eks.resources import (
     BATCH_JOB,
     JOBSET,
@@ -98,27 +99,23 @@ class KubernetesGang:
 
     def stop(self) -> None:
         """Suspended for good: non-destructive (the job and its logs stay), and it frees every GPU."""
+        self._set_running(active=False)
+
+    def _set_running(self, *, active: bool) -> None:
+        # Only an opted-in job, and only the Workload it controls (issue 28): a Workload is matched by its
+        # controller owner reference (uid, kind, name), never by a name that a non-opted-in object may share.
         obj = self._client.get(self._resource.item(self._namespace, self._name))
         if not is_enabled(obj):
             raise NotOptedInError(
                 f"{self._resource.kind} {self._namespace}/{self._name} is not labelled opt-in"
             )
-        self._set_running(active=False)
-
-    def _set_running(self, *, active: bool) -> None:
         if self._kueue is not None:
-            workloads = self._client.list(
-                f"/apis/kueue.x-k8s.io/{self._kueue}/namespaces/{self._namespace}/workloads"
-            )
-            for workload in workloads:
-                owners = (workload.get("metadata") or {}).get("ownerReferences") or []
-                if any(owner.get("name") == self._name for owner in owners):
-                    path = (
-                        f"/apis/kueue.x-k8s.io/{self._kueue}/namespaces/{self._namespace}/workloads/"
-                        f"{workload['metadata']['name']}"
-                    )
-                    self._client.merge_patch(path, {"spec": {"active": active}})
-                    return
+            collection = f"/apis/kueue.x-k8s.io/{self._kueue}/namespaces/{self._namespace}/workloads"
+            for workload in owned_workloads(self._client.list(collection), obj)[:1]:
+                self._client.merge_patch(
+                    f"{collection}/{workload['metadata']['name']}", {"spec": {"active": active}}
+                )
+                return
         # No Kueue (or no Workload yet): the job's own suspend field.
         patch: dict[str, Any] = {"spec": {"suspend": not active}}
         if self._resource.kind == PYTORCHJOB.kind:

@@ -45,6 +45,13 @@ class TrainingJobTagApplier(ReadThenWriteApplier):
         arn = change.record.arn
         if arn is None:
             arn = self.client.describe_training_job(TrainingJobName=change.record.native_id)["TrainingJobArn"]
+        # The job written must be the record's: an ARN naming another training job (opted in or not) is never
+        # tagged for this one. SageMaker's ARNs carry the name lower-cased.
+        named = str(arn).rpartition(":training-job/")[2]
+        if named.casefold() != change.record.native_id.casefold():
+            raise ValueError(
+                f"the recorded ARN {arn} names training job {named!r}, not {change.record.native_id!r}; not written"
+            )
         tags = self._tags(arn)
         return LiveJob(tags, tags.get(DERIVED_PRIORITY_TAG), str(change.priority), handle=arn)
 

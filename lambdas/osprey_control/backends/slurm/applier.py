@@ -12,9 +12,10 @@ it is held and released; jobs without the Osprey marker keep their multifactor p
 where managed jobs sit relative to them (below, among or above).
 
 Per job: read it (a job slurmctld no longer knows is skipped: permanent); write only a job whose comment still
-carries the Osprey marker. When Slurm already holds the value (a retried cycle, a concurrent writer, an update
-whose answer was lost) nothing is written and the job is applied
-(:func:`~osprey_control.backends.actuation.already_set`), even if it has ended since; an ended job holding
+carries the Osprey marker (``osprey:enabled=true``), and only on the cluster its native id names (``<cluster>/<job
+id>``: a record naming another cluster fails, since job ids repeat across clusters). When Slurm already holds the
+value (a retried cycle, a concurrent writer, an update whose answer was lost) nothing is written and the job is
+applied (:func:`~osprey_control.backends.actuation.already_set`), even if it has ended since; an ended job holding
 another value is skipped. A failed update is followed by one more read: when it shows the value, the update
 landed (slurmrestd's answer was lost, or a retry was refused) and the job is applied too. Each job's outcome
 is its own; one failure never stops the others.
@@ -122,7 +123,15 @@ class SlurmApplier:
                     ApplyResult(change.record.key, Outcome.FAILED, change.priority, str(error))
                 )
                 continue
-            by_cluster[change.record.cluster or cluster].append((change, job_id))
+            if change.record.cluster and change.record.cluster != cluster:
+                # Job ids are per cluster: writing this id on the record's other cluster would move its job there.
+                reason = (
+                    f"the record names cluster {change.record.cluster} but its job id is cluster {cluster}'s; "
+                    "Osprey writes a Slurm job only on the cluster whose discovery recorded it"
+                )
+                report.results.append(ApplyResult(change.record.key, Outcome.FAILED, change.priority, reason))
+                continue
+            by_cluster[cluster].append((change, job_id))
         for cluster, batch in by_cluster.items():
             try:
                 client = self._connect(cluster)

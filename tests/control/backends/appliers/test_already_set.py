@@ -162,16 +162,16 @@ def test_a_training_job_already_tagged_is_applied_without_a_write(
 def test_an_update_scheduling_policy_whose_answer_was_lost_is_applied() -> None:
     with mock_aws(config={"batch": {"use_docker": False}}):
         fleet = Fleet(boto3.client("batch", region_name="us-east-1"))
-        job = fleet.job("j", share="job-j", applied=50)
+        job = fleet.job("j", share="osprey-job-j", applied=50)
         # Given every UpdateSchedulingPolicy lands but its answer is lost (so each retry lands too)
         fleet.client.meta.events.register("after-call.batch.UpdateSchedulingPolicy", _lost_answer("batch"))
         # When 60 is applied
         report = BatchShareApplier(fleet.client, sleep=lambda _: None).apply([PriorityChange(job, 60)])
         # Then the policy holds the job's weight, and the job is applied at 60 (not failed, not retried)
-        assert fleet.shares()["job-j"] == weight_factor(60)
+        assert fleet.shares()["osprey-job-j"] == weight_factor(60)
         [result] = report.results
         assert (result.outcome, result.priority) == (Outcome.APPLIED, 60)
-        assert result.native_value == f"job-j={weight_factor(60)}"
+        assert result.native_value == f"osprey-job-j={weight_factor(60)}"
 
 
 @settings(max_examples=10, deadline=None)
@@ -183,12 +183,14 @@ def test_a_share_already_at_its_weight_is_applied_without_an_update(
         believed = None
     with mock_aws(config={"batch": {"use_docker": False}}):
         fleet = Fleet(boto3.client("batch", region_name="us-east-1"))
-        job = fleet.job("j", share="job-j", applied=believed)
+        job = fleet.job("j", share="osprey-job-j", applied=believed)
         # Given Osprey's share of the job already at the weight of ``priority`` (written by an earlier cycle)
-        BatchShareApplier(fleet.client).apply([PriorityChange(job, priority)])
+        # (the same applier: it knows the entry is Osprey's, as the share ledger tells a cold one)
+        applier = BatchShareApplier(fleet.client)
+        applier.apply([PriorityChange(job, priority)])
         updates = len(fleet.updates)
         # When the same priority comes again (that cycle's outcome was not recorded)
-        report = BatchShareApplier(fleet.client).apply([PriorityChange(job, priority)])
+        report = applier.apply([PriorityChange(job, priority)])
     # Then nothing is written and the job is applied at ``priority``
     assert len(fleet.updates) == updates
     [result] = report.results
@@ -204,7 +206,9 @@ class MemorySlurm(SlurmClient):
     """slurmrestd's job read and update over jobs in memory; ``lose`` updates land, then answer nothing."""
 
     def __init__(self, jobs: Mapping[int, dict[str, Any]], lose: int = 0) -> None:
-        super().__init__("http://127.0.0.1:9", lambda: SlurmCredentials("osprey", "token"))
+        super().__init__(
+            "http://127.0.0.1:9", lambda: SlurmCredentials("osprey", "token"), allow_insecure_http=True
+        )
         self.stored = {job_id: dict(job) for job_id, job in jobs.items()}
         self.lose = lose
         self.updates: list[tuple[int, dict[str, Any]]] = []

@@ -75,6 +75,8 @@ class FakeApplier:
         self.registry, self.clock, self.cost_ms = registry, clock, cost_ms
         self.calls: list[list[str]] = []
         self.pending_at_call: list[set[str]] = []
+        # The most one job (a whole-cycle applier: its call) may take; the apply step starts only what fits.
+        self.write_bound_ms = cost_ms / (chunk_size or 1)
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         self.pending_at_call.append(self.registry.pending())
@@ -119,14 +121,15 @@ def test_the_deadline_stops_apply_between_calls_and_the_next_cycle_applies_the_r
 
 
 def test_batch_gets_all_its_jobs_in_one_call_before_the_per_job_appliers() -> None:
-    # Given three Batch jobs, three SageMaker jobs and time for only one call
+    # Given three Batch jobs, three SageMaker jobs and time for only one call (16 s before the margin, whose
+    # bound is 15 s; a SageMaker job's is 2 s)
     jobs = [job(Backend.SAGEMAKER, f"sm-{n}") for n in range(3)] + [
         job(Backend.BATCH, f"b-{n}") for n in range(3)
     ]
     registry = Registry(jobs)
-    clock = Clock(20_000)
+    clock = Clock(26_000)
     batch = FakeApplier(Backend.BATCH, registry, clock, cost_ms=15_000, chunk_size=None)
-    sagemaker = FakeApplier(Backend.SAGEMAKER, registry, clock, cost_ms=1_000, chunk_size=2)
+    sagemaker = FakeApplier(Backend.SAGEMAKER, registry, clock, cost_ms=4_000, chunk_size=2)
 
     # When the apply step runs
     report = apply_cycle(

@@ -45,13 +45,13 @@ def world() -> Iterator[World]:
 
 def test_a_finished_jobs_share_is_pruned_and_the_teams_own_shares_stay(world: World) -> None:
     # Given two running jobs whose shares Osprey added, and the team's own shares already in the policy
-    done = world.fleet.job("done", share="job-done", applied=50)
-    busy = world.fleet.job("busy", share="job-busy", applied=50)
+    done = world.fleet.job("done", share="osprey-job-done", applied=50)
+    busy = world.fleet.job("busy", share="osprey-job-busy", applied=50)
     for job in (done, busy):
         world.store(job)
     report = world.applier.apply([PriorityChange(done, 70), PriorityChange(busy, 20)])
     assert {result.outcome for result in report.results} == {Outcome.APPLIED}
-    assert {entry.share for entry in world.ledger.entries()} == {"job-done", "job-busy"}
+    assert {entry.share for entry in world.ledger.entries()} == {"osprey-job-done", "osprey-job-busy"}
 
     # When one job finishes and the cycle's housekeeping runs
     world.finish(done)
@@ -59,8 +59,8 @@ def test_a_finished_jobs_share_is_pruned_and_the_teams_own_shares_stay(world: Wo
 
     # Then its entry left the policy and the ledger; the running job's and the team's entries are untouched
     assert pruned.pruned == 1
-    assert world.fleet.shares() == {"analytics": 0.5, "legacy*": 2.0, "job-busy": weight_factor(20)}
-    assert [entry.share for entry in world.ledger.entries()] == ["job-busy"]
+    assert world.fleet.shares() == {"analytics": 0.5, "legacy*": 2.0, "osprey-job-busy": weight_factor(20)}
+    assert [entry.share for entry in world.ledger.entries()] == ["osprey-job-busy"]
 
 
 def test_an_entry_that_was_in_the_policy_before_osprey_is_never_pruned(world: World) -> None:
@@ -78,34 +78,34 @@ def test_an_entry_that_was_in_the_policy_before_osprey_is_never_pruned(world: Wo
 
 def test_a_job_that_left_the_registry_counts_as_finished(world: World) -> None:
     # Given an entry whose job's items have expired from the registry (never stored here)
-    job = world.fleet.job("gone", share="job-gone", applied=50)
+    job = world.fleet.job("gone", share="osprey-job-gone", applied=50)
     world.applier.apply([PriorityChange(job, 40)])
     # When housekeeping runs
     report = world.applier.housekeep(lambda: True)
     # Then the entry is pruned
     assert report.pruned == 1
-    assert "job-gone" not in world.fleet.shares()
+    assert "osprey-job-gone" not in world.fleet.shares()
 
 
 def test_a_new_job_with_a_finished_jobs_identifier_claims_the_entry(world: World) -> None:
     # Given a finished job's entry, and a new job submitted with the same share identifier
-    old = world.fleet.job("old", share="nightly", applied=50)
+    old = world.fleet.job("old", share="osprey-job-nightly", applied=50)
     world.store(old)
     world.applier.apply([PriorityChange(old, 60)])
     world.finish(old)
-    new = world.fleet.job("new", share="nightly", applied=50)
+    new = world.fleet.job("new", share="osprey-job-nightly", applied=50)
     world.store(new)
     # When the new job is applied (same weight: the policy needs no write) and housekeeping runs after it
     world.applier.apply([PriorityChange(new, 60)])
     world.applier.housekeep(lambda: True)
     # Then the entry is the new job's and stays
-    assert world.fleet.shares()["nightly"] == weight_factor(60)
+    assert world.fleet.shares()["osprey-job-nightly"] == weight_factor(60)
     assert [entry.job for entry in world.ledger.entries()] == [new.key]
 
 
 def test_pruning_stops_when_the_lease_is_lost(world: World) -> None:
     # Given a finished job's entry
-    job = world.fleet.job("done", share="job-done", applied=50)
+    job = world.fleet.job("done", share="osprey-job-done", applied=50)
     world.applier.apply([PriorityChange(job, 70)])
     world.fleet.updates.clear()
     # When housekeeping runs after another execution took the lease
@@ -113,12 +113,12 @@ def test_pruning_stops_when_the_lease_is_lost(world: World) -> None:
     # Then nothing is written and the entry is still recorded for the next holder
     assert report.fence_lost
     assert world.fleet.updates == []
-    assert [entry.share for entry in world.ledger.entries()] == ["job-done"]
+    assert [entry.share for entry in world.ledger.entries()] == ["osprey-job-done"]
 
 
 def test_a_failing_policy_keeps_its_entries_and_the_other_policies_are_pruned(world: World) -> None:
     # Given the ledger names a policy Batch no longer has, and a real finished entry
-    job = world.fleet.job("done", share="job-done", applied=50)
+    job = world.fleet.job("done", share="osprey-job-done", applied=50)
     world.applier.apply([PriorityChange(job, 70)])
     missing = world.fleet.policy.replace(":scheduling-policy/fair", ":scheduling-policy/deleted")
     world.ledger.add([ShareEntry(missing, "job-x", job.key)])
@@ -131,13 +131,13 @@ def test_a_failing_policy_keeps_its_entries_and_the_other_policies_are_pruned(wo
 
 def test_the_apply_step_runs_the_housekeeping_once_per_cycle(world: World) -> None:
     # Given a finished job's entry and no pending jobs
-    job = world.fleet.job("done", share="job-done", applied=50)
+    job = world.fleet.job("done", share="osprey-job-done", applied=50)
     world.applier.apply([PriorityChange(job, 70)])
     # When a cycle's apply step runs
     report = apply_cycle([{"shard": None}], world.registry, [world.applier])
     # Then the entry is gone
     assert report.pruned == 1
-    assert "job-done" not in world.fleet.shares()
+    assert "osprey-job-done" not in world.fleet.shares()
 
 
 def test_a_ledger_that_cannot_be_read_fails_the_jobs_rather_than_leak_entries(world: World) -> None:
@@ -145,8 +145,8 @@ def test_a_ledger_that_cannot_be_read_fails_the_jobs_rather_than_leak_entries(wo
         def entries(self) -> list[ShareEntry]:
             raise RuntimeError("throttled")
 
-    job = world.fleet.job("j", share="job-j", applied=50)
+    job = world.fleet.job("j", share="osprey-job-j", applied=50)
     applier = BatchShareApplier(world.fleet.client, Broken(TABLE, world.dynamodb))
     report = applier.apply([PriorityChange(job, 70)])
     assert [result.outcome for result in report.results] == [Outcome.FAILED]
-    assert "job-j" not in world.fleet.shares()
+    assert "osprey-job-j" not in world.fleet.shares()

@@ -89,11 +89,11 @@ def fleet() -> Iterator[Fleet]:
 
 def test_one_policy_update_per_cycle_sets_each_jobs_weight_and_keeps_other_shares(fleet: Fleet) -> None:
     # Given three enabled jobs with their own shares, one job that did not opt in, and one unchanged job
-    high = fleet.job("high", share="job-high", applied=50)
-    low = fleet.job("low", share="job-low", applied=50)
-    top = fleet.job("top", share="job-top", applied=90)
-    foreign = fleet.job("foreign", share="job-foreign", applied=50, tags={"team": "x"})
-    same = fleet.job("same", share="job-same", applied=30)
+    high = fleet.job("high", share="osprey-job-high", applied=50)
+    low = fleet.job("low", share="osprey-job-low", applied=50)
+    top = fleet.job("top", share="osprey-job-top", applied=90)
+    foreign = fleet.job("foreign", share="osprey-job-foreign", applied=50, tags={"team": "x"})
+    same = fleet.job("same", share="osprey-job-same", applied=30)
     changes = [
         PriorityChange(high, 60),
         PriorityChange(low, 0),
@@ -111,9 +111,9 @@ def test_one_policy_update_per_cycle_sets_each_jobs_weight_and_keeps_other_share
     assert fleet.shares() == {
         "analytics": 0.5,
         "legacy*": 2.0,
-        "job-high": weight_factor(60),
-        "job-low": MAX_WEIGHT,
-        "job-top": MIN_WEIGHT,
+        "osprey-job-high": weight_factor(60),
+        "osprey-job-low": MAX_WEIGHT,
+        "osprey-job-top": MIN_WEIGHT,
     }
     [policy] = fleet.client.describe_scheduling_policies(arns=[fleet.policy])["schedulingPolicies"]
     assert policy["fairsharePolicy"]["shareDecaySeconds"] == 3600
@@ -126,9 +126,9 @@ def test_one_policy_update_per_cycle_sets_each_jobs_weight_and_keeps_other_share
 def test_jobs_whose_share_cannot_be_weighted_fail_alone(fleet: Fleet) -> None:
     # Given a job inside the policy's wildcard, two jobs sharing one identifier, and a well-formed job
     wild = fleet.job("wild", share="legacy-1", applied=50)
-    twin_a = fleet.job("twin-a", share="shared", applied=50)
-    twin_b = fleet.job("twin-b", share="shared", applied=50)
-    good = fleet.job("good", share="job-good", applied=50)
+    twin_a = fleet.job("twin-a", share="osprey-job-shared", applied=50)
+    twin_b = fleet.job("twin-b", share="osprey-job-shared", applied=50)
+    good = fleet.job("good", share="osprey-job-good", applied=50)
 
     report = BatchShareApplier(fleet.client).apply(
         [PriorityChange(job, 70) for job in (wild, twin_a, twin_b, good)]
@@ -140,16 +140,17 @@ def test_jobs_whose_share_cannot_be_weighted_fail_alone(fleet: Fleet) -> None:
     assert "give each job its own" in by_job[twin_a.key].reason
     assert by_job[twin_b.key].outcome is Outcome.FAILED
     assert by_job[good.key].outcome is Outcome.APPLIED
-    assert set(fleet.shares()) == {"analytics", "legacy*", "job-good"}
+    assert set(fleet.shares()) == {"analytics", "legacy*", "osprey-job-good"}
     assert len(fleet.updates) == 1
 
 
 def test_weights_already_in_place_are_not_written_again(fleet: Fleet) -> None:
-    job = fleet.job("j", share="job-j", applied=50)
-    BatchShareApplier(fleet.client).apply([PriorityChange(job, 60)])
+    job = fleet.job("j", share="osprey-job-j", applied=50)
+    applier = BatchShareApplier(fleet.client)  # no ledger: the entries it created are known to it alone
+    applier.apply([PriorityChange(job, 60)])
 
     # When the registry lost the applied priority and the same change comes again
-    report = BatchShareApplier(fleet.client).apply([PriorityChange(job, 60)])
+    report = applier.apply([PriorityChange(job, 60)])
 
     # Then no second update is made
     assert len(fleet.updates) == 1
@@ -169,7 +170,9 @@ def test_a_queue_without_a_scheduling_policy_is_explained(fleet: Fleet) -> None:
     job_id = fleet.client.submit_job(jobName="f", jobQueue=plain, jobDefinition="train", tags=ENABLED)[
         "jobId"
     ]
-    job = record(Backend.BATCH, job_id, [], job_queue=plain, share_identifier="job-f", applied_priority=50)
+    job = record(
+        Backend.BATCH, job_id, [], job_queue=plain, share_identifier="osprey-job-f", applied_priority=50
+    )
 
     report = BatchShareApplier(fleet.client).apply([PriorityChange(job, 60)])
 
@@ -196,7 +199,7 @@ def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
             f"id-{name}",
             [],
             job_queue=arn.format(f"job-queue/{name}"),
-            share_identifier=f"job-{name}",
+            share_identifier=f"osprey-job-{name}",
             applied_priority=60,
         )
         for name in ("a", "b")
@@ -243,7 +246,7 @@ def test_a_failing_policy_update_fails_only_the_jobs_of_that_policy() -> None:
             expected = {
                 "arn": policy_arn,
                 "fairsharePolicy": {
-                    "shareDistribution": [{"shareIdentifier": f"job-{name}", "weightFactor": 10.0}]
+                    "shareDistribution": [{"shareIdentifier": f"osprey-job-{name}", "weightFactor": 10.0}]
                 },
             }
             if name == "a":  # a 5xx on every try (the applier retries transient errors with backoff)
@@ -289,7 +292,7 @@ def test_a_share_entry_osprey_did_not_create_is_never_changed(fleet: Fleet) -> N
     # Given a job submitted with the team's own share "analytics", whose entry (weightFactor 0.5) was in the
     # policy before Osprey, and a job with a share of its own
     team_job = fleet.job("team", share="analytics", applied=50)
-    own = fleet.job("own", share="job-own", applied=50)
+    own = fleet.job("own", share="osprey-job-own", applied=50)
 
     # When both get new priorities, over two cycles
     applier = BatchShareApplier(fleet.client)
@@ -299,7 +302,7 @@ def test_a_share_entry_osprey_did_not_create_is_never_changed(fleet: Fleet) -> N
     # Then the team's entry keeps its weight, the team's job is skipped with the reason, and the job's own entry
     # (which Osprey created) follows its priority
     assert fleet.shares()["analytics"] == 0.5
-    assert fleet.shares()["job-own"] == weight_factor(10)
+    assert fleet.shares()["osprey-job-own"] == weight_factor(10)
     for result in (report.by_job()[team_job.key], later.by_job()[team_job.key]):
         assert result.outcome is Outcome.SKIPPED
         assert "Osprey did not create" in result.reason

@@ -42,7 +42,12 @@ class FakeBatch:
     def describe_jobs(self, jobs: list[str]) -> dict[str, Any]:
         self.calls.append("DescribeJobs")
         described = [
-            {"jobId": job, "tags": {"osprey:enabled": "true"}, "shareIdentifier": job, "jobQueue": "gpu"}
+            {
+                "jobId": job,
+                "tags": {"osprey:enabled": "true"},
+                "shareIdentifier": f"osprey-job-{job}",
+                "jobQueue": "gpu",
+            }
             for job in jobs
         ]
         return {"jobs": described}

@@ -56,3 +56,34 @@ def test_apply_handler_writes_records_and_reports(
     # And replaying the same shard output (a Step Functions retry) writes nothing
     again = apply_handler.handler({"shards": [shard]}, lambda_context("osprey-apply"))
     assert again == {"applied": 0, "skipped": 0, "failed": 0, "failures": [], "writes": 0}
+
+
+def test_apply_handler_writes_nothing_to_the_backend_when_the_lease_is_about_to_expire(
+    aws: dict[str, Any], handler_env: None
+) -> None:
+    import time  # noqa: PLC0415
+
+    import boto3  # noqa: PLC0415 - inside the fixture's moto context
+
+    from osprey_control.registry import CycleLease  # noqa: PLC0415
+
+    # Given a SageMaker job the derive step moved to 60, and an execution holding the lease, whose Lambda has
+    # 300 s left but whose lease expires in 20 s (the margin is 10 s: less than a job's 48 s bound)
+    arn = sagemaker_job(aws, "llama-train")
+    shard = derive_within(
+        aws["registry"], PolicySource(client=aws["ssm"]), None, cloudwatch=aws["cloudwatch"], now=NOW
+    ).report.to_dict()
+    held = CycleLease("osprey-jobs", aws["registry"].client).acquire("cycle", ttl_seconds=300)
+    event = {"shards": [shard], "token": held.token, "expiresAt": int(time.time()) + 20}
+
+    # When the apply Lambda runs
+    answer = apply_handler.handler(event, lambda_context("osprey-apply"))
+
+    # Then it wrote nothing to SageMaker, and the job waits, pending, for a cycle with time
+    assert answer["writes"] == 0
+    assert answer["deferred"] == 1
+    assert "fenceLost" not in answer
+    tags = boto3.client("sagemaker", region_name="us-east-1").list_tags(ResourceArn=arn)["Tags"]
+    assert DERIVED_PRIORITY_TAG not in {t["Key"] for t in tags}
+    record = aws["registry"].get(JobKey(Backend.SAGEMAKER, "llama-train"))
+    assert record.apply_pending()
