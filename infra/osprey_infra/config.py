@@ -33,6 +33,7 @@ CONTEXT_KEYS: dict[str, str] = {
     "per_job_metrics": "osprey:perJobMetrics",
     "registry_shards": "osprey:registryShards",
     "eks_clusters": "osprey:eksClusters",
+    "eks_namespaces": "osprey:eksNamespaces",
     "powertools_layer_version": "osprey:powertoolsLayerVersion",
     "history_retention_days": "osprey:historyRetentionDays",
     "retain_registry": "osprey:retainRegistry",
@@ -62,6 +63,8 @@ class ControlPlaneConfig(BaseModel):
     per_job_metrics: bool = False
     registry_shards: int = Field(default=16, ge=1, le=1000)
     eks_clusters: tuple[str, ...] = ()
+    # The namespaces EKS discovery lists (empty: all; docs/eks.md, Access).
+    eks_namespaces: tuple[str, ...] = ()
     powertools_layer_version: int = Field(default=POWERTOOLS_LAYER_VERSION, ge=1)
     history_retention_days: int = Field(default=14, ge=1, le=3650)
     retain_registry: bool = True
@@ -108,6 +111,14 @@ class ControlPlaneConfig(BaseModel):
         for name in value:
             if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}", name):
                 raise ValueError(f"{name!r} is not an EKS cluster name")
+        return value
+
+    @field_validator("eks_namespaces")
+    @classmethod
+    def _namespaces(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
+                raise ValueError(f"{name!r} is not a Kubernetes namespace name")
         return value
 
     @field_validator("alarm_email")
@@ -202,7 +213,7 @@ def _parse(field: str, raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     text = raw.strip()
-    if field in {"backends", "eks_clusters"}:
+    if field in {"backends", "eks_clusters", "eks_namespaces"}:
         if text.startswith("["):
             return json.loads(text)
         return [part.strip() for part in text.split(",") if part.strip()]

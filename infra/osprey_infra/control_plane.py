@@ -272,6 +272,7 @@ class OspreyControlPlane(Construct):
                 self,
                 "EksDiscovery",
                 clusters=config.eks_clusters,
+                namespaces=config.eks_namespaces,
                 inputs=inputs,
             )
         # Slurm (context osprey:slurm): the bridge into the cluster's VPC; apply invokes it (docs/slurm.md).

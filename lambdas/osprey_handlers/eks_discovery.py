@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -20,7 +20,9 @@ from osprey_control.backends.eks import (
     cached_connect,
     run_discovery,
 )
-from osprey_control.registry import ObservationStore
+
+if TYPE_CHECKING:
+    from osprey_control.registry import JobRegistry
 
 __all__ = ["handler"]
 
@@ -29,7 +31,7 @@ copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control
 
 
 @cache
-def _registry(table_name: str, shards: int) -> ObservationStore:
+def _registry(table_name: str, shards: int) -> JobRegistry:
     from osprey_control.registry import JobRegistry  # noqa: PLC0415 - boto3 only when recording
 
     return JobRegistry(table_name, shards=shards)

@@ -13,15 +13,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from osprey_control.backends.slurm import BridgeSettings, run_apply, run_discovery, run_gang
-from osprey_control.registry import ObservationStore
 from osprey_control.wiring import GANG_STATE_MACHINE_VARIABLE
 from osprey_handlers._settings import PolicyReaderSettings
+
+if TYPE_CHECKING:
+    from osprey_control.registry import JobRegistry
 
 __all__ = ["handler"]
 
@@ -45,7 +47,7 @@ def _gangs(state_machine_arn: str, policy_prefix: str) -> Callable[[Any], object
 
 
 @cache
-def _registry(table_name: str, shards: int) -> ObservationStore:
+def _registry(table_name: str, shards: int) -> JobRegistry:
     from osprey_control.registry import JobRegistry  # noqa: PLC0415 - boto3 only when recording
 
     return JobRegistry(table_name, shards=shards)

@@ -316,7 +316,8 @@ def test_an_eks_job_is_discovered_by_the_cycle_and_its_kueue_workload_gets_the_p
         assert execution.status == "SUCCEEDED", execution
         assert execution.states.index("DiscoverEksJobs") < execution.states.index("PlanShards")
         registry = JobRegistry(cycle.deployment_table(), client=cycle.client("dynamodb"), shards=16)
-        record = registry.get(JobKey(Backend.EKS, "ml/train"))
+        # (keyed <cluster>/<namespace>/<name>/<uid>: osprey_control.registry.identity)
+        record = registry.get(JobKey(Backend.EKS, f"gpu/ml/train/{job['metadata']['uid']}"))
         assert record is not None
         assert (record.cluster, record.applied_priority) == ("gpu", 60)
         patched = kubernetes.objects[(workload["apiVersion"], "workloads")][

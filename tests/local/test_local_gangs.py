@@ -68,7 +68,9 @@ def test_one_gang_forms_and_one_times_out_and_cycle_and_status_show_both(
     # Given the two gangs started by `up` through the ingest step's registrar
     sfn = aws.client("stepfunctions")
     executions = sfn.list_executions(stateMachineArn=state.gang_state_machine_arn)["executions"]
-    assert sorted(execution["name"].split("-")[3] for execution in executions) == ["ddp", "moe"]
+    # (gang-eks-<cluster>-<namespace>-<name>-<uid>...: the job's key names its cluster and uid)
+    names = [execution["name"] for execution in executions]
+    assert sorted(job for name in names for job in ("ddp", "moe") if f"-ml-{job}-" in name) == ["ddp", "moe"]
 
     # When the watches have decided
     gangs = _until(

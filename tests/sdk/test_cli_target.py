@@ -266,6 +266,37 @@ def test_find_job_suggests_close_names_and_refuses_ambiguous_ones(deployment: Jo
         find_job(deployment, "resnet")
 
 
+def test_a_plain_name_finds_a_discovered_job_and_names_the_clusters_when_ambiguous(
+    deployment: JobRegistry,
+) -> None:
+    # Given ml/train running on two EKS clusters and Slurm job 42 on cluster pc (ids name cluster and uid)
+    def observe(native_id: str, name: str, backend: Backend, cluster: str) -> None:
+        deployment.apply_observation(
+            JobObservation(
+                backend=backend, native_id=native_id, name=name, cluster=cluster, status=JobStatus.RUNNING,
+                block=parse_block({"priority_derivation_profile": "training-policy"}),
+                event_time=datetime(2026, 12, 1, tzinfo=UTC),
+            )
+        )  # fmt: skip
+
+    observe("gpu-a/ml/train/uid-1", "train", Backend.EKS, "gpu-a")
+    observe("gpu-b/ml/train/uid-2", "train", Backend.EKS, "gpu-b")
+    observe("pc/42@1800000000", "pretrain", Backend.SLURM, "pc")
+    # When the user names a job by its plain name, Then the answer names each cluster and what to type instead
+    with pytest.raises(TargetError) as ambiguous:
+        find_job(deployment, "train")
+    assert str(ambiguous.value) == (
+        "'train' matches several jobs: gpu-a/ml/train (cluster gpu-a, eks#gpu-a/ml/train/uid-1); "
+        "gpu-b/ml/train (cluster gpu-b, eks#gpu-b/ml/train/uid-2); name one of them"
+    )
+    # And each of those, the Slurm job's name, cluster/job id and key find exactly one job
+    assert find_job(deployment, "gpu-b/ml/train").native_id == "gpu-b/ml/train/uid-2"
+    assert find_job(deployment, "pretrain").native_id == "pc/42@1800000000"
+    assert find_job(deployment, "pc/42").native_id == "pc/42@1800000000"
+    assert find_job(deployment, "slurm#pc/42").native_id == "pc/42@1800000000"  # the key of the old format
+    assert find_job(deployment, "eks#gpu-a/ml/train/uid-1").cluster == "gpu-a"
+
+
 def test_the_installed_command_without_credentials_prints_one_line_and_exits_1(tmp_path: Path) -> None:
     # Given a fresh shell: no credentials, no AWS config, no osprey local (instance metadata off: no network)
     keep = ("PATH", "HOME", "LANG", "SYSTEMROOT")

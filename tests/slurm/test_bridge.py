@@ -82,7 +82,7 @@ def test_the_bridge_discovers_into_the_registry_and_applies_what_the_apply_step_
     summary = slurm_discovery.handler({"action": "discover"}, lambda_context("osprey-slurm-bridge", 256))
     # Then both jobs are in the registry (the blocker has no marker)
     assert (summary["jobs"], summary["recorded"], summary["unmanaged"]) == (2, 2, 1)
-    keys = [JobKey(Backend.SLURM, f"{clean.cluster}/{job}") for job in (first, second)]
+    keys = [_key(clean, job) for job in (first, second)]
     assert all(bridge.get(key) is not None for key in keys)
     # When the cycle derives second above first and the apply step runs with the apply function's appliers
     now = datetime.now(UTC)
@@ -270,7 +270,7 @@ def test_discovery_hands_every_changed_record_to_the_gang_starter(
     )
     # (the module's earlier jobs are still known to slurmctld, finished: they are recorded too)
     assert first["recorded"] == len(started) >= 1
-    assert f"{clean.cluster}/{job}" in started
+    assert str(_key(clean, job).native_id) in started
     before = list(started)
     run_discovery(settings, bridge, connect=connect, on_change=lambda r: started.append(r.native_id))
     assert started == before  # an unchanged job is not handed over again
@@ -309,3 +309,9 @@ def test_the_invoke_the_apply_step_makes_is_valid_for_the_lambda_service_model()
     # Then the request was valid and the bridge's answer became the job's result
     assert [(r.job.native_id, r.outcome) for r in report.results] == [("pc/7", Outcome.APPLIED)]
     assert report.writes == 1
+
+
+def _key(cluster: LocalSlurm, job: int) -> JobKey:
+    """The registry key of ``job``: ``<cluster>/<job id>@<submit time>`` (osprey_control.registry.identity)."""
+    submitted = next(item["submit_time"] for item in cluster.client().jobs() if item["job_id"] == job)
+    return JobKey(Backend.SLURM, f"{cluster.cluster}/{job}@{submitted}")

@@ -33,7 +33,7 @@ from osprey_control.backends.slurm import (
 )
 from osprey_control.contract import parse_block
 from osprey_control.errors import PermanentError
-from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus
+from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus, slurm_job_id
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.steps.apply import apply_cycle
 from tests.slurm.cluster import LocalSlurm
@@ -100,7 +100,7 @@ def test_discovery_records_only_marked_jobs_with_their_nodes_gpus_and_limits(
     assert ids == {running, queued}
     assert unmarked not in ids
     assert found.unmanaged >= 1
-    live = registry.get(JobKey(Backend.SLURM, f"{clean.cluster}/{running}"))
+    live = registry.get(_key(clean, running))
     assert live is not None
     assert live.status is JobStatus.RUNNING
     assert live.policy == "training-policy"
@@ -109,7 +109,7 @@ def test_discovery_records_only_marked_jobs_with_their_nodes_gpus_and_limits(
     assert all(node.gpus == 4 for node in live.nodes)
     assert live.requested_gpus == 8
     assert live.declared_runtime_s == 600
-    waiting = registry.get(JobKey(Backend.SLURM, f"{clean.cluster}/{queued}"))
+    waiting = registry.get(_key(clean, queued))
     assert waiting is not None
     assert waiting.status is JobStatus.PENDING
     assert waiting.nodes == ()
@@ -170,7 +170,7 @@ def test_the_apply_step_records_what_slurm_accepted_and_skips_what_it_must_not_t
     _wait(lambda: done not in clean.squeue_states(), "the short job to finish")
     now = datetime.now(UTC)
     for job, priority in ((marked, 80), (unmarked_later, 70), (done, 60)):
-        key = JobKey(Backend.SLURM, f"{clean.cluster}/{job}")
+        key = _key(clean, job)
         record = registry.get(key)
         assert record is not None
         registry.record_decision(key, {"reason": "derived"}, priority, record.version, now)
@@ -180,10 +180,10 @@ def test_the_apply_step_records_what_slurm_accepted_and_skips_what_it_must_not_t
     report = apply_cycle([{"shard": None}], registry, [SlurmApplier(lambda cluster: clean.client())], now=now)
 
     # Then the marked job holds its priority in Slurm and in the registry
-    outcomes = {result.job.native_id.rsplit("/", 1)[1]: result for result in report.results}
+    outcomes = {str(slurm_job_id(result.job.native_id).job_id): result for result in report.results}
     assert outcomes[str(marked)].outcome is Outcome.APPLIED
     assert clean.sprio()[marked] == SlurmPriorityRange().map(80)
-    stored = registry.get(JobKey(Backend.SLURM, f"{clean.cluster}/{marked}"))
+    stored = registry.get(_key(clean, marked))
     assert stored is not None
     assert stored.applied_priority == 80
     # And the job without the marker is skipped and left as Slurm had it
@@ -197,7 +197,7 @@ def test_the_apply_step_records_what_slurm_accepted_and_skips_what_it_must_not_t
     )
     assert ended.results[0].outcome is Outcome.SKIPPED
     assert "ended" in ended.results[0].reason
-    failure = registry.get(JobKey(Backend.SLURM, f"{clean.cluster}/{unmarked_later}"))
+    failure = registry.get(_key(clean, unmarked_later))
     assert failure is not None
     assert failure.apply_failure is not None
     assert failure.apply_failure.permanent
@@ -285,3 +285,9 @@ def test_a_gang_is_ready_only_when_its_whole_allocation_runs(clean: LocalSlurm) 
     with pytest.raises(PermanentError, match="marker"):
         SlurmGang(clean.client(), f"{clean.cluster}/{other}").stop()
     assert other in clean.squeue_states()
+
+
+def _key(cluster: LocalSlurm, job: int) -> JobKey:
+    """The registry key of ``job``: ``<cluster>/<job id>@<submit time>`` (osprey_control.registry.identity)."""
+    submitted = next(item["submit_time"] for item in cluster.client().jobs() if item["job_id"] == job)
+    return JobKey(Backend.SLURM, f"{cluster.cluster}/{job}@{submitted}")

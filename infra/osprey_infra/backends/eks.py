@@ -17,7 +17,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from osprey_control.wiring import EKS_CLUSTERS_VARIABLE, POLICY_PREFIX_VARIABLE
+from osprey_control.wiring import EKS_CLUSTERS_VARIABLE, EKS_NAMESPACES_VARIABLE, POLICY_PREFIX_VARIABLE
 from osprey_infra.backends.grantees import BackendFunctionInputs
 from osprey_infra.function import OspreyFunction
 from osprey_infra.permissions import grant_policy_reads
@@ -27,7 +27,8 @@ __all__ = ["EksBackend"]
 
 
 class EksBackend(Construct):
-    """``clusters``: the EKS clusters Osprey manages jobs on (at least one)."""
+    """``clusters``: the EKS clusters Osprey manages jobs on (at least one); ``namespaces``: the only ones
+    discovery lists (empty: all)."""
 
     def __init__(
         self,
@@ -36,6 +37,7 @@ class EksBackend(Construct):
         *,
         clusters: Sequence[str],
         inputs: BackendFunctionInputs,
+        namespaces: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         # "Default" adds nothing to the logical IDs: the function keeps those it had as the control plane's
@@ -48,6 +50,7 @@ class EksBackend(Construct):
             environment={
                 **inputs.environment,
                 EKS_CLUSTERS_VARIABLE: ",".join(clusters),
+                **({EKS_NAMESPACES_VARIABLE: ",".join(namespaces)} if namespaces else {}),
                 POLICY_PREFIX_VARIABLE: inputs.policy_prefix,
             },
             layer=inputs.layer,

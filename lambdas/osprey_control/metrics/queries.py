@@ -40,7 +40,7 @@ from typing import Any
 
 from osprey_control.backends import RuntimeNaming, driver_for
 from osprey_control.catalog import gpus_for_instance_type
-from osprey_control.registry import JobKey, JobRecord, JobStatus, NodeKind, NodeRef
+from osprey_control.registry import JobKey, JobRecord, JobStatus, NodeKind, NodeRef, eks_job_id
 from osprey_control.wiring import (
     CONTAINER_INSIGHTS_DIMENSIONS,
     CONTAINER_INSIGHTS_NAMESPACE,
@@ -171,7 +171,10 @@ def _pod(
             record.key, "cluster-unknown", "EKS job has no cluster name; Container Insights needs ClusterName"
         )
         return [], problem
-    namespace = record.native_id.split("/", 1)[0] if "/" in record.native_id else "default"
+    try:
+        namespace = eks_job_id(record.native_id).namespace
+    except ValueError:
+        namespace = "default"
     dims = tuple(zip(CONTAINER_INSIGHTS_DIMENSIONS, (record.cluster, namespace, node.node_id), strict=True))
     specs = [
         SeriesSpec(record.key, node.node_id, metric, CONTAINER_INSIGHTS_NAMESPACE, name, dims)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from osprey_control.registry.identity import EksJobId, SlurmJobId, aliases, eks_job_id, slurm_job_id
 from osprey_control.registry.keys import (
     ACTIVE_INDEX,
     APPLY_PENDING_ATTRIBUTE,
@@ -95,6 +96,7 @@ __all__ = [
     "Backend",
     "CollectionStore",
     "CycleLease",
+    "EksJobId",
     "Fence",
     "FenceLostError",
     "GangItems",
@@ -111,11 +113,14 @@ __all__ = [
     "ProgressUpdate",
     "ShareEntry",
     "ShareLedger",
+    "SlurmJobId",
     "StaleGangStateError",
     "VersionConflictError",
     "WriteIntent",
     "WriteIntents",
+    "aliases",
     "decision_changes",
+    "eks_job_id",
     "format_time",
     "is_job_pk",
     "item_pk",
@@ -125,6 +130,7 @@ __all__ = [
     "plan_shards",
     "record_to_item",
     "shard_of",
+    "slurm_job_id",
 ]
 
 # Name -> the module that defines it, for the adapters loaded on first use (PEP 562).

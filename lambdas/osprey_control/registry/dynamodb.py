@@ -26,7 +26,7 @@ the lease.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -237,6 +237,12 @@ class JobRegistry(RegistryTable):
         raise RegistryContentionError(
             f"job {key} changed on every one of {self.max_attempts} attempts; retry the event later"
         )
+
+    def update(
+        self, key: JobKey, change: Callable[[JobRecord | None], JobRecord | None]
+    ) -> ApplyResult | None:
+        """``change(record)`` written, re-read and retried on conflict (None from ``change``: nothing written)."""
+        return self._converge(key, change)
 
     def apply_observation(self, observation: JobObservation) -> ApplyResult:
         """Fold one observed event into the job's record (creating it); duplicates write nothing."""

@@ -1,7 +1,9 @@
 """A job's history in the registry: its recorded decisions (``DECISION#<backend>#<id>`` /
 ``DECISION#<time>#<version>``, written by the derive step with the decision) and the apply step's outcomes
 (``APPLY#<backend>#<id>`` / ``APPLY#<time>#<priority>``: the value that reached the
-backend, or why it did not). Both expire with the history retention (14 days by default). ``osprey history``
+backend, or why it did not), and the status changes Osprey made itself (``STATUS#<backend>#<id>`` /
+``STATUS#<time>``: a job closed because its cluster no longer lists it, with the reason). All expire with the
+history retention (14 days by default). ``osprey history``
 and ``osprey policy replay`` read them.
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from osprey_control.registry.fence import Fence, fenced_transaction
 from osprey_control.registry.items import format_time, from_attribute
-from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, item_pk
+from osprey_control.registry.keys import APPLY_PREFIX, DECISION_PREFIX, STATUS_PREFIX, item_pk
 from osprey_control.registry.model import JobKey
 from osprey_control.registry.table import TTL_ATTRIBUTE, RegistryTable
 
@@ -116,3 +118,21 @@ class JobHistory(RegistryTable):
             fenced_transaction(self.client, [{"Put": put}], fence)
         else:
             self.client.put_item(**put)
+
+    def status_events(self, key: JobKey, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The status changes Osprey made itself (``recorded_at``, ``status``, ``reason``), newest first."""
+        return list(self._items(key, STATUS_PREFIX, None, limit, True))
+
+    def record_status(self, key: JobKey, *, status: str, reason: str, now: datetime, expires: int) -> None:
+        """Note a status Osprey set without the backend saying so (a job closed by reconciliation)."""
+        self.client.put_item(
+            TableName=self.table_name,
+            Item={
+                "pk": {"S": item_pk(STATUS_PREFIX, key)},
+                "sk": {"S": f"{STATUS_PREFIX}{format_time(now)}"},
+                "recorded_at": {"S": format_time(now)},
+                "status": {"S": status},
+                "reason": {"S": reason[:_DETAIL_CHARS]},
+                TTL_ATTRIBUTE: {"N": str(expires)},
+            },
+        )

@@ -141,6 +141,7 @@ def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any
         "declared_runtime_s": record.declared_runtime_s,
         "requested_gpus": record.requested_gpus,
         "allocations": _allocation_values(record.allocations),
+        "missing_since": format_time(record.missing_since) if record.missing_since else None,
         "version": record.version,
     }
     if record.active:
@@ -271,6 +272,7 @@ def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
         declared_runtime_s=values.get("declared_runtime_s"),
         requested_gpus=values.get("requested_gpus"),
         allocations=_allocations(values.get("allocations")),
+        missing_since=time("missing_since"),
         version=int(values.get("version", 0)),
     )
     return read_in_place(record)  # a value found in place, recorded as a failure before issue 28: applied

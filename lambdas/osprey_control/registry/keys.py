@@ -1,22 +1,7 @@
 """The registry table's key layout, in one place: every item type's partition and sort keys and the index
 names. Pure Python (no boto3).
 
-============================  =============================  ==========================================
-item                          ``pk``                         ``sk``
-============================  =============================  ==========================================
-job                           ``JOB#<backend>#<id>``         ``META``
-decision history              ``DECISION#<backend>#<id>``    ``DECISION#<time>#<version>``
-apply outcomes                ``APPLY#<backend>#<id>``       ``APPLY#<time>#<priority>``
-status set by Osprey          ``STATUS#<backend>#<id>``      ``STATUS#<time>``
-gang watch state              ``GANG#<backend>#<id>``        ``GANG``
-plan request                  ``PLANREQ#<backend>#<id>``     ``PLANREQ``
-plan record                   ``PLAN#<backend>#<id>``        ``PLAN``
-a job's instance link         ``INSTANCE#<id>``              ``JOB#<backend>#<id>``
-instance (spot risk)          ``RISK#<id>``                  ``RISK``
-cycle lease                   ``LEASE#cycle``                ``LEASE``
-a shard's metric collection   ``COLLECTION#<shard>``         ``META``
-a fair-share entry Osprey     ``SHARES#batch``               ``<scheduling policy ARN>|<share id>``
-added to a Batch policy
+============================  =============================  ===================================added to a Batch policy
 a backend write in flight     ``WRITES#cycle``               ``<token>#<call>``
 (the apply step's intent)
 =======

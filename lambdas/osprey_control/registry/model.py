@@ -65,7 +65,9 @@ ACTIVE_STATUSES = frozenset({JobStatus.PENDING, JobStatus.STARTING, JobStatus.RU
 
 
 class JobKey(NamedTuple):
-    """Identity: the backend plus the backend's own id (training job name, Batch job id, ``namespace/name``)."""
+    """Identity: the backend plus the backend's own id (training job name, Batch job id; for the discovered
+    backends the cluster and the scheduler's unique id: ``<cluster>/<namespace>/<name>/<uid>``,
+    ``<cluster>/<job id>@<submit time>``, :mod:`osprey_control.registry.identity`)."""
 
     backend: Backend
     native_id: str
@@ -172,6 +174,9 @@ class JobRecord(BaseModel):
     requested_gpus: int | None = Field(default=None, ge=1)
     # When the job held its GPUs, over all attempts (registry.allocation; the attained_service signal).
     allocations: Allocations = Field(default_factory=Allocations)
+    # When a complete discovery of the job's cluster first did not list it (None: listed by the last one). A job
+    # missing for the grace period is closed (osprey_control.backends.reconcile); seeing it again clears this.
+    missing_since: datetime | None = None
     version: int = 0  # optimistic concurrency: every write is conditional on the version read
 
     @property

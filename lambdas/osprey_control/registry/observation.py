@@ -18,6 +18,7 @@ any number of times, yields the same record (apart from ``version``, which count
 - **allocations**: the observation's status becomes one mark (running with its GPUs, or not running) at
   ``status_time`` in the set of marks (``registry.allocation``); unlike ``status`` it does move backwards,
   which is how a retried or requeued job's second attempt is counted.
+- **missing_since**: cleared: an observed job is not missing (reconciliation sets it, ``backends.reconcile``).
 """
 
 from __future__ import annotations
@@ -241,6 +242,8 @@ def merge_observation(
         "declared_runtime_s": _greater(record.declared_runtime_s, observation.declared_runtime_s),
         "requested_gpus": _greater(record.requested_gpus, observation.requested_gpus),
         "allocations": record.allocations.with_mark(mark) if mark else record.allocations,
+        # Observed, so not missing (osprey_control.backends.reconcile counts the grace period from this).
+        "missing_since": None,
     }
     if status_wins(observation.status, observation.status_time, record.status, record.status_time):
         update.update(status=observation.status, status_time=observation.status_time)

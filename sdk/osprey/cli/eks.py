@@ -1,4 +1,6 @@
-"""``osprey eks annotate FILE|-``: write a manifest with the ``osprey`` block to stdout.
+"""``osprey eks annotate FILE|-``: write a manifest with the ``osprey`` block to stdout. ``osprey eks
+admission-policy``: print the admission policy that limits what Osprey may change (docs/eks.md), for
+``kubectl apply -f -``.
 
 Multi-document input is allowed: every supported job (batch/v1 Job, kubeflow.org/v1 PyTorchJob,
 jobset.x-k8s.io/v1alpha2 JobSet) is annotated, other documents (ConfigMaps, Services, ...) pass through
@@ -62,7 +64,7 @@ def annotate_command(
         None, "--priority-class", help="Kueue WorkloadPriorityClass (kueue.x-k8s.io/priority-class)."
     ),
 ) -> None:
-    """Annotate the jobs in FILE (or stdin) and write the YAML to stdout."""
+    """Annotate the jobs in FILE (or stdin); write the YAML to stdout."""
     block = block_options(
         priority_derivation_profile=policy,
         co_schedule=co_schedule,
@@ -90,3 +92,15 @@ def annotate_command(
         except OspreyBlockError as error:
             raise fail(f"{name}: document {index + 1}: {error}") from None
     typer.echo(yaml.safe_dump_all(output, sort_keys=False, explicit_start=len(output) > 1), nl=False)
+
+
+@eks_app.command("admission")
+def admission_policy_command() -> None:
+    """Print the admission policy limiting Osprey's writes.
+
+    A ValidatingAdmissionPolicy and its binding (docs/eks.md): Osprey may change only a Workload's
+    spec.priority (the gang watch spec.active / suspend), and only on opted-in objects.
+    """
+    from osprey_control.backends.eks import admission_policy  # noqa: PLC0415 - only this command needs it
+
+    typer.echo(admission_policy(), nl=False)

@@ -68,9 +68,12 @@ def parse_since(value: str | None, now: datetime) -> datetime | None:
 
 
 def history_events(
-    decisions: Sequence[Mapping[str, Any]], applies: Sequence[Mapping[str, Any]]
+    decisions: Sequence[Mapping[str, Any]],
+    applies: Sequence[Mapping[str, Any]],
+    statuses: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """Decisions and apply outcomes as one list of events, oldest first (the JSON form)."""
+    """Decisions, apply outcomes and the statuses Osprey set itself (a job closed by reconciliation: event
+    ``closed``, the reason as its detail) as one list of events, oldest first (the JSON form)."""
     events: list[dict[str, Any]] = []
     for item in decisions:
         decision = dict(item.get("decision") or {})
@@ -94,6 +97,15 @@ def history_events(
                 "event": str(item.get("outcome", "applied")),
                 "priority": item.get("priority"),
                 "detail": item.get("detail", ""),
+            }
+        )
+    for item in statuses:
+        events.append(
+            {
+                "time": item.get("recorded_at"),
+                "event": "closed",
+                "status": item.get("status"),
+                "detail": item.get("reason", ""),
             }
         )
     return sorted(events, key=lambda event: (str(event["time"]), event["event"] != "derived"))
@@ -131,7 +143,7 @@ def _render(events: Sequence[Mapping[str, Any]], title: str, now: datetime) -> N
             target = "-" if event.get("target") is None else f"{float(event['target']):.1f}"
             reason = str(event.get("reason") or "-")
         else:
-            priority, target, reason = str(event.get("priority", "-")), "", ""
+            priority, target, reason = str(event.get("priority", "-")), "", str(event.get("status") or "")
         table.add_row(
             stamp(moment, now) if moment else str(event["time"]),
             event["event"],
@@ -198,7 +210,12 @@ def history_command(
         record = find_job(registry, job)
         decisions = registry.events.decisions(record.key, since=start, newest_first=False)
         applies = registry.events.apply_events(record.key, since=start, newest_first=False)
-        events = history_events(decisions, applies)
+        statuses = [
+            item
+            for item in registry.events.status_events(record.key)
+            if start is None or (_moment(item.get("recorded_at")) or start) >= start
+        ]
+        events = history_events(decisions, applies, statuses)
         title = f"{record.key} ({record.name}), policy {record.policy}: {len(events)} events"
         if plot is not None:
             _plot(events, plot, title)

@@ -342,11 +342,31 @@ def resolve_target(
 # Finding a job -----------------------------------------------------------------------------------------------
 
 
+def _qualified(matches: list[JobRecord]) -> str:
+    """Each match as the shortest thing to type that names only it (its cluster's form first), with its
+    cluster and key: ``gpu-a/ml/train (cluster gpu-a, eks#gpu-a/ml/train/7c1e...)``."""
+    from osprey_control.registry import aliases  # noqa: PLC0415
+
+    names = {id(record): aliases(record.backend, record.native_id, record.name) for record in matches}
+    shown = []
+    for record in matches:
+        others = set().union(*(names[id(other)] for other in matches if other is not record))
+        unique = sorted(
+            (alias for alias in names[id(record)] if alias not in others), key=lambda a: (len(a), a)
+        )
+        typed = next((alias for alias in unique if record.cluster and alias.startswith(f"{record.cluster}/")),
+                     str(record.key))  # fmt: skip
+        where = f"cluster {record.cluster}, " if record.cluster else ""
+        shown.append(f"{typed} ({where}{record.key})")
+    return "; ".join(sorted(shown))
+
+
 def find_job(registry: JobRegistry, job: str) -> JobRecord:
-    """The job named ``job``: a key ``BACKEND#ID`` (active or finished), or an active job's name or native id.
-    :class:`TargetError` when several match (naming their keys) or none does (with "did you mean" for close
-    names)."""
-    from osprey_control.registry import JobKey  # noqa: PLC0415
+    """The job named ``job``: a key ``BACKEND#ID`` (active or finished), or an active job's name, native id or
+    a shorter form of it (``ml/train``, ``gpu-a/ml/train``, ``gpu-a/42``: osprey_control.registry.aliases).
+    :class:`TargetError` when several match (naming each one's cluster and key, and what to type instead) or
+    none does (with "did you mean" for close names)."""
+    from osprey_control.registry import JobKey, aliases  # noqa: PLC0415
 
     try:
         key = JobKey.parse(job)
@@ -357,10 +377,15 @@ def find_job(registry: JobRegistry, job: str) -> JobRecord:
         if found is not None:
             return found
     active = registry.list_active()
-    matches = [record for record in active if job in (record.native_id, record.name)]
+    # A key whose id is a shorter form (``slurm#training/42``, ``eks#ml/train``) names that backend's job too.
+    matches = [
+        record
+        for record in active
+        if job in (names := aliases(record.backend, record.native_id, record.name))
+        or (key is not None and key.backend is record.backend and key.native_id in names)
+    ]
     if len(matches) > 1:
-        keys = ", ".join(sorted(str(record.key) for record in matches))
-        raise TargetError(f"{job!r} matches several jobs ({keys}); name one as BACKEND#ID")
+        raise TargetError(f"{job!r} matches several jobs: {_qualified(matches)}; name one of them")
     if matches:
         return matches[0]
     # Compared with what the user may have typed (a name, a native id, a key), suggested as a name, or as the

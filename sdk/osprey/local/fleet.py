@@ -117,7 +117,9 @@ class SimulatedFleet:
                  "uid": created["metadata"]["uid"], "controller": True}  # fmt: skip
         kubernetes.add(KUEUE_API, "workloads", {
             "kind": "Workload",
-            "metadata": {"name": f"job-{job.label}", "namespace": EKS_NAMESPACE, "ownerReferences": [owner]},
+            # Kueue's labelKeysToCopy: ["osprey.aws/enabled"] (docs/eks.md): discovery lists Workloads by it.
+            "metadata": {"name": f"job-{job.label}", "namespace": EKS_NAMESPACE, "ownerReferences": [owner],
+                         "labels": {ENABLED_KUBERNETES: "true"}},
             "spec": {"queueName": "gpu", "podSets": [], "priority": 500},
             "status": {"conditions": [{"type": "Admitted", "status": "True",
                                        "lastTransitionTime": "2026-01-01T00:01:00Z"}]},

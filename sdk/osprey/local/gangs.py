@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from osprey.local.kubernetes import LocalKubernetes
-from osprey_control.contract import parse_block, to_kubernetes
+from osprey_control.contract import ENABLED_KUBERNETES, parse_block, to_kubernetes
 
 __all__ = ["GANG_TIMEOUT_SECONDS", "gang_lines"]
 
@@ -70,7 +70,9 @@ def kubernetes_gang(
              "uid": created["metadata"]["uid"], "controller": True}  # fmt: skip
     kubernetes.add(kueue_api, "workloads", {
         "kind": "Workload",
-        "metadata": {"name": f"job-{label}", "namespace": namespace, "ownerReferences": [owner]},
+        # Kueue's labelKeysToCopy: ["osprey.aws/enabled"] (docs/eks.md): discovery lists Workloads by it.
+        "metadata": {"name": f"job-{label}", "namespace": namespace, "ownerReferences": [owner],
+                     "labels": {ENABLED_KUBERNETES: "true"}},
         "spec": {"queueName": "gpu", "podSets": [], "priority": 500},
         "status": {"conditions": [{"type": "Admitted", "status": "True",
                                    "lastTransitionTime": "2026-01-01T00:01:00Z"}]},

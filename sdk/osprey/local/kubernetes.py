@@ -33,6 +33,19 @@ API_PATH = re.compile(
 KUEUE_VERSION = "v1beta1"
 
 
+def _pod_table(pods: list[dict[str, Any]], metadata: dict[str, Any]) -> dict[str, Any]:
+    """Pods as the API server's Table with ``includeObject=Metadata`` (what EKS discovery asks for): the printed
+    columns EKS discovery reads (Name, Node) and each pod's metadata, never its spec."""
+    rows = [
+        {"cells": [pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName") or "<none>"],
+         "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": pod["metadata"]}}
+        for pod in pods
+    ]  # fmt: skip
+    columns = [{"name": "Name", "type": "string"}, {"name": "Node", "type": "string"}]
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": columns,
+            "rows": rows}  # fmt: skip
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
     if not isinstance(patch, dict):
@@ -122,7 +135,7 @@ class LocalKubernetes:
             return copy.deepcopy(obj)
 
     def handle(
-        self, method: str, raw_path: str, content_type: str, body: bytes
+        self, method: str, raw_path: str, content_type: str, body: bytes, accept: str = "application/json"
     ) -> tuple[int, dict[str, Any]]:
         parts = urlsplit(raw_path)
         query = {key: values[0] for key, values in parse_qs(parts.query).items()}
@@ -146,6 +159,8 @@ class LocalKubernetes:
                     and selector_matches(selector, obj["metadata"].get("labels") or {})
                 ]
                 metadata = {"resourceVersion": str(self.resource_version)}
+                if "as=Table" in accept and match["plural"] == "pods":
+                    return 200, _pod_table(items, metadata)
                 return 200, {"kind": "List", "apiVersion": api_version, "metadata": metadata, "items": items}
             key = (match["ns"] or "", match["name"])
             if key not in store:
@@ -172,8 +187,9 @@ class LocalKubernetes:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 status, payload = fake.handle(
-                    self.command, self.path, str(self.headers.get("Content-Type")), body
-                )
+                    self.command, self.path, str(self.headers.get("Content-Type")), body,
+                    str(self.headers.get("Accept") or "application/json"),
+                )  # fmt: skip
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -38,6 +38,7 @@ from osprey.local.rules import deploy_demo_rule
 from osprey.local.server import LocalAws, endpoint_client
 from osprey.views import decision_inputs, gang_details
 from osprey_control.gang.store import GangStore
+from osprey_control.registry import aliases
 from osprey_control.wiring import DERIVED_PRIORITY_TAG
 
 __all__ = [
@@ -283,6 +284,10 @@ def read_decisions(state: LocalState) -> list[dict[str, Any]]:
     decisions = []
     for record in records:
         decision = record.last_decision or {}
+        # The fleet knows a job by what it submitted (an EKS job's namespace/name); the registry's id also names
+        # the cluster and the uid (osprey_control.registry.identity).
+        fleet_id = next((alias for alias in aliases(record.backend, record.native_id, record.name)
+                         if alias in on_backend), record.native_id)  # fmt: skip
         decisions.append(
             {
                 "job": record.name,
@@ -292,10 +297,10 @@ def read_decisions(state: LocalState) -> list[dict[str, Any]]:
                 "priority": record.applied_priority,
                 "target": decision.get("target"),
                 "reason": decision.get("reason"),
-                "onBackend": on_backend.get(record.native_id),
+                "onBackend": on_backend.get(fleet_id),
                 # The load behind the priority: each metric the policy's rules read, as the engine saw it.
                 "inputs": decision_inputs(decision),
-                "share": shares.get(record.native_id),
+                "share": shares.get(fleet_id),
                 "gang": gang_details(gangs.get(record.key)),
                 "simulated": record.name in by_label,
             }

@@ -11,6 +11,7 @@ priority semantics.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 
 from osprey_control.backends.actuation import Applier
@@ -39,7 +40,7 @@ from osprey_control.backends.eks.observation import (
     EksObservation,
     WorkloadRef,
 )
-from osprey_control.backends.eks.resources import detect_kueue
+from osprey_control.backends.eks.resources import admission_policy, detect_kueue
 from osprey_control.backends.eks.settings import EksDiscoveryEnvironment
 from osprey_control.backends.eks.token import (
     ClusterEndpoint,
@@ -49,7 +50,7 @@ from osprey_control.backends.eks.token import (
 )
 from osprey_control.backends.runtime_naming import RuntimeNames
 from osprey_control.gang import GangBackend, WatchJob
-from osprey_control.registry import Backend
+from osprey_control.registry import Backend, JobRecord, eks_job_id
 
 __all__ = [
     "DEFAULT_KUEUE_PRIORITY_RANGE",
@@ -72,6 +73,7 @@ __all__ = [
     "TokenProvider",
     "UnauthorizedError",
     "WorkloadRef",
+    "admission_policy",
     "cached_connect",
     "connect",
     "describe_cluster",
@@ -88,11 +90,23 @@ def _kueue_version(cluster: str, connector: Callable[[str], KubernetesClient]) -
     return detect_kueue(connector(cluster))
 
 
+@dataclass(frozen=True, slots=True)
+class _EksRuntimeNames(RuntimeNames):
+    """The in-job runtime names an EKS job ``<namespace>/<name>`` (``OSPREY_JOB_ID``): its registry id without
+    the cluster and the uid (registry.identity)."""
+
+    def job_id(self, record: JobRecord) -> str:
+        try:
+            return eks_job_id(record.native_id).object_name
+        except ValueError:
+            return record.native_id
+
+
 class _EksDriver:
     backend = Backend.EKS
     recognition = "discovery"
     # How the in-job runtime names its jobs and hosts (the collector queries those names).
-    runtime = RuntimeNames("eks")
+    runtime = _EksRuntimeNames("eks")
 
     def applier(self, deployment: Deployment) -> Applier:
         return EksApplier(deployment.connectors.get("eks"))
@@ -100,13 +114,12 @@ class _EksDriver:
     def gang(self, job: WatchJob, deployment: Deployment) -> GangBackend:
         if not job.cluster:
             raise ValueError(f"EKS gang {job.native_id}: job.cluster is required to reach its cluster")
-        namespace, _, name = job.native_id.partition("/")
-        if not name:
-            raise ValueError(f"EKS job id must be namespace/name, got {job.native_id!r}")
+        where = eks_job_id(job.native_id)  # ValueError names the forms allowed
         connector = deployment.connectors.get("eks") or cached_connect
         return KubernetesGang(
-            connector(job.cluster), job.kind, namespace, name, kueue=_kueue_version(job.cluster, connector)
-        )
+            connector(job.cluster), job.kind, where.namespace, where.name,
+            kueue=_kueue_version(job.cluster, connector),
+        )  # fmt: skip
 
 
 DRIVER = _EksDriver()

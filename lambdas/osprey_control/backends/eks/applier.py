@@ -54,7 +54,7 @@ from osprey_control.backends.eks.resources import (
     workload_resource,
 )
 from osprey_control.errors import TransientError, is_transient
-from osprey_control.registry import Backend, JobKey
+from osprey_control.registry import Backend, JobKey, eks_job_id
 from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 
 __all__ = ["DEFAULT_KUEUE_PRIORITY_RANGE", "EksApplier", "KueuePriorityRange"]
@@ -160,20 +160,19 @@ class _Skip(Exception):  # noqa: N818 - control flow, not an error
 
 @dataclass(frozen=True)
 class _Target:
-    """One job to write: its registry key, where it lives on the cluster, and its Osprey priority."""
+    """One job to write: its registry key, where it lives on the cluster, its uid (None for a legacy id) and
+    its Osprey priority."""
 
     key: JobKey
     namespace: str
     name: str
+    uid: str | None
     priority: int
 
     @classmethod
     def of(cls, change: PriorityChange) -> _Target:
-        native_id = change.record.native_id
-        namespace, sep, name = native_id.partition("/")
-        if not sep or not namespace or not name:
-            raise ValueError(f"EKS native id must be 'namespace/name', got {native_id!r}")
-        return cls(change.record.key, namespace, name, change.priority)
+        job = eks_job_id(change.record.native_id)  # ValueError names the forms allowed
+        return cls(change.record.key, job.namespace, job.name, job.uid, change.priority)
 
     @property
     def native_id(self) -> str:
@@ -235,15 +234,21 @@ class _ClusterWrites:
 
     def _find_job(self, target: _Target) -> tuple[Resource, dict[str, Any]]:
         # Each kind in turn, Job first: the object is found whatever kind (if any) the registry recorded.
+        # The uid must match: an object re-created under the same name is another job (registry.identity), and
+        # this record's priority is not its own.
         for resource in JOB_KINDS:
             try:
-                return resource, self.client.get(resource.item(target.namespace, target.name))
+                job = self.client.get(resource.item(target.namespace, target.name))
             except NotFoundError:
                 continue
+            if target.uid is None or str((job.get("metadata") or {}).get("uid")) == target.uid:
+                return resource, job
         names = "/".join(resource.kind for resource in JOB_KINDS)
+        uid = f" with uid {target.uid}" if target.uid else ""
         raise NotFoundError(
             "GET", target.native_id, 404, "NotFound",
-            f"no {names} {target.native_id} on cluster {self.cluster}; it was deleted or never existed",
+            f"no {names} {target.native_id}{uid} on cluster {self.cluster}; it was deleted or never existed"
+            + (" (one of that name with another uid is another job)" if uid else ""),
         )  # fmt: skip
 
     def _workload_for(self, job: Mapping[str, Any], namespace: str, kueue: str) -> Mapping[str, Any] | None:

@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 MERGE_PATCH = "application/merge-patch+json"
+# A server-side Table, falling back to plain JSON on a server that cannot print one (the rows then are absent).
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER = 10.0
@@ -145,19 +147,43 @@ class KubernetesClient:
 
     # -- public verbs -------------------------------------------------------------------------------------
 
-    def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return self.request("GET", path, params=params)
+    def get(
+        self, path: str, params: Mapping[str, str] | None = None, *, accept: str = "application/json"
+    ) -> dict[str, Any]:
+        return self.request("GET", path, params=params, accept=accept)
 
     def list(
         self, path: str, *, label_selector: str | None = None, page_size: int = 500
     ) -> Iterator[dict[str, Any]]:
         """Every item of a collection, following ``metadata.continue`` page by page."""
-        params: dict[str, str] = {"limit": str(page_size)}
+        for page in self._pages(path, label_selector, page_size, {}, "application/json"):
+            yield from page.get("items") or []
+
+    def list_table(
+        self, path: str, *, label_selector: str | None = None, page_size: int = 500
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every row of a collection as the server prints it: ``(metadata, {column name: cell})``.
+
+        The server-side Table (``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``) with
+        ``includeObject=Metadata``: each row carries the object's metadata and its printed columns (a pod's
+        ``Node``), never its spec, so a pod's containers, environment values included, are not read.
+        """
+        extra = {"includeObject": "Metadata"}
+        for page in self._pages(path, label_selector, page_size, extra, TABLE_ACCEPT):
+            names = [str(column.get("name")) for column in page.get("columnDefinitions") or []]
+            for row in page.get("rows") or []:
+                metadata = ((row.get("object") or {}).get("metadata")) or {}
+                yield metadata, dict(zip(names, row.get("cells") or [], strict=False))
+
+    def _pages(
+        self, path: str, label_selector: str | None, page_size: int, extra: Mapping[str, str], accept: str
+    ) -> Iterator[dict[str, Any]]:
+        params: dict[str, str] = {"limit": str(page_size), **extra}
         if label_selector:
             params["labelSelector"] = label_selector
         while True:
-            page = self.get(path, params)
-            yield from page.get("items") or []
+            page = self.get(path, params, accept=accept)
+            yield page
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return
@@ -177,6 +203,7 @@ class KubernetesClient:
         params: Mapping[str, str] | None = None,
         body: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         url = self.server + path
         if params:
@@ -186,7 +213,7 @@ class KubernetesClient:
         attempt = 1
         while True:
             try:
-                return self._send(method, url, data, content_type)
+                return self._send(method, url, data, content_type, accept)
             except urllib.error.HTTPError as error:
                 status = error.code
                 payload = error.read()
@@ -224,8 +251,10 @@ class KubernetesClient:
         # Full jitter keeps many Lambdas from retrying in lockstep against one API server.
         return random.uniform(0, self._backoff * 2 ** (attempt - 1))
 
-    def _send(self, method: str, url: str, data: bytes | None, content_type: str) -> dict[str, Any]:
-        headers = {"Accept": "application/json", "User-Agent": "osprey-control"}
+    def _send(
+        self, method: str, url: str, data: bytes | None, content_type: str, accept: str
+    ) -> dict[str, Any]:
+        headers = {"Accept": accept, "User-Agent": "osprey-control"}
         if data is not None:
             headers["Content-Type"] = content_type
         if self._token is not None:

@@ -1,9 +1,11 @@
 """Discover Osprey-managed jobs on one EKS cluster: Jobs, PyTorchJobs, JobSets and their Kueue Workloads.
 
-One pass lists, across all namespaces, every job kind with the selector ``osprey.aws/enabled=true`` (a kind
-whose CRD is not installed answers 404 and is skipped), the Kueue Workloads when the cluster serves Kueue,
-and optionally the labelled pods and the nodes they run on. Each job becomes an :class:`EksObservation`,
-from which the registry builds a :class:`~osprey_control.registry.model.JobRecord`.
+One pass lists, across all namespaces or only the configured ones, every job kind with the selector
+``osprey.aws/enabled=true`` (a kind whose CRD is not installed answers 404 and is skipped), the Kueue Workloads
+with the same selector (Kueue copies the label: ``labelKeysToCopy``) when the cluster serves Kueue, and
+optionally the labelled pods, as metadata-only Tables (never a pod's spec, which holds environment values), and
+the nodes they run on. Each job becomes an :class:`EksObservation` whose native id names the cluster and the
+object's uid, from which the registry builds a :class:`~osprey_control.registry.model.JobRecord`.
 
 Status mapping (first match wins; documented in docs/eks.md):
 
@@ -23,7 +25,7 @@ PENDING       otherwise
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,7 +36,7 @@ from osprey_control.backends.eks.observation import (
     EksObservation,
     WorkloadRef,
 )
-from osprey_control.backends.eks.requests import job_declared_runtime, job_requested_gpus, pod_gpus
+from osprey_control.backends.eks.requests import job_declared_runtime, job_requested_gpus, pod_template_gpus
 from osprey_control.backends.eks.resources import (
     ENABLED_SELECTOR,
     JOB_KINDS,
@@ -47,7 +49,7 @@ from osprey_control.backends.eks.resources import (
     workload_resource,
 )
 from osprey_control.contract import OspreyBlockError, from_kubernetes
-from osprey_control.registry import JobStatus, NodeKind, NodeRef
+from osprey_control.registry import EksJobId, JobStatus, NodeKind, NodeRef
 from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 
 __all__ = ["discover"]
@@ -177,26 +179,39 @@ def _instances(client: KubernetesClient) -> dict[str, tuple[str | None, str | No
     return result
 
 
-def _pods_by_job(client: KubernetesClient) -> dict[tuple[str, str, str], list[NodeRef]]:
-    pods = list(client.list(POD.collection(), label_selector=ENABLED_SELECTOR))
-    instances = _instances(client) if any((p.get("spec") or {}).get("nodeName") for p in pods) else {}
-    grouped: dict[tuple[str, str, str], list[NodeRef]] = defaultdict(list)
-    for pod in pods:
-        metadata = pod.get("metadata") or {}
+_Pods = dict[tuple[str, str, str], list[tuple[NodeRef, Mapping[str, Any]]]]
+
+
+def _pods_by_job(client: KubernetesClient, namespaces: Sequence[str | None]) -> _Pods:
+    """The labelled pods of each job, ``(namespace, kind, job name) → [(NodeRef, the pod's labels)]``, read as
+    a server-side Table: metadata and the ``Node`` column only, never a pod's spec (its environment values)."""
+    rows = [
+        row
+        for namespace in namespaces
+        for row in client.list_table(POD.collection(namespace), label_selector=ENABLED_SELECTOR)
+    ]
+    placed = any(_node_name(cells) for _, cells in rows)
+    instances = _instances(client) if placed else {}
+    grouped: _Pods = defaultdict(list)
+    for metadata, cells in rows:
         labels = metadata.get("labels") or {}
-        instance_id, instance_type = instances.get(str((pod.get("spec") or {}).get("nodeName")), (None, None))
+        instance_id, instance_type = instances.get(_node_name(cells) or "", (None, None))
         ref = NodeRef(
             kind=NodeKind.POD,
             node_id=str(metadata.get("name")),
             instance_id=instance_id,
             instance_type=instance_type,
-            gpus=pod_gpus(pod),
         )
         for kind, label in _POD_JOB_LABEL.items():
             job_name = labels.get(label) or (labels.get(_LEGACY_JOB_LABEL) if kind == "Job" else None)
             if job_name:
-                grouped[(str(metadata.get("namespace")), kind, str(job_name))].append(ref)
+                grouped[(str(metadata.get("namespace")), kind, str(job_name))].append((ref, labels))
     return grouped
+
+
+def _node_name(cells: Mapping[str, Any]) -> str | None:
+    node = str(cells.get("Node") or "")
+    return node if node and node != "<none>" else None
 
 
 def _owned_by_jobset(obj: Mapping[str, Any]) -> bool:
@@ -205,10 +220,14 @@ def _owned_by_jobset(obj: Mapping[str, Any]) -> bool:
 
 
 def _list_kind(
-    client: KubernetesClient, resource: Resource, result: DiscoveryResult
+    client: KubernetesClient, resource: Resource, result: DiscoveryResult, namespaces: Sequence[str | None]
 ) -> list[Mapping[str, Any]]:
     try:
-        return list(client.list(resource.collection(), label_selector=ENABLED_SELECTOR))
+        return [
+            obj
+            for namespace in namespaces
+            for obj in client.list(resource.collection(namespace), label_selector=ENABLED_SELECTOR)
+        ]
     except NotFoundError:
         result.kinds_missing.append(resource.api_version + "/" + resource.kind)  # CRD not installed: normal
         return []
@@ -236,20 +255,31 @@ def discover(
     cluster: str,
     *,
     include_pods: bool = True,
+    namespaces: Sequence[str] = (),
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> DiscoveryResult:
-    """Every Osprey job on the cluster behind ``client`` (see the module docstring)."""
+    """Every Osprey job on the cluster behind ``client`` (see the module docstring), in ``namespaces`` only
+    when given (else all). Raises on any failed request: a partial listing is never returned, because
+    reconciliation reads absence from it as "deleted"."""
+    scope: tuple[str | None, ...] = tuple(namespaces) or (None,)
     result = DiscoveryResult(cluster=cluster, kueue_version=detect_kueue(client))
     owned: dict[str, Mapping[str, Any]] = {}
     if result.kueue_version is not None:
+        workloads = workload_resource(result.kueue_version)
         try:
-            owned = workloads_by_owner(client.list(workload_resource(result.kueue_version).collection()))
+            # Only Osprey's: Kueue copies the opt-in label (integrations.labelKeysToCopy, docs/eks.md), and a
+            # Workload's podSets hold the job's pod templates, other teams' environment values included.
+            owned = workloads_by_owner(
+                item
+                for namespace in scope
+                for item in client.list(workloads.collection(namespace), label_selector=ENABLED_SELECTOR)
+            )
         except NotFoundError:
             # The group is advertised but Workloads are not served (Kueue being installed or removed).
             result.kueue_version = None
-    pods = _pods_by_job(client) if include_pods else {}
+    pods = _pods_by_job(client, scope) if include_pods else {}
     for resource in JOB_KINDS:
-        for obj in _list_kind(client, resource, result):
+        for obj in _list_kind(client, resource, result, scope):
             # A JobSet's child Jobs belong to the JobSet: the parent is the unit Osprey manages.
             if resource is not JOBSET and _owned_by_jobset(obj):
                 continue
@@ -257,18 +287,29 @@ def discover(
             namespace, name = str(metadata.get("namespace", "default")), str(metadata.get("name"))
             where = f"{resource.kind} {namespace}/{name}"
             annotations = metadata.get("annotations") or {}
+            uid = str(metadata.get("uid") or "")
+            if not uid or "/" in uid:
+                # The uid is the job's identity (registry.identity); every object the API server stores has one.
+                result.problems.append(
+                    EksDiscoveryProblem(cluster, where, "metadata.uid is missing or invalid")
+                )
+                continue
+            native = str(EksJobId(cluster, namespace, name, uid))
             try:
                 block = from_kubernetes(metadata.get("labels") or {}, annotations, strict=False)
             except OspreyBlockError as error:
-                result.problems.append(EksDiscoveryProblem(cluster, where, str(error)))
+                result.problems.append(EksDiscoveryProblem(cluster, where, str(error), native))
                 continue
             if block is None:
                 continue
-            workload_obj = owned.get(str(metadata.get("uid")))
+            workload_obj = owned.get(uid)
             workload = _workload_ref(workload_obj) if workload_obj is not None else None
             status, changed = job_status({**obj, "kind": resource.kind}, workload)
             created = _time(metadata.get("creationTimestamp"))
-            nodes = tuple(pods.get((namespace, resource.kind, name), ()))
+            nodes = tuple(
+                ref.model_copy(update={"gpus": pod_template_gpus(resource.kind, obj, labels)})
+                for ref, labels in pods.get((namespace, resource.kind, name), ())
+            )
             # The templates first (they exist before any pod, so a queued job has its GPUs); else its pods'.
             pod_total = sum(node.gpus or 0 for node in nodes)
             requested = job_requested_gpus(resource.kind, obj) or pod_total or None
@@ -279,7 +320,7 @@ def discover(
                     name=name,
                     kind=resource.kind,
                     api_version=resource.api_version,
-                    uid=str(metadata.get("uid", "")),
+                    uid=uid,
                     block=block,
                     status=status,
                     status_time=changed or created or now(),

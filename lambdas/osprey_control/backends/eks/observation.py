@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from osprey_control.contract import OspreyBlock
-from osprey_control.registry import Backend, JobObservation, JobRecord, JobStatus, NodeRef
+from osprey_control.registry import Backend, EksJobId, JobObservation, JobRecord, JobStatus, NodeRef
 
 __all__ = ["DiscoveryResult", "EksDiscoveryProblem", "EksObservation", "WorkloadRef"]
 
@@ -59,7 +59,9 @@ class EksObservation:
 
     @property
     def native_id(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        """``<cluster>/<namespace>/<name>/<uid>`` (osprey_control.registry.identity): a name is not an identity,
+        the uid is (another cluster's ``ml/train``, or the same name re-created, is another job)."""
+        return str(EksJobId(self.cluster, self.namespace, self.name, self.uid))
 
     def to_observation(self) -> JobObservation:
         """What the registry merges (``JobRegistry.apply_observation``), like an ingested event.
@@ -134,6 +136,9 @@ class EksDiscoveryProblem:
     cluster: str
     object: str
     message: str
+    # The job's native id when it has one: a job whose labels became invalid is still listed (reconciliation
+    # does not close it; osprey_control.backends.reconcile), it is only not updated until they are fixed.
+    native_id: str | None = None
 
     def to_dict(self) -> dict[str, str]:
         return {"cluster": self.cluster, "object": self.object, "message": self.message}
@@ -146,6 +151,12 @@ class DiscoveryResult:
     observations: list[EksObservation] = field(default_factory=list)
     problems: list[EksDiscoveryProblem] = field(default_factory=list)
     kinds_missing: list[str] = field(default_factory=list)  # CRDs not installed on this cluster
+
+    @property
+    def listed(self) -> frozenset[str]:
+        """The native ids of every labelled job this (complete) listing named, managed or not."""
+        problems = (problem.native_id for problem in self.problems if problem.native_id)
+        return frozenset((*(obs.native_id for obs in self.observations), *problems))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -82,7 +82,31 @@ def job_declared_runtime(kind: str, obj: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def pod_gpus(pod: Mapping[str, Any]) -> int | None:
-    """GPUs one pod's containers ask for (None: none)."""
-    spec = pod.get("spec")
-    return (kubernetes_container_gpus(spec.get("containers")) or None) if isinstance(spec, Mapping) else None
+_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"  # PyTorchJob pods: master, worker (lower case)
+_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"  # JobSet pods: their replicated job
+
+
+def pod_template_gpus(kind: str, obj: Mapping[str, Any], pod_labels: Mapping[str, Any]) -> int | None:
+    """GPUs one pod of the job asks for, from the template it was made from (None: none, or not known).
+
+    Discovery reads pods as metadata only (never their spec, which holds environment values): the pod's
+    labels name its template (PyTorchJob replica type, JobSet replicated job), and the template its GPUs.
+    """
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    template: Any = None
+    if kind == "PyTorchJob":
+        wanted = str(pod_labels.get(_REPLICA_TYPE_LABEL) or "").lower()
+        replicas = spec.get("pytorchReplicaSpecs")
+        for replica_type, replica in replicas.items() if isinstance(replicas, Mapping) else ():
+            if str(replica_type).lower() == wanted and isinstance(replica, Mapping):
+                template = replica.get("template")
+    elif kind == "JobSet":
+        wanted = str(pod_labels.get(_REPLICATED_JOB_LABEL) or "")
+        for replicated in spec.get("replicatedJobs") or []:
+            if isinstance(replicated, Mapping) and replicated.get("name") == wanted:
+                template = ((replicated.get("template") or {}).get("spec") or {}).get("template")
+    else:
+        template = spec.get("template")
+    return _pod_template_gpus(template) or None

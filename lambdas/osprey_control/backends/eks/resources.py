@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from osprey_control.backends.eks.client import KubernetesClient, NotFoundError
 from osprey_control.contract import ENABLED_KUBERNETES, OPT_IN, opted_in
 
-__all__ = ["detect_kueue"]
+__all__ = ["admission_policy", "detect_kueue"]
 
 ENABLED_SELECTOR = f"{ENABLED_KUBERNETES}={OPT_IN}"
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -80,3 +81,9 @@ def is_enabled(obj: Mapping[str, Any]) -> bool:
     one definition of opt-in, :func:`osprey_control.contract.opted_in`, as the label selector matches it)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return opted_in(ENABLED_KUBERNETES, labels if isinstance(labels, Mapping) else None)
+
+
+def admission_policy() -> str:
+    """The ValidatingAdmissionPolicy and its binding that limit Osprey's writes (``admission-policy.yaml`` beside
+    this module; docs/eks.md, "Admission policy"): what ``osprey eks admission`` prints."""
+    return resources.files(__package__).joinpath("admission-policy.yaml").read_text(encoding="utf-8")

@@ -8,6 +8,8 @@ function (:mod:`.bridge`): the apply step's applier and the gang watch's gang in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from osprey_control.backends.actuation import Applier
 from osprey_control.backends.driver import Deployment
 from osprey_control.backends.runtime_naming import RuntimeNames
@@ -49,7 +51,7 @@ from osprey_control.backends.slurm.marker import block_from_comment, comment_wit
 from osprey_control.backends.slurm.submit_plugin import install_script, job_submit_lua
 from osprey_control.backends.slurm.token import SecretCredentials, mint_token, parse_secret
 from osprey_control.gang import GangBackend, WatchJob
-from osprey_control.registry import Backend
+from osprey_control.registry import Backend, JobRecord, slurm_job_id
 from osprey_control.wiring import SLURM_BRIDGE_FUNCTION_VARIABLE
 
 __all__ = [
@@ -95,11 +97,23 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class _SlurmRuntimeNames(RuntimeNames):
+    """The in-job runtime names a Slurm job ``<cluster>/<job id>`` (``SLURM_CLUSTER_NAME``, ``SLURM_JOB_ID``):
+    its registry id without the incarnation (registry.identity)."""
+
+    def job_id(self, record: JobRecord) -> str:
+        try:
+            return slurm_job_id(record.native_id).scheduler_id
+        except ValueError:
+            return record.native_id
+
+
 class _SlurmDriver:
     backend = Backend.SLURM
     recognition = "discovery"
     # How the in-job runtime names its jobs and hosts (the collector queries those names).
-    runtime = RuntimeNames("slurm")
+    runtime = _SlurmRuntimeNames("slurm")
 
     def applier(self, deployment: Deployment) -> Applier | None:
         # Only when the deployment has a bridge in the cluster's VPC (its name in the apply function's environment).

@@ -27,15 +27,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from osprey_control.aws import client_for
 from osprey_control.backends.actuation import ApplyReport, ApplyResult, Outcome, PriorityChange, prefilter
+from osprey_control.backends.reconcile import ReconcileStore
 from osprey_control.backends.slurm.applier import SlurmApplier, SlurmPriorityRange
 from osprey_control.backends.slurm.client import MAX_RESPONSE_BYTES, SlurmClient
 from osprey_control.backends.slurm.discovery import discover, parse_native_id
+from osprey_control.backends.slurm.discovery_run import record_discovery
 from osprey_control.backends.slurm.gang import SlurmGang
 from osprey_control.backends.slurm.instances import Ec2InstanceMap, InstanceMap
 from osprey_control.backends.slurm.token import SecretCredentials
 from osprey_control.errors import ERROR_CHARS, FAILURE_SAMPLE, PermanentError, TransientError, classify
 from osprey_control.gang import NOT_OPTED_IN, NoRequeue, NotOptedInError, Readiness
-from osprey_control.registry import Backend, JobKey, JobRecord, ObservationStore
+from osprey_control.registry import Backend, JobKey, JobRecord
 from osprey_control.wiring import (
     SLURM_ALLOW_SIGNING_KEY_VARIABLE,
     SLURM_CA_PEM_VARIABLE,
@@ -124,7 +126,7 @@ def _connector(settings: BridgeSettings, secrets_client: Any = None) -> Callable
 
 def run_discovery(
     settings: BridgeSettings,
-    registry: ObservationStore | None,
+    registry: ReconcileStore | None,
     *,
     connect: Callable[[str], SlurmClient] | None = None,
     instances: InstanceMap | None = None,
@@ -135,25 +137,14 @@ def run_discovery(
     client = (connect or _connector(settings))(settings.cluster)
     mapping = instances or Ec2InstanceMap(cluster_name=settings.instance_cluster_tag)
     found = discover(client, settings.cluster, instances=mapping)
-    recorded, unrecorded = 0, []
-    for observation in found.observations:
-        if registry is None:
-            continue
-        try:
-            written = registry.apply_observation(observation.to_observation())
-            recorded += 1
-            if on_change is not None and written.changed:
-                on_change(written.record)
-        except Exception as error:  # one job's write must not lose the others' (retried next pass)
-            unrecorded.append(
-                {"job": observation.native_id, "error": f"{type(error).__name__}: {error}"[:ERROR_CHARS]}
-            )
+    # Each job under its identity, then the cluster reconciled (osprey_control.backends.slurm.discovery_run).
+    written: dict[str, Any] = {"recorded": 0, "unrecorded": 0, "unrecorded_sample": [], "reconciled": None}
+    if registry is not None:
+        written = record_discovery(found, registry, on_change=on_change)
     return {
         "cluster": settings.cluster,
         "jobs": len(found.observations),
-        "recorded": recorded,
-        "unrecorded": len(unrecorded),
-        "unrecorded_sample": unrecorded[:FAILURE_SAMPLE],
+        **written,
         "problems": len(found.problems),
         "problems_sample": [problem.to_dict() for problem in found.problems[:FAILURE_SAMPLE]],
         "unmanaged": found.unmanaged,

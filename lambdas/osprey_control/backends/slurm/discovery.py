@@ -4,7 +4,10 @@ One pass: ``GET /jobs`` (every job slurmctld knows), the Osprey marker in each j
 (:mod:`osprey_control.backends.slurm.marker`; the REST listing carries no environment), and, when some managed job
 holds nodes, ``GET /nodes`` plus the node → instance mapping (:mod:`osprey_control.backends.slurm.instances`). Each
 managed job becomes a :class:`SlurmObservation`, merged into the registry as a ``slurm`` job with native id
-``<cluster>/<job id>`` (a job id is unique within one cluster only).
+``<cluster>/<job id>@<incarnation>`` (:mod:`osprey_control.registry.identity`): a job id is unique within one
+cluster *incarnation* only (a cluster re-created under its name counts from 1 again), so the job's submit time
+(epoch seconds) is part of its identity; a requeued job keeps the incarnation it was first seen with
+(:mod:`osprey_control.backends.slurm.discovery_run`).
 
 Status mapping (``job_state``, the base state before any ``+FLAG``):
 
@@ -35,7 +38,16 @@ from osprey_control.backends.slurm.hostlist import expand_hostlist
 from osprey_control.backends.slurm.instances import Instance, InstanceMap
 from osprey_control.backends.slurm.marker import block_from_comment, marker_fields
 from osprey_control.contract import OspreyBlock, OspreyBlockError
-from osprey_control.registry import Backend, JobObservation, JobStatus, NodeKind, NodeRef
+from osprey_control.registry import (
+    ACTIVE_STATUSES,
+    Backend,
+    JobObservation,
+    JobStatus,
+    NodeKind,
+    NodeRef,
+    SlurmJobId,
+    slurm_job_id,
+)
 
 __all__ = [
     "SlurmDiscovery",
@@ -65,16 +77,15 @@ _GPU_COUNT = re.compile(r"(?:^|[,])(?:gres[:/])?gpu(?::[^:,=]+)?[:=](\d+)")
 _GRES_DETAIL = re.compile(r"gpu(?::[^:(]+)?:(\d+)")
 
 
-def native_id(cluster: str, job_id: int | str) -> str:
-    return f"{cluster}/{job_id}"
+def native_id(cluster: str, job_id: int | str, incarnation: int | None = None) -> str:
+    return str(SlurmJobId(cluster, int(job_id), incarnation))
 
 
 def parse_native_id(value: str) -> tuple[str, int]:
-    """``<cluster>/<job id>`` → (cluster, job id); ValueError says what is expected."""
-    cluster, separator, job_id = value.rpartition("/")
-    if not separator or not cluster or not job_id.isdigit():
-        raise ValueError(f"a Slurm native id is '<cluster>/<job id>', got {value!r}")
-    return cluster, int(job_id)
+    """``<cluster>/<job id>@<incarnation>`` (or the legacy ``<cluster>/<job id>``) → (cluster, job id): where the
+    job is on its cluster now; ValueError says what is expected."""
+    job = slurm_job_id(value)
+    return job.cluster, job.job_id
 
 
 def job_state(job: Mapping[str, Any]) -> str:
@@ -162,10 +173,17 @@ class SlurmObservation:
     declared_runtime_s: int | None = None
     user: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)  # the marker's tags (what opted it in)
+    # The job's identity within its cluster's life (module docstring): its submit time, epoch seconds.
+    incarnation: int = 0
+    restarts: int = 0  # restart_cnt: how often Slurm requeued it (a requeue moves its submit time)
 
     @property
     def native_id(self) -> str:
-        return native_id(self.cluster, self.job_id)
+        return native_id(self.cluster, self.job_id, self.incarnation)
+
+    @property
+    def status_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
 
     def to_observation(self) -> JobObservation:
         return JobObservation(
@@ -192,6 +210,7 @@ class SlurmObservation:
             "cluster": self.cluster,
             "native_id": self.native_id,
             "job_id": self.job_id,
+            "incarnation": self.incarnation,
             "name": self.name,
             "block": self.block.as_kwargs(),
             "status": self.status.value,
@@ -303,6 +322,8 @@ def discover(
                 declared_runtime_s=_time_limit(job),
                 user=str(job.get("user_name") or "") or None,
                 tags=tags,
+                incarnation=int(submitted.timestamp()) if submitted else 0,
+                restarts=_count(job.get("restart_cnt")) or 0,
             )
         )
     return result

@@ -36,6 +36,8 @@ class FakeKubernetes:
     objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
     served: set[tuple[str, str]] = field(default_factory=set)  # resource types whose CRD is installed
     requests: list[tuple[str, str]] = field(default_factory=list)
+    accepts: list[tuple[str, str]] = field(default_factory=list)  # (list path, Accept header)
+    queries: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (GET path, query parameters)
     faults: list[Fault] = field(default_factory=list)
     # Writes that land but whose answer is lost: the connection closes before the status line (LOST).
     lost: list[Fault] = field(default_factory=list)
@@ -62,6 +64,10 @@ class FakeKubernetes:
             self.objects.setdefault((api_version, plural), {})[key] = obj
             return copy.deepcopy(obj)
 
+    def delete(self, api_version: str, plural: str, namespace: str, name: str) -> None:
+        with self.lock:
+            del self.objects[(api_version, plural)][(namespace, name)]
+
     def stored(self, api_version: str, plural: str, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
             return copy.deepcopy(self.objects[(api_version, plural)][(namespace, name)])
@@ -84,6 +90,8 @@ class FakeKubernetes:
         path, query = parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()}
         with self.lock:
             self.requests.append((method, path))
+            if method == "GET":
+                self.queries.append((path, dict(query)))
             if self.token is not None and headers.get("Authorization") != f"Bearer {self.token}":
                 return 401, _status(401, "Unauthorized", "bad token")
             for fault in self.faults:
@@ -115,7 +123,12 @@ class FakeKubernetes:
             if match["name"] is None:
                 if method != "GET":
                     return 405, _status(405, "MethodNotAllowed", method)
-                return self._list(store, match["ns"], query, api_version)
+                listed = self._list(store, match["ns"], query, api_version)
+                accept = str(headers.get("Accept") or "")
+                self.accepts.append((path, accept))
+                if "as=Table" in accept and match["plural"] == "pods":
+                    return listed[0], _pod_table(listed[1], query.get("includeObject", "Metadata"))
+                return listed
             key = (match["ns"] or "", match["name"])
             if key not in store:
                 return 404, _status(404, "NotFound", f"{match['plural']} {match['name']} not found")
@@ -160,6 +173,35 @@ class FakeKubernetes:
         if start + limit < len(items):
             metadata["continue"] = str(start + limit)
         return 200, {"kind": "List", "apiVersion": api_version, "metadata": metadata, "items": page}
+
+
+def _pod_table(page: dict[str, Any], include: str) -> dict[str, Any]:
+    """The server-side Table of a pod list, as the API server prints it (``kubectl get pods -o wide``): columns
+    Name, Ready, Status, Restarts, Age, IP, Node; each row's object is the pod's PartialObjectMetadata with
+    ``includeObject=Metadata`` (the default), never its spec."""
+    columns = [
+        "Name",
+        "Ready",
+        "Status",
+        "Restarts",
+        "Age",
+        "IP",
+        "Node",
+        "Nominated Node",
+        "Readiness Gates",
+    ]
+    rows = []
+    for pod in page["items"]:
+        status = pod.get("status") or {}
+        cells = [pod["metadata"]["name"], "1/1", status.get("phase", "Running"), 0, "1m", status.get("podIP", ""),
+                 (pod.get("spec") or {}).get("nodeName") or "<none>", "<none>", "<none>"]  # fmt: skip
+        row: dict[str, Any] = {"cells": cells}
+        if include == "Metadata":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": pod["metadata"]}  # fmt: skip
+        rows.append(row)
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": page["metadata"],
+            "columnDefinitions": [{"name": name, "type": "string"} for name in columns], "rows": rows}  # fmt: skip
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:

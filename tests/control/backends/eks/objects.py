@@ -62,6 +62,8 @@ def add_workload(fake: FakeKubernetes, owner: dict[str, Any], *, priority: int |
         "metadata": {
             "name": f"{kind.lower()}-{meta['name']}-1a2b3",
             "namespace": meta["namespace"],
+            # Kueue's integrations.labelKeysToCopy: ["osprey.aws/enabled"] (docs/eks.md) copies the opt-in label.
+            "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k == "osprey.aws/enabled"},
             "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": kind, "name": meta["name"],
                                  "uid": meta["uid"], "controller": True}],
         },

@@ -277,7 +277,8 @@ def test_a_malformed_job_id_fails_only_that_job(
     outcomes = _outcomes(_apply(k8s_client, _change("no-namespace", 20), _change("ml/train", 20)))
     assert outcomes["no-namespace"] == (
         Outcome.FAILED,
-        "EKS native id must be 'namespace/name', got 'no-namespace'",
+        "an EKS native id is '<cluster>/<namespace>/<name>/<uid>' (or the legacy '<namespace>/<name>'), "
+        "got 'no-namespace'",
     )
     assert outcomes["ml/train"][0] is Outcome.APPLIED
 

@@ -41,7 +41,7 @@ def test_batch_jobs_are_discovered_with_their_workload_pods_and_instances(
     # Then only the labelled Job is observed, running, linked to its Workload, with its pod and instance
     assert result.kueue_version == "v1beta1"
     [obs] = result.observations
-    assert (obs.native_id, obs.kind, obs.status) == ("ml/train", "Job", JobStatus.RUNNING)
+    assert (obs.native_id, obs.kind, obs.status) == ("gpu/ml/train/uid-train", "Job", JobStatus.RUNNING)
     assert obs.workload is not None
     assert obs.workload.priority == 250
     assert obs.workload.admitted
@@ -52,7 +52,7 @@ def test_batch_jobs_are_discovered_with_their_workload_pods_and_instances(
     # And a JobRecord can be built from it, and the observation is JSON-able
     record = obs.to_record()
     assert (record.backend, record.native_id, record.cluster, record.policy) == (
-        Backend.EKS, "ml/train", "gpu", "training-policy")  # fmt: skip
+        Backend.EKS, "gpu/ml/train/uid-train", "gpu", "training-policy")  # fmt: skip
     assert obs.to_dict()["workload"]["name"] == "job-train-1a2b3"
 
 

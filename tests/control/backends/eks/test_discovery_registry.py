@@ -21,7 +21,7 @@ from osprey_control.registry.observation import JobObservation
 from tests.control.backends.eks.fake_k8s import FakeKubernetes
 from tests.control.backends.eks.objects import OSPREY_LABELS, add_job, add_workload
 
-TRAIN = JobKey(Backend.EKS, "ml/train")
+TRAIN = JobKey(Backend.EKS, "gpu/ml/train/uid-train")  # <cluster>/<namespace>/<name>/<uid>
 ENV = EksDiscoveryEnvironment(cluster_names=("gpu",))
 
 
@@ -109,6 +109,12 @@ class FlakyRegistry:
 
     def __init__(self, registry: JobRegistry, broken: str) -> None:
         self.registry, self.broken = registry, broken
+        self.list_active = registry.list_active
+        self.update = registry.update
+
+    @property
+    def events(self) -> Any:
+        return self.registry.events
 
     def apply_observation(self, observation: JobObservation) -> Any:
         if observation.native_id == self.broken:
@@ -145,13 +151,18 @@ def test_one_jobs_failed_write_is_reported_and_the_others_recorded(
 ) -> None:
     running_job(fake_k8s)
     add_job(fake_k8s, "eval")
-    result = run_discovery(ENV, connector=lambda _: k8s_client, registry=FlakyRegistry(registry, "ml/eval"))
+    result = run_discovery(
+        ENV, connector=lambda _: k8s_client, registry=FlakyRegistry(registry, "gpu/ml/eval/uid-eval")
+    )
     assert result["unrecorded"] == 1
     assert result["unrecorded_sample"] == [
-        {"job": "eks#ml/eval", "error": "RuntimeError: ProvisionedThroughputExceededException after retries"}
+        {
+            "job": "eks#gpu/ml/eval/uid-eval",
+            "error": "RuntimeError: ProvisionedThroughputExceededException after retries",
+        }
     ]
     assert registry.get(TRAIN) is not None
-    assert registry.get(JobKey(Backend.EKS, "ml/eval")) is None
+    assert registry.get(JobKey(Backend.EKS, "gpu/ml/eval/uid-eval")) is None
     assert (result["jobs"], result["recorded"]) == (2, 1)
 
 

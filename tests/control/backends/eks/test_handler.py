@@ -44,7 +44,7 @@ def test_handler_sends_each_observation_to_the_sink_and_isolates_a_broken_cluste
     result = run_discovery(env, seen.append, connector=connector)
     # Then the sink got the job with its Workload, the result is JSON-able counts (no per-job record: it is
     # the cycle state machine's state), and the broken cluster is reported, not raised
-    assert [item["native_id"] for item in seen] == ["ml/train"]
+    assert [item["native_id"] for item in seen] == ["gpu/ml/train/uid-train"]
     assert seen[0]["workload"]["priority"] == 300
     assert json.loads(json.dumps(result)) == result
     assert (result["jobs"], result["recorded"], result["unrecorded"]) == (1, 0, 0)
@@ -58,6 +58,7 @@ def test_handler_sends_each_observation_to_the_sink_and_isolates_a_broken_cluste
         "problems": 0,
         "kueue_version": "v1beta1",
         "kinds_missing": result["clusters"][1]["kinds_missing"],
+        "reconciled": None,  # no registry: nothing to reconcile
     }
 
     # And the Lambda entry reads its environment and uses the same path

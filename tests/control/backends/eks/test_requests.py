@@ -3,6 +3,7 @@ job Kueue keeps suspended has them too), else from their pods, and activeDeadlin
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -67,21 +68,31 @@ def test_given_a_suspended_job_when_discovered_then_it_already_has_its_gpus_and_
     assert (record.requested_gpus, record.declared_runtime_s) == (16, 86400)
 
 
-def test_given_a_job_without_gpu_templates_when_discovered_then_its_pods_gpus_count(
+def test_given_running_pods_when_discovered_then_their_gpus_come_from_the_template_never_their_spec(
     fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
 ) -> None:
-    # Given: a running Job whose template says nothing (the fixture's), and two pods with 4 GPUs each
-    add_job(fake_k8s, "train", status={"active": 2, "ready": 2, "startTime": "2026-01-01T00:02:00Z"})
+    # Given: a running Job whose template asks 4 GPUs per pod, and its two pods (whose spec holds an env value)
+    job = add_job(fake_k8s, "train", status={"active": 2, "ready": 2, "startTime": "2026-01-01T00:02:00Z"})
+    stored = fake_k8s.objects[("batch/v1", "jobs")][("ml", "train")]
+    stored["spec"]["template"] = {
+        "spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}
+    }
     for index in range(2):
         fake_k8s.add("v1", "pods", {"kind": "Pod", "metadata": {
             "name": f"train-{index}", "namespace": "ml",
             "labels": {**OSPREY_LABELS, "batch.kubernetes.io/job-name": "train"}},
-            "spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})  # fmt: skip
+            "spec": {"nodeName": "", "containers": [{"name": "t", "env": [{"name": "HF_TOKEN", "value": "hf_secret"}],
+                     "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})  # fmt: skip
+    assert job["metadata"]["uid"] == "uid-train"
 
     # When
     [observed] = discover(k8s_client, "gpu").observations
 
-    # Then
+    # Then: each pod counts its template's 4 GPUs, and pods were read as a metadata-only Table (no spec, so no
+    # environment value ever reached Osprey)
     assert observed.requested_gpus == 8
     assert [node.gpus for node in observed.nodes] == [4, 4]
-    assert observed.to_observation().allocation_mark is not None
+    pod_lists = [accept for path, accept in fake_k8s.accepts if path.endswith("/pods")]
+    assert pod_lists
+    assert all("as=Table" in accept for accept in pod_lists)
+    assert "hf_secret" not in json.dumps(observed.to_dict())
