@@ -9,6 +9,7 @@ and ``osprey policy replay`` read them.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from datetime import datetime
@@ -36,7 +37,6 @@ class JobHistory(RegistryTable):
     ) -> Iterator[dict[str, Any]]:
         start = prefix + (format_time(since) if since is not None else "")
         request: dict[str, Any] = {
-            "TableName": self.table_name,
             # "~" sorts after every character a time or a number uses: the end of the prefix's range.
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :start AND :end",
             "ExpressionAttributeValues": {
@@ -48,17 +48,9 @@ class JobHistory(RegistryTable):
         }
         if limit is not None:
             request["Limit"] = limit
-        count = 0
-        while True:
-            page = self.client.query(**request)
-            for item in page.get("Items", ()):
-                yield {name: from_attribute(value) for name, value in item.items()}
-                count += 1
-                if limit is not None and count >= limit:
-                    return
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        items = self.query_items(**request)
+        for item in items if limit is None else itertools.islice(items, limit):
+            yield {name: from_attribute(value) for name, value in item.items()}
 
     def decisions(
         self,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from osprey_control.errors import condition_failed
 from osprey_control.registry.items import format_time, from_attribute, to_attribute
@@ -37,19 +36,12 @@ class InstanceItems(RegistryTable):
 
     def jobs_on(self, instance_id: str) -> list[JobKey]:
         """The jobs linked to ``instance_id`` (consistent, paginated)."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :job)",
-            "ExpressionAttributeValues": {":pk": {"S": instance_pk(instance_id)}, ":job": {"S": JOB_PREFIX}},
-            "ConsistentRead": True,
-        }
-        keys: list[JobKey] = []
-        while True:
-            page = self.client.query(**request)
-            keys.extend(key_from_pk(item["sk"]["S"]) for item in page.get("Items", ()))
-            if "LastEvaluatedKey" not in page:
-                return keys
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        items = self.query_items(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :job)",
+            ExpressionAttributeValues={":pk": {"S": instance_pk(instance_id)}, ":job": {"S": JOB_PREFIX}},
+            ConsistentRead=True,
+        )
+        return [key_from_pk(item["sk"]["S"]) for item in items]
 
     def risk(self, instance_ids: Iterable[str]) -> dict[str, float]:
         """The recorded spot risk of each of ``instance_ids`` that has one."""

@@ -66,22 +66,6 @@ PLAN_REQUEST_SK = "PLANREQ"
 LEASE_PK = "LEASE#cycle"
 SHARES_PK = "SHARES#batch"
 WRITES_PK = "WRITES#cycle"
-# Every item type's partition key (a prefix, or the one key of a single-partition type): what IAM grants by.
-ITEM_PREFIXES = (
-    JOB_PREFIX,
-    DECISION_PREFIX,
-    APPLY_PREFIX,
-    STATUS_PREFIX,
-    GANG_PREFIX,
-    PLAN_REQUEST_PREFIX,
-    PLAN_PREFIX,
-    INSTANCE_PREFIX,
-    RISK_PREFIX,
-    COLLECTION_PREFIX,
-    LEASE_PK,
-    SHARES_PK,
-    WRITES_PK,
-)
 # The prefixes of a job's items keyed by ``<backend>#<native id>``.
 _JOB_ITEM_PREFIXES = (
     JOB_PREFIX,
@@ -91,6 +75,16 @@ _JOB_ITEM_PREFIXES = (
     GANG_PREFIX,
     PLAN_REQUEST_PREFIX,
     PLAN_PREFIX,
+)
+# Every item type's partition key (a prefix, or the one key of a single-partition type): what IAM grants by.
+ITEM_PREFIXES = (
+    *_JOB_ITEM_PREFIXES,
+    INSTANCE_PREFIX,
+    RISK_PREFIX,
+    COLLECTION_PREFIX,
+    LEASE_PK,
+    SHARES_PK,
+    WRITES_PK,
 )
 LEASE_KEY: dict[str, dict[str, str]] = {"pk": {"S": LEASE_PK}, "sk": {"S": "LEASE"}}
 ACTIVE_INDEX = "active-jobs"

@@ -53,17 +53,9 @@ class ShareLedger(RegistryTable):
             self.client.delete_item(**item["Delete"])
 
     def _pages(self) -> Iterator[dict[str, Any]]:
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": SHARES_PK}},
-        }
-        while True:
-            page = self.client.query(**request)
-            yield from page.get("Items", ())
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return self.query_items(
+            KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": SHARES_PK}}
+        )
 
     def entries(self) -> list[ShareEntry]:
         """Every entry Osprey added and has not removed yet (one Query; a page holds thousands)."""

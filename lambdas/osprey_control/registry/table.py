@@ -6,6 +6,7 @@ step.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from osprey_control.aws import client_for
@@ -81,3 +82,13 @@ class RegistryTable:
     def client(self) -> Any:
         self._client = client_for("dynamodb", self._client)
         return self._client
+
+    def query_items(self, **request: Any) -> Iterator[dict[str, Any]]:
+        """The items of a Query on this table (``request`` without ``TableName``), page after page."""
+        request = {"TableName": self.table_name, **request}
+        while True:
+            page = self.client.query(**request)
+            yield from page.get("Items", ())
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

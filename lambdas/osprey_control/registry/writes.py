@@ -81,18 +81,11 @@ class WriteIntents(RegistryTable):
     """The intents of one registry table. ``client=None`` creates a DynamoDB client on first use."""
 
     def _pages(self) -> Iterator[dict[str, Any]]:
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": WRITES_PK}},
-            "ConsistentRead": True,
-        }
-        while True:
-            page = self.client.query(**request)
-            yield from page.get("Items", ())
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return self.query_items(
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": WRITES_PK}},
+            ConsistentRead=True,
+        )
 
     def open(self) -> list[WriteIntent]:
         """Every intent not deleted yet, oldest token first (one consistent Query)."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import typer
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from osprey.cli.target import Target
 from osprey_control.policy import InvalidPolicy
@@ -28,7 +28,9 @@ def read_invalid_policies(target: Target) -> dict[str, InvalidPolicy] | None:
     try:
         source = PolicySource(target.policy_prefix, client=target.client("ssm"), max_age=0)
         return source.invalid_policies()
-    except (ClientError, BotoCoreError) as error:
+    except ClientError as error:
+        # Only an answer from SSM (access denied, throttled) is a warning here; no credentials, no region or no
+        # endpoint is the command's own error, which reading the jobs would hit next: one line, not two.
         typer.echo(f"warning: cannot read the deployed policies ({error}); policy states not shown", err=True)
         return None
 
