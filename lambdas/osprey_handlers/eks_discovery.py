@@ -56,7 +56,7 @@ _cached_connect = cached_connect
 def _gangs(environment: EksDiscoveryEnvironment) -> Callable[[Any], object] | None:
     if not environment.gang_state_machine_arn or not environment.table_name:
         return None
-    # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
+    # Only when gangs are deployed: the policy lookup (PolicySource: SSM, cached) and its imports.
     from osprey_control.policy_store import PolicySource  # noqa: PLC0415
     from osprey_control.steps.gang_start import GangRegistrar  # noqa: PLC0415
 

@@ -52,7 +52,7 @@ def ingestor() -> Ingestor:
     )
     gangs = None
     if config.gang_state_machine_arn:
-        # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
+        # Only when gangs are deployed: the policy lookup (PolicySource: SSM, cached) and its imports.
         from osprey_control.policy_store import PolicySource  # noqa: PLC0415
         from osprey_control.steps.gang_start import GangRegistrar  # noqa: PLC0415
 

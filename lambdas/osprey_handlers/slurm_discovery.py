@@ -39,7 +39,7 @@ def _settings() -> tuple[BridgeSettings, PolicyReaderSettings]:
 
 @cache
 def _gangs(state_machine_arn: str, policy_prefix: str) -> Callable[[Any], object]:
-    # Only when gangs are deployed: the policy lookup (Powertools Parameters, cached) and its imports.
+    # Only when gangs are deployed: the policy lookup (PolicySource: SSM, cached) and its imports.
     from osprey_control.policy_store import PolicySource  # noqa: PLC0415
     from osprey_control.steps.gang_start import GangRegistrar  # noqa: PLC0415
 

@@ -1,10 +1,11 @@
 """The fair-share entries Osprey added to AWS Batch scheduling policies, so that they can be taken out again.
 
-Batch allows 500 active share identifiers per queue, and Osprey gives every Batch job its own: without pruning,
-a busy queue would run out within days. Osprey prunes only what it added: when the applier creates an entry
-for a job's share identifier it records ``(policy, share, job)`` here (``pk = SHARES#batch``,
-``sk = <policy ARN>|<share>``); an entry that was in the policy before Osprey touched it (a team's own share,
-reused by a job) is never recorded, so never removed. An entry is finished once its job has ended or has left
+Batch allows 500 active share identifiers per queue, and Osprey adds its own (``osprey-`` team x size shares, or
+a job's own share): without pruning, a busy queue would run out within days. Osprey prunes only what it added:
+when the applier creates an entry it records ``(policy, share, job)`` here (``pk = SHARES#batch``,
+``sk = <policy ARN>|<share>``), and this record is also what makes an existing entry Osprey's (an entry that was
+in the policy before, or that a person re-created, is never recorded, so never changed nor removed:
+``backends.batch.ownership``). An entry is finished once its job has ended or has left
 the registry (its items expire after the history retention).
 """
 
