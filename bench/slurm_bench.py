@@ -7,7 +7,11 @@ installs them; options ``--jobs``, ``--nodes``, ``--min-duration``/``--max-durat
     scheduler=slurm mean_wait_s=<x> makespan_s=<x>
     scheduler=slurm+osprey mean_wait_s=<x> makespan_s=<x>
 
-and the ratio of each layered run to the first (the baseline, measured in the same run).
+and the ratio of each layered run to the first (the baseline, measured in the same run); then, for each, the
+simulator's model of the same scheduler on the same submissions and how closely it follows the real one
+(``bench/fidelity.py``)::
+
+    fidelity scheduler=slurm order_tau=<x> wait_ratio=<sim/real mean wait> (goal ...: met|MISSED)
 
 The workload (seeded): ``--jobs`` sleep jobs of 1, 2, 4 or 8 nodes (weights 4:3:2:1), each sleeping
 ``--min-duration``..``--max-duration`` seconds, arriving over the first 20 s, with declared time limits
@@ -51,6 +55,9 @@ sys.path.insert(0, str(REPO))  # tests.slurm.cluster: the same local Slurm the t
 
 from tests.slurm.cluster import LocalSlurm, missing_requirements  # noqa: E402
 
+from bench.fidelity import Run as FidelityRun  # noqa: E402
+from bench.fidelity import fidelity_line, simulated_starts  # noqa: E402
+from osprey.simulate.model import Job as SimJob  # noqa: E402
 from osprey_control.backends import PriorityChange  # noqa: E402
 from osprey_control.backends.slurm import (  # noqa: E402
     SlurmApplier,
@@ -68,6 +75,7 @@ from osprey_control.derivation import (  # noqa: E402
     job_level_values,
 )
 from osprey_control.policy import (  # noqa: E402
+    PriorityDerivationPolicy,
     policy_from_mapping,
     shipped_policy_file,
 )
@@ -102,7 +110,7 @@ def workload(jobs: int, min_s: int, max_s: int, seed: int) -> list[Job]:
     return sorted(made, key=lambda job: job.offset_s)
 
 
-def compressed_policy(compression: float) -> CompiledPolicy:
+def compressed_policy(compression: float) -> PriorityDerivationPolicy:
     """``default-policy`` with every time range divided by ``compression`` (attained service is GPU-hours)."""
     document = yaml.safe_load(shipped_policy_file("default-policy").read_text())
     for rule in document["spec"]["derivationRules"]:
@@ -111,7 +119,27 @@ def compressed_policy(compression: float) -> CompiledPolicy:
     policy, issues = policy_from_mapping(document, "default-policy (compressed)")
     if policy is None:
         raise SystemExit(f"compressed policy invalid: {issues}")
-    return compile_policy(policy)
+    return policy
+
+
+def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
+    """The bench's submissions as the simulator's jobs: whole 8-GPU nodes, the same offsets and durations, and
+    the declared limit Slurm gets (``--time``). The user's ``expected_runtime`` estimate has no simulator field:
+    the model's Osprey reads the declared limit where the real loop reads the estimate."""
+    return [
+        SimJob(
+            job_id=f"bench-{job.index}",
+            submit_s=job.offset_s,
+            gpus=job.nodes * 8,
+            duration_s=job.duration_s,
+            declared_runtime_s=_time_limit_minutes(job) * 60.0,
+        )
+        for job in jobs
+    ]
+
+
+def _time_limit_minutes(job: Job) -> int:
+    return math.ceil(job.duration_s * 2 / 60)
 
 
 class OspreyLoop:
@@ -188,6 +216,7 @@ def run(
     name: str, jobs: list[Job], nodes: int, osprey: OspreyLoop | None, slurm: LocalSlurm
 ) -> dict[str, Any]:
     submitted: dict[int, float] = {}
+    names: dict[int, str] = {}
     began = time.time()
     if osprey is not None:
         osprey.start()
@@ -202,12 +231,13 @@ def run(
             job_id = slurm.sbatch(
                 f"-N{job.nodes}",
                 "--exclusive",
-                f"--time={math.ceil(job.duration_s * 2 / 60)}",
+                f"--time={_time_limit_minutes(job)}",
                 f"--comment={marker(block)}",
                 f"--job-name=bench-{job.index}",
                 wrap=f"sleep {job.duration_s}",
             )
             submitted[job_id] = time.time()
+            names[job_id] = f"bench-{job.index}"
         deadline = time.time() + 3600
         while slurm.squeue_states() and time.time() < deadline:
             time.sleep(0.5)
@@ -216,6 +246,7 @@ def run(
             osprey.stop()
     client = slurm.client()
     waits, ends = [], []
+    starts: dict[str, float] = {}
     for job_id, at in submitted.items():
         info = client.job(job_id) or {}
         start, end = info.get("start_time"), info.get("end_time")
@@ -223,7 +254,9 @@ def run(
             raise SystemExit(f"{name}: job {job_id} has no start/end time: {info.get('job_state')}")
         waits.append(max(0.0, start - at))
         ends.append(end)
+        starts[names[job_id]] = max(start, at) - began
     return {
+        "run": FidelityRun({names[job_id]: at - began for job_id, at in submitted.items()}, starts),
         "scheduler": name,
         "mean_wait_s": statistics.fmean(waits),
         "makespan_s": max(ends) - min(submitted.values()),
@@ -253,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
     policy = compressed_policy(args.compression)
+    compiled = compile_policy(policy)
     results = []
     names = ("slurm", "slurm+osprey", *(("slurm+osprey-bare",) if args.compare_bare else ()))
     for name in names:
@@ -263,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         if plugin:  # where the installer puts it, before slurmctld starts (as ParallelCluster's OnNodeStart)
             (slurm.conf.parent / "job_submit.lua").write_text(job_submit_lua())
         with slurm:
-            loop = OspreyLoop(slurm, policy, args.interval) if name != "slurm" else None
+            loop = OspreyLoop(slurm, compiled, args.interval) if name != "slurm" else None
             results.append(run(name, jobs, args.nodes, loop, slurm))
     for result in results:
         print(
@@ -276,6 +310,14 @@ def main(argv: list[str] | None = None) -> int:
             f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
             f"(osprey cycles={layered['cycles']} priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
         )
+    for result in results:
+        model = result["scheduler"]
+        if model not in ("slurm", "slurm+osprey"):
+            continue  # the bare variant has no model of its own
+        simulated = simulated_starts(
+            model, simulated_jobs(jobs), [8] * args.nodes, policy=policy, cycle_s=args.interval
+        )
+        print(fidelity_line(model, result["run"], simulated))
     return 0
 
 
