@@ -65,6 +65,7 @@ from osprey_control.backends.slurm import (  # noqa: E402
     discover,
     job_submit_lua,
     marker,
+    parse_native_id,
 )
 from osprey_control.contract import parse_block  # noqa: E402
 from osprey_control.derivation import (  # noqa: E402
@@ -208,7 +209,7 @@ class OspreyLoop:
             report = self._applier.apply(changes)
             self.writes += report.writes
             for result in report.applied:
-                self.applied[int(result.job.native_id.rsplit("/", 1)[1])] = result.priority
+                self.applied[parse_native_id(result.job.native_id)[1]] = result.priority
         self.cycles += 1
 
 
