@@ -17,7 +17,7 @@ from tests.slurm.cluster import LocalSlurm, missing_requirements
 REQUIRE_VARIABLE = "OSPREY_REQUIRE_SLURM"
 
 
-def _unavailable() -> None:
+def require_real_slurm() -> None:
     reason = missing_requirements()
     if reason is None:
         return
@@ -32,7 +32,7 @@ def running_cluster(
     """A started 4-node cluster (``extra_conf``: slurm.conf lines added to the fixture's; ``before_start``: run
     on the cluster's directory before any daemon starts), stopped after, with nothing of it left running; skips
     or fails (``OSPREY_REQUIRE_SLURM=1``) where Slurm cannot run."""
-    _unavailable()
+    require_real_slurm()
     cluster = LocalSlurm(nodes=4, gpus=4, extra_conf=extra_conf)
     if before_start is not None:
         before_start(cluster)
