@@ -78,6 +78,17 @@ _ALARM_PERIOD = cdk.Duration.minutes(5)
 DROPPED_EVENTS_THRESHOLD = 10
 
 
+def _sum_over_reasons(namespace: str, metric: str, label: str) -> cw.MathExpression:
+    """``metric`` summed over every value of its ``Reason`` dimension, per alarm period (Metrics Insights: the
+    reasons need not be known when the alarm is made)."""
+    return cw.MathExpression(
+        expression=f'SELECT SUM({metric}) FROM SCHEMA("{namespace}", {REASON_DIMENSION})',
+        using_metrics={},
+        label=label,
+        period=_ALARM_PERIOD,
+    )
+
+
 def search(namespace: str, metric: str, dimensions: tuple[str, ...] | None, stat: str, period: int) -> str:
     """A CloudWatch SEARCH expression. ``dimensions`` is the exact dimension schema, or None for any."""
     if dimensions is None:
@@ -148,12 +159,7 @@ class Observability(Construct):
             alarm_name=self._alarm_name("CustomRuleFailures"),
             alarm_description="Osprey: custom rule Lambdas keep failing (their fallback value is used); "
             "see the CustomRuleFailures widget for the reason.",
-            metric=cw.MathExpression(
-                expression=f'SELECT SUM({CUSTOM_RULE_FAILURES_METRIC}) FROM SCHEMA("{namespace}", {REASON_DIMENSION})',
-                using_metrics={},
-                label="Custom rule failures",
-                period=_ALARM_PERIOD,
-            ),
+            metric=_sum_over_reasons(namespace, CUSTOM_RULE_FAILURES_METRIC, "Custom rule failures"),
             threshold=1,
             # Two bad five-minute periods out of three: one transient timeout does not page anyone.
             evaluation_periods=3,
@@ -168,12 +174,7 @@ class Observability(Construct):
             alarm_description=f"Osprey: ingest dropped at least {DROPPED_EVENTS_THRESHOLD} events in five "
             "minutes (malformed, over-limit, unsupported or rejected); their jobs may be missing from the "
             "registry. The ingest log's 'event dropped' lines name each event and its reason.",
-            metric=cw.MathExpression(
-                expression=f'SELECT SUM({EVENTS_DROPPED_METRIC}) FROM SCHEMA("{namespace}", {REASON_DIMENSION})',
-                using_metrics={},
-                label="Dropped events",
-                period=_ALARM_PERIOD,
-            ),
+            metric=_sum_over_reasons(namespace, EVENTS_DROPPED_METRIC, "Dropped events"),
             threshold=DROPPED_EVENTS_THRESHOLD,
             evaluation_periods=1,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
