@@ -1,0 +1,41 @@
+"""The real-Kubernetes fixture: one control plane per test session (tests/k8s/cluster.py).
+
+Where the binaries ``.ci/k8s`` builds are missing the tests skip and say why; with ``OSPREY_REQUIRE_K8S=1``
+(set by ``.ci/run``) they fail instead, so CI can never pass by skipping them. Teardown asserts that no process
+of the control plane is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.k8s.cluster import LocalKubernetes, find_binaries
+
+REQUIRE_VARIABLE = "OSPREY_REQUIRE_K8S"
+
+
+def _unavailable() -> None:
+    binaries = find_binaries()
+    missing = binaries.missing(kueue_manager=True)
+    if not missing:
+        return
+    reason = f"not built: {', '.join(str(path) for path in missing)}; `bash .ci/k8s` builds them (needs Go)"
+    if os.environ.get(REQUIRE_VARIABLE) == "1":
+        pytest.fail(f"{REQUIRE_VARIABLE}=1 but a real Kubernetes cannot run here: {reason}", pytrace=False)
+    pytest.skip(f"real Kubernetes unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def k8s() -> Iterator[LocalKubernetes]:
+    """etcd, kube-apiserver (RBAC), Kueue's CRDs and the Kueue manager with its webhooks, on loopback."""
+    _unavailable()
+    cluster = LocalKubernetes(find_binaries()).start()
+    try:
+        yield cluster
+    finally:
+        root = cluster.root
+        cluster.stop()
+        assert cluster.leftovers() == [], f"processes of the local Kubernetes in {root} outlived its teardown"

@@ -1,0 +1,97 @@
+"""Builders for the objects the tests create on the real API server: Jobs, hand-made Workloads and Kueue's
+queues. Kueue's API is ``kueue.x-k8s.io/v1beta2`` (the version Osprey prefers, ``resources.KUEUE_VERSIONS``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.k8s.cluster import LocalKubernetes
+
+__all__ = ["KUEUE", "OPT_IN", "cluster_queue", "job", "local_queue", "owned_workload", "resource_flavor"]
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+OPT_IN = {"osprey.aws/enabled": "true"}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def _kueue_path(plural: str, namespace: str | None = None) -> str:
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{KUEUE}{scope}/{plural}"
+
+
+def _pod_template(cpu: str) -> dict[str, Any]:
+    return {
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "main", "image": "train:latest", "resources": {"requests": {"cpu": cpu}}}
+            ],
+        }
+    }
+
+
+def job(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str | None = None, cpu: str = "1",
+        labels: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A suspended batch/v1 Job opted in to Osprey; ``queue``: Kueue's LocalQueue (then Kueue manages it)."""
+    all_labels = {**OPT_IN, **(labels or {})}
+    if queue:
+        all_labels[QUEUE_LABEL] = queue
+    return k8s.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": all_labels},
+        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": _pod_template(cpu)},
+    })  # fmt: skip
+
+
+def owned_workload(k8s: LocalKubernetes, owner: dict[str, Any], *, priority: int, queue: str = "nowhere"
+                   ) -> dict[str, Any]:  # fmt: skip
+    """A Workload controlled by ``owner`` (as Kueue makes them), written by the test itself."""
+    meta = owner["metadata"]
+    return k8s.create(_kueue_path("workloads", meta["namespace"]), {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": {
+            "name": f"job-{meta['name']}-test",
+            "labels": dict(OPT_IN),
+            "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                 "name": meta["name"], "uid": meta["uid"], "controller": True}],
+        },
+        "spec": {
+            "queueName": queue,
+            "priority": priority,
+            "podSets": [{"name": "main", "count": 1, "template": _pod_template("1")}],
+        },
+    })  # fmt: skip
+
+
+def resource_flavor(k8s: LocalKubernetes, name: str = "default") -> dict[str, Any]:
+    return k8s.create(_kueue_path("resourceflavors"), {"apiVersion": KUEUE, "kind": "ResourceFlavor",
+                                                        "metadata": {"name": name}})  # fmt: skip
+
+
+def cluster_queue(k8s: LocalKubernetes, name: str, *, cpu: int, flavor: str = "default") -> dict[str, Any]:
+    """BestEffortFIFO with preemption of lower priorities within the queue: the setup docs/eks.md asks for."""
+    return k8s.create(_kueue_path("clusterqueues"), {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [{
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": flavor, "resources": [{"name": "cpu", "nominalQuota": str(cpu)}]}],
+            }],
+        },
+    })  # fmt: skip
+
+
+def local_queue(k8s: LocalKubernetes, namespace: str, name: str, cluster_queue_name: str) -> dict[str, Any]:
+    return k8s.create(_kueue_path("localqueues", namespace), {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": name},
+        "spec": {"clusterQueue": cluster_queue_name},
+    })  # fmt: skip

@@ -1,0 +1,117 @@
+"""Osprey's EKS client and applier against a real kube-apiserver with Kueue's CRDs and a real Kueue manager."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from osprey_control.backends import Outcome, PriorityChange
+from osprey_control.backends.eks import ConflictError, EksApplier, KubernetesClient
+from osprey_control.contract import parse_block
+from osprey_control.registry import Backend, JobRecord, JobStatus
+from tests.k8s import objects
+from tests.k8s.cluster import LocalKubernetes
+from tests.k8s.objects import KUEUE
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def namespace(k8s: LocalKubernetes) -> str:
+    """A namespace of this test's own, so tests never see each other's objects."""
+    name = f"ml-{secrets.token_hex(3)}"
+    k8s.apply_namespace(name)
+    return name
+
+
+def _change(job: dict[str, Any], priority: int) -> PriorityChange:
+    meta = job["metadata"]
+    record = JobRecord(
+        backend=Backend.EKS,
+        native_id=f"local/{meta['namespace']}/{meta['name']}/{meta['uid']}",
+        name=meta["name"],
+        block=parse_block({"priority_derivation_profile": "training-policy"}),
+        status=JobStatus.PENDING,
+        status_time=NOW,
+        cluster="local",
+    )
+    return PriorityChange(record, priority)
+
+
+def _eventually(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_the_client_lists_and_patches_a_workload_on_the_real_api_server(
+    k8s: LocalKubernetes, namespace: str
+) -> None:
+    # Given an opted-in Job (no queue: Kueue leaves it alone) and a Workload it controls, priority 100
+    client: KubernetesClient = k8s.client()
+    owner = objects.job(k8s, namespace, "train")
+    workload = objects.owned_workload(k8s, owner, priority=100)
+    path = f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{workload['metadata']['name']}"
+    # When Osprey's client lists the namespace's Workloads by the opt-in label
+    listed = list(client.list(f"/apis/{KUEUE}/namespaces/{namespace}/workloads",
+                              label_selector="osprey.aws/enabled=true"))  # fmt: skip
+    # Then it finds that Workload, as stored
+    assert [w["metadata"]["uid"] for w in listed] == [workload["metadata"]["uid"]]
+    # When the applier writes priority 73 (default range 0..1000) for the Job
+    report = EksApplier(lambda cluster: client).apply([_change(owner, 73)])
+    # Then the API server holds spec.priority 730 on that Workload, and the rest of its spec is unchanged
+    [result] = report.results
+    assert (result.outcome, result.native_value, report.writes) == (Outcome.APPLIED, "730", 1), result.reason
+    stored = client.get(path)
+    assert stored["spec"]["priority"] == 730
+    assert stored["spec"]["queueName"] == "nowhere"
+    assert int(stored["metadata"]["resourceVersion"]) > int(workload["metadata"]["resourceVersion"])
+    # And a patch carrying the resourceVersion read before that write is refused by the server with 409
+    stale = {
+        "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
+        "spec": {"priority": 1},
+    }
+    with pytest.raises(ConflictError):
+        client.merge_patch(path, stale)
+    assert client.get(path)["spec"]["priority"] == 730
+
+
+def test_kueue_admits_the_workload_whose_priority_osprey_wrote(k8s: LocalKubernetes, namespace: str) -> None:
+    # Given Kueue's queues (BestEffortFIFO, preemption within the queue) with room for one 1-CPU job
+    queue = f"cq-{namespace}"
+    objects.resource_flavor(k8s, f"flavor-{namespace}")
+    objects.cluster_queue(k8s, queue, cpu=1, flavor=f"flavor-{namespace}")
+    objects.local_queue(k8s, namespace, "team-a", queue)
+    client = k8s.client()
+    # When an opted-in Job is submitted to the LocalQueue
+    owner = objects.job(k8s, namespace, "train", queue="team-a")
+    workloads = f"/apis/{KUEUE}/namespaces/{namespace}/workloads"
+    # Then the real Kueue creates its Workload, controlled by the Job, with the opt-in label copied
+    [workload] = _eventually(lambda: list(client.list(workloads)), "Kueue to create the Workload")
+    assert workload["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+    assert workload["metadata"]["labels"]["osprey.aws/enabled"] == "true"
+    # When Osprey applies priority 40 for the Job
+    report = EksApplier(lambda cluster: client).apply([_change(owner, 40)])
+    assert report.results[0].outcome is Outcome.APPLIED, report.results[0].reason
+    # Then the Workload carries 400, and Kueue admits it and unsuspends the Job
+    path = f"{workloads}/{workload['metadata']['name']}"
+
+    def admitted() -> dict[str, Any] | None:
+        current = client.get(path)
+        conditions = {c["type"]: c["status"] for c in current.get("status", {}).get("conditions") or []}
+        return current if conditions.get("Admitted") == "True" else None
+
+    current = _eventually(admitted, "Kueue to admit the Workload")
+    assert current["spec"]["priority"] == 400
+    assert current["status"]["admission"]["clusterQueue"] == queue
+    job_path = f"/apis/batch/v1/namespaces/{namespace}/jobs/train"
+    _eventually(lambda: client.get(job_path)["spec"]["suspend"] is False, "Kueue to unsuspend the Job")
