@@ -24,6 +24,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -283,11 +284,19 @@ class LocalKubernetes:
         )
 
     def _apiserver_ready(self) -> bool:
+        # /readyz answers plain text ("ok"), which Osprey's JSON client does not read: a bare request.
+        request = urllib.request.Request(
+            f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
+        )
+        context = ssl.create_default_context(cadata=self.ca.pem)
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
         try:
-            self.client(max_attempts=1, timeout=2).get("/readyz")
-        except Exception:  # not yet listening, or not yet ready
+            with opener.open(request, timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
             return False
-        return True
 
     def _http_ok(self, url: str) -> bool:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
