@@ -37,11 +37,19 @@ from osprey_control.backends.eks import KubernetesClient, NotFoundError
 from tests.k8s import kueue
 from tests.k8s.pki import CertificateAuthority, write_service_account_keys
 
-__all__ = ["KUEUE_NAMESPACE", "MARKER_VARIABLE", "Binaries", "LocalKubernetes", "find_binaries"]
+__all__ = [
+    "KUEUE_NAMESPACE",
+    "MARKER_VARIABLE",
+    "OSPREY_GROUPS",
+    "Binaries",
+    "LocalKubernetes",
+    "find_binaries",
+]
 
 MARKER_VARIABLE = "OSPREY_K8S_FIXTURE"
 KUEUE_NAMESPACE = "kueue-system"
 _REPO = Path(__file__).resolve().parents[2]
+OSPREY_GROUPS = ("osprey-discovery", "osprey-apply", "osprey-gang-watch")
 _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
@@ -94,6 +102,9 @@ class LocalKubernetes:
         self.root = Path(tempfile.mkdtemp(prefix="osprey-k8s-"))
         self.admin_token = secrets.token_hex(16)
         self._kueue_token = secrets.token_hex(16)
+        # One identity per Osprey Lambda role, in the Kubernetes group an EKS access entry maps that role to
+        # (docs/eks.md); the user is named after its group, the group is what RBAC binds.
+        self.group_tokens = {group: secrets.token_hex(16) for group in OSPREY_GROUPS}
         self.ca = CertificateAuthority.create()
         self.ca_file = self.ca.write(self.root / "ca.crt")
         self._processes: list[subprocess.Popen[bytes]] = []
@@ -105,9 +116,10 @@ class LocalKubernetes:
     def server(self) -> str:
         return f"https://127.0.0.1:{self.api_port}"
 
-    def client(self, token: str | None = None, **options: Any) -> KubernetesClient:
-        """Osprey's own client against this API server, as the admin unless ``token`` is given."""
-        bearer = token or self.admin_token
+    def client(self, group: str | None = None, **options: Any) -> KubernetesClient:
+        """Osprey's own client against this API server, as the admin, or as the identity in ``group`` (one
+        of :data:`OSPREY_GROUPS`)."""
+        bearer = self.group_tokens[group] if group else self.admin_token
         return KubernetesClient(self.server, token=lambda: bearer, ca_pem=self.ca.pem, **options)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -217,6 +229,7 @@ class LocalKubernetes:
         tokens.write_text(
             f'{self.admin_token},osprey-admin,osprey-admin,"system:masters"\n'
             f'{self._kueue_token},kueue-manager,kueue-manager,"system:masters"\n'
+            + "".join(f'{token},{group},{group},"{group}"\n' for group, token in self.group_tokens.items())
         )
         tokens.chmod(0o600)
         self._spawn(

@@ -3,15 +3,29 @@ queues. Kueue's API is ``kueue.x-k8s.io/v1beta2`` (the version Osprey prefers, `
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+from osprey_control.backends import PriorityChange
+from osprey_control.contract import parse_block
+from osprey_control.registry import Backend, JobRecord, JobStatus
 from tests.k8s.cluster import LocalKubernetes
 
-__all__ = ["KUEUE", "OPT_IN", "cluster_queue", "job", "local_queue", "owned_workload", "resource_flavor"]
+__all__ = [
+    "KUEUE",
+    "OPT_IN",
+    "change",
+    "cluster_queue",
+    "job",
+    "local_queue",
+    "owned_workload",
+    "resource_flavor",
+]
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 OPT_IN = {"osprey.aws/enabled": "true"}
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 
 
 def _kueue_path(plural: str, namespace: str | None = None) -> str:
@@ -95,3 +109,18 @@ def local_queue(k8s: LocalKubernetes, namespace: str, name: str, cluster_queue_n
         "metadata": {"name": name},
         "spec": {"clusterQueue": cluster_queue_name},
     })  # fmt: skip
+
+
+def change(job: dict[str, Any], priority: int) -> PriorityChange:
+    """The cycle's decision to give ``job`` Osprey priority ``priority``, keyed as discovery keys it."""
+    meta = job["metadata"]
+    record = JobRecord(
+        backend=Backend.EKS,
+        native_id=f"local/{meta['namespace']}/{meta['name']}/{meta['uid']}",
+        name=meta["name"],
+        block=parse_block({"priority_derivation_profile": "training-policy"}),
+        status=JobStatus.PENDING,
+        status_time=NOW,
+        cluster="local",
+    )
+    return PriorityChange(record, priority)

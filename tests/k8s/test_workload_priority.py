@@ -5,20 +5,15 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from osprey_control.backends import Outcome, PriorityChange
+from osprey_control.backends import Outcome
 from osprey_control.backends.eks import ConflictError, EksApplier, KubernetesClient
-from osprey_control.contract import parse_block
-from osprey_control.registry import Backend, JobRecord, JobStatus
 from tests.k8s import objects
 from tests.k8s.cluster import LocalKubernetes
-from tests.k8s.objects import KUEUE
-
-NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+from tests.k8s.objects import KUEUE, change
 
 
 @pytest.fixture
@@ -27,20 +22,6 @@ def namespace(k8s: LocalKubernetes) -> str:
     name = f"ml-{secrets.token_hex(3)}"
     k8s.apply_namespace(name)
     return name
-
-
-def _change(job: dict[str, Any], priority: int) -> PriorityChange:
-    meta = job["metadata"]
-    record = JobRecord(
-        backend=Backend.EKS,
-        native_id=f"local/{meta['namespace']}/{meta['name']}/{meta['uid']}",
-        name=meta["name"],
-        block=parse_block({"priority_derivation_profile": "training-policy"}),
-        status=JobStatus.PENDING,
-        status_time=NOW,
-        cluster="local",
-    )
-    return PriorityChange(record, priority)
 
 
 def _eventually(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
@@ -67,7 +48,7 @@ def test_the_client_lists_and_patches_a_workload_on_the_real_api_server(
     # Then it finds that Workload, as stored
     assert [w["metadata"]["uid"] for w in listed] == [workload["metadata"]["uid"]]
     # When the applier writes priority 73 (default range 0..1000) for the Job
-    report = EksApplier(lambda cluster: client).apply([_change(owner, 73)])
+    report = EksApplier(lambda cluster: client).apply([change(owner, 73)])
     # Then the API server holds spec.priority 730 on that Workload, and the rest of its spec is unchanged
     [result] = report.results
     assert (result.outcome, result.native_value, report.writes) == (Outcome.APPLIED, "730", 1), result.reason
@@ -100,7 +81,7 @@ def test_kueue_admits_the_workload_whose_priority_osprey_wrote(k8s: LocalKuberne
     assert workload["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
     assert workload["metadata"]["labels"]["osprey.aws/enabled"] == "true"
     # When Osprey applies priority 40 for the Job
-    report = EksApplier(lambda cluster: client).apply([_change(owner, 40)])
+    report = EksApplier(lambda cluster: client).apply([change(owner, 40)])
     assert report.results[0].outcome is Outcome.APPLIED, report.results[0].reason
     # Then the Workload carries 400, and Kueue admits it and unsuspends the Job
     path = f"{workloads}/{workload['metadata']['name']}"
