@@ -49,6 +49,7 @@ __all__ = [
 MARKER_VARIABLE = "OSPREY_K8S_FIXTURE"
 KUEUE_NAMESPACE = "kueue-system"
 _REPO = Path(__file__).resolve().parents[2]
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 OSPREY_GROUPS = ("osprey-discovery", "osprey-apply", "osprey-gang-watch")
 _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -270,6 +271,12 @@ class LocalKubernetes:
         self.apply_namespace(KUEUE_NAMESPACE)
         directory = self.root / "kueue"
         cert_dir = self.ca.issue(directory / "certs", "kueue-webhook")
+        # With internal cert management off, the manager (v0.17 cmd/kueue/main.go) loads its metrics server's
+        # certificate from the fixed path /etc/kueue/metrics/certs and exits without it, even with metrics
+        # off. Any certificate will do (nothing connects to it): one is put there once and left for the
+        # next run, and one already there (another run's, or a real one) is used as it is.
+        if not (METRICS_CERT_DIR / "tls.key").exists():
+            self.ca.issue(METRICS_CERT_DIR, "kueue-metrics")
         config = kueue.manager_configuration(
             namespace=KUEUE_NAMESPACE,
             webhook_port=self.webhook_port,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.k8s.cluster import LocalKubernetes, find_binaries
+from tests.k8s.cluster import METRICS_CERT_DIR, LocalKubernetes, find_binaries
 
 REQUIRE_VARIABLE = "OSPREY_REQUIRE_K8S"
 
@@ -20,9 +20,14 @@ REQUIRE_VARIABLE = "OSPREY_REQUIRE_K8S"
 def _unavailable() -> None:
     binaries = find_binaries()
     missing = binaries.missing(kueue_manager=True)
-    if not missing:
+    if missing:
+        reason = (
+            f"not built: {', '.join(str(path) for path in missing)}; `bash .ci/k8s` builds them (needs Go)"
+        )
+    elif os.geteuid() != 0 and not (METRICS_CERT_DIR / "tls.key").exists():
+        reason = f"the Kueue manager reads a certificate from {METRICS_CERT_DIR}, which only root can create"
+    else:
         return
-    reason = f"not built: {', '.join(str(path) for path in missing)}; `bash .ci/k8s` builds them (needs Go)"
     if os.environ.get(REQUIRE_VARIABLE) == "1":
         pytest.fail(f"{REQUIRE_VARIABLE}=1 but a real Kubernetes cannot run here: {reason}", pytrace=False)
     pytest.skip(f"real Kubernetes unavailable: {reason}")
