@@ -96,3 +96,49 @@ def test_kueue_admits_the_workload_whose_priority_osprey_wrote(k8s: LocalKuberne
     assert current["status"]["admission"]["clusterQueue"] == queue
     job_path = f"/apis/batch/v1/namespaces/{namespace}/jobs/train"
     _eventually(lambda: client.get(job_path)["spec"]["suspend"] is False, "Kueue to unsuspend the Job")
+
+
+def _conditions(client: KubernetesClient, path: str) -> dict[str, str]:
+    current = client.get(path)
+    return {c["type"]: c["status"] for c in current.get("status", {}).get("conditions") or []}
+
+
+def test_kueue_preempts_a_running_workload_for_one_osprey_ranks_higher(
+    k8s: LocalKubernetes, namespace: str
+) -> None:
+    # Given a ClusterQueue with room for one 1-CPU job, and job "low" admitted in it at Osprey priority 10
+    queue = f"cq-{namespace}"
+    objects.resource_flavor(k8s, f"flavor-{namespace}")
+    objects.cluster_queue(k8s, queue, cpu=1, flavor=f"flavor-{namespace}")
+    objects.local_queue(k8s, namespace, "team-a", queue)
+    client = k8s.client()
+    applier = EksApplier(lambda cluster: client)
+    workloads = f"/apis/{KUEUE}/namespaces/{namespace}/workloads"
+
+    def workload_of(job: dict[str, Any]) -> str:
+        def find() -> str | None:
+            for item in client.list(workloads):
+                if item["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]:
+                    return f"{workloads}/{item['metadata']['name']}"
+            return None
+
+        return str(_eventually(find, f"Kueue to create the Workload of {job['metadata']['name']}"))
+
+    low = objects.job(k8s, namespace, "low", queue="team-a")
+    low_path = workload_of(low)
+    assert applier.apply([change(low, 10)]).results[0].outcome is Outcome.APPLIED
+    _eventually(lambda: _conditions(client, low_path).get("Admitted") == "True", "low admitted")
+    # And job "high" waiting behind it for the same CPU
+    high = objects.job(k8s, namespace, "high", queue="team-a")
+    high_path = workload_of(high)
+    time.sleep(1)  # one scheduling pass at equal priority (0 vs 100): "high" must not get in on its own
+    assert _conditions(client, high_path).get("Admitted") != "True"
+    # When Osprey ranks "high" above "low" (90 -> Workload priority 900)
+    assert applier.apply([change(high, 90)]).results[0].outcome is Outcome.APPLIED
+    # Then Kueue preempts "low" (evicted, its Job suspended again) and admits "high" in its place
+    _eventually(lambda: _conditions(client, high_path).get("Admitted") == "True", "high admitted")
+    low_conditions = _conditions(client, low_path)
+    assert low_conditions.get("Admitted") != "True"
+    assert low_conditions.get("Preempted") == "True" or low_conditions.get("Evicted") == "True"
+    assert client.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/low")["spec"]["suspend"] is True
+    assert client.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/high")["spec"]["suspend"] is False
