@@ -58,8 +58,8 @@ def job(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str | None = 
     })  # fmt: skip
 
 
-def owned_workload(k8s: LocalKubernetes, owner: dict[str, Any], *, priority: int, queue: str = "nowhere"
-                   ) -> dict[str, Any]:  # fmt: skip
+def owned_workload(k8s: LocalKubernetes, owner: dict[str, Any], *, priority: int, queue: str = "nowhere",
+                   opted_in: bool = True) -> dict[str, Any]:  # fmt: skip
     """A Workload controlled by ``owner`` (as Kueue makes them), written by the test itself."""
     meta = owner["metadata"]
     return k8s.create(_kueue_path("workloads", meta["namespace"]), {
@@ -67,7 +67,7 @@ def owned_workload(k8s: LocalKubernetes, owner: dict[str, Any], *, priority: int
         "kind": "Workload",
         "metadata": {
             "name": f"job-{meta['name']}-test",
-            "labels": dict(OPT_IN),
+            "labels": dict(OPT_IN) if opted_in else {},
             "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
                                  "name": meta["name"], "uid": meta["uid"], "controller": True}],
         },

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import secrets
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,13 @@ import pytest
 import yaml
 
 from osprey_control.backends import Outcome
-from osprey_control.backends.eks import EksApplier, KubernetesClient, UnauthorizedError
+from osprey_control.backends.eks import (
+    EksApplier,
+    KubernetesApiError,
+    KubernetesClient,
+    UnauthorizedError,
+)
+from osprey_control.backends.eks import admission_policy as eks_admission_policy
 from tests.k8s import objects
 from tests.k8s.cluster import LocalKubernetes
 from tests.k8s.objects import KUEUE, change
@@ -130,3 +137,76 @@ def test_service_account_tokens_are_signed_and_accepted(k8s: LocalKubernetes) ->
     )
     # Then the API server knows it as that ServiceAccount
     assert review["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:osprey"
+
+
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+
+
+@pytest.fixture
+def admission_policy(k8s: LocalKubernetes) -> Iterator[dict[str, Any]]:
+    """Osprey's shipped ValidatingAdmissionPolicy and binding (``osprey eks admission``), installed for one test
+    and removed after: it is cluster-wide."""
+    policy, binding = [d for d in yaml.safe_load_all(eks_admission_policy()) if d]
+    created = k8s.create(f"{ADMISSION}/validatingadmissionpolicies", policy)
+    k8s.create(f"{ADMISSION}/validatingadmissionpolicybindings", binding)
+    yield created
+    client = k8s.client()
+    client.request("DELETE", f"{ADMISSION}/validatingadmissionpolicybindings/{binding['metadata']['name']}")
+    client.request("DELETE", f"{ADMISSION}/validatingadmissionpolicies/{policy['metadata']['name']}")
+
+
+def test_the_admission_policy_lets_each_identity_change_only_its_own_field(
+    k8s: LocalKubernetes, rbac: list[dict[str, Any]], admission_policy: dict[str, Any]
+) -> None:
+    # Given the documented RBAC and Osprey's admission policy, an opted-in Job with its Workload, and a
+    # Workload of a Job that did not opt in
+    namespace = _namespace(k8s)
+    _bind(k8s, rbac, namespace)
+    owner = objects.job(k8s, namespace, "train")
+    workload = objects.owned_workload(k8s, owner, priority=100)
+    path = f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{workload['metadata']['name']}"
+    other = objects.job(k8s, namespace, "other", labels={"osprey.aws/enabled": "false"})
+    other_workload = objects.owned_workload(k8s, other, priority=100, opted_in=False)
+    other_path = f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{other_workload['metadata']['name']}"
+    apply_client, gang_client = k8s.client("osprey-apply"), k8s.client("osprey-gang-watch")
+
+    def refused(attempt: Callable[[], object]) -> str:
+        # The policy's informer takes a moment to see a new policy: the first writes may still pass.
+        with pytest.raises(KubernetesApiError) as caught:
+            attempt()
+        assert caught.value.status in (403, 422), caught.value
+        return caught.value.message
+
+    # (The API server compiled its CEL when it accepted the policy; status.typeChecking is written by
+    # kube-controller-manager, which this fixture does not run.)
+    # When osprey-gang-watch changes spec.priority, or osprey-apply spec.active or a label
+    message = _retry_until_refused(lambda: gang_client.merge_patch(path, {"spec": {"priority": 7}}))
+    assert "spec.active" in message
+    assert "spec.priority" in refused(lambda: apply_client.merge_patch(path, {"spec": {"active": False}}))
+    assert "labels" in refused(
+        lambda: apply_client.merge_patch(path, {"metadata": {"labels": {"osprey.aws/enabled": "false"}}})
+    )
+    # And osprey-apply writes the priority of the Workload of a Job that did not opt in
+    assert "osprey.aws/enabled=true" in refused(
+        lambda: apply_client.merge_patch(other_path, {"spec": {"priority": 7}})
+    )
+    # Then none of those landed, and the applier's own write (spec.priority, opted in) does
+    report = EksApplier(lambda cluster: apply_client).apply([change(owner, 55)])
+    assert report.results[0].outcome is Outcome.APPLIED, report.results[0].reason
+    admin = k8s.client()
+    assert (admin.get(path)["spec"]["priority"], admin.get(path)["spec"]["active"]) == (550, True)
+    assert admin.get(other_path)["spec"]["priority"] == 100
+
+
+def _retry_until_refused(attempt: Callable[[], object], timeout: float = 10.0) -> str:
+    """The first write the policy refuses (it takes effect once the API server's informer has it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            attempt()
+        except KubernetesApiError as error:
+            if error.status not in (403, 422):
+                raise
+            return error.message
+        time.sleep(0.2)
+    raise AssertionError("the admission policy never refused the write")
