@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from tests.k8s import objects
 from tests.k8s.cluster import METRICS_CERT_DIR, LocalKubernetes, find_binaries
 
 REQUIRE_VARIABLE = "OSPREY_REQUIRE_K8S"
@@ -44,3 +46,15 @@ def k8s() -> Iterator[LocalKubernetes]:
         root = cluster.root
         cluster.stop()
         assert cluster.leftovers() == [], f"processes of the local Kubernetes in {root} outlived its teardown"
+
+
+@pytest.fixture(scope="session")
+def rbac(k8s: LocalKubernetes) -> list[dict[str, Any]]:
+    """docs/eks.md's ClusterRoles and ClusterRoleBinding, created once; its RoleBindings are returned as
+    templates for :func:`tests.k8s.objects.bind` (each test binds its own namespace)."""
+    documents = objects.documented_rbac()
+    for document in documents:
+        kind = document["kind"]
+        if kind in ("ClusterRole", "ClusterRoleBinding"):
+            k8s.create(f"{objects.RBAC}/{kind.lower()}s", document)
+    return [d for d in documents if d["kind"] == "RoleBinding"]

@@ -3,8 +3,13 @@ queues. Kueue's API is ``kueue.x-k8s.io/v1beta2`` (the version Osprey prefers, `
 
 from __future__ import annotations
 
+import copy
+import secrets
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from osprey_control.backends import PriorityChange
 from osprey_control.contract import parse_block
@@ -24,7 +29,10 @@ __all__ = [
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 OPT_IN = {"osprey.aws/enabled": "true"}
+POLICY = {"osprey.aws/policy": "training-policy"}
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "eks.md"
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 
 
@@ -47,7 +55,7 @@ def _pod_template(cpu: str) -> dict[str, Any]:
 def job(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str | None = None, cpu: str = "1",
         labels: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """A suspended batch/v1 Job opted in to Osprey; ``queue``: Kueue's LocalQueue (then Kueue manages it)."""
-    all_labels = {**OPT_IN, **(labels or {})}
+    all_labels = {**OPT_IN, **POLICY, **(labels or {})}
     if queue:
         all_labels[QUEUE_LABEL] = queue
     return k8s.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", {
@@ -124,3 +132,26 @@ def change(job: dict[str, Any], priority: int) -> PriorityChange:
         cluster="local",
     )
     return PriorityChange(record, priority)
+
+
+def namespace(k8s: LocalKubernetes, prefix: str = "team") -> str:
+    """A new namespace of the test's own (with its ``default`` ServiceAccount), so tests never meet."""
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    k8s.apply_namespace(name)
+    return name
+
+
+def documented_rbac() -> list[dict[str, Any]]:
+    """docs/eks.md's RBAC: the YAML block after **Roles.**, as a cluster admin would copy it."""
+    text = DOC.read_text()
+    section = text[text.index("**Roles.**") :]
+    start = section.index("```yaml\n") + len("```yaml\n")
+    return [d for d in yaml.safe_load_all(section[start : section.index("```", start)]) if d]
+
+
+def bind(k8s: LocalKubernetes, rolebindings: list[dict[str, Any]], namespace: str) -> None:
+    """The documented RoleBindings (``team-a`` in the page) made in ``namespace``."""
+    for template in rolebindings:
+        binding = copy.deepcopy(template)
+        binding["metadata"]["namespace"] = namespace
+        k8s.create(f"{RBAC}/namespaces/{namespace}/rolebindings", binding)

@@ -6,11 +6,8 @@ EKS access entry would give the Lambda's role (tests/k8s/cluster.py)."""
 
 from __future__ import annotations
 
-import copy
-import secrets
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,48 +25,15 @@ from tests.k8s import objects
 from tests.k8s.cluster import LocalKubernetes
 from tests.k8s.objects import KUEUE, change
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "eks.md"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
-
-
-def _documented_rbac() -> list[dict[str, Any]]:
-    text = DOC.read_text()
-    section = text[text.index("**Roles.**") :]
-    start = section.index("```yaml\n") + len("```yaml\n")
-    return [d for d in yaml.safe_load_all(section[start : section.index("```", start)]) if d]
-
-
-@pytest.fixture(scope="module")
-def rbac(k8s: LocalKubernetes) -> list[dict[str, Any]]:
-    """The documented ClusterRoles and ClusterRoleBinding, created once; the RoleBindings are returned as
-    templates (their namespace is the test's)."""
-    documents = _documented_rbac()
-    for document in documents:
-        kind = document["kind"]
-        if kind in ("ClusterRole", "ClusterRoleBinding"):
-            k8s.create(f"{RBAC}/{kind.lower()}s", document)
-    return [d for d in documents if d["kind"] == "RoleBinding"]
-
-
-def _bind(k8s: LocalKubernetes, rolebindings: list[dict[str, Any]], namespace: str) -> None:
-    for template in rolebindings:
-        binding = copy.deepcopy(template)
-        binding["metadata"]["namespace"] = namespace
-        k8s.create(f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
-
-
-def _namespace(k8s: LocalKubernetes) -> str:
-    name = f"team-{secrets.token_hex(3)}"
-    k8s.apply_namespace(name)
-    return name
 
 
 def test_the_documented_rbac_lets_the_apply_role_write_a_workload_priority_and_nothing_more(
     k8s: LocalKubernetes, rbac: list[dict[str, Any]]
 ) -> None:
     # Given a namespace bound as docs/eks.md says, with an opted-in Job and the Workload it controls
-    bound = _namespace(k8s)
-    _bind(k8s, rbac, bound)
+    bound = objects.namespace(k8s)
+    objects.bind(k8s, rbac, bound)
     owner = objects.job(k8s, bound, "train")
     workload = objects.owned_workload(k8s, owner, priority=100)
     workload_path = f"/apis/{KUEUE}/namespaces/{bound}/workloads/{workload['metadata']['name']}"
@@ -100,7 +64,7 @@ def test_a_namespace_without_the_bindings_fails_the_apply_permanently(
     k8s: LocalKubernetes, rbac: list[dict[str, Any]]
 ) -> None:
     # Given an opted-in Job and its Workload in a namespace that has no osprey-apply RoleBinding
-    unbound = _namespace(k8s)
+    unbound = objects.namespace(k8s)
     owner = objects.job(k8s, unbound, "train")
     workload = objects.owned_workload(k8s, owner, priority=100)
     apply_client = k8s.client("osprey-apply")
@@ -117,7 +81,7 @@ def test_a_namespace_without_the_bindings_fails_the_apply_permanently(
 
 def test_service_account_tokens_are_signed_and_accepted(k8s: LocalKubernetes) -> None:
     # Given a ServiceAccount and a token the API server issues for it (TokenRequest, signed with the fixture's key)
-    namespace = _namespace(k8s)
+    namespace = objects.namespace(k8s)
     k8s.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": "osprey"}})
     issued = k8s.create(
         f"/api/v1/namespaces/{namespace}/serviceaccounts/osprey/token",
@@ -160,8 +124,8 @@ def test_the_admission_policy_lets_each_identity_change_only_its_own_field(
 ) -> None:
     # Given the documented RBAC and Osprey's admission policy, an opted-in Job with its Workload, and a
     # Workload of a Job that did not opt in
-    namespace = _namespace(k8s)
-    _bind(k8s, rbac, namespace)
+    namespace = objects.namespace(k8s)
+    objects.bind(k8s, rbac, namespace)
     owner = objects.job(k8s, namespace, "train")
     workload = objects.owned_workload(k8s, owner, priority=100)
     path = f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{workload['metadata']['name']}"
