@@ -135,17 +135,19 @@ def test_the_admission_policy_lets_each_identity_change_only_its_own_field(
     apply_client, gang_client = k8s.client("osprey-apply"), k8s.client("osprey-gang-watch")
 
     def refused(attempt: Callable[[], object]) -> str:
-        # The policy's informer takes a moment to see a new policy: the first writes may still pass.
         with pytest.raises(KubernetesApiError) as caught:
             attempt()
         assert caught.value.status in (403, 422), caught.value
         return caught.value.message
 
     # (The API server compiled its CEL when it accepted the policy; status.typeChecking is written by
-    # kube-controller-manager, which this fixture does not run.)
+    # kube-controller-manager, which this fixture does not run. The policy is enforced once the server's
+    # informer has it: a probe Workload is written, each time a new value, until the first refusal.)
+    probe = objects.owned_workload(k8s, objects.job(k8s, namespace, "probe"), priority=0)
+    probe_path = f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{probe['metadata']['name']}"
+    _retry_until_refused(gang_client, probe_path)
     # When osprey-gang-watch changes spec.priority, or osprey-apply spec.active or a label
-    message = _retry_until_refused(lambda: gang_client.merge_patch(path, {"spec": {"priority": 7}}))
-    assert "spec.active" in message
+    assert "spec.active" in refused(lambda: gang_client.merge_patch(path, {"spec": {"priority": 7}}))
     assert "spec.priority" in refused(lambda: apply_client.merge_patch(path, {"spec": {"active": False}}))
     assert "labels" in refused(
         lambda: apply_client.merge_patch(path, {"metadata": {"labels": {"osprey.aws/enabled": "false"}}})
@@ -162,15 +164,16 @@ def test_the_admission_policy_lets_each_identity_change_only_its_own_field(
     assert admin.get(other_path)["spec"]["priority"] == 100
 
 
-def _retry_until_refused(attempt: Callable[[], object], timeout: float = 10.0) -> str:
-    """The first write the policy refuses (it takes effect once the API server's informer has it)."""
+def _retry_until_refused(client: KubernetesClient, path: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
+    value = 1
     while time.monotonic() < deadline:
         try:
-            attempt()
+            client.merge_patch(path, {"spec": {"priority": value}})
         except KubernetesApiError as error:
             if error.status not in (403, 422):
                 raise
-            return error.message
+            return
+        value += 1
         time.sleep(0.2)
-    raise AssertionError("the admission policy never refused the write")
+    raise AssertionError("the admission policy never took effect")
