@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import secrets
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,7 @@ def _pod_template(cpu: str) -> dict[str, Any]:
 
 
 def job(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str | None = None, cpu: str = "1",
-        labels: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+        labels: dict[str, str] | None = None, parallelism: int = 1) -> dict[str, Any]:  # fmt: skip
     """A suspended batch/v1 Job opted in to Osprey; ``queue``: Kueue's LocalQueue (then Kueue manages it)."""
     all_labels = {**OPT_IN, **POLICY, **(labels or {})}
     if queue:
@@ -62,7 +64,8 @@ def job(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str | None = 
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "labels": all_labels},
-        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "template": _pod_template(cpu)},
+        "spec": {"suspend": True, "parallelism": parallelism, "completions": parallelism,
+                 "template": _pod_template(cpu)},
     })  # fmt: skip
 
 
@@ -155,3 +158,14 @@ def bind(k8s: LocalKubernetes, rolebindings: list[dict[str, Any]], namespace: st
         binding = copy.deepcopy(template)
         binding["metadata"]["namespace"] = namespace
         k8s.create(f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """``check()``'s first truthy value, polled until ``timeout`` (Kueue acts asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

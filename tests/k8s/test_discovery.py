@@ -3,8 +3,6 @@ docs/eks.md's RBAC."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from osprey_control.backends.eks import EksApplier, discover
@@ -12,16 +10,6 @@ from osprey_control.registry import JobStatus
 from tests.k8s import objects
 from tests.k8s.cluster import LocalKubernetes
 from tests.k8s.objects import KUEUE, change
-
-
-def _eventually(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def test_discovery_sees_each_job_with_its_workload_status_and_node(
@@ -39,11 +27,11 @@ def test_discovery_sees_each_job_with_its_workload_status_and_node(
     first = objects.job(k8s, namespace, "first", queue="team-a")
     applier = EksApplier(lambda cluster: admin)
     workloads = f"/apis/{KUEUE}/namespaces/{namespace}/workloads"
-    _eventually(lambda: list(admin.list(workloads)), "Kueue to create first's Workload")
+    objects.eventually(lambda: list(admin.list(workloads)), "Kueue to create first's Workload")
     # (Osprey ranks "first" above "second": else the real Kueue preempts it for "second", as it should)
     assert applier.apply([change(first, 80)]).results[0].reason.startswith("patched")
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
-    _eventually(lambda: admin.get(f"{jobs}/first")["spec"]["suspend"] is False, "Kueue to admit first")
+    objects.eventually(lambda: admin.get(f"{jobs}/first")["spec"]["suspend"] is False, "Kueue to admit first")
     second = objects.job(k8s, namespace, "second", queue="team-a")
     node = f"node-{namespace}"
     k8s.create("/api/v1/nodes", {
@@ -59,7 +47,7 @@ def test_discovery_sees_each_job_with_its_workload_status_and_node(
     admin.request("PATCH", f"{jobs}/first/status", body={"status": {
         "active": 1, "ready": 1, "startTime": first["metadata"]["creationTimestamp"]}},
         content_type="application/merge-patch+json")  # fmt: skip
-    _eventually(lambda: any(w["metadata"]["ownerReferences"][0]["name"] == "second"
+    objects.eventually(lambda: any(w["metadata"]["ownerReferences"][0]["name"] == "second"
                             for w in admin.list(workloads)),
                 "Kueue to create second's Workload")  # fmt: skip
     # And Osprey has written a priority for "second"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,16 +21,6 @@ def namespace(k8s: LocalKubernetes) -> str:
     name = f"ml-{secrets.token_hex(3)}"
     k8s.apply_namespace(name)
     return name
-
-
-def _eventually(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def test_the_client_lists_and_patches_a_workload_on_the_real_api_server(
@@ -77,7 +66,7 @@ def test_kueue_admits_the_workload_whose_priority_osprey_wrote(k8s: LocalKuberne
     owner = objects.job(k8s, namespace, "train", queue="team-a")
     workloads = f"/apis/{KUEUE}/namespaces/{namespace}/workloads"
     # Then the real Kueue creates its Workload, controlled by the Job, with the opt-in label copied
-    [workload] = _eventually(lambda: list(client.list(workloads)), "Kueue to create the Workload")
+    [workload] = objects.eventually(lambda: list(client.list(workloads)), "Kueue to create the Workload")
     assert workload["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
     assert workload["metadata"]["labels"]["osprey.aws/enabled"] == "true"
     # When Osprey applies priority 40 for the Job
@@ -91,11 +80,11 @@ def test_kueue_admits_the_workload_whose_priority_osprey_wrote(k8s: LocalKuberne
         conditions = {c["type"]: c["status"] for c in current.get("status", {}).get("conditions") or []}
         return current if conditions.get("Admitted") == "True" else None
 
-    current = _eventually(admitted, "Kueue to admit the Workload")
+    current = objects.eventually(admitted, "Kueue to admit the Workload")
     assert current["spec"]["priority"] == 400
     assert current["status"]["admission"]["clusterQueue"] == queue
     job_path = f"/apis/batch/v1/namespaces/{namespace}/jobs/train"
-    _eventually(lambda: client.get(job_path)["spec"]["suspend"] is False, "Kueue to unsuspend the Job")
+    objects.eventually(lambda: client.get(job_path)["spec"]["suspend"] is False, "Kueue to unsuspend the Job")
 
 
 def _conditions(client: KubernetesClient, path: str) -> dict[str, str]:
@@ -122,12 +111,12 @@ def test_kueue_preempts_a_running_workload_for_one_osprey_ranks_higher(
                     return f"{workloads}/{item['metadata']['name']}"
             return None
 
-        return str(_eventually(find, f"Kueue to create the Workload of {job['metadata']['name']}"))
+        return str(objects.eventually(find, f"Kueue to create the Workload of {job['metadata']['name']}"))
 
     low = objects.job(k8s, namespace, "low", queue="team-a")
     low_path = workload_of(low)
     assert applier.apply([change(low, 10)]).results[0].outcome is Outcome.APPLIED
-    _eventually(lambda: _conditions(client, low_path).get("Admitted") == "True", "low admitted")
+    objects.eventually(lambda: _conditions(client, low_path).get("Admitted") == "True", "low admitted")
     # And job "high" waiting behind it for the same CPU
     high = objects.job(k8s, namespace, "high", queue="team-a")
     high_path = workload_of(high)
@@ -136,7 +125,7 @@ def test_kueue_preempts_a_running_workload_for_one_osprey_ranks_higher(
     # When Osprey ranks "high" above "low" (90 -> Workload priority 900)
     assert applier.apply([change(high, 90)]).results[0].outcome is Outcome.APPLIED
     # Then Kueue preempts "low" (evicted, its Job suspended again) and admits "high" in its place
-    _eventually(lambda: _conditions(client, high_path).get("Admitted") == "True", "high admitted")
+    objects.eventually(lambda: _conditions(client, high_path).get("Admitted") == "True", "high admitted")
     low_conditions = _conditions(client, low_path)
     assert low_conditions.get("Admitted") != "True"
     assert low_conditions.get("Preempted") == "True" or low_conditions.get("Evicted") == "True"
