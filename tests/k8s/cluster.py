@@ -108,7 +108,7 @@ class LocalKubernetes:
         self.group_tokens = {group: secrets.token_hex(16) for group in OSPREY_GROUPS}
         self.ca = CertificateAuthority.create()
         self.ca_file = self.ca.write(self.root / "ca.crt")
-        self._processes: list[subprocess.Popen[bytes]] = []
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}  # by name, in start order
         self.api_port = self.webhook_port = self.health_port = 0
         self.started = False
         self.start_seconds: dict[str, float] = {}  # how long each stage took, for docs/performance.md
@@ -150,7 +150,7 @@ class LocalKubernetes:
     def stop(self) -> None:
         """Stop every process (Kueue, then the API server, then etcd), kill what still carries the marker,
         and remove the directory."""
-        for process in reversed(self._processes):
+        for process in reversed(list(self._processes.values())):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
             try:
@@ -330,8 +330,8 @@ class LocalKubernetes:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "HTTPS_PROXY", "https_proxy")}
         env.update({MARKER_VARIABLE: str(self.root), **(extra or {})})
         log = (self.root / f"{name}.log").open("wb")
-        self._processes.append(
-            subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.root)
+        self._processes[name] = subprocess.Popen(
+            args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.root
         )
         log.close()
 
@@ -340,7 +340,7 @@ class LocalKubernetes:
         while time.monotonic() < deadline:
             if ready():
                 return
-            dead = [Path(str(p.args[0])).name for p in self._processes if p.poll() is not None]  # type: ignore[index]
+            dead = [name for name, process in self._processes.items() if process.poll() is not None]
             if dead and self.started:
                 raise RuntimeError(f"{dead} exited while waiting for {what}; logs in {self.root}")
             time.sleep(0.1)
