@@ -129,5 +129,33 @@ def test_kueue_preempts_a_running_workload_for_one_osprey_ranks_higher(
     low_conditions = _conditions(client, low_path)
     assert low_conditions.get("Admitted") != "True"
     assert low_conditions.get("Preempted") == "True" or low_conditions.get("Evicted") == "True"
-    assert client.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/low")["spec"]["suspend"] is True
-    assert client.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/high")["spec"]["suspend"] is False
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    objects.eventually(lambda: client.get(f"{jobs}/low")["spec"]["suspend"] is True, "low suspended")
+    # (Kueue's Job reconciler unsuspends an admitted Job a moment after the admission)
+    objects.eventually(lambda: client.get(f"{jobs}/high")["spec"]["suspend"] is False, "high unsuspended")
+
+
+def test_a_workload_read_and_patched_through_v1beta1_converts_through_kueue(
+    k8s: LocalKubernetes, namespace: str
+) -> None:
+    # Given a Workload stored as v1beta2 (the version Kueue v0.17 stores)
+    client = k8s.client()
+    owner = objects.job(k8s, namespace, "train")
+    workload = objects.owned_workload(k8s, owner, priority=100)
+    name = workload["metadata"]["name"]
+    old = f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{namespace}/workloads/{name}"
+    # When Osprey's client reads it and patches spec.priority through v1beta1 (older Kueue clusters' version),
+    # which the API server converts through the Kueue manager's /convert webhook
+    read = client.get(old)
+    assert (read["apiVersion"], read["spec"]["priority"]) == ("kueue.x-k8s.io/v1beta1", 100)
+    for _ in range(
+        5
+    ):  # Kueue writes the new Workload's status meanwhile: re-read on 409, as the applier does
+        try:
+            client.merge_patch(old, {"metadata": {"resourceVersion": read["metadata"]["resourceVersion"]},
+                                     "spec": {"priority": 420}})  # fmt: skip
+            break
+        except ConflictError:
+            read = client.get(old)
+    # Then the v1beta2 object carries it
+    assert client.get(f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{name}")["spec"]["priority"] == 420
