@@ -9,6 +9,11 @@ received / entitled while queued (:mod:`osprey.simulate.fairness`); ``--json`` p
 scheduler, one per line, with ``fairness`` and ``teams`` (per team: ``mean_wait_s``, ``gpu_hours``, ...);
 ``--plot DIR`` writes PNGs (queue length and utilization over time, CDF of queueing delay). Exit 1 on
 invalid input, naming the flag and what it allows.
+
+``--history FILE|registry`` replays a scheduler's own record of past jobs (docs/history.md) through that
+scheduler's model natively and with Osprey, over ``--seeds`` seeds: the table shows the seeds' means, a second
+table each figure's spread (min-max), and the notes how many jobs were finished, running or queued at the
+record's end and where the cluster's size came from; ``--json`` adds ``history``, ``seeds`` and ``spread``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from osprey.cli.target import EndpointOption, ProfileOption, RegionOption, ShardsOption, TableOption
 from osprey.simulate import (
     LAYERED_PAIRS,
     SCHEDULERS,
@@ -40,6 +46,7 @@ from osprey.simulate import (
     seed_workload,
     simulate,
 )
+from osprey.simulate.history import FORMATS
 from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 
 __all__: list[str] = []
@@ -48,7 +55,7 @@ WORKLOADS = ("alibaba", "llm", "seed")
 DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}
 
 
-def _fail(message: str) -> NoReturn:
+def fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
 
@@ -57,7 +64,7 @@ def parse_schedulers(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in SCHEDULERS]
     if unknown or not names:
-        _fail(
+        fail(
             f"--schedulers: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(SCHEDULERS)}"
         )
     return list(dict.fromkeys(names))
@@ -68,38 +75,38 @@ def build_workload(
 ) -> Workload:
     """The workload a ``--workload`` value names; exits 1 naming the flag on bad input."""
     if gpus is not None and gpus < 1:
-        _fail(f"--gpus: must be a positive number of GPUs, got {gpus}")
+        fail(f"--gpus: must be a positive number of GPUs, got {gpus}")
     try:
         if workload == "alibaba":
             if gpus is not None and gpus < 8:
-                _fail("--gpus: the Alibaba trace has 8-GPU tasks; give at least 8 GPUs")
+                fail("--gpus: the Alibaba trace has 8-GPU tasks; give at least 8 GPUs")
             if not (TRACE_DIR / "alibaba_openb2023_gpu_replay.csv").is_file():
-                _fail(f"--workload alibaba: the trace is not in {TRACE_DIR}")
+                fail(f"--workload alibaba: the trace is not in {TRACE_DIR}")
             built = read_alibaba(gpus=gpus, seed=seed, limit=limit)
         elif workload == "llm":
             if jobs < 1:
-                _fail(f"--jobs: must be at least 1, got {jobs}")
+                fail(f"--jobs: must be at least 1, got {jobs}")
             if not 0 < load <= 10:
-                _fail(f"--load: must be in (0, 10], got {load}")
+                fail(f"--load: must be in (0, 10], got {load}")
             built = llm_workload(seed=seed, jobs=jobs, gpus=gpus or DEFAULT_GPUS["llm"], load=load)
         elif workload == "seed":
             built = seed_workload(gpus or DEFAULT_GPUS["seed"])
         else:
             path = Path(workload)
             if path.suffix.lower() != ".csv" or not path.is_file():
-                _fail(
+                fail(
                     f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)} or an existing .csv file"
                 )
             built = read_job_csv(path, homogeneous_nodes(gpus or DEFAULT_GPUS["file"]))
     except SimulationError as error:
-        _fail(f"--workload: {error}")
+        fail(f"--workload: {error}")
     except OSError as error:
-        _fail(f"--workload: cannot read {workload}: {error}")
+        fail(f"--workload: cannot read {workload}: {error}")
     try:
         built.validate()
     except SimulationError as error:
         # A job that cannot fit is the cluster's size (--gpus); anything else is the workload's own.
-        _fail(f"{'--gpus' if 'nodes' in str(error) else '--workload'}: {error}")
+        fail(f"{'--gpus' if 'nodes' in str(error) else '--workload'}: {error}")
     return built
 
 
@@ -111,7 +118,7 @@ def _load_policy(path: Path) -> PriorityDerivationPolicy:
         raise typer.Exit(1)
     policies = [loaded.policy for loaded in result.policies]
     if len(policies) != 1:
-        _fail(f"--policy: {path} must hold exactly one policy, found {len(policies)}")
+        fail(f"--policy: {path} must hold exactly one policy, found {len(policies)}")
     return policies[0]
 
 
@@ -157,7 +164,7 @@ def losses(result: Result, native: Result) -> list[str]:
     ]
 
 
-def _table(results: list[Result], console: Console) -> None:
+def render_table(results: list[Result], console: Console) -> None:
     by_name = {r.scheduler: r for r in results}
     natives = {layered: by_name.get(native) for native, layered in LAYERED_PAIRS}
     table = Table(
@@ -196,10 +203,44 @@ def _table(results: list[Result], console: Console) -> None:
         console.print(line, markup=False)
 
 
+def write_plots(results: list[Result], plot_dir: Path, title: str) -> None:
+    from osprey.simulate.plots import plot_results  # noqa: PLC0415 - matplotlib only for --plot
+
+    try:
+        written = plot_results(results, plot_dir, title=title)
+    except ImportError:
+        fail("--plot: matplotlib is not installed (pip install 'osprey-aws[plot]')")
+    except OSError as error:
+        fail(f"--plot: cannot write to {plot_dir}: {error}")
+    for path in written:
+        typer.echo(f"wrote {path}", err=True)
+
+
 def simulate_command(
     workload: Annotated[
-        str, typer.Option("--workload", help="alibaba, llm, seed (the seed's 64 GPUs, 5 jobs) or FILE.csv.")
-    ] = "llm",
+        str | None,
+        typer.Option(
+            "--workload",
+            help="alibaba, llm, seed (the seed's 64 GPUs, 5 jobs) or FILE.csv.",
+            show_default="llm",
+        ),
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            metavar="FILE|registry",
+            help=f"Replay a scheduler's record of past jobs ({', '.join(FORMATS)}; format from the content) or "
+            "Osprey's registry, natively and with Osprey (docs/history.md).",
+            show_default=False,
+        ),
+    ] = None,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds", help="--history: seeds --seed.. to spread what the record does not say over."
+        ),
+    ] = 5,
     gpus: Annotated[
         int | None,
         typer.Option("--gpus", help="Cluster GPUs in 8-GPU nodes (alibaba: default the real node list)."),
@@ -211,11 +252,13 @@ def simulate_command(
         ),
     ] = None,
     schedulers: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--schedulers", help=f"Comma-separated: {','.join(SCHEDULERS)}.", show_default="every one"
+            "--schedulers",
+            help=f"Comma-separated: {','.join(SCHEDULERS)}.",
+            show_default="every one; --history: the record's scheduler and its +osprey",
         ),
-    ] = ",".join(SCHEDULERS),
+    ] = None,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed for the generator, startup and metrics noise.")
     ] = 0,
@@ -235,17 +278,43 @@ def simulate_command(
     plot_dir: Annotated[
         Path | None, typer.Option("--plot", help="Write PNG plots into this directory.")
     ] = None,
+    table: TableOption = None,
+    shards: ShardsOption = None,
+    profile: ProfileOption = None,
+    region: RegionOption = None,
+    endpoint_url: EndpointOption = None,
 ) -> None:
     """Simulate a workload under several schedulers (the +osprey ones run the real engine) and compare."""
-    names = parse_schedulers(schedulers)
+    names = parse_schedulers(schedulers) if schedulers is not None else None
     if cycle is not None and not 1 <= cycle <= 86400:
-        _fail(f"--cycle: must be between 1 and 86400 seconds, got {cycle}")
+        fail(f"--cycle: must be between 1 and 86400 seconds, got {cycle}")
     if limit is not None and limit < 1:
-        _fail(f"--limit: must be at least 1, got {limit}")
+        fail(f"--limit: must be at least 1, got {limit}")
+    if history is not None and workload is not None:
+        fail("--history: replays a record instead of --workload; give one of them")
+    if history is None and seeds != 5:
+        fail("--seeds: only with --history (--seed picks the one seed of a --workload run)")
+    if not 1 <= seeds <= 100:
+        fail(f"--seeds: must be between 1 and 100, got {seeds}")
     policy = _load_policy(policy_file) if policy_file is not None else None
+    if history is not None:
+        target = {
+            "table": table,
+            "shards": shards,
+            "profile": profile,
+            "region": region,
+            "endpoint_url": endpoint_url,
+        }
+        seed_list = list(range(seed, seed + seeds))
+        from osprey.cli.simulate_history import simulate_history  # noqa: PLC0415 - it imports this module
+
+        simulate_history(history, names, gpus, seed_list, policy, cycle, as_json, plot_dir, target)
+        return
+    names = names or list(SCHEDULERS)
+    workload = workload or "llm"
     built = build_workload(workload, gpus, seed, jobs, load, limit)
     if not built.jobs:
-        _fail(f"--workload: {workload} has no jobs")
+        fail(f"--workload: {workload} has no jobs")
     err = Console(stderr=True)
     results: list[Result] = []
     with Progress(
@@ -277,23 +346,14 @@ def simulate_command(
                     )
                 )
             except SimulationError as error:
-                _fail(f"--schedulers {name}: {error}")
+                fail(f"--schedulers {name}: {error}")
             progress.update(task, completed=len(built.jobs))
     if as_json:
         for result in results:
             typer.echo(json.dumps(result.to_dict(), sort_keys=True))
     else:
-        _table(results, Console(width=None if sys.stdout.isatty() else 200))
+        render_table(results, Console(width=None if sys.stdout.isatty() else 200))
         for note in built.notes:
             typer.echo(note)
     if plot_dir is not None:
-        from osprey.simulate.plots import plot_results  # noqa: PLC0415 - matplotlib only for --plot
-
-        try:
-            written = plot_results(results, plot_dir, title=f"{built.name} on {built.total_gpus} GPUs")
-        except ImportError:
-            _fail("--plot: matplotlib is not installed (pip install 'osprey-aws[plot]')")
-        except OSError as error:
-            _fail(f"--plot: cannot write to {plot_dir}: {error}")
-        for path in written:
-            typer.echo(f"wrote {path}", err=True)
+        write_plots(results, plot_dir, f"{built.name} on {built.total_gpus} GPUs")

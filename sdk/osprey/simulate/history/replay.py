@@ -1,0 +1,204 @@
+"""A scheduler's record as a workload to replay, one per seed.
+
+What the record says is kept: submit times (from the first submission), GPUs, team, priority, the declared
+limit, and the time each job really ran (end - start) as the work it needs, at most its limit (a job that ran
+into its limit was ended there). What it cannot say is drawn per seed (:func:`replay_workload`'s ``seed``):
+
+- **Running at the end of the record** (started, no end): it runs at least until the record's end, so its work
+  is the record's end - its start (a lower bound: the replay treats it as ending there).
+- **Queued at the end of the record** (no start, no end): its work is unknown; it is drawn from the finished
+  jobs' run times (the same team's when it has three or more, else everyone's), at most its limit. With
+  nothing finished to draw from it runs for its limit, and without a limit it is not replayed.
+- **Never started** (an end but no start: cancelled or failed while queued), **no GPUs** (CPU jobs): not
+  replayed. Every count is in the workload's notes.
+- **Utilization** (not in any record): ``uniform(0.35, 0.95)`` per job and seed, memory bandwidth 50-90 % of
+  it; **startup** is the LLM workload's (20-90 s, 3 % stragglers of 4-15 min) drawn per seed; jobs
+  checkpoint every 30 min (the record does not say; a preempted job loses at most that).
+- **Cluster**: the record's peak concurrent GPUs (running jobs to the record's end), in nodes of the largest
+  per-host GPU count any job used (8 when none says more), unless ``gpus`` is given. A gang that is not a
+  whole number of nodes is rounded up to whole nodes (counted in the notes).
+- **Limit**: the declared one, raised to the work + 15 min where it is closer than that, so that the drawn
+  startup (which the record's run time already contains) does not make a job that ended in time hit it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from osprey.simulate.history.record import HistoryError, PastJob, SchedulerRecord
+from osprey.simulate.model import Job, Workload
+from osprey.simulate.workloads import LLM_STARTUP, homogeneous_nodes
+
+__all__ = ["ReplayCounts", "replay_workload"]
+
+CHECKPOINT_S = 1800.0
+DEFAULT_NODE_GPUS = 8
+_TEAM_SAMPLE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCounts:
+    """How the record's jobs were replayed: finished, running (to the record's end), queued (work drawn),
+    and not replayed (never started, no GPUs, queued with nothing to estimate from), with the cluster."""
+
+    finished: int
+    running: int
+    queued: int
+    never_started: int
+    no_gpus: int
+    unestimated: int
+    rounded_up: int
+    gpus: int
+    gpus_from_record: bool
+
+    @property
+    def replayed(self) -> int:
+        return self.finished + self.running + self.queued
+
+    def to_dict(self) -> dict[str, int | bool]:
+        return {
+            "finished": self.finished,
+            "running": self.running,
+            "queued": self.queued,
+            "never_started": self.never_started,
+            "no_gpus": self.no_gpus,
+            "unestimated": self.unestimated,
+            "rounded_up": self.rounded_up,
+            "gpus": self.gpus,
+            "gpus_from_record": self.gpus_from_record,
+        }
+
+
+def _node_gpus(jobs: Sequence[PastJob]) -> int:
+    return max([DEFAULT_NODE_GPUS, *(math.ceil(job.gpus / job.nodes) for job in jobs if job.gpus > 0)])
+
+
+def _whole_nodes(gpus: int, node: int) -> int:
+    return gpus if gpus <= node else node * math.ceil(gpus / node)
+
+
+def peak_gpus(spans: Sequence[tuple[float, float, int]]) -> int:
+    """The most GPUs held at once over ``(start, end, gpus)`` spans (a release before an allocation at a tie)."""
+    events = sorted([(s, 1, g) for s, _, g in spans] + [(e, 0, -g) for _, e, g in spans])
+    held = peak = 0
+    for _, _, change in events:
+        held += change
+        peak = max(peak, held)
+    return peak
+
+
+def _draw(rng: random.Random, pool: Sequence[float], limit: float | None) -> float:
+    value = rng.choice(pool)
+    return min(value, limit) if limit else value
+
+
+def replay_workload(record: SchedulerRecord, *, seed: int, gpus: int | None) -> tuple[Workload, ReplayCounts]:
+    """``record`` as a workload for ``seed``; :class:`HistoryError` when nothing in it can be replayed."""
+    end_of_record = record.end
+    with_gpus = [job for job in record.jobs if job.gpus > 0]
+    started = [job for job in with_gpus if job.start is not None]
+    never = [job for job in with_gpus if job.start is None and job.end is not None]
+    queued = [job for job in with_gpus if job.start is None and job.end is None]
+    node = _node_gpus(with_gpus)
+
+    def ran(job: PastJob) -> float:
+        assert job.start is not None
+        seconds = max(1.0, (job.end if job.end is not None else end_of_record) - job.start)
+        return min(seconds, job.limit_s) if job.limit_s else seconds
+
+    finished_runs = [ran(job) for job in started if job.end is not None]
+    by_team: dict[str, list[float]] = {}
+    for job in started:
+        if job.end is not None:
+            by_team.setdefault(job.team, []).append(ran(job))
+    drafts: list[tuple[PastJob, float]] = [(job, ran(job)) for job in started]
+    unestimated = 0
+    for job in queued:
+        rng = random.Random(f"{seed}/history/{job.job_id}")
+        pool = by_team.get(job.team, [])
+        pool = pool if len(pool) >= _TEAM_SAMPLE else finished_runs
+        if pool:
+            drafts.append((job, _draw(rng, pool, job.limit_s)))
+        elif job.limit_s:
+            drafts.append((job, job.limit_s))
+        else:
+            unestimated += 1
+    if not drafts:
+        raise HistoryError(
+            f"{record.source}: nothing to replay: {len(record.jobs)} job(s), "
+            f"{len(record.jobs) - len(with_gpus)} without GPUs, {len(never)} never started, "
+            f"{unestimated} queued with no run time to estimate from"
+        )
+    drafts.sort(key=lambda draft: (draft[0].submit, draft[0].job_id))
+    origin = drafts[0][0].submit
+    rounded = sum(1 for job, _ in drafts if _whole_nodes(job.gpus, node) != job.gpus)
+    if gpus is None:
+        spans = [
+            (job.start, job.end if job.end is not None else end_of_record, _whole_nodes(job.gpus, node))
+            for job in started
+            if job.start is not None
+        ]
+        largest = max(_whole_nodes(job.gpus, node) for job, _ in drafts)
+        cluster = max(peak_gpus(spans), largest)
+        cluster = node * math.ceil(cluster / node)
+    else:
+        cluster = gpus
+    jobs = []
+    for job, work in drafts:
+        rng = random.Random(f"{seed}/history-util/{job.job_id}")
+        utilization = rng.uniform(0.35, 0.95)
+        jobs.append(
+            Job(
+                job_id=job.job_id,
+                submit_s=round(job.submit - origin, 3),
+                gpus=_whole_nodes(job.gpus, node),
+                duration_s=round(work, 3),
+                utilization=utilization,
+                memory_bandwidth=utilization * rng.uniform(0.5, 0.9),
+                share=job.team,
+                priority_class=job.priority_class,
+                checkpoint_s=CHECKPOINT_S,
+                # Raised where the drawn startup would push a job that ended in time past its limit.
+                declared_runtime_s=max(job.limit_s, work + LLM_STARTUP.straggler_high_s)
+                if job.limit_s
+                else None,
+            )
+        )
+    counts = ReplayCounts(
+        finished=len(finished_runs),
+        running=len(started) - len(finished_runs),
+        queued=len(queued) - unestimated,
+        never_started=len(never),
+        no_gpus=len(record.jobs) - len(with_gpus),
+        unestimated=unestimated,
+        rounded_up=rounded,
+        gpus=cluster,
+        gpus_from_record=gpus is None,
+    )
+    name = f"history-{record.format}" if record.format != "registry" else f"history-{record.scheduler}"
+    return Workload(
+        name, tuple(jobs), homogeneous_nodes(cluster, node), LLM_STARTUP, _notes(record, counts)
+    ), counts
+
+
+def _notes(record: SchedulerRecord, counts: ReplayCounts) -> tuple[str, ...]:
+    origin = "the record's peak concurrent GPUs" if counts.gpus_from_record else "--gpus"
+    lines = [
+        f"{record.source}: {record.format} record replayed through {record.scheduler}: {counts.replayed} jobs "
+        f"({counts.finished} finished, {counts.running} still running at the record's end and run to it, "
+        f"{counts.queued} still queued with their run time drawn from the finished jobs')",
+        f"cluster: {counts.gpus} GPUs from {origin}",
+    ]
+    skipped = [
+        f"{counts.never_started} never started" if counts.never_started else "",
+        f"{counts.no_gpus} without GPUs" if counts.no_gpus else "",
+        f"{counts.unestimated} queued with no run time to estimate" if counts.unestimated else "",
+    ]
+    if any(skipped):
+        lines.append("not replayed: " + ", ".join(part for part in skipped if part))
+    if counts.rounded_up:
+        lines.append(f"{counts.rounded_up} gang(s) rounded up to whole nodes")
+    return (*lines, *record.notes)
