@@ -236,11 +236,13 @@ def simulate_command(
         ),
     ] = None,
     seeds: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--seeds", help="--history: seeds --seed.. to spread what the record does not say over."
+            "--seeds",
+            help="--history: how many seeds (from --seed) to spread what the record does not say over.",
+            show_default="5",
         ),
-    ] = 5,
+    ] = None,
     gpus: Annotated[
         int | None,
         typer.Option("--gpus", help="Cluster GPUs in 8-GPU nodes (alibaba: default the real node list)."),
@@ -292,8 +294,9 @@ def simulate_command(
         fail(f"--limit: must be at least 1, got {limit}")
     if history is not None and workload is not None:
         fail("--history: replays a record instead of --workload; give one of them")
-    if history is None and seeds != 5:
+    if history is None and seeds is not None:
         fail("--seeds: only with --history (--seed picks the one seed of a --workload run)")
+    seeds = 5 if seeds is None else seeds
     if not 1 <= seeds <= 100:
         fail(f"--seeds: must be between 1 and 100, got {seeds}")
     policy = _load_policy(policy_file) if policy_file is not None else None

@@ -40,10 +40,14 @@ def _gpus(requirements: Any) -> int:
     )
 
 
-def _range_nodes(target: str, nodes: int) -> int:
-    low, _, high = str(target).partition(":")
-    first = int(low or 0)
-    last = nodes - 1 if (":" in str(target) and not high) else int(high or low)
+def _range_nodes(target: object, nodes: int) -> int:
+    """How many of ``nodes`` a ``targetNodes`` range (``0:3``, ``4:``, ``:2``, ``2``) covers."""
+    low, colon, high = str(target).partition(":")
+    try:
+        first = int(low or 0)
+        last = nodes - 1 if (colon and not high) else int(high or low)
+    except ValueError:
+        raise ValueError(f"targetNodes: {target!r} is not a node range (0:3, 4:, 2)") from None
     return max(0, min(last, nodes - 1) - first + 1)
 
 
@@ -90,9 +94,9 @@ def _job(job: Any, where: str) -> PastJob:
         end=_millis(job, "stoppedAt"),
         gpus=gpus,
         nodes=nodes,
-        limit_s=float(timeout) if timeout else None,
+        limit_s=float(positive_int(timeout, "timeout.attemptDurationSeconds")) if timeout else None,
         team=str(job.get("shareIdentifier") or queue),
-        priority_class=int(job.get("schedulingPriority") or 0),
+        priority_class=positive_int(job.get("schedulingPriority") or 0, "schedulingPriority"),
         state=str(job.get("status") or ""),
     )
 

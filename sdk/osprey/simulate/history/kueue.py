@@ -90,9 +90,9 @@ def _workload(item: Any, where: str) -> PastJob:
         end=end,
         gpus=gpus,
         nodes=max(1, hosts),
-        limit_s=float(limit) if limit else None,
+        limit_s=float(positive_int(limit, "spec.maximumExecutionTimeSeconds")) if limit else None,
         team=f"{namespace}/{queue}",
-        priority_class=int(dig(item, "spec.priority") or 0),
+        priority_class=positive_int(dig(item, "spec.priority") or 0, "spec.priority", minimum=None),
         state=str(finished.get("reason") or ("Admitted" if start is not None else "Pending")),
     )
 

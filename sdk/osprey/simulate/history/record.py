@@ -92,11 +92,12 @@ def require(item: Any, path: str, where: str) -> Any:
     return value
 
 
-def positive_int(value: Any, field: str) -> int:
+def positive_int(value: Any, field: str, *, minimum: int | None = 0) -> int:
+    """``value`` as a whole number of at least ``minimum`` (None: any); :class:`ValueError` naming ``field``."""
     try:
         number = int(str(value).strip())
     except ValueError:
         raise ValueError(f"{field}: {value!r} is not a whole number") from None
-    if number < 0:
-        raise ValueError(f"{field}: {value!r} must be >= 0")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{field}: {value!r} must be >= {minimum}")
     return number

@@ -88,7 +88,9 @@ def read_training_jobs(values: list[Any], source: str, unknown: set[str]) -> lis
                     end=_time(job, "TrainingEndTime"),
                     gpus=gpus,
                     nodes=hosts,
-                    limit_s=float(limit) if limit else None,
+                    limit_s=float(positive_int(limit, "StoppingCondition.MaxRuntimeInSeconds"))
+                    if limit
+                    else None,
                     team=role,
                     state=str(job.get("TrainingJobStatus") or ""),
                 )
