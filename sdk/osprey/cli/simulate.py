@@ -245,7 +245,10 @@ def simulate_command(
     ] = None,
     gpus: Annotated[
         int | None,
-        typer.Option("--gpus", help="Cluster GPUs in 8-GPU nodes (alibaba: default the real node list)."),
+        typer.Option(
+            "--gpus",
+            help="Cluster GPUs in 8-GPU nodes (alibaba: default the real node list; --history: the record's peak).",
+        ),
     ] = None,
     policy_file: Annotated[
         Path | None,

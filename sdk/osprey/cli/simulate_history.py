@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 from rich import box
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from osprey.cli.errors import guarded
@@ -76,14 +77,28 @@ def simulate_history(
     except HistoryError as error:
         fail(f"--history: {error}")
     replays: list[Replay] = []
-    for record in records:
-        chosen = names or [record.scheduler, f"{record.scheduler}+osprey"]
-        try:
-            replays.append(replay_record(record, chosen, seeds, gpus=gpus, policy=policy, cycle_s=cycle))
-        except HistoryError as error:
-            fail(f"--history: {error}")
-        except SimulationError as error:
-            fail(f"{'--gpus' if 'nodes' in str(error) else '--history'}: {error}")
+    err = Console(stderr=True)
+    runs = sum(len(names or (1, 2)) for _ in records) * len(seeds)
+    # One step per simulation (scheduler x seed): a month of a busy cluster takes minutes.
+    with Progress(
+        TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True, disable=not err.is_terminal,
+    ) as progress:  # fmt: skip
+        task = progress.add_task("replaying", total=runs)
+
+        def step(name: str, seed: int) -> None:
+            progress.update(task, advance=1, description=f"{name} seed {seed}")
+
+        for record in records:
+            chosen = names or [record.scheduler, f"{record.scheduler}+osprey"]
+            try:
+                replays.append(
+                    replay_record(record, chosen, seeds, gpus=gpus, policy=policy, cycle_s=cycle, on_run=step)
+                )
+            except HistoryError as error:
+                fail(f"--history: {error}")
+            except SimulationError as error:
+                fail(f"{'--gpus' if 'nodes' in str(error) else '--history'}: {error}")
     console = Console(width=None if sys.stdout.isatty() else 200)
     for replay in replays:
         if as_json:
