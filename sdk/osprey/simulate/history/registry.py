@@ -73,7 +73,7 @@ def past_job(record: JobRecord) -> PastJob:
     gpus = record.requested_gpus or max((span.gpus or 0 for span in spans), default=0)
     start = _epoch(first)
     return PastJob(
-        job_id=record.name or str(record.key),
+        job_id=str(record.key),  # names repeat (a nightly job); keys do not
         submit=min(_epoch(submitted) or 0.0, start if start is not None else float("inf")),
         start=start,
         end=(_epoch(last_end) or _epoch(record.status_time)) if finished else None,
