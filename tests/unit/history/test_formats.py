@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from osprey.simulate.history import PastJob, detect_format, read_history, replay_workload
+from osprey.simulate.workloads import LLM_STARTUP
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FILES = {
@@ -154,11 +155,19 @@ def test_a_finished_job_needs_the_time_it_ran_and_a_running_one_runs_to_the_reco
     record = read_history(FIXTURES / FILES["slurm"])
     workload, _ = replay_workload(record, seed=0, gpus=None)
     jobs = {job.job_id: job for job in workload.jobs}
-    assert jobs["40112"].duration_s == at("2026-11-30T14:12:40") - at("2026-11-30T08:00:09")
-    assert jobs["40115"].duration_s == 7200  # TIMEOUT: it ran into its limit, and no further
+
+    def held(job_id: str) -> float:
+        """How long the replayed job holds its GPUs in its first attempt: its drawn startup and its work."""
+        job = jobs[job_id]
+        workers = job.gpus // 8 if job.gpus > 8 else 1
+        return max(LLM_STARTUP.delays(0, job_id, 1, workers)) + job.duration_s
+
+    assert held("40112") == pytest.approx(at("2026-11-30T14:12:40") - at("2026-11-30T08:00:09"), abs=0.01)
+    assert held("40115") == pytest.approx(7200, abs=0.01)  # TIMEOUT: it ran into its limit, and no further
+    assert jobs["40115"].declared_runtime_s == 7201  # and ends there, not at its limit
     running = next(job for job in record.jobs if job.job_id == "40117")
     assert running.start is not None
-    assert jobs["40117"].duration_s == record.end - running.start
+    assert held("40117") == pytest.approx(record.end - running.start, abs=0.01)
     assert jobs["40117"].share == "nlp"
 
 
@@ -173,7 +182,8 @@ def test_queued_jobs_draw_their_run_time_per_seed_from_the_finished_ones() -> No
     for seed in range(8):
         workload, _ = replay_workload(record, seed=seed, gpus=None)
         queued = next(job for job in workload.jobs if job.job_id == "40122")
-        assert queued.duration_s in finished
+        startup = max(LLM_STARTUP.delays(seed, "40122", 1, 2))
+        assert round(queued.duration_s + startup, 2) in {round(value, 2) for value in finished}
         draws.add(queued.duration_s)
         assert next(job for job in workload.jobs if job.job_id == "40123").duration_s <= 90 * 60  # its limit
     assert len(draws) > 1  # the seeds spread it

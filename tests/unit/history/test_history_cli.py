@@ -53,7 +53,7 @@ def test_json_replays_the_record_through_its_scheduler_natively_and_with_osprey(
         assert o["gpus"] == history["gpus"]
         assert history["gpus_from_record"]
         low, high = o["spread"]["mean_wait_s"]
-        assert low <= o["mean_wait_s"] <= high
+        assert low - 0.001 <= o["mean_wait_s"] <= high + 0.001  # the mean lies within the seeds' spread
         assert o["completed"] + o["failed"] == o["jobs"]
     assert objects[0]["priority_changes_per_job_hour"] is None
     assert objects[1]["priority_changes_per_job_hour"] is not None

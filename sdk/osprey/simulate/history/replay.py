@@ -1,8 +1,8 @@
 """A scheduler's record as a workload to replay, one per seed.
 
 What the record says is kept: submit times (from the first submission), GPUs, team, priority, the declared
-limit, and the time each job really ran (end - start) as the work it needs, at most its limit (a job that ran
-into its limit was ended there). What it cannot say is drawn per seed (:func:`replay_workload`'s ``seed``):
+limit, and the time each job really ran (end - start), at most its limit (a job that ran into its limit was
+ended there), as how long it holds its GPUs. What it cannot say is drawn per seed (:func:`replay_workload`'s ``seed``):
 
 - **Running at the end of the record** (started, no end): it runs at least until the record's end, so its work
   is the record's end - its start (a lower bound: the replay treats it as ending there).
@@ -17,8 +17,9 @@ into its limit was ended there). What it cannot say is drawn per seed (:func:`re
 - **Cluster**: the record's peak concurrent GPUs (running jobs to the record's end), in nodes of the largest
   per-host GPU count any job used (8 when none says more), unless ``gpus`` is given. A gang that is not a
   whole number of nodes is rounded up to whole nodes (counted in the notes).
-- **Limit**: the declared one, raised to the work + 15 min where it is closer than that, so that the drawn
-  startup (which the record's run time already contains) does not make a job that ended in time hit it.
+- **Startup**: the record's run time already holds it, so the startup drawn for the job's first allocation
+  is taken out of its work: a job holds its GPUs as long as the record says (the drawn startup still decides
+  when it first trains, and every later attempt's). The declared limit is kept (at least what it held + 1 s).
 """
 
 from __future__ import annotations
@@ -147,24 +148,28 @@ def replay_workload(record: SchedulerRecord, *, seed: int, gpus: int | None) -> 
     else:
         cluster = gpus
     jobs = []
-    for job, work in drafts:
+    for job, held in drafts:
         rng = random.Random(f"{seed}/history-util/{job.job_id}")
         utilization = rng.uniform(0.35, 0.95)
+        size = _whole_nodes(job.gpus, node)
+        # The record's run time holds the job's startup; the simulator draws one (attempt 1 is the first
+        # allocation) and adds it, so it is taken out here: the first attempt holds its GPUs as long as the
+        # record says.
+        startup = max(LLM_STARTUP.delays(seed, job.job_id, 1, size // node if size > node else 1))
+        work = max(1.0, held - startup)
         jobs.append(
             Job(
                 job_id=job.job_id,
                 submit_s=round(job.submit - origin, 3),
-                gpus=_whole_nodes(job.gpus, node),
+                gpus=size,
                 duration_s=round(work, 3),
                 utilization=utilization,
                 memory_bandwidth=utilization * rng.uniform(0.5, 0.9),
                 share=job.team,
                 priority_class=job.priority_class,
                 checkpoint_s=CHECKPOINT_S,
-                # Raised where the drawn startup would push a job that ended in time past its limit.
-                declared_runtime_s=max(job.limit_s, work + LLM_STARTUP.straggler_high_s)
-                if job.limit_s
-                else None,
+                # A second over what it held: a job that ran to its limit ends there, not one instant after.
+                declared_runtime_s=max(job.limit_s, startup + work + 1.0) if job.limit_s else None,
             )
         )
     counts = ReplayCounts(
