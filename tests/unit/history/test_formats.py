@@ -167,7 +167,11 @@ def test_a_finished_job_needs_the_time_it_ran_and_a_running_one_runs_to_the_reco
     assert jobs["40115"].declared_runtime_s == 7201  # and ends there, not at its limit
     running = next(job for job in record.jobs if job.job_id == "40117")
     assert running.start is not None
-    assert held("40117") == pytest.approx(record.end - running.start, abs=0.01)
+    # Running at the record's end: at least to it, drawn from the finished jobs that ran longer (the nlp team
+    # has two, fewer than three: everyone's)
+    longer = {22351.0, 9163.0, 7200.0, 5671.0}
+    assert record.end - running.start < min(longer)
+    assert round(held("40117"), 2) in longer
     assert jobs["40117"].share == "nlp"
 
 

@@ -72,7 +72,7 @@ def test_the_table_shows_the_means_the_spread_and_how_jobs_were_replayed() -> No
     assert "spread over seeds 0-1 (min-max)" in out
     assert (
         "slurm record replayed through slurm: 10 jobs (7 finished, 1 still running at the record's end and run "
-        "to it, 2 still queued with their run time drawn from the finished jobs')"
+        "at least to it, 2 still queued with their run time drawn from the finished jobs')"
     ) in out
     assert "cluster: 48 GPUs from the record's peak concurrent GPUs" in out
     assert "not replayed: 1 never started, 1 without GPUs" in out

@@ -1,7 +1,8 @@
-"""Given a run of the simulator's native Slurm model written out as ``sacct`` records it (whole, and cut while
-jobs still run and wait), when the record is replayed through ``slurm``, then the replay's mean wait is close to
-the run it came from: the record keeps what decides waiting (submissions, sizes, run times), and what the
-replay adds per seed (startup, utilization, queued jobs' run times) moves it only a little."""
+"""Given a run of the simulator's native Slurm model written out as ``sacct`` records it, when the record is
+replayed through ``slurm``, then the replay's mean wait is the run's: the record keeps what decides waiting
+(submissions, sizes, how long each job held its GPUs), and what the replay draws per seed (startup,
+utilization) does not move a native scheduler that reads neither. Cut while jobs still run and wait, the
+replay cannot know how long they will, and waits less (docs/history.md gives the numbers)."""
 
 from __future__ import annotations
 
@@ -55,15 +56,23 @@ def _sacct(cut_fraction: float, path: Path) -> float:
     return sum(waits) / len(waits)
 
 
-@pytest.mark.parametrize("cut", [math.inf])
-def test_the_native_replay_waits_about_as_long_as_the_run_it_came_from(cut: float, tmp_path: Path) -> None:
+def test_the_native_replay_of_a_whole_record_waits_as_long_as_the_run_it_came_from(tmp_path: Path) -> None:
     path = tmp_path / "sacct.txt"
-    original = _sacct(cut, path)
+    original = _sacct(math.inf, path)
     replay = replay_record(read_history(path), ["slurm"], [0, 1, 2], gpus=256)
-    if cut < 1:
-        assert replay.counts.running > 0
-        assert replay.counts.queued > 0
     (native,) = replay.means
-    assert native.jobs == replay.counts.replayed
-    # Within a fifth (the recorded run times hold the startup the replay adds again)
-    assert abs(native.mean_wait_s - original) <= 0.2 * original, (native.mean_wait_s, original)
+    assert (native.jobs, replay.counts.finished) == (80, 80)
+    assert native.mean_wait_s == pytest.approx(original, rel=0.01)
+
+
+def test_a_record_cut_while_jobs_run_and_wait_replays_them_all(tmp_path: Path) -> None:
+    path = tmp_path / "sacct.txt"
+    original = _sacct(0.85, path)
+    replay = replay_record(read_history(path), ["slurm"], [0, 1, 2], gpus=256)
+    counts = replay.counts
+    assert (counts.finished, counts.running, counts.queued) == (61, 3, 3)
+    (native,) = replay.means
+    assert native.completed == native.jobs == 67
+    # The running jobs' and queued jobs' run times are drawn from finished ones: shorter than the long jobs that
+    # were really running, so the replay waits less than the full run did (a lower bound, said in the docs)
+    assert 0 < native.mean_wait_s < original

@@ -4,8 +4,10 @@ What the record says is kept: submit times (from the first submission), GPUs, te
 limit, and the time each job really ran (end - start), at most its limit (a job that ran into its limit was
 ended there), as how long it holds its GPUs. What it cannot say is drawn per seed (:func:`replay_workload`'s ``seed``):
 
-- **Running at the end of the record** (started, no end): it runs at least until the record's end, so its work
-  is the record's end - its start (a lower bound: the replay treats it as ending there).
+- **Running at the end of the record** (started, no end): it runs at least until the record's end. Its run time
+  is drawn from the finished jobs' run times that are longer than what it has run so far (its team's when the
+  team has three or more finished jobs, else everyone's), at most its limit; when no finished job ran that
+  long, it ends at the record's end (a lower bound).
 - **Queued at the end of the record** (no start, no end): its work is unknown; it is drawn from the finished
   jobs' run times (the same team's when it has three or more, else everyone's), at most its limit. With
   nothing finished to draw from it runs for its limit, and without a limit it is not replayed.
@@ -115,12 +117,24 @@ def replay_workload(record: SchedulerRecord, *, seed: int, gpus: int | None) -> 
     for job in started:
         if job.end is not None:
             by_team.setdefault(job.team, []).append(ran(job))
-    drafts: list[tuple[PastJob, float]] = [(job, ran(job)) for job in started]
+
+    def pool_of(job: PastJob) -> list[float]:
+        own = by_team.get(job.team, [])
+        return own if len(own) >= _TEAM_SAMPLE else finished_runs
+
+    drafts: list[tuple[PastJob, float]] = []
+    for job in started:
+        held = ran(job)
+        if job.end is None:
+            # Running: at least until the record's end; as long as a finished job that ran longer, when any did.
+            longer = [value for value in pool_of(job) if value > held]
+            if longer:
+                held = max(held, _draw(random.Random(f"{seed}/history/{job.job_id}"), longer, job.limit_s))
+        drafts.append((job, held))
     unestimated = 0
     for job in queued:
         rng = random.Random(f"{seed}/history/{job.job_id}")
-        pool = by_team.get(job.team, [])
-        pool = pool if len(pool) >= _TEAM_SAMPLE else finished_runs
+        pool = pool_of(job)
         if pool:
             drafts.append((job, _draw(rng, pool, job.limit_s)))
         elif job.limit_s:
@@ -136,42 +150,8 @@ def replay_workload(record: SchedulerRecord, *, seed: int, gpus: int | None) -> 
     drafts.sort(key=lambda draft: (draft[0].submit, draft[0].job_id))
     origin = drafts[0][0].submit
     rounded = sum(1 for job, _ in drafts if _whole_nodes(job.gpus, node) != job.gpus)
-    if gpus is None:
-        spans = [
-            (job.start, job.end if job.end is not None else end_of_record, _whole_nodes(job.gpus, node))
-            for job in started
-            if job.start is not None
-        ]
-        largest = max(_whole_nodes(job.gpus, node) for job, _ in drafts)
-        cluster = max(peak_gpus(spans), largest)
-        cluster = node * math.ceil(cluster / node)
-    else:
-        cluster = gpus
-    jobs = []
-    for job, held in drafts:
-        rng = random.Random(f"{seed}/history-util/{job.job_id}")
-        utilization = rng.uniform(0.35, 0.95)
-        size = _whole_nodes(job.gpus, node)
-        # The record's run time holds the job's startup; the simulator draws one (attempt 1 is the first
-        # allocation) and adds it, so it is taken out here: the first attempt holds its GPUs as long as the
-        # record says.
-        startup = max(LLM_STARTUP.delays(seed, job.job_id, 1, size // node if size > node else 1))
-        work = max(1.0, held - startup)
-        jobs.append(
-            Job(
-                job_id=job.job_id,
-                submit_s=round(job.submit - origin, 3),
-                gpus=size,
-                duration_s=round(work, 3),
-                utilization=utilization,
-                memory_bandwidth=utilization * rng.uniform(0.5, 0.9),
-                share=job.team,
-                priority_class=job.priority_class,
-                checkpoint_s=CHECKPOINT_S,
-                # A second over what it held: a job that ran to its limit ends there, not one instant after.
-                declared_runtime_s=max(job.limit_s, startup + work + 1.0) if job.limit_s else None,
-            )
-        )
+    cluster = gpus if gpus is not None else _peak_cluster(started, drafts, node, end_of_record)
+    jobs = [_job(job, held, seed, node, origin) for job, held in drafts]
     counts = ReplayCounts(
         finished=len(finished_runs),
         running=len(started) - len(finished_runs),
@@ -189,11 +169,48 @@ def replay_workload(record: SchedulerRecord, *, seed: int, gpus: int | None) -> 
     ), counts
 
 
+def _peak_cluster(
+    started: Sequence[PastJob], drafts: Sequence[tuple[PastJob, float]], node: int, end_of_record: float
+) -> int:
+    """The record's peak concurrent GPUs (running jobs to its end), at least the largest job, in whole nodes."""
+    spans = [
+        (job.start, job.end if job.end is not None else end_of_record, _whole_nodes(job.gpus, node))
+        for job in started
+        if job.start is not None
+    ]
+    largest = max(_whole_nodes(job.gpus, node) for job, _ in drafts)
+    return node * math.ceil(max(peak_gpus(spans), largest) / node)
+
+
+def _job(job: PastJob, held: float, seed: int, node: int, origin: float) -> Job:
+    rng = random.Random(f"{seed}/history-util/{job.job_id}")
+    utilization = rng.uniform(0.35, 0.95)
+    size = _whole_nodes(job.gpus, node)
+    # The record's run time holds the job's startup; the simulator draws one (attempt 1 is the first
+    # allocation) and adds it, so it is taken out here: the first attempt holds its GPUs as long as the
+    # record says.
+    startup = max(LLM_STARTUP.delays(seed, job.job_id, 1, size // node if size > node else 1))
+    work = max(1.0, held - startup)
+    return Job(
+        job_id=job.job_id,
+        submit_s=round(job.submit - origin, 3),
+        gpus=size,
+        duration_s=round(work, 3),
+        utilization=utilization,
+        memory_bandwidth=utilization * rng.uniform(0.5, 0.9),
+        share=job.team,
+        priority_class=job.priority_class,
+        checkpoint_s=CHECKPOINT_S,
+        # A second over what it held: a job that ran to its limit ends there, not one instant after.
+        declared_runtime_s=max(job.limit_s, startup + work + 1.0) if job.limit_s else None,
+    )
+
+
 def _notes(record: SchedulerRecord, counts: ReplayCounts) -> tuple[str, ...]:
     origin = "the record's peak concurrent GPUs" if counts.gpus_from_record else "--gpus"
     lines = [
         f"{record.source}: {record.format} record replayed through {record.scheduler}: {counts.replayed} jobs "
-        f"({counts.finished} finished, {counts.running} still running at the record's end and run to it, "
+        f"({counts.finished} finished, {counts.running} still running at the record's end and run at least to it, "
         f"{counts.queued} still queued with their run time drawn from the finished jobs')",
         f"cluster: {counts.gpus} GPUs from {origin}",
     ]
