@@ -73,6 +73,6 @@ def test_a_record_cut_while_jobs_run_and_wait_replays_them_all(tmp_path: Path) -
     assert (counts.finished, counts.running, counts.queued) == (61, 3, 3)
     (native,) = replay.means
     assert native.completed == native.jobs == 67
-    # The running jobs' and queued jobs' run times are drawn from finished ones: shorter than the long jobs that
-    # were really running, so the replay waits less than the full run did (a lower bound, said in the docs)
+    # The queued jobs' run times are drawn from finished ones: far shorter than the 37-hour job that was really
+    # waiting, so the replay waits less than the full run did (a lower bound, said in the docs)
     assert 0 < native.mean_wait_s < original
