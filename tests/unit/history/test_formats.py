@@ -68,6 +68,16 @@ def test_slurm_sacct() -> None:
     )  # pending: ReqTRES
 
 
+def test_slurm_job_steps_are_skipped(tmp_path: Path) -> None:
+    # Given sacct without -X: each job's steps under it
+    lines = (FIXTURES / FILES["slurm"]).read_text().splitlines()
+    step = lines[1].replace("40112|llama-8b-sft", "40112.batch|batch", 1)
+    path = tmp_path / "sacct.txt"
+    path.write_text("\n".join([lines[0], lines[1], step, step.replace("40112.batch", "40112.0")]) + "\n")
+    # Then the job counts once
+    assert [job.job_id for job in read_history(path).jobs] == ["40112"]
+
+
 def test_kueue_workloads() -> None:
     jobs = by_id(FIXTURES / FILES["kueue"])
     sft = jobs["nlp/pytorchjob-llama-8b-sft"]

@@ -6,6 +6,7 @@ AllocTRES,ReqTRES,State`` (pipe-separated, the header line first; ``-X``: one li
 - Team: ``Account`` (Slurm's fair-share tree is accounts), else ``User``.
 - ``Timelimit``: ``[D-]HH:MM:SS``, ``MM:SS`` or ``MM``; ``UNLIMITED``, ``Partition_Limit`` and ``INVALID``
   declare no limit of the job's own.
+- Job steps (``40112.batch``, ``40112.0``: ``sacct`` without ``-X``) are skipped: the job's own line counts.
 - ``Start`` ``Unknown`` or ``None``: not started (pending); ``End`` ``Unknown``: still running. ``sacct``
   prints local times without a zone: they are read as UTC, which only shifts every job alike.
 """
@@ -85,6 +86,8 @@ def read_sacct(text: str, source: str) -> list[PastJob]:
         if len(cells) < len(header):
             raise HistoryError(f"{source}: line {number}: {len(cells)} fields, the header has {len(header)}")
         row = dict(zip(header, (cell.strip() for cell in cells), strict=False))
+        if "." in row["JobIDRaw"]:
+            continue  # a job step (40112.batch, 40112.0: sacct without -X): its job has its own line
         try:
             job_id = row["JobIDRaw"] or f"line-{number}"
             gpus = gpus_in_tres(row["AllocTRES"]) or gpus_in_tres(row["ReqTRES"]) or 0
