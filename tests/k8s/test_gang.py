@@ -9,7 +9,7 @@ last, so a 60 s timeout passes in a few real seconds, while every read and write
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -103,24 +103,31 @@ def _job_path(namespace: str, name: str) -> str:
 
 
 def _watch(
-    k8s: LocalKubernetes, owner: dict[str, Any], fallback: GangFallback, store: GangStore
+    k8s: LocalKubernetes,
+    owner: dict[str, Any],
+    fallback: GangFallback,
+    store: GangStore,
+    *,
+    between: Callable[[int], object] = lambda step: None,
 ) -> list[WatchResult]:
     """The gang watch of ``owner`` as its state machine runs it (step, wait ``waitSeconds``, step ... until
-    done), on the gang the EKS driver builds for the osprey-gang-watch identity."""
+    done), on the gang the EKS driver builds for the osprey-gang-watch identity; ``between(n)`` runs after the
+    n-th step (what happens on the cluster during the wait)."""
     meta = owner["metadata"]
     job = WatchJob.model_validate({
         "backend": "eks", "nativeId": f"local/{meta['namespace']}/{meta['name']}/{meta['uid']}",
-        "cluster": "local", "kind": "Job",
+        "cluster": "local", "kind": owner["kind"],
     })  # fmt: skip
     deployment = Deployment(connectors={"eks": lambda cluster: k8s.client("osprey-gang-watch")})
     gang = driver_for(Backend.EKS).gang(job, deployment)
     settings = GangSettings(timeout_seconds=60, required_min_workers=100, fallback=fallback)
     now, results = T0, []
-    for _ in range(20):
+    for step in range(1, 21):
         result = watch_step(job.key, settings, gang, store, now=now, policy="training-policy")
         results.append(result)
         if result.done:
             return results
+        between(step)
         now += timedelta(seconds=result.wait_seconds or 0)
     raise AssertionError("the watch did not end")
 
@@ -189,3 +196,37 @@ def test_fail_fallback_suspends_the_job_for_good_and_kueue_gives_its_quota_to_th
     time.sleep(1)
     assert admin.get(_job_path(namespace, "train"))["spec"]["suspend"] is True
     assert admin.get(workload_path)["spec"]["active"] is False
+
+
+def test_a_training_job_that_finishes_while_its_gang_waits_ends_the_watch_without_a_fallback(
+    k8s: LocalKubernetes, rbac: list[dict[str, Any]], store: GangStore
+) -> None:
+    # Given an admitted 2-pod PyTorchJob (Master + Worker) whose pods are not Ready
+    namespace = objects.namespace(k8s, "ended")
+    objects.bind(k8s, rbac, namespace)
+    queue = objects.queues(k8s, namespace, cpu=2)
+    owner = objects.pytorchjob(k8s, namespace, "train", queue=queue)
+    admin = k8s.client()
+    job_path = f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/train"
+    objects.eventually(lambda: admin.get(job_path)["spec"]["runPolicy"]["suspend"] is False,
+                       "Kueue to admit the PyTorchJob")  # fmt: skip
+
+    def succeed(step: int) -> None:
+        if step == 2:  # what the training operator writes when the job succeeds
+            admin.request("PATCH", f"{job_path}/status", body={"status": {"conditions": [
+                {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded"}]}},
+                content_type="application/merge-patch+json")  # fmt: skip
+
+    # When its watch (fallback fail) runs and the job succeeds before the timeout
+    results = _watch(k8s, owner, GangFallback.FAIL, store, between=succeed)
+    # Then the watch ends on the job's own end, at the third step, having done nothing to it
+    final = results[-1]
+    assert (len(results), final.state.phase, final.action) == (3, GangPhase.ENDED, Action.NONE)
+    assert final.state.reason == "job Succeeded"
+    assert {r.action for r in results} == {Action.NONE}
+    # And the real Kueue finishes its Workload (it stays active: Osprey never deactivated it)
+    path = f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{objects.workload_of(k8s, owner)['metadata']['name']}"
+    objects.eventually(
+        lambda: _condition(admin.get(path), "Finished") == "True", "Kueue to finish the Workload"
+    )
+    assert admin.get(path)["spec"].get("active", True) is True
