@@ -22,6 +22,7 @@ __all__ = [
     "KUEUE",
     "OPT_IN",
     "POD_JOB_LABEL",
+    "POLICY",
     "change",
     "cluster_queue",
     "job",
@@ -29,6 +30,7 @@ __all__ = [
     "local_queue",
     "owned_workload",
     "pod",
+    "pod_template",
     "pytorchjob",
     "queues",
     "ready",
@@ -50,7 +52,8 @@ def _kueue_path(plural: str, namespace: str | None = None) -> str:
     return f"/apis/{KUEUE}{scope}/{plural}"
 
 
-def _pod_template(cpu: str) -> dict[str, Any]:
+def pod_template(cpu: str) -> dict[str, Any]:
+    """A one-container pod template requesting ``cpu`` (the quota the tests' ClusterQueues count)."""
     return {
         "spec": {
             "restartPolicy": "Never",
@@ -72,7 +75,7 @@ def job(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str | None = 
         "kind": "Job",
         "metadata": {"name": name, "labels": all_labels},
         "spec": {"suspend": True, "parallelism": parallelism, "completions": parallelism,
-                 "template": _pod_template(cpu)},
+                 "template": pod_template(cpu)},
     })  # fmt: skip
 
 
@@ -83,7 +86,7 @@ def pytorchjob(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str, w
     labels = {**OPT_IN, **POLICY, QUEUE_LABEL: queue}
 
     def replica(count: int) -> dict[str, Any]:
-        template = _pod_template(cpu)
+        template = pod_template(cpu)
         template["spec"]["containers"][0]["name"] = "pytorch"  # the container the operator looks for
         template["spec"].pop("restartPolicy")
         return {"replicas": count, "restartPolicy": "OnFailure", "template": template}
@@ -109,7 +112,7 @@ def jobset(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str, repli
         "spec": {"suspend": True, "replicatedJobs": [{
             "name": "workers", "replicas": replicas,
             "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
-                                  "template": _pod_template(cpu)}},
+                                  "template": pod_template(cpu)}},
         }]},
     })  # fmt: skip
 
@@ -188,7 +191,7 @@ def owned_workload(k8s: LocalKubernetes, owner: dict[str, Any], *, priority: int
         "spec": {
             "queueName": queue,
             "priority": priority,
-            "podSets": [{"name": "main", "count": 1, "template": _pod_template("1")}],
+            "podSets": [{"name": "main", "count": 1, "template": pod_template("1")}],
         },
     })  # fmt: skip
 
