@@ -1,6 +1,6 @@
-"""``osprey report --plot FILE``: one PNG, a column per backend, rows for queue wait, GPU-hours (allocated and
-idle while others waited) and priority changes per job-hour, one point per week row; the start of enforcement
-is a vertical line. matplotlib is imported only here, lazily, with the Agg backend (as the simulator's plots)."""
+"""``osprey report --plot FILE``: one PNG, a column per backend, rows for queue wait, GPUs (allocated, and idle
+while others waited, per hour of the row) and priority changes per job-hour, one point per week row; the start
+of enforcement is a vertical line. matplotlib is imported only here, lazily, with the Agg backend (as the simulator's plots)."""
 
 from __future__ import annotations
 
@@ -34,18 +34,20 @@ def plot_report(report: Report, path: Path) -> Path:
         ]  # nan: no job started, no point
         p95s = [(row.figures.p95_wait_s or float("nan")) / 60 for row in backend.rows]
         wait_axes, gpu_axes, change_axes = (axes[row][column] for row in range(3))
-        wait_axes.plot(middles, waits, "o-", label="mean")
         wait_axes.plot(middles, p95s, "s--", label="p95")
+        wait_axes.plot(middles, waits, "o-", label="mean")
         wait_axes.set_ylabel("queue wait (min)")
         wait_axes.set_title(backend.backend)
-        gpu_axes.plot(middles, [row.figures.gpu_hours for row in backend.rows], "o-", label="allocated")
-        gpu_axes.plot(
-            middles,
-            [row.figures.idle_gpu_hours for row in backend.rows],
-            "s--",
-            label="idle while others waited",
-        )
-        gpu_axes.set_ylabel("GPU-hours")
+        # Per hour of the row, so that a partial week (the window's first, the current one, or one split by the
+        # start of enforcement) compares with a whole one.
+        hours = [
+            max((row.figures.end - row.figures.start).total_seconds() / 3600, 1e-9) for row in backend.rows
+        ]
+        allocated = [row.figures.gpu_hours / h for row, h in zip(backend.rows, hours, strict=True)]
+        idle = [row.figures.idle_gpu_hours / h for row, h in zip(backend.rows, hours, strict=True)]
+        gpu_axes.plot(middles, allocated, "o-", label="allocated")
+        gpu_axes.plot(middles, idle, "s--", label="idle while others waited")
+        gpu_axes.set_ylabel("GPUs (mean over the row)")
         changes = [row.figures.changes_per_job_hour for row in backend.rows]
         change_axes.plot(middles, [float("nan") if c is None else c for c in changes], "o-")
         change_axes.set_ylabel("priority changes / job-hour")
