@@ -54,7 +54,7 @@ def test_report_over_two_real_cycles(local: LocalState) -> None:
     assert result.exit_code == 0, result.output
     found = _document(result.output)
     registry = JobRegistry(local.table_name, local.client("dynamodb"), shards=local.shards)
-    records = [record for record in registry.list_active()]
+    records = registry.list_active()
     backends = {backend["backend"]: backend for backend in found["backends"]}
     assert set(backends) == {record.backend.value for record in records}
     for backend in backends.values():
@@ -62,8 +62,11 @@ def test_report_over_two_real_cycles(local: LocalState) -> None:
         # and the jobs registered at `up` before it make a (short) period before.
         assert backend["enforcement_start"] is not None
         assert backend["weeks"][-1]["period"] == "enforced"
-    changes = sum(
-        row["priority_changes"] for backend in backends.values() for row in backend["weeks"]
-    )
+    changes = sum(row["priority_changes"] for backend in backends.values() for row in backend["weeks"])
     assert changes == _changes(registry, [record.key for record in records]) > 0
     assert sum(row["job_hours"] for backend in backends.values() for row in backend["weeks"]) > 0
+    # The seeded Batch jobs were submitted 5 minutes before they ran (osprey.local.fleet), all before the first
+    # cycle, and hold their nodes' GPUs from then on.
+    before = backends["batch"]["comparison"]["before"]
+    assert (before["mean_wait_s"], before["p95_wait_s"]) == (300.0, 300.0)
+    assert backends["batch"]["comparison"]["after"]["gpu_hours"] > 0

@@ -32,7 +32,7 @@ from osprey.report import (
 from osprey_control.contract import parse_block
 from osprey_control.gang import GangPhase, GangState
 from osprey_control.gang.store import GangStore
-from osprey_control.registry import Backend, JobKey, JobStatus
+from osprey_control.registry import Backend, JobKey, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 
@@ -258,3 +258,25 @@ def test_since_reads_durations_dates_and_times(text: str, expected: datetime) ->
 def test_a_bad_since_says_what_is_allowed(text: str) -> None:
     with pytest.raises(ValueError, match=r"12h, 7d, 2w"):
         parse_since(text, NOW)
+
+
+def test_gpus_come_from_the_nodes_when_the_job_declared_none(registry: JobRegistry) -> None:
+    # Given two jobs without requested_gpus running 2 h: one on two 4-GPU nodes, one on a node of unknown size
+    for name, sizes in (("known", (4, 4)), ("unknown", (None,))):
+        nodes = tuple(NodeRef(node_id=f"n{i}", kind=NodeKind.HOST, gpus=gpus) for i, gpus in enumerate(sizes))
+        for status, at in ((JobStatus.RUNNING, MON), (JobStatus.SUCCEEDED, MON + timedelta(hours=2))):
+            registry.apply_observation(
+                JobObservation(
+                    backend=Backend.SAGEMAKER,
+                    native_id=name,
+                    name=name,
+                    block=parse_block({"priority_derivation_profile": "training-policy"}),
+                    status=status,
+                    event_time=at,
+                    submitted_at=MON,
+                    nodes=nodes,
+                )
+            )
+    # Then the first counts 8 GPUs for 2 h, and the second's 2 h are reported as of unknown size
+    (week,) = _backend(_report(registry, MON), "sagemaker")["weeks"]
+    assert (week["gpu_hours"], week["unknown_gpu_job_hours"]) == (16.0, 2.0)

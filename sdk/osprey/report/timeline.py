@@ -3,7 +3,7 @@ recorded and when its derived priority changed. Pure Python; the definitions are
 
 - **End**: a finished job ends at its status time; an active one at the report's ``now``.
 - **Allocated**: the allocation history's intervals (``JobRecord.allocations``: only RUNNING holds GPUs), with
-  ``requested_gpus`` where an interval's count is unknown; an open interval runs to the job's end. Intervals
+  ``requested_gpus`` where an interval's count is unknown (else the sum of the nodes' GPUs, when all are known); an open interval runs to the job's end. Intervals
   folded away (more than 64 marks) are placed as one interval of their total length ending at ``folded_until``.
 - **Waiting**: submitted and not holding GPUs, before the job's end: submission to the first interval, each gap
   between intervals (a requeue), and, for an active job whose last interval closed, from then on.
@@ -75,8 +75,17 @@ class Timeline:
         return self.utilization[index][1]
 
 
+def _known_gpus(record: JobRecord) -> int | None:
+    """What the job asked for, else what its nodes hold when every node's count is known (as last observed)."""
+    if record.requested_gpus is not None:
+        return record.requested_gpus
+    counts = [node.gpus for node in record.nodes]
+    return sum(c for c in counts if c is not None) if counts and None not in counts else None
+
+
 def _allocated(record: JobRecord, end: datetime) -> list[Span]:
     history = record.allocations
+    fallback = _known_gpus(record)
     spans: list[Span] = []
     if history.folded_until is not None and history.folded_seconds > 0:
         gpus = round(history.folded_gpu_seconds / history.folded_seconds) or None
@@ -85,7 +94,7 @@ def _allocated(record: JobRecord, end: datetime) -> list[Span]:
     for span in history.spans():
         stop = min(span.end or end, end)
         if stop > span.start:
-            spans.append(Span(span.start, stop, span.gpus or record.requested_gpus))
+            spans.append(Span(span.start, stop, span.gpus or fallback))
     return spans
 
 
