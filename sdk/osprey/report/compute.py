@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from osprey.report.figures import Figures, figures
+from osprey.report.figures import Figures, Prepared, figures, prepare
 from osprey.report.model import APPLIED_OUTCOME, IDLE_UTILIZATION_PCT, SHADOW_OUTCOME, JobTrail, Snapshot
 from osprey.report.timeline import Timeline, build_timeline, moment
 
@@ -103,13 +103,7 @@ def _enforcement_start(trails: Sequence[JobTrail]) -> datetime | None:
     return min(found, default=None)
 
 
-def _rows(
-    trails: Sequence[JobTrail],
-    lines: dict[str, Timeline],
-    since: datetime,
-    until: datetime,
-    start: datetime | None,
-) -> list[Row]:
+def _rows(prepared: Prepared, since: datetime, until: datetime, start: datetime | None) -> list[Row]:
     rows = []
     week = _monday(since)
     while week < until:
@@ -117,7 +111,7 @@ def _rows(
         cuts = [low, high] if start is None or not low < start < high else [low, start, high]
         for a, b in itertools.pairwise(cuts):
             period = "enforced" if start is not None and a >= start else "before"
-            rows.append(Row(iso_week(a), period, figures(trails, lines, a, b)))
+            rows.append(Row(iso_week(a), period, figures(prepared, a, b)))
         week += timedelta(days=7)
     return rows
 
@@ -126,14 +120,15 @@ def _backend(
     backend: str, trails: Sequence[JobTrail], lines: dict[str, Timeline], since: datetime, until: datetime
 ) -> BackendReport:
     start = _enforcement_start(trails)
-    rows = tuple(_rows(trails, lines, since, until, start))
+    prepared = prepare(trails, lines)
+    rows = tuple(_rows(prepared, since, until, start))
     if start is None:
         note = "not enforced: no priority was applied to this backend (shadow mode, or every apply failed)"
         return BackendReport(backend, None, rows, None, None, note)
     if start <= since:
         note = f"enforced since {start.isoformat()}, before --since: widen --since to compare with the period before"
         return BackendReport(backend, start, rows, None, None, note)
-    before, after = figures(trails, lines, since, start), figures(trails, lines, start, until)
+    before, after = figures(prepared, since, start), figures(prepared, start, until)
     if before.jobs == 0:
         note = "no job was recorded before enforcement began: nothing to compare with"
         return BackendReport(backend, start, rows, None, None, note)

@@ -3,13 +3,14 @@
 Each figure uses the simulator's definition where one applies (docs/scheduling.md "Metrics"): queue wait is its
 queueing delay (mean, and p95 by nearest rank), priority changes per job-hour its oscillation figure. The
 idle-while-waiting GPU-hours are the registry's counterpart of the simulator's "allocated but not training",
-counted only while another job of the same pool waits (:func:`idle_while_waiting`).
+counted only while another job of the same pool waits (:func:`_idle_pieces`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,7 +19,7 @@ from typing import Any
 from osprey.report.model import IDLE_UTILIZATION_PCT, SHADOW_OUTCOME, JobTrail
 from osprey.report.timeline import Timeline, moment, overlap_s
 
-__all__ = ["Figures", "figures", "percentile"]
+__all__ = ["Figures", "Prepared", "figures", "percentile", "prepare"]
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -108,39 +109,107 @@ def _add_jobs(result: Figures, timelines: Sequence[Timeline]) -> None:
         result.priority_changes += sum(1 for at in line.changes if low <= at < high)
 
 
-def idle_while_waiting(timelines: Sequence[Timeline], low: datetime, high: datetime) -> tuple[float, float]:
-    """(idle, unknown) GPU-hours of one pool in [low, high): GPUs allocated to a job whose last recorded
-    utilization is below :data:`IDLE_UTILIZATION_PCT` (unknown: none recorded in that allocation yet), counted
-    only while at least one other job of the pool waits. Constant between breakpoints (allocation and waiting
-    bounds, recorded decisions), so it is summed exactly piece by piece."""
-    points = {low, high}
-    for line in timelines:
-        for span in (*line.allocated, *line.waiting):
-            points.update(t for t in (span.start, span.end) if low < t < high)
-        points.update(at for at, _ in line.utilization if low < at < high)
-    ordered = sorted(points)
-    idle = unknown = 0.0
-    for a, b in itertools.pairwise(ordered):
-        if not any(w.start <= a and b <= w.end for line in timelines for w in line.waiting):
-            continue
-        hours = (b - a).total_seconds() / 3600
-        for line in timelines:
-            for span in line.allocated:
-                if span.gpus is None or not (span.start <= a and b <= span.end):
-                    continue
-                value = line.utilization_at(a, span)
-                if value is None:
-                    unknown += span.gpus * hours
-                elif value < IDLE_UTILIZATION_PCT:
-                    idle += span.gpus * hours
-    return idle, unknown
+def _idle_pieces(lines: Sequence[Timeline]) -> list[tuple[datetime, datetime, float, float]]:
+    """One pool's (start, end, idle GPUs, unknown GPUs) pieces during which at least one job waited.
+
+    GPUs allocated to a job whose last recorded utilization in that allocation is below
+    :data:`IDLE_UTILIZATION_PCT` are idle; before the allocation's first recorded utilization, unknown. Every
+    quantity is a step function, so one sweep over the sorted steps sums them exactly: O(n log n) in steps.
+    """
+    steps: list[tuple[datetime, int, float, float]] = []  # (time, waiting delta, idle delta, unknown delta)
+    for line in lines:
+        for span in line.waiting:
+            steps += [(span.start, 1, 0.0, 0.0), (span.end, -1, 0.0, 0.0)]
+        for span in line.allocated:
+            if span.gpus is None:
+                continue
+            inside = [(at, value) for at, value in line.utilization if span.start <= at < span.end]
+            bounds = [(span.start, None), *inside, (span.end, None)]
+            for (a, value), (b, _) in itertools.pairwise(bounds):
+                idle = float(span.gpus) if value is not None and value < IDLE_UTILIZATION_PCT else 0.0
+                unknown = float(span.gpus) if value is None else 0.0
+                steps += [(a, 0, idle, unknown), (b, 0, -idle, -unknown)]
+    steps.sort(key=lambda step: step[0])
+    pieces = []
+    waiting, idle, unknown = 0, 0.0, 0.0
+    for index, (at, d_wait, d_idle, d_unknown) in enumerate(steps):
+        waiting, idle, unknown = waiting + d_wait, idle + d_idle, unknown + d_unknown
+        following = steps[index + 1][0] if index + 1 < len(steps) else at
+        if following > at and waiting > 0 and (idle > 1e-9 or unknown > 1e-9):
+            pieces.append((at, following, idle, unknown))
+    return pieces
 
 
-def _add_gangs(result: Figures, trails: Sequence[JobTrail]) -> None:
-    for trail in trails:
-        gang = trail.gang
-        if not gang:
+def _shadow_flags(lines: Sequence[Timeline], trails: Sequence[JobTrail]) -> list[tuple[datetime, bool]]:
+    """One pool's shadow decisions, each with whether it would have changed the order: the job's new priority
+    passes another job alive in the pool (one whose current shadow priority lies strictly between the job's old
+    and new ones), or, for a job's first, it ranks above an alive job already placed (first come, first served
+    would have kept that one ahead). A sweep over decisions and job ends with the alive priorities sorted."""
+    ends = {str(line.record.key): line.end for line in lines}
+    # At one instant a job's end comes first: a job is alive from its submission to before its end.
+    events = sorted(
+        [(end, 0, key, 0) for key, end in ends.items()]
+        + [
+            (at, 1, str(trail.record.key), int(item["priority"]))
+            for trail in trails
+            for item in trail.applies
+            if item.get("outcome") == SHADOW_OUTCOME
+            and item.get("priority") is not None
+            and (at := moment(item.get("recorded_at"))) is not None
+        ]
+    )
+    current: dict[str, int] = {}
+    ended: set[str] = set()
+    alive: list[int] = []  # the current shadow priorities of the alive, placed jobs, sorted
+    flags = []
+    for at, kind, key, new in events:
+        old = current.get(key)
+        if kind == 0:
+            ended.add(key)
+            if old is not None:
+                alive.pop(bisect_left(alive, old))
             continue
+        if key in ended:
+            flags.append((at, False))  # recorded after the job's end: nothing left to reorder
+            continue
+        if old is not None:
+            alive.pop(bisect_left(alive, old))
+            low, high = min(old, new), max(old, new)
+            changed = bisect_right(alive, low) < bisect_left(alive, high)
+        else:
+            changed = bisect_left(alive, new) > 0
+        insort(alive, new)
+        current[key] = new
+        flags.append((at, changed))
+    return flags
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One backend's jobs with what every row needs computed once: the idle pieces and the shadow flags."""
+
+    lines: tuple[Timeline, ...]
+    gangs: tuple[Mapping[str, Any], ...]
+    idle: tuple[tuple[datetime, datetime, float, float], ...]
+    shadow: tuple[tuple[datetime, bool], ...]
+
+
+def prepare(trails: Sequence[JobTrail], timelines: Mapping[str, Timeline]) -> Prepared:
+    """``trails`` (one backend's) with their ``timelines`` (by job key), ready for :func:`figures`."""
+    lines = [timelines[str(trail.record.key)] for trail in trails]
+    idle: list[tuple[datetime, datetime, float, float]] = []
+    shadow: list[tuple[datetime, bool]] = []
+    for pool in sorted({line.pool for line in lines}):
+        keys = {str(line.record.key) for line in lines if line.pool == pool}
+        pool_lines = [line for line in lines if line.pool == pool]
+        idle += _idle_pieces(pool_lines)
+        shadow += _shadow_flags(pool_lines, [trail for trail in trails if str(trail.record.key) in keys])
+    gangs = tuple(trail.gang for trail in trails if trail.gang)
+    return Prepared(tuple(lines), gangs, tuple(idle), tuple(shadow))
+
+
+def _add_gangs(result: Figures, gangs: Sequence[Mapping[str, Any]]) -> None:
+    for gang in gangs:
         phase = str(gang.get("phase", ""))
         when = moment(gang.get("ready_at") if phase == "ready" else gang.get("updated_at"))
         if phase not in ("ready", "serial", "failed") or when is None:
@@ -151,52 +220,15 @@ def _add_gangs(result: Figures, trails: Sequence[JobTrail]) -> None:
             result.gangs["requeues"] += int(gang.get("requeues") or 0)
 
 
-def _add_shadow(result: Figures, timelines: Mapping[str, Timeline], trails: Sequence[JobTrail]) -> None:
-    """Shadow decisions in the interval and those that would have changed the order: the job's new priority
-    passes another job alive in its pool (one whose current shadow priority lies strictly between the job's
-    old and new ones), or, for a job's first, it ranks above a job of its pool submitted before it (which a
-    first-come order would have kept ahead)."""
-    events = sorted(
-        (at, str(trail.record.key), int(item["priority"]))
-        for trail in trails
-        for item in trail.applies
-        if item.get("outcome") == SHADOW_OUTCOME
-        and item.get("priority") is not None
-        and (at := moment(item.get("recorded_at"))) is not None
-    )
-    current: dict[str, int] = {}
-    for at, key, new in events:
-        line = timelines[key]
-        old = current.get(key)
-        others = [
-            (other, current[name])
-            for name, other in timelines.items()
-            if name != key
-            and name in current
-            and other.pool == line.pool
-            and other.submitted <= at < other.end
-        ]
-        if old is None:
-            changed = any(other.submitted < line.submitted and value < new for other, value in others)
-        else:
-            changed = any(min(old, new) < value < max(old, new) for _, value in others)
-        current[key] = new
-        if result.start <= at < result.end:
-            result.shadow_decisions += 1
-            result.shadow_order_changes += int(changed)
-
-
-def figures(
-    trails: Sequence[JobTrail], timelines: Mapping[str, Timeline], low: datetime, high: datetime
-) -> Figures:
-    """Every figure of one backend's jobs (``trails``, their ``timelines`` by job key) over [low, high)."""
+def figures(prepared: Prepared, low: datetime, high: datetime) -> Figures:
+    """Every figure of one backend (:func:`prepare`) over [low, high)."""
     result = Figures(start=low, end=high)
-    lines = [timelines[str(trail.record.key)] for trail in trails]
-    _add_jobs(result, lines)
-    for pool in sorted({line.pool for line in lines}):
-        idle, unknown = idle_while_waiting([line for line in lines if line.pool == pool], low, high)
-        result.idle_gpu_hours += idle
-        result.unknown_utilization_gpu_hours += unknown
-    _add_gangs(result, trails)
-    _add_shadow(result, timelines, trails)
+    _add_jobs(result, prepared.lines)
+    for a, b, idle, unknown in prepared.idle:
+        hours = overlap_s(a, b, low, high) / 3600
+        result.idle_gpu_hours += idle * hours
+        result.unknown_utilization_gpu_hours += unknown * hours
+    _add_gangs(result, prepared.gangs)
+    flags = [changed for at, changed in prepared.shadow if low <= at < high]
+    result.shadow_decisions, result.shadow_order_changes = len(flags), sum(flags)
     return result

@@ -15,7 +15,6 @@ recorded and when its derived priority changed. Pure Python; the definitions are
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -66,13 +65,6 @@ class Timeline:
     first_start: datetime | None
     utilization: tuple[tuple[datetime, float], ...]  # (recorded_at, mean %), oldest first
     changes: tuple[datetime, ...]  # when the derived priority changed
-
-    def utilization_at(self, when: datetime, span: Span) -> float | None:
-        """The last recorded utilization at ``when`` within ``span`` (None: none recorded in it yet)."""
-        index = bisect_right([at for at, _ in self.utilization], when) - 1
-        if index < 0 or self.utilization[index][0] < span.start:
-            return None
-        return self.utilization[index][1]
 
 
 def _known_gpus(record: JobRecord) -> int | None:
