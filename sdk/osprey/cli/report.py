@@ -128,6 +128,7 @@ def report_command(
         str,
         typer.Option(
             "--since",
+            metavar="WHEN",
             callback=_check_since,
             help="The window: a duration (12h, 7d, 2w) or an ISO date or time (2026-11-30).",
         ),
