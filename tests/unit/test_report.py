@@ -24,7 +24,9 @@ from moto import mock_aws
 from osprey.report import (
     OBSERVATION_NOTE,
     SHADOW_OUTCOME,
+    JobTrail,
     Report,
+    Snapshot,
     build_report,
     parse_since,
     read_snapshot,
@@ -32,7 +34,7 @@ from osprey.report import (
 from osprey_control.contract import parse_block
 from osprey_control.gang import GangPhase, GangState
 from osprey_control.gang.store import GangStore
-from osprey_control.registry import Backend, JobKey, JobStatus, NodeKind, NodeRef
+from osprey_control.registry import Backend, JobKey, JobRecord, JobStatus, NodeKind, NodeRef
 from osprey_control.registry.dynamodb import JobRegistry
 from osprey_control.registry.observation import JobObservation
 
@@ -280,3 +282,44 @@ def test_gpus_come_from_the_nodes_when_the_job_declared_none(registry: JobRegist
     # Then the first counts 8 GPUs for 2 h, and the second's 2 h are reported as of unknown size
     (week,) = _backend(_report(registry, MON), "sagemaker")["weeks"]
     assert (week["gpu_hours"], week["unknown_gpu_job_hours"]) == (16.0, 2.0)
+
+
+def test_a_shadow_decision_reorders_only_past_jobs_still_alive_in_its_pool() -> None:
+    # Given three jobs of one queue in shadow mode: Y finishes at 03:00 holding 60, and a job of another queue
+    minute = timedelta(minutes=1)
+
+    def job(name: str, end: datetime | None, queue: str = QUEUE) -> JobRecord:
+        finished = end is not None
+        return JobRecord(
+            backend=Backend.BATCH,
+            native_id=name,
+            name=name,
+            block=parse_block({"priority_derivation_profile": "training-policy"}),
+            status=JobStatus.SUCCEEDED if finished else JobStatus.PENDING,
+            status_time=end or MON,
+            submitted_at=MON,
+            job_queue=queue,
+        )
+
+    def shadow(*moves: tuple[int, int]) -> tuple[dict[str, Any], ...]:
+        return tuple(
+            {"recorded_at": (MON + hours * 60 * minute).isoformat(), "outcome": SHADOW_OUTCOME, "priority": p}
+            for hours, p in moves
+        )
+
+    trails = (
+        JobTrail(job("x", None), applies=shadow((0, 40))),  # first: nobody to pass
+        JobTrail(
+            job("y", MON + 3 * 60 * minute), applies=shadow((1, 60), (6, 90))
+        ),  # passes x; 06:00 after its end
+        JobTrail(
+            job("z", None), applies=shadow((2, 30), (4, 70), (5, 45))
+        ),  # 30: passes none; 70: x; 45: none
+        JobTrail(job("other", None, queue="another-queue"), applies=shadow((4, 50))),  # alone in its pool
+    )
+    # When the report counts them
+    (batch,) = build_report(Snapshot(trails, NOW), MON).backends
+    (week,) = batch.rows
+    # Then 2 of the 7 reorder: y's 60 no longer counts once y finished, and the other queue's 50 is not z's
+    # competitor, so z's 70 -> 45 passes nobody (x holds 40)
+    assert (week.figures.shadow_decisions, week.figures.shadow_order_changes) == (7, 2)
