@@ -63,9 +63,14 @@ class Binaries:
         self.apiserver = cache / f"kube-apiserver-{versions['KUBERNETES_VERSION']}" / "kube-apiserver"
         self.kueue_dir = cache / f"kueue-{versions['KUEUE_VERSION']}"
         self.kueue = self.kueue_dir / "kueue"
+        # PyTorchJob's and JobSet's CRDs (no operator: the tests play the operator's part where they need it).
+        self.job_crds_dir = (
+            cache / f"crds-training-operator-{versions['TRAINING_OPERATOR_VERSION']}"
+            f"-jobset-{versions['JOBSET_VERSION']}"
+        )
 
     def missing(self, *, kueue_manager: bool) -> list[Path]:
-        wanted = [self.etcd, self.apiserver, self.kueue_dir / "crds"]
+        wanted = [self.etcd, self.apiserver, self.kueue_dir / "crds", self.job_crds_dir / ".complete"]
         if kueue_manager:
             wanted += [self.kueue, self.kueue_dir / "webhook" / "manifests.yaml"]
         return [path for path in wanted if not path.exists()]
@@ -251,10 +256,14 @@ class LocalKubernetes:
         self._wait(self._apiserver_ready, timeout, "kube-apiserver /readyz")
 
     def _install_kueue_crds(self, timeout: float) -> None:
+        """Kueue's CRDs and the job kinds' (PyTorchJob, JobSet) before the manager starts: Kueue sets up an
+        integration only when its kind is served."""
         client = self.client()
         port = self.webhook_port if self.kueue_manager else None
         names = []
-        for crd in kueue.crds(self.binaries.kueue_dir / "crds", webhook_port=port, ca_pem=self.ca.pem):
+        found = kueue.crds(self.binaries.kueue_dir / "crds", webhook_port=port, ca_pem=self.ca.pem)
+        found += kueue.crds(self.binaries.job_crds_dir, webhook_port=None, ca_pem=self.ca.pem)
+        for crd in found:
             client.request("POST", _CRDS, body=crd)
             names.append(crd["metadata"]["name"])
 
@@ -265,7 +274,7 @@ class LocalKubernetes:
                     return False
             return True
 
-        self._wait(established, timeout, "Kueue's CRDs Established")
+        self._wait(established, timeout, "the CRDs Established")
 
     def _start_kueue(self, timeout: float) -> None:
         self.apply_namespace(KUEUE_NAMESPACE)
@@ -282,7 +291,7 @@ class LocalKubernetes:
             webhook_port=self.webhook_port,
             health_port=self.health_port,
             cert_dir=cert_dir,
-            frameworks=["batch/job"],
+            frameworks=kueue.FRAMEWORKS,
         )
         (directory / "config.yaml").write_text(json.dumps(config))
         kubeconfig = directory / "kubeconfig"

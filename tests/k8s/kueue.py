@@ -8,10 +8,10 @@ to mount a Secret), so the fixture turns internal cert management off, gives the
 its own CA (:mod:`tests.k8s.pki`) and rewrites every ``clientConfig`` from ``service`` to
 ``url: https://127.0.0.1:<port><path>`` with that CA as ``caBundle``.
 
-Only the webhooks of Kueue's own types and of ``batch/v1`` Jobs are installed: the manager registers the
-handler of a framework only when the framework is enabled (``integrations.frameworks``), and a webhook whose
-path the server does not serve answers 404, which with ``failurePolicy: Fail`` would refuse every Pod,
-Deployment or StatefulSet of the cluster.
+Only the webhooks of Kueue's own types and of the job kinds Osprey manages (``batch/v1`` Job, PyTorchJob,
+JobSet: :data:`FRAMEWORKS`) are installed: the manager registers the handler of a framework only when the
+framework is enabled (``integrations.frameworks``), and a webhook whose path the server does not serve answers
+404, which with ``failurePolicy: Fail`` would refuse every Pod, Deployment or StatefulSet of the cluster.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import yaml
 
 __all__ = [
     "CONVERTED_CRDS",
+    "FRAMEWORKS",
     "crds",
     "kubeconfig",
     "manager_configuration",
@@ -36,7 +37,24 @@ __all__ = [
 CONVERTED_CRDS = frozenset(
     {"localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters"}
 )  # fmt: skip
-_KEPT_PATH_PARTS = ("-kueue-x-k8s-io-", "-batch-v1-job")
+# Kueue's integrations for the three job kinds Osprey discovers (backends/eks/resources.py JOB_KINDS); the CRDs
+# of the last two come from .ci/k8s (the training-operator's and JobSet's modules, no operator runs).
+FRAMEWORKS = ("batch/job", "kubeflow.org/pytorchjob", "jobset.x-k8s.io/jobset")
+_KEPT_PATH_PARTS = (
+    "-kueue-x-k8s-io-",
+    "-batch-v1-job",
+    "-kubeflow-org-v1-pytorchjob",
+    "-jobset-x-k8s-io-v1alpha2-jobset",
+)
+
+
+# libyaml's loader when PyYAML has it: the CRDs are ~3 MB of YAML, which the pure-Python loader takes ~15 s to
+# read on this machine (libyaml: under half a second), most of the fixture's start-up.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _documents(path: Path) -> list[Any]:
+    return list(yaml.load_all(path.read_text(), Loader=_LOADER))
 
 
 def _url(port: int, path: str) -> str:
@@ -49,7 +67,7 @@ def crds(directory: Path, *, webhook_port: int | None, ca_pem: str) -> list[dict
     fields under each served version: enough for tests that use one version)."""
     found = []
     for path in sorted(directory.glob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in _documents(path):
             if not document:
                 continue
             plural = document["spec"]["names"]["plural"]
@@ -74,7 +92,7 @@ def webhook_configurations(manifest: Path, *, port: int, ca_pem: str) -> list[di
     webhooks the manager serves (module docstring)."""
     bundle = base64.b64encode(ca_pem.encode()).decode()
     configurations = []
-    for document in yaml.safe_load_all(manifest.read_text()):
+    for document in _documents(manifest):
         if not document or document.get("kind") not in (
             "MutatingWebhookConfiguration",
             "ValidatingWebhookConfiguration",

@@ -21,12 +21,21 @@ from tests.k8s.cluster import LocalKubernetes
 __all__ = [
     "KUEUE",
     "OPT_IN",
+    "POD_JOB_LABEL",
+    "POLICY",
     "change",
     "cluster_queue",
     "job",
+    "jobset",
     "local_queue",
     "owned_workload",
+    "pod",
+    "pod_template",
+    "pytorchjob",
+    "queues",
+    "ready",
     "resource_flavor",
+    "workload_of",
 ]
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -43,7 +52,8 @@ def _kueue_path(plural: str, namespace: str | None = None) -> str:
     return f"/apis/{KUEUE}{scope}/{plural}"
 
 
-def _pod_template(cpu: str) -> dict[str, Any]:
+def pod_template(cpu: str) -> dict[str, Any]:
+    """A one-container pod template requesting ``cpu`` (the quota the tests' ClusterQueues count)."""
     return {
         "spec": {
             "restartPolicy": "Never",
@@ -65,8 +75,104 @@ def job(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str | None = 
         "kind": "Job",
         "metadata": {"name": name, "labels": all_labels},
         "spec": {"suspend": True, "parallelism": parallelism, "completions": parallelism,
-                 "template": _pod_template(cpu)},
+                 "template": pod_template(cpu)},
     })  # fmt: skip
+
+
+def pytorchjob(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str, workers: int = 1,
+               cpu: str = "1") -> dict[str, Any]:  # fmt: skip
+    """A suspended ``kubeflow.org/v1`` PyTorchJob opted in to Osprey: one Master and ``workers`` Workers, managed by
+    Kueue through ``queue`` (Kueue's PyTorchJob integration makes its Workload; no training operator runs)."""
+    labels = {**OPT_IN, **POLICY, QUEUE_LABEL: queue}
+
+    def replica(count: int) -> dict[str, Any]:
+        template = pod_template(cpu)
+        template["spec"]["containers"][0]["name"] = "pytorch"  # the container the operator looks for
+        template["spec"].pop("restartPolicy")
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": template}
+
+    return k8s.create(f"/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"runPolicy": {"suspend": True},
+                 "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+    })  # fmt: skip
+
+
+def jobset(k8s: LocalKubernetes, namespace: str, name: str, *, queue: str, replicas: int = 2,
+           cpu: str = "1") -> dict[str, Any]:  # fmt: skip
+    """A suspended ``jobset.x-k8s.io/v1alpha2`` JobSet opted in to Osprey: one replicated Job of ``replicas``
+    single-pod Jobs, managed by Kueue through ``queue`` (no JobSet controller runs)."""
+    labels = {**OPT_IN, **POLICY, QUEUE_LABEL: queue}
+    return k8s.create(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets", {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"suspend": True, "replicatedJobs": [{
+            "name": "workers", "replicas": replicas,
+            "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                                  "template": pod_template(cpu)}},
+        }]},
+    })  # fmt: skip
+
+
+# The label each operator puts on its pods, which gang readiness and discovery select on.
+POD_JOB_LABEL = {
+    "Job": "batch.kubernetes.io/job-name",
+    "PyTorchJob": "training.kubeflow.org/job-name",
+    "JobSet": "jobset.sigs.k8s.io/jobset-name",
+}
+
+
+def pod(k8s: LocalKubernetes, owner: dict[str, Any], index: int) -> str:
+    """A pod of ``owner`` as its operator would label it (no operator or kubelet runs here); its name."""
+    meta = owner["metadata"]
+    name = f"{meta['name']}-{index}"
+    k8s.create(f"/api/v1/namespaces/{meta['namespace']}/pods", {
+        "metadata": {"name": name, "labels": {**OPT_IN, POD_JOB_LABEL[owner["kind"]]: meta["name"]}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "train:latest"}]},
+    })  # fmt: skip
+    return name
+
+
+def ready(k8s: LocalKubernetes, namespace: str, pod_name: str) -> None:
+    """What a kubelet would report: the pod running and Ready."""
+    k8s.client().request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/{pod_name}/status",
+        body={"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def workload_of(k8s: LocalKubernetes, owner: dict[str, Any]) -> dict[str, Any]:
+    """The Workload the real Kueue made for ``owner`` (its controller owner reference), waited for."""
+    meta = owner["metadata"]
+    collection = _kueue_path("workloads", meta["namespace"])
+    admin = k8s.client()
+
+    def find() -> dict[str, Any] | None:
+        for item in admin.list(collection):
+            for ref in item["metadata"].get("ownerReferences") or []:
+                if ref.get("uid") == meta["uid"] and ref.get("controller"):
+                    return item
+        return None
+
+    found: dict[str, Any] = eventually(
+        find, f"Kueue to create the Workload of {owner['kind']} {meta['name']}"
+    )
+    return found
+
+
+def queues(k8s: LocalKubernetes, namespace: str, *, cpu: int) -> str:
+    """A ResourceFlavor, ClusterQueue (``cpu`` CPUs) and the LocalQueue ``team-a`` of ``namespace``: the
+    namespace's own, so tests never share quota; the LocalQueue's name."""
+    flavor, cluster = f"flavor-{namespace}", f"cq-{namespace}"
+    resource_flavor(k8s, flavor)
+    cluster_queue(k8s, cluster, cpu=cpu, flavor=flavor)
+    local_queue(k8s, namespace, "team-a", cluster)
+    return "team-a"
 
 
 def owned_workload(k8s: LocalKubernetes, owner: dict[str, Any], *, priority: int, queue: str = "nowhere",
@@ -85,7 +191,7 @@ def owned_workload(k8s: LocalKubernetes, owner: dict[str, Any], *, priority: int
         "spec": {
             "queueName": queue,
             "priority": priority,
-            "podSets": [{"name": "main", "count": 1, "template": _pod_template("1")}],
+            "podSets": [{"name": "main", "count": 1, "template": pod_template("1")}],
         },
     })  # fmt: skip
 

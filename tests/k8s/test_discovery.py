@@ -54,9 +54,9 @@ def test_discovery_sees_each_job_with_its_workload_status_and_node(
     assert applier.apply([change(second, 30)]).results[0].reason.startswith("patched")
     # When discovery runs as osprey-discovery
     result = discover(k8s.client("osprey-discovery"), "local", namespaces=[namespace])
-    # Then it reports both jobs, keyed by cluster, namespace, name and uid, with Kueue v1beta2
-    assert (result.kueue_version, result.problems, result.kinds_missing) == (
-        "v1beta2", [], ["kubeflow.org/v1/PyTorchJob", "jobset.x-k8s.io/v1alpha2/JobSet"])  # fmt: skip
+    # Then it reports both jobs, keyed by cluster, namespace, name and uid, with Kueue v1beta2 (every job kind
+    # is served: the fixture installs PyTorchJob's and JobSet's CRDs)
+    assert (result.kueue_version, result.problems, result.kinds_missing) == ("v1beta2", [], [])
     found = {obs.name: obs for obs in result.observations}
     assert sorted(found) == ["first", "second"]
     assert found["first"].native_id == f"local/{namespace}/first/{first['metadata']['uid']}"
@@ -71,3 +71,35 @@ def test_discovery_sees_each_job_with_its_workload_status_and_node(
     assert found["second"].status is JobStatus.PENDING
     assert found["second"].workload is not None
     assert (found["second"].workload.admitted, found["second"].workload.priority) == (False, 300)
+
+
+def test_lists_follow_the_servers_continue_pages_and_a_jobsets_child_job_is_not_a_job_of_its_own(
+    k8s: LocalKubernetes, rbac: list[dict[str, Any]]
+) -> None:
+    # Given three opted-in Jobs, and an opted-in JobSet with a child Job it controls (as the JobSet controller
+    # makes them, its labels copied)
+    namespace = objects.namespace(k8s, "paged")
+    for index in range(3):
+        objects.job(k8s, namespace, f"train-{index}")
+    parent = objects.jobset(k8s, namespace, "set", queue=objects.queues(k8s, namespace, cpu=2))
+    meta = parent["metadata"]
+    k8s.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", {
+        "metadata": {"name": "set-workers-0", "labels": {**objects.OPT_IN, **objects.POLICY},
+                     "ownerReferences": [{"apiVersion": parent["apiVersion"], "kind": "JobSet",
+                                          "name": meta["name"], "uid": meta["uid"], "controller": True}]},
+        "spec": {"suspend": True, "template": objects.pod_template("1")},
+    })  # fmt: skip
+    client = k8s.client("osprey-discovery")
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    # When the server is asked for one item per page, it pages with its own continue token
+    page = client.get(jobs, {"limit": "1", "labelSelector": "osprey.aws/enabled=true"})
+    assert len(page["items"]) == 1
+    assert page["metadata"]["continue"]
+    # Then Osprey's client follows the pages to every Job
+    listed = [job["metadata"]["name"] for job in client.list(jobs, label_selector="osprey.aws/enabled=true",
+                                                             page_size=1)]  # fmt: skip
+    assert listed == ["set-workers-0", "train-0", "train-1", "train-2"]
+    # And discovery reports the JobSet and the three Jobs, never the JobSet's child as a job of its own
+    found = discover(client, "local", namespaces=[namespace])
+    assert sorted((obs.kind, obs.name) for obs in found.observations) == [
+        ("Job", "train-0"), ("Job", "train-1"), ("Job", "train-2"), ("JobSet", "set")]  # fmt: skip

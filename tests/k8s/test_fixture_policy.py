@@ -36,3 +36,7 @@ def test_the_cache_directory_is_keyed_by_the_pinned_versions(monkeypatch: pytest
     assert binaries.etcd == Path("/cache") / f"etcd-{binaries.versions['ETCD_VERSION']}" / "etcd"
     assert binaries.apiserver.parent.name == f"kube-apiserver-{binaries.versions['KUBERNETES_VERSION']}"
     assert binaries.kueue == Path("/cache") / f"kueue-{binaries.versions['KUEUE_VERSION']}" / "kueue"
+    v = binaries.versions
+    assert binaries.job_crds_dir == Path("/cache") / (
+        f"crds-training-operator-{v['TRAINING_OPERATOR_VERSION']}-jobset-{v['JOBSET_VERSION']}"
+    )

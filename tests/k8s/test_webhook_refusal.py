@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from osprey_control.backends import Outcome
-from osprey_control.backends.eks import EksApplier
+from osprey_control.backends.eks import AdmissionDeniedError, EksApplier
+from osprey_control.errors import PermanentError
 from tests.k8s import objects
 from tests.k8s.cluster import LocalKubernetes
 from tests.k8s.objects import KUEUE, change
@@ -127,25 +128,29 @@ def test_an_unreachable_webhook_fails_the_job_as_transient(k8s: LocalKubernetes)
     assert "failed calling webhook" in result.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="backends/eks/client.py maps every 403 to UnauthorizedError and appends the RBAC/access-entry hint, "
-    "also for an admission webhook's denial (issue 29; lambdas/ is outside this change)",
-)
 def test_a_webhook_refusal_does_not_send_the_operator_to_rbac(
     k8s: LocalKubernetes, denying_webhook: str
 ) -> None:
-    # Given a webhook that refuses Workload updates with 403 (as policy engines do)
+    # Given a webhook that refuses Workload updates with 403 Forbidden (as policy engines do)
     namespace = objects.namespace(k8s, "frozen")
     owner = objects.job(k8s, namespace, "train")
-    objects.owned_workload(k8s, owner, priority=100)
+    workload = objects.owned_workload(k8s, owner, priority=100)
+    path = f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{workload['metadata']['name']}"
     guard = _guard_workloads(k8s, namespace, denying_webhook)
     admin = k8s.client()
     try:
+        # When the applier writes a priority, and the client patches the Workload itself
         report = EksApplier(lambda cluster: admin).apply([change(owner, 55)])
+        with pytest.raises(AdmissionDeniedError) as caught:
+            admin.merge_patch(path, {"spec": {"priority": 7}})
     finally:
         admin.request("DELETE", f"{WEBHOOKS}/{guard['metadata']['name']}")
     # Then the reason is the webhook's, not a missing access entry or RoleBinding
     [result] = report.results
     assert "access entry" not in result.reason
+    assert "docs/eks.md" not in result.reason
     assert "Unauthorized" not in result.reason
+    # And the client's error is an admission denial (permanent), quoting the webhook's message
+    assert (caught.value.status, caught.value.reason) == (403, "Forbidden")
+    assert isinstance(caught.value, PermanentError)
+    assert MESSAGE in caught.value.message

@@ -159,3 +159,30 @@ def test_a_workload_read_and_patched_through_v1beta1_converts_through_kueue(
             read = client.get(old)
     # Then the v1beta2 object carries it
     assert client.get(f"/apis/{KUEUE}/namespaces/{namespace}/workloads/{name}")["spec"]["priority"] == 420
+
+
+def test_a_job_kueue_does_not_manage_gets_the_annotation_which_the_documented_apply_role_cannot_write(
+    k8s: LocalKubernetes, rbac: list[dict[str, Any]]
+) -> None:
+    # Given an opted-in Job without a queue (Kueue leaves it alone: no Workload) in a namespace bound as
+    # docs/eks.md says
+    bound = objects.namespace(k8s)
+    objects.bind(k8s, rbac, bound)
+    owner = objects.job(k8s, bound, "train")
+    job_path = f"/apis/batch/v1/namespaces/{bound}/jobs/train"
+    admin = k8s.client()
+    # When the applier runs as osprey-apply, whose documented role has no `patch` on jobs (docs/eks.md adds it
+    # only on clusters without Kueue)
+    apply_client = k8s.client("osprey-apply")
+    [refused] = EksApplier(lambda cluster: apply_client).apply([change(owner, 55)]).results
+    # Then the job fails permanently with the authorizer's 403 and this page's hint, and nothing is written
+    assert (refused.outcome, refused.transient) == (Outcome.FAILED, False)
+    assert 'cannot patch resource "jobs"' in refused.reason
+    assert "docs/eks.md" in refused.reason
+    assert "osprey.aws/derived-priority" not in (admin.get(job_path)["metadata"].get("annotations") or {})
+    # When an identity allowed to patch the Job applies it
+    [result] = EksApplier(lambda cluster: admin).apply([change(owner, 55)]).results
+    # Then the decision is recorded as the annotation on the Job itself
+    assert result.outcome is Outcome.APPLIED, result.reason
+    assert result.reason == f"patched annotation Job {bound}/train"
+    assert admin.get(job_path)["metadata"]["annotations"]["osprey.aws/derived-priority"] == "55"

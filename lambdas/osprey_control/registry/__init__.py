@@ -57,7 +57,14 @@ if TYPE_CHECKING:
     from osprey_control.registry.dynamodb import DEFAULT_SHARDS, JobRegistry, VersionConflictError
     from osprey_control.registry.fence import Fence, FenceLostError
     from osprey_control.registry.gangs import GangItems, StaleGangStateError
-    from osprey_control.registry.items import format_time, parse_time, record_to_item, shard_of
+    from osprey_control.registry.items import (
+        format_time,
+        from_attribute,
+        item_to_record,
+        parse_time,
+        record_to_item,
+        shard_of,
+    )
     from osprey_control.registry.lease import LEASE_PK, CycleLease, LeaseState
     from osprey_control.registry.plans import PlanItems, ProgressUpdate
     from osprey_control.registry.shards import plan_shards
@@ -122,8 +129,10 @@ __all__ = [
     "decision_changes",
     "eks_job_id",
     "format_time",
+    "from_attribute",
     "is_job_pk",
     "item_pk",
+    "item_to_record",
     "job_pk",
     "key_from_pk",
     "parse_time",
@@ -136,6 +145,8 @@ __all__ = [
 # Name -> the module that defines it, for the adapters loaded on first use (PEP 562).
 _ADAPTERS: dict[str, str] = {
     "format_time": "osprey_control.registry.items",
+    "from_attribute": "osprey_control.registry.items",
+    "item_to_record": "osprey_control.registry.items",
     "parse_time": "osprey_control.registry.items",
     "record_to_item": "osprey_control.registry.items",
     "shard_of": "osprey_control.registry.items",

@@ -41,6 +41,8 @@ __all__ = [
     "APPLY_PENDING_ATTRIBUTE",
     "APPLY_PENDING_INDEX",
     "format_time",
+    "from_attribute",
+    "item_to_record",
     "parse_time",
     "record_to_item",
     "shard_of",

@@ -29,6 +29,7 @@ from osprey.cli.jobs import jobs_command
 from osprey.cli.local import local_app
 from osprey.cli.plan import plan_command
 from osprey.cli.policy import policy_app
+from osprey.cli.report import report_command
 from osprey.cli.simulate import simulate_command
 from osprey.cli.slurm import slurm_app
 
@@ -76,6 +77,7 @@ app.command("explain", short_help="Explain a job's last decision, rule by rule."
 app.command("history", short_help="How a job's priority moved: decisions, applies.")(history_command)
 app.command("plan", short_help="Recommend a parallel plan (tp, pp, dp, micro-batch).")(plan_command)
 app.command("simulate", short_help="Compare schedulers with and without Osprey.")(simulate_command)
+app.command("report", short_help="Measured effect per backend and week, before/after.")(report_command)
 app.add_typer(local_app, name="local", short_help="Run Osprey on an embedded AWS with a fake fleet.")
 app.command("cost", short_help="The control plane's monthly bill for a fleet.")(cost_command)
 app.add_typer(

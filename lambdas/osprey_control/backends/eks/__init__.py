@@ -22,6 +22,7 @@ from osprey_control.backends.eks.applier import (
     KueuePriorityRange,
 )
 from osprey_control.backends.eks.client import (
+    AdmissionDeniedError,
     ConflictError,
     KubernetesApiError,
     KubernetesClient,
@@ -55,6 +56,7 @@ from osprey_control.registry import Backend, JobRecord, eks_job_id
 __all__ = [
     "DEFAULT_KUEUE_PRIORITY_RANGE",
     "DRIVER",
+    "AdmissionDeniedError",
     "ClientCache",
     "ClusterEndpoint",
     "ConflictError",

@@ -7,6 +7,15 @@ loopback hosts only (the tests' fake API server); anything else must be ``https:
 Failures are classified here, where the requests are made (:mod:`osprey_control.errors`): no answer, 429 and
 5xx (after this client's own retries) and a 409 conflict are :class:`~osprey_control.errors.TransientError`;
 404, 401/403 and any other 4xx are :class:`~osprey_control.errors.PermanentError`.
+
+A 403 has two sources that need different fixes. The authorizer (RBAC, EKS access entries) refuses with a
+message of one fixed form, ``User "<name>" cannot <verb> resource ...`` (k8s.io/apiserver
+``responsewriters.forbiddenMessage``): that is :class:`UnauthorizedError`, with a hint at docs/eks.md's roles.
+Admission refuses *after* authorization succeeded, with reason ``Forbidden`` too: a webhook (``admission webhook
+"<name>" denied the request: ...``), a ValidatingAdmissionPolicy (``ValidatingAdmissionPolicy '<name>' ... denied
+request: ...``), a ResourceQuota, PodSecurity or a terminating namespace. Sending that operator to RBAC would
+be wrong, so any other 403 carrying a Status is :class:`AdmissionDeniedError`, quoting the controller's
+message and nothing else. A 403 without a Status (something in front of the API server) keeps the RBAC hint.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import ssl
 import time
 import urllib.error
@@ -25,6 +35,7 @@ from typing import Any
 from osprey_control.errors import PermanentError, TransientError
 
 __all__ = [
+    "AdmissionDeniedError",
     "ConflictError",
     "KubernetesApiError",
     "KubernetesClient",
@@ -40,6 +51,12 @@ TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER = 10.0
+# The authorizer's refusal (k8s.io/apiserver responsewriters.forbiddenMessage), for a resource or a raw path.
+_AUTHORIZER_DENIAL = re.compile(r'\bUser "[^"]*" cannot \S+ (?:resource|path) ')
+_RBAC_HINT = (
+    " (give the Lambda's IAM role an EKS access entry in its group, osprey-discovery, osprey-apply or "
+    "osprey-gang-watch, bound in this namespace: docs/eks.md)"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,28 +91,35 @@ class ConflictError(KubernetesApiError, TransientError):
 
 
 class UnauthorizedError(KubernetesApiError, PermanentError):
-    """401/403: the IAM principal has no access entry or RBAC binding; see docs/eks.md for each role's group."""
+    """401, or a 403 from the authorizer: the IAM principal has no access entry or RBAC binding; see docs/eks.md
+    for each role's group."""
+
+
+class AdmissionDeniedError(KubernetesRejectedError):
+    """403 from admission (a webhook, a ValidatingAdmissionPolicy, a quota ...), not from RBAC: the request was
+    authorized and a cluster policy refused it. Permanent: the same write is refused again; ``message`` is the
+    controller's own, which says what it allows."""
 
 
 def _error_for(method: str, path: str, status: int, body: bytes) -> KubernetesApiError:
     reason, message = "", body[:500].decode("utf-8", "replace")
+    is_status = False
     try:
         parsed = json.loads(body)
         if isinstance(parsed, dict):  # a metav1.Status
             reason = str(parsed.get("reason", ""))
             message = str(parsed.get("message", message))
+            is_status = "message" in parsed
     except ValueError:
         pass
     if status == 404:
         return NotFoundError(method, path, status, reason or "NotFound", message)
     if status == 409:
         return ConflictError(method, path, status, reason or "Conflict", message)
+    if status == 403 and is_status and not _AUTHORIZER_DENIAL.search(message):
+        return AdmissionDeniedError(method, path, status, reason or "Forbidden", message)
     if status in (401, 403):
-        hint = (
-            " (give the Lambda's IAM role an EKS access entry in its group, osprey-discovery, osprey-apply or "
-            "osprey-gang-watch, bound in this namespace: docs/eks.md)"
-        )
-        return UnauthorizedError(method, path, status, reason or "Unauthorized", message + hint)
+        return UnauthorizedError(method, path, status, reason or "Unauthorized", message + _RBAC_HINT)
     if status in _RETRYABLE:
         return KubernetesUnavailableError(method, path, status, reason, message)
     if 400 <= status < 500:

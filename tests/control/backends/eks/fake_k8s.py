@@ -25,6 +25,8 @@ class Fault:
     path: str
     status: int
     times: int
+    message: str = "injected fault"
+    reason: str = "Injected"
 
 
 @dataclass
@@ -72,8 +74,19 @@ class FakeKubernetes:
         with self.lock:
             return copy.deepcopy(self.objects[(api_version, plural)][(namespace, name)])
 
-    def fail(self, method: str, path: str, status: int, times: int = 1) -> None:
-        self.faults.append(Fault(method, path, status, times))
+    def fail(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        times: int = 1,
+        *,
+        message: str = "injected fault",
+        reason: str = "Injected",
+    ) -> None:
+        """The next ``times`` ``method`` requests to ``path`` answer ``status`` with a Status of ``reason`` and
+        ``message`` (as the API server words its refusals)."""
+        self.faults.append(Fault(method, path, status, times, message, reason))
 
     def lose_answer(self, method: str, path: str, times: int = 1) -> None:
         """The next ``times`` ``method`` requests to ``path`` are carried out, then the connection is closed
@@ -97,7 +110,7 @@ class FakeKubernetes:
             for fault in self.faults:
                 if fault.times > 0 and fault.method == method and fault.path == path:
                     fault.times -= 1
-                    return fault.status, _status(fault.status, "Injected", "injected fault")
+                    return fault.status, _status(fault.status, fault.reason, fault.message)
             if path == "/apis/kueue.x-k8s.io":
                 if not self.kueue_versions:
                     return 404, _status(404, "NotFound", "the server could not find the requested resource")

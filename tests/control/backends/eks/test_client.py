@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from osprey_control.backends.eks import (
+    AdmissionDeniedError,
     ConflictError,
     KubernetesApiError,
     KubernetesClient,
@@ -93,8 +94,9 @@ def test_an_unreachable_server_is_a_typed_error() -> None:
 def test_failures_are_classified_where_the_request_is_made(
     fake_k8s: FakeKubernetes, status: int, expected: type[KubernetesApiError]
 ) -> None:
-    # Given a request the server keeps refusing with ``status``
-    fake_k8s.fail("GET", JOBS, status, times=10)
+    # Given a request the server keeps refusing with ``status`` (a 403 as the authorizer words it)
+    message = RBAC_DENIAL if status == 403 else "injected fault"
+    fake_k8s.fail("GET", JOBS, status, times=10, message=message)
     client = KubernetesClient(fake_k8s.url, max_attempts=2, backoff=0, sleep=lambda _: None)
     # When it is made, then the error's type says whether a later retry can help
     with pytest.raises(expected) as raised:
@@ -103,6 +105,51 @@ def test_failures_are_classified_where_the_request_is_made(
     assert isinstance(raised.value, TransientError) is transient
     assert isinstance(raised.value, PermanentError) is not transient
     assert raised.value.status == status
+
+
+RBAC_DENIAL = (
+    'jobs.batch is forbidden: User "osprey-apply" cannot list resource "jobs" in API group "batch" at the '
+    "cluster scope"
+)
+WEBHOOK_DENIAL = (
+    'admission webhook "guard.example.com" denied the request: priorities are frozen during the maintenance '
+    "window"
+)
+POLICY_DENIAL = (
+    "workloads.kueue.x-k8s.io \"job-train-1\" is forbidden: ValidatingAdmissionPolicy 'osprey-writes' with "
+    "binding 'osprey-writes' denied request: osprey-apply may change spec.priority only"
+)
+QUOTA_DENIAL = 'pods "train-0" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=8, limited: 4'
+
+
+@pytest.mark.parametrize(
+    ("message", "expected", "hint"),
+    [
+        (RBAC_DENIAL, UnauthorizedError, True),
+        ('User "osprey-apply" cannot get path "/apis"', UnauthorizedError, True),
+        (WEBHOOK_DENIAL, AdmissionDeniedError, False),
+        (POLICY_DENIAL, AdmissionDeniedError, False),
+        (QUOTA_DENIAL, AdmissionDeniedError, False),
+    ],
+)
+def test_a_403_sends_the_operator_to_rbac_only_when_the_authorizer_refused(
+    fake_k8s: FakeKubernetes, message: str, expected: type[KubernetesApiError], hint: bool
+) -> None:
+    # Given a write the server refuses with 403 Forbidden, worded by the authorizer or by an admission controller
+    fake_k8s.fail("PATCH", JOBS, 403, message=message, reason="Forbidden")
+    client = KubernetesClient(fake_k8s.url, max_attempts=1)
+    # When it is made
+    with pytest.raises(KubernetesApiError) as raised:
+        client.merge_patch(JOBS, {"spec": {}})
+    # Then only the authorizer's refusal is an UnauthorizedError naming the access entry and docs/eks.md; an
+    # admission denial is a permanent rejection quoting the controller's message and nothing about RBAC
+    error = raised.value
+    assert type(error) is expected
+    assert isinstance(error, PermanentError)
+    assert (error.status, error.reason) == (403, "Forbidden")
+    assert message in str(error)
+    assert ("access entry" in str(error)) is hint
+    assert ("docs/eks.md" in str(error)) is hint
 
 
 def test_no_answer_at_all_is_transient() -> None:
