@@ -7,8 +7,8 @@ per backend (each replays through its own scheduler's model).
   A finished job with no allocation never started.
 - GPUs: ``requested_gpus``, else the allocation's; team: the share identifier, else the job queue or cluster;
   limit: ``declared_runtime_s``.
-- Reading: one Scan for the job keys (``META`` items, keys only), then each job through
-  ``JobRegistry.get``, the codec every command reads jobs with. The registry has no index of finished jobs.
+- Reading: one paginated Scan of the job items (``JOB#...``/``META``), decoded by the registry's own codec
+  (``item_to_record``, as ``osprey report`` reads them): the active-jobs index holds no finished job.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from osprey.simulate.history.record import PastJob, SchedulerRecord
-from osprey_control.registry import Backend, JobKey, JobRecord, is_job_pk, key_from_pk
+from osprey_control.registry import JOB_PREFIX, Backend, JobRecord, is_job_pk, item_to_record
 
 __all__ = ["REGISTRY_SCHEDULERS", "read_registry", "records_from_registry"]
 
@@ -35,29 +35,26 @@ REGISTRY_SCHEDULERS: dict[Backend, str] = {
 
 
 class RegistryReader(Protocol):
-    """What is read of a ``JobRegistry``: its table, its client and :meth:`get`."""
+    """What is read of a ``JobRegistry``: its table and its client."""
 
     table_name: str
 
     @property
     def client(self) -> Any: ...
 
-    def get(self, key: JobKey) -> JobRecord | None: ...
 
-
-def job_keys(registry: RegistryReader) -> Iterator[JobKey]:
+def job_records(registry: RegistryReader) -> Iterator[JobRecord]:
+    """Every job item, active or finished: one paginated Scan filtered to ``JOB#`` items' ``META``."""
     paginator = registry.client.get_paginator("scan")
     pages = paginator.paginate(
         TableName=registry.table_name,
-        ProjectionExpression="pk",
-        FilterExpression="sk = :meta",
-        ExpressionAttributeValues={":meta": {"S": _META}},
+        FilterExpression="begins_with(pk, :job) AND sk = :meta",
+        ExpressionAttributeValues={":job": {"S": JOB_PREFIX}, ":meta": {"S": _META}},
     )
     for page in pages:
         for item in page.get("Items", []):
-            pk = item["pk"]["S"]
-            if is_job_pk(pk):
-                yield key_from_pk(pk)
+            if is_job_pk(item["pk"]["S"]):
+                yield item_to_record(item)
 
 
 def _epoch(moment: datetime | None) -> float | None:
@@ -103,5 +100,4 @@ def records_from_registry(records: Iterable[JobRecord], source: str) -> list[Sch
 
 
 def read_registry(registry: RegistryReader, source: str) -> list[SchedulerRecord]:
-    records = (registry.get(key) for key in job_keys(registry))
-    return records_from_registry((record for record in records if record is not None), source)
+    return records_from_registry(job_records(registry), source)
