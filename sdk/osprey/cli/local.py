@@ -293,11 +293,11 @@ def cycle_command(
         if result.status != "SUCCEEDED":
             raise typer.Exit(code=1)
     if plot is not None:
-        from osprey.local.plot import plot_priorities, priority_history  # noqa: PLC0415 - matplotlib is slow
+        from osprey.local.plot import per_cycle, plot_priorities, priority_history  # noqa: PLC0415 - slow
 
         history = priority_history(state)
-        plot_priorities(history, plot)
-        typer.echo(f"wrote {plot} ({max(map(len, history.values()), default=0)} cycles)", err=json_output)
+        plot_priorities(per_cycle(history), plot)
+        typer.echo(f"wrote {plot} ({len(history.cycles)} cycles)", err=json_output)
 
 
 @local_app.command("status", short_help="Where the embedded AWS is, and the priorities.")
