@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
+from osprey.cli.errors import usage_exit
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, gang_lines
 from osprey.local.progress import Progress, clock
 from osprey.local.server import DEFAULT_PORT
@@ -213,7 +214,7 @@ def up_command(
     from osprey.local.session import LocalState, state_path  # noqa: PLC0415
 
     if deploy not in ("cdk", "template"):
-        raise _fail(f"--deploy must be cdk or template, got {deploy!r}")
+        raise usage_exit([f"--deploy must be cdk or template, got {deploy!r}"])
     if template is not None:
         deploy = "template"
     try:
@@ -275,7 +276,7 @@ def cycle_command(
 
     state = _state()
     if live and json_output:
-        raise _fail("--live and --json do not go together")
+        raise usage_exit(["--live and --json do not go together"])
     if live:
         from osprey.local.live import run_live  # noqa: PLC0415 - Rich only for --live
 

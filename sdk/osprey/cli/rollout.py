@@ -60,7 +60,7 @@ FilesArgument = Annotated[
     typer.Argument(
         help="Policy files, or directories of *.yaml / *.yml.",
         show_default=False,
-        metavar="PATH...",
+        metavar="PATH",
         exists=True,
     ),
 ]
