@@ -274,9 +274,9 @@ def cycle_command(
     """Publish the next minute of fleet metrics and run one cycle of the deployed state machine."""
     from osprey.local.session import run_cycle  # noqa: PLC0415 - keep other commands fast
 
-    state = _state()
-    if live and json_output:
+    if live and json_output:  # the command line first: a usage error whether or not a local is up
         raise usage_exit(["--live and --json do not go together"])
+    state = _state()
     if live:
         from osprey.local.live import run_live  # noqa: PLC0415 - Rich only for --live
 
