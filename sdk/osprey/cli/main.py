@@ -8,7 +8,8 @@ value such as ``--since yesterday``), as click reports its own.
 
 No command prints a traceback: every command runs inside :class:`GuardedGroup`, which turns what a user error or
 a missing setup raises into one line saying what to set (:func:`osprey.cli.target.describe_error`) and anything
-unexpected into one line naming it, exit 1 either way; ``OSPREY_DEBUG=1`` shows the traceback instead.
+unexpected into one line naming it, exit 1 (2 for :class:`osprey.cli.errors.UsageError`, a command line the
+command itself found wrong); ``OSPREY_DEBUG=1`` shows the traceback instead.
 Shell completion: ``osprey --install-completion`` (bash, zsh, fish, PowerShell) or ``--show-completion``.
 """
 
