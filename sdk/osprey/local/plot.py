@@ -66,7 +66,7 @@ class Series:
 def priority_history(state: LocalState) -> PriorityHistory:
     """The cycles the deployed state machine ran and every fleet job's recorded decisions."""
     from osprey.local.fleet import SimulatedFleet  # noqa: PLC0415
-    from osprey_control.registry.items import parse_time  # noqa: PLC0415
+    from osprey_control.registry import parse_time  # noqa: PLC0415
 
     sfn = state.client("stepfunctions")
     starts: list[datetime] = []
