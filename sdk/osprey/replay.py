@@ -1,8 +1,8 @@
 """Trying a policy on real history before rolling it out (``osprey policy replay``).
 
-For every active job whose policy has the new policy's name, the decisions the registry recorded in the window
-(each with the inputs it was derived from, :mod:`osprey_control.derivation.replay`) are derived again under the
-new policy, in order, each from the previous replayed priority. A job with no decision in the window replays its
+For every active job whose policy has the new policy's name (or another policy's, ``jobs_of``), the decisions
+the registry recorded in the window (each with the inputs it was derived from,
+:mod:`osprey_control.derivation.replay`) are derived again under the new policy, in order, each from the previous replayed priority. A job with no decision in the window replays its
 last one. The result per job is its priority now and under the new policy, and every active job's rank (1 =
 highest priority) before and after; jobs of other policies keep their priority and may move only because the
 replayed jobs move past them.
@@ -81,14 +81,17 @@ def replay_policy(
     registry: JobRegistry,
     since: datetime,
     records: Sequence[JobRecord] | None = None,
+    *,
+    jobs_of: str | None = None,
 ) -> list[JobReplay]:
-    """The replay of every active job of ``policy.name`` (``records``: the active jobs, read when None), highest
-    new priority first."""
+    """The replay of every active job of ``policy.name``, or of the policy named ``jobs_of`` (a new policy
+    tried on an existing one's jobs: ``osprey policy replay --as``); ``records``: the active jobs, read when
+    None. Highest new priority first."""
     active = list(records) if records is not None else registry.list_active()
     compiled = compile_policy(policy)
     replays: dict[JobKey, JobReplay] = {}
     for record in active:
-        if record.policy != policy.name:
+        if record.policy != (jobs_of or policy.name):
             continue
         steps = replay_job(compiled, str(record.key), _history(registry, record, since))
         current = (

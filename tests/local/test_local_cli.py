@@ -122,7 +122,7 @@ def test_commands_without_a_running_local_aws_say_how_to_start_it(
     assert result.exit_code == 1
     assert "run `osprey local up`" in result.output
     bad = CliRunner().invoke(app, ["local", "up", "--deploy", "helm"])
-    assert bad.exit_code == 1
+    assert bad.exit_code == 2  # a usage error (docs/cli.md, Exit codes)
     assert "--deploy must be cdk or template" in bad.output
     down = CliRunner().invoke(app, ["local", "down"])
     assert down.exit_code == 0

@@ -165,14 +165,14 @@ def _config() -> dict[str, Any]:
     [("--kv-heads", "5", "kv-heads: must divide heads (32), got 5"), ("--ffn-hidden", "0", "ffn-hidden"),
      ("--gated-mlp", "maybe", "gated-mlp")],
 )  # fmt: skip
-def test_a_bad_shape_flag_exits_1_naming_it(flag: str, value: str, message: str) -> None:
+def test_a_bad_shape_flag_exits_2_naming_it(flag: str, value: str, message: str) -> None:
     flags = list(LLAMA_FLAGS)
     if flag in flags:
         flags[flags.index(flag) + 1] = value
     else:
         flags += [flag, value]
     result = runner.invoke(app, ["plan", *flags])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a bad flag value: a usage error (docs/cli.md)
     assert message in result.output
 
 

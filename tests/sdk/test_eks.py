@@ -117,7 +117,6 @@ def test_given_stdin_when_annotating_then_it_is_read_like_a_file() -> None:
     [
         ("kind: [unclosed", [], "invalid YAML"),
         ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", [], "no supported job found"),
-        (None, ["--gang-timeout", "0"], "gang_timeout"),
     ],
 )
 def test_given_bad_input_when_running_the_cli_then_a_clear_error_and_exit_1(
@@ -130,10 +129,18 @@ def test_given_bad_input_when_running_the_cli_then_a_clear_error_and_exit_1(
     assert result.stdout == ""
 
 
-def test_given_a_missing_file_when_running_the_cli_then_exit_1() -> None:
+def test_given_a_missing_file_or_an_out_of_range_flag_when_running_the_cli_then_a_usage_error_exit_2() -> (
+    None
+):
+    # (docs/cli.md, Exit codes: the command line is wrong)
     result = run(["/nonexistent/job.yaml", "--policy", "p"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "cannot read" in result.stderr
+    source = (GOLDEN / "job.input.yaml").read_text()
+    result = run(["-", "--policy", "training-policy", "--gang-timeout", "0"], stdin=source)
+    assert result.exit_code == 2
+    assert "--gang-timeout" in result.stderr
+    assert result.stdout == ""
 
 
 def job_with_env(env: Any) -> dict[str, Any]:
@@ -259,6 +266,5 @@ def test_given_an_out_of_range_expected_runtime_when_running_the_cli_then_the_ke
 ):
     source = (GOLDEN / "job.input.yaml").read_text()
     result = run(["-", "--policy", "training-policy", "--expected-runtime", "0"], stdin=source)
-    assert result.exit_code == 1
-    assert "expected_runtime" in result.stderr
-    assert "1..2592000" in result.stderr
+    assert result.exit_code == 2
+    assert "--expected-runtime" in result.stderr

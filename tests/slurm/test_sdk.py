@@ -103,7 +103,7 @@ def test_the_cli_prints_the_script_notes_on_stderr_and_exits_1_on_bad_input(tmp_
     assert bad.exit_code == 1
     assert "priority_derivation_profile" in bad.stderr
     missing = runner.invoke(app, ["slurm", "annotate", str(tmp_path / "nope.sbatch")])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2  # a missing input file: a usage error (docs/cli.md)
     assert "cannot read" in missing.stderr
 
 

@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from osprey.cli.errors import usage_exit
+
 __all__: list[str] = []
 
 CoScheduleOption = Annotated[
@@ -17,20 +19,28 @@ CoScheduleOption = Annotated[
         "--co-schedule/--no-co-schedule", help="Gang-schedule the job (default: the policy decides)."
     ),
 ]
+# The ranges are the block's (osprey_control.contract), checked by click too so that an out-of-range flag is a
+# usage error (exit 2) like any other bad option value; a value read from the file stays the file's error (1).
 GangTimeoutOption = Annotated[
-    int | None, typer.Option("--gang-timeout", help="Gang timeout in seconds, 1..86400.")
+    int | None,
+    typer.Option("--gang-timeout", metavar="SECONDS", min=1, max=86_400, help="Gang timeout in seconds."),
 ]
 MinWorkersOption = Annotated[
-    int | None, typer.Option("--min-workers", help="Required workers, percent 1..100.")
+    int | None,
+    typer.Option("--min-workers", metavar="PERCENT", min=1, max=100, help="Required workers, percent."),
 ]
 InitialPriorityOption = Annotated[
-    int | None, typer.Option("--initial-priority", help="Initial priority 0..100.")
+    int | None,
+    typer.Option("--initial-priority", metavar="N", min=0, max=100, help="Initial priority."),
 ]
 ExpectedRuntimeOption = Annotated[
     int | None,
     typer.Option(
         "--expected-runtime",
-        help="Your estimate of the job's run time in seconds, 1..2592000 (remaining_time before progress).",
+        metavar="SECONDS",
+        min=1,
+        max=2_592_000,
+        help="Your estimate of the job's run time in seconds (remaining_time before progress).",
     ),
 ]
 
@@ -54,4 +64,4 @@ def read_source(source: str) -> str:
     try:
         return Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise fail(f"{source}: cannot read: {error}") from None
+        raise usage_exit([f"{source}: cannot read: {error}"]) from None  # a missing input file: exit 2

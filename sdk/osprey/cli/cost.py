@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from osprey.checkout import CheckoutNotFoundError
+from osprey.cli.errors import usage_exit
 from osprey.cost import (
     PRICES_DATE,
     SOURCES,
@@ -150,6 +151,8 @@ def cost_command(
         Path | None,
         typer.Option(
             "--template",
+            exists=True,
+            dir_okay=False,
             help="Synthesized template (default cdk.out/Osprey.template.json, else synthesize the app).",
         ),
     ] = None,
@@ -157,6 +160,8 @@ def cost_command(
         Path | None,
         typer.Option(
             "--agent-config",
+            exists=True,
+            dir_okay=False,
             help="CloudWatch agent configuration of the GPU nodes (default: the one the checkout deploys).",
         ),
     ] = None,
@@ -182,11 +187,11 @@ def cost_command(
     if problem:
         problems.append(problem)
     if problems or isinstance(parsed, list):
-        _fail(problems)
+        raise usage_exit(problems)  # only the flags are wrong: a usage error (docs/cli.md)
     shape, seconds = parsed
     shape = FleetShape(shape.nodes, shape.gpus_per_node, shape.jobs, policy)
     if replanned and replanned > min(shape.jobs, shape.nodes):
-        _fail(
+        raise usage_exit(
             [
                 f"--replanned-jobs: more than the running jobs (got {replanned}); allowed: 0..{min(shape.jobs, shape.nodes)}"
             ]

@@ -95,9 +95,11 @@ def _select_policy(policy_file: Path, name: str | None) -> PriorityDerivationPol
 
 def derive_command(
     policy_file: Annotated[
-        Path, typer.Option("--policy", help="Policy file (YAML), or a directory of them.")
+        Path, typer.Option("--policy", exists=True, help="Policy file (YAML), or a directory of them.")
     ],
-    metrics_file: Annotated[Path, typer.Option("--metrics", help="Metrics file (JSON, or YAML by suffix).")],
+    metrics_file: Annotated[
+        Path, typer.Option("--metrics", exists=True, help="Metrics file (JSON, or YAML by suffix).")
+    ],
     current: Annotated[
         int | None,
         typer.Option(

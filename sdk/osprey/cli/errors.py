@@ -1,5 +1,6 @@
 """The one error guard of the ``osprey`` CLI: what a user error or a missing setup raises, as one line saying
-what to set (:func:`describe_error`), printed as ``error: ...`` with exit 1 (:func:`guarded`).
+what to set (:func:`describe_error`), printed as ``error: ...`` with exit 1 (:func:`guarded`), or exit 2 for a
+:class:`UsageError` (the command line itself is wrong; docs/cli.md, Exit codes).
 
 Covered: :class:`TargetError` (no deployment found, a job that is not there), botocore's NoRegionError,
 NoCredentialsError, PartialCredentialsError, ProfileNotFound, SSO/token retrieval failures, an unreachable or
@@ -25,6 +26,21 @@ DEBUG_VARIABLE = "OSPREY_DEBUG"
 
 class TargetError(Exception):
     """No deployment could be found, or the one found cannot answer: the message says what to set."""
+
+
+class UsageError(TargetError):
+    """The command line is wrong (an option's value the CLI checks itself, options that do not go together):
+    exit 2, as click exits for the usage errors it finds, with the same one ``error:`` line."""
+
+
+USAGE_EXIT = 2
+
+
+def usage_exit(lines: list[str]) -> typer.Exit:
+    """Print each problem with the command line as ``error: ...`` and return the exit-2 to raise."""
+    for line in lines:
+        typer.echo(f"error: {line}", err=True)
+    return typer.Exit(USAGE_EXIT)
 
 
 _ACCESS_DENIED = frozenset(
@@ -119,4 +135,4 @@ def guarded() -> Iterator[None]:
         if message is None:
             raise
         typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(USAGE_EXIT if isinstance(error, UsageError) else 1) from None

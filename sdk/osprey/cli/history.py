@@ -22,7 +22,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from osprey.cli.errors import TargetError, guarded
+from osprey.cli.errors import TargetError, UsageError, guarded
 from osprey.cli.jobs import console, print_whole, stamp
 from osprey.cli.render import dropped_line, rules_table
 from osprey.cli.target import (
@@ -50,8 +50,8 @@ SinceOption = Annotated[
 
 
 def parse_since(value: str | None, now: datetime) -> datetime | None:
-    """``24h`` → now - 24 h; an ISO time as it is (UTC unless it says); None → None. :class:`TargetError` (one
-    line, exit 1 under :func:`guarded`) otherwise."""
+    """``24h`` → now - 24 h; an ISO time as it is (UTC unless it says); None → None. :class:`UsageError` (one
+    line, exit 2 under :func:`guarded`: a malformed option value) otherwise."""
     if value is None:
         return None
     text = value.strip()
@@ -61,7 +61,7 @@ def parse_since(value: str | None, now: datetime) -> datetime | None:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise TargetError(
+        raise UsageError(
             f"--since: {value!r} is neither a duration (90s, 30m, 24h, 7d) nor a time (2026-12-04T10:00:00Z)"
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
+from osprey.cli.errors import usage_exit
 from osprey.local.gangs import GANG_TIMEOUT_SECONDS, gang_lines
 from osprey.local.progress import Progress, clock
 from osprey.local.server import DEFAULT_PORT
@@ -213,7 +214,7 @@ def up_command(
     from osprey.local.session import LocalState, state_path  # noqa: PLC0415
 
     if deploy not in ("cdk", "template"):
-        raise _fail(f"--deploy must be cdk or template, got {deploy!r}")
+        raise usage_exit([f"--deploy must be cdk or template, got {deploy!r}"])
     if template is not None:
         deploy = "template"
     try:
@@ -273,9 +274,9 @@ def cycle_command(
     """Publish the next minute of fleet metrics and run one cycle of the deployed state machine."""
     from osprey.local.session import run_cycle  # noqa: PLC0415 - keep other commands fast
 
+    if live and json_output:  # the command line first: a usage error whether or not a local is up
+        raise usage_exit(["--live and --json do not go together"])
     state = _state()
-    if live and json_output:
-        raise _fail("--live and --json do not go together")
     if live:
         from osprey.local.live import run_live  # noqa: PLC0415 - Rich only for --live
 
@@ -293,11 +294,11 @@ def cycle_command(
         if result.status != "SUCCEEDED":
             raise typer.Exit(code=1)
     if plot is not None:
-        from osprey.local.plot import plot_priorities, priority_history  # noqa: PLC0415 - matplotlib is slow
+        from osprey.local.plot import per_cycle, plot_priorities, priority_history  # noqa: PLC0415 - slow
 
         history = priority_history(state)
-        plot_priorities(history, plot)
-        typer.echo(f"wrote {plot} ({max(map(len, history.values()), default=0)} cycles)", err=json_output)
+        plot_priorities(per_cycle(history), plot)
+        typer.echo(f"wrote {plot} ({len(history.cycles)} cycles)", err=json_output)
 
 
 @local_app.command("status", short_help="Where the embedded AWS is, and the priorities.")

@@ -1,10 +1,15 @@
 """``osprey``: the command line. Each command group lives in its own module; this one only composes them.
 
-Exit codes: 0 success, 1 invalid input or a missing setup (the errors are printed one per line), 2 usage error.
+Exit codes (docs/cli.md, one convention for every command): 0 success; 1 the command line was right but the work
+failed or found a problem (invalid policy contents, a missing setup, AWS refused, nothing to replay or plan, a
+failed cycle), each error one line; 2 a usage error (an unknown command or option, a missing argument, a value
+of the wrong type or out of range, a file that does not exist, options that do not go together, a malformed
+value such as ``--since yesterday``), as click reports its own.
 
 No command prints a traceback: every command runs inside :class:`GuardedGroup`, which turns what a user error or
 a missing setup raises into one line saying what to set (:func:`osprey.cli.target.describe_error`) and anything
-unexpected into one line naming it, exit 1 either way; ``OSPREY_DEBUG=1`` shows the traceback instead.
+unexpected into one line naming it, exit 1 (2 for :class:`osprey.cli.errors.UsageError`, a command line the
+command itself found wrong); ``OSPREY_DEBUG=1`` shows the traceback instead.
 Shell completion: ``osprey --install-completion`` (bash, zsh, fish, PowerShell) or ``--show-completion``.
 """
 
@@ -15,14 +20,14 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
 from osprey import __version__
 from osprey.cli.cost import cost_command
 from osprey.cli.derive import derive_command
 from osprey.cli.eks import eks_app
-from osprey.cli.errors import DEBUG_VARIABLE, describe_error
+from osprey.cli.errors import DEBUG_VARIABLE, USAGE_EXIT, UsageError, describe_error
 from osprey.cli.explain import explain_command
 from osprey.cli.history import history_command
 from osprey.cli.jobs import jobs_command
@@ -36,6 +41,35 @@ from osprey.cli.slurm import slurm_app
 __all__: list[str] = []
 
 
+# typer 0.29 shows the Python type after an option or argument in help, as ``<list[Path]>``, ``<str>``,
+# ``<int range>``: the names click itself uses (TEXT, INTEGER, PATH, INTEGER RANGE) read better, and an
+# argument that has a metavar (``PATH``, ``FILE|-``) shows it alone, as an option with one already does.
+_CLICK_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "bool": "BOOLEAN"}
+
+
+def _readable(label: str) -> str:
+    inner = label.removeprefix("<").removesuffix(">")
+    if inner.startswith("list[") and inner.endswith("]"):
+        inner = inner[5:-1]  # a repeatable option or a variadic argument: click shows the element type
+    words = inner.split(" ")
+    words[0] = _CLICK_NAMES.get(words[0].lower(), words[0])
+    return " ".join(words) if "|" in inner else " ".join(words).upper()
+
+
+def _option_type(self: TyperOption, ctx: Any) -> str:
+    return _readable(_typer_option_type(self, ctx))
+
+
+def _argument_type(self: TyperArgument, ctx: Any) -> str | None:
+    return None if self.metavar is not None else _readable(_typer_argument_type(self, ctx))
+
+
+_typer_option_type = TyperOption.display_type
+_typer_argument_type = TyperArgument.display_type
+TyperOption.display_type = _option_type  # type: ignore[method-assign,assignment]
+TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
+
+
 def _one_line(error: Exception) -> str:
     known = describe_error(error)
     if known is not None:
@@ -45,7 +79,8 @@ def _one_line(error: Exception) -> str:
 
 
 class GuardedGroup(TyperGroup):
-    """The root group: a command's user error or missing setup becomes one line on stderr and exit 1."""
+    """The root group: a command's user error or missing setup becomes one line on stderr and exit 1 (2 for
+    a :class:`UsageError`)."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -56,7 +91,7 @@ class GuardedGroup(TyperGroup):
             if os.environ.get(DEBUG_VARIABLE):
                 raise
             typer.echo(_one_line(error), err=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(USAGE_EXIT if isinstance(error, UsageError) else 1) from None
 
 
 app = typer.Typer(
@@ -97,7 +132,7 @@ def _root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """Osprey: GPU-job priority control plane for SageMaker, AWS Batch and EKS."""
+    """Osprey: GPU-job priority control plane for SageMaker, AWS Batch, EKS (Kueue) and Slurm."""
 
 
 def main() -> None:

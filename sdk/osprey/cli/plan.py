@@ -28,6 +28,7 @@ from typing import Annotated, Any
 
 import typer
 
+from osprey.cli.errors import usage_exit
 from osprey.cli.plan_output import describe, fail, plot_search, print_evaluated, print_search
 from osprey.cli.plan_register import register
 from osprey_control.planner import (
@@ -58,7 +59,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         documents = read_documents(path.read_text())
     except (OSError, UnicodeDecodeError) as error:
-        fail([f"--config {path}: cannot read: {error}"])
+        raise usage_exit([f"--config {path}: cannot read: {error}"]) from None
     except UnsafeYamlError as error:
         fail([f"--config {path}: {error.location}: {error.message}"])
     if len(documents) != 1:
@@ -80,7 +81,7 @@ def _read_measured(path: Path, config: PlanConfig) -> Calibration:
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as error:
-        fail([f"--measured {path}: cannot read: {error}"])
+        raise usage_exit([f"--measured {path}: cannot read: {error}"]) from None
     rows: Any
     if text.lstrip().startswith(("[", "{")):
         try:
@@ -332,13 +333,16 @@ def plan_command(
     given = {key for key, value in flags.items() if value is not None}
     values.update({key: flags[key] for key in given})
     if plot is not None and plot.suffix.lower() != ".png":
-        fail([f"--plot {plot}: the file name must end in .png"])
+        raise usage_exit([f"--plot {plot}: the file name must end in .png"])
     try:
         config = resolve(values)
     except PlanConfigError as problems:
-        fail([f"{_where(e, given, config_file)}: {e.message}" for e in problems.errors])
+        lines = [f"{_where(e, given, config_file)}: {e.message}" for e in problems.errors]
+        if all(line.startswith("--") for line in lines):
+            raise usage_exit(lines) from None  # only the flags are wrong: a usage error
+        fail(lines)  # the --config file's values are: the file's error
     if step is not None and step < 0:
-        fail([f"--step: must be a non-negative integer, got {step}"])
+        raise usage_exit([f"--step: must be a non-negative integer, got {step}"])
     if register_job is not None:
         register(register_job, values, config, table, step or 0, as_json)
         return
@@ -353,7 +357,8 @@ def plan_command(
         try:
             marked = _best_variant(config, options.efficiency)
         except PlanError as error:
-            fail([f"{_where(ConfigProblem('evaluate', ''), given, config_file)}: {error}"])
+            line = f"{_where(ConfigProblem('evaluate', ''), given, config_file)}: {error}"
+            raise (usage_exit([line]) if line.startswith("--") else fail([line])) from None
     result = search(config.model, config.cluster, options, keep_all=plot is not None)
     if plot is not None:
         try:

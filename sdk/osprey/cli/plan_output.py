@@ -81,7 +81,7 @@ def _table(title: str, rows: list[tuple[str, Evaluation]]) -> Table:
         "PP s",
         "BUBBLE s",
         "DP s",
-        "SCORE",
+        "SCORE tok/$",
         "FITS",
     )
     left = {"#", "FITS", "RECOMPUTE", "SP", "DIST-OPT", "PREC"}
@@ -90,6 +90,13 @@ def _table(title: str, rows: list[tuple[str, Evaluation]]) -> Table:
     for rank, evaluation in rows:
         table.add_row(*_row(rank, evaluation))
     return table
+
+
+# What the SCORE column is (osprey_control.planner.plan.Evaluation.score), printed under every table of plans.
+SCORE_NOTE = (
+    "SCORE: tokens per dollar of the cluster's GPU-hour price (tokens/s x 3600 / $ per hour), divided by "
+    "1 + the idle fraction (exposed communication and pipeline bubbles); higher ranks first."
+)
 
 
 def describe(config: PlanConfig) -> str:
@@ -189,6 +196,7 @@ def print_search(
             if result.best is None:
                 title = f"no plan fits in memory; the {len(result.candidates)} needing least memory"
             out.print(_table(title, [(str(i), e) for i, e in enumerate(result.candidates, start=1)]))
+            out.print(SCORE_NOTE)
         if plot is not None:
             out.print(f"search space drawn to {plot}")
     if reason:
@@ -208,3 +216,4 @@ def print_evaluated(
         out.print(f"does not fit: {marked.reason}")
     if result.best is not None:
         out.print(_table("planner's best, for comparison", [("1", result.best)]))
+    out.print(SCORE_NOTE)

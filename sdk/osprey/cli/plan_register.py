@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from osprey.cli.errors import usage_exit
 from osprey.cli.plan_output import fail
 from osprey_control.planner import PlanConfig
 
@@ -38,9 +39,13 @@ def register(
     from osprey_control.planner import CLUSTER_KEYS, MODEL_KEYS  # noqa: PLC0415
 
     if config.evaluate is None:
-        fail(["--evaluate: --register-job needs the plan the job runs now, e.g. tp=8,pp=1,micro_batch=1"])
+        raise usage_exit(
+            ["--evaluate: --register-job needs the plan the job runs now, e.g. tp=8,pp=1,micro_batch=1"]
+        )
     if "#" not in job.strip("#"):
-        fail([f"--register-job: expected <backend>#<native id> (e.g. batch#<job id>), got {job!r}"])
+        raise usage_exit(
+            [f"--register-job: expected <backend>#<native id> (e.g. batch#<job id>), got {job!r}"]
+        )
     model = {key: value for key, value in values.items() if key in MODEL_KEYS}
     cluster = {key: value for key, value in values.items() if key in CLUSTER_KEYS}
     try:
@@ -55,12 +60,12 @@ def register(
             environ={},
         )
     except PlanRequestError as problems:
-        fail(
+        raise usage_exit(
             [
                 f"{_flag(e.field)}: {e.message.replace('max_virtual', '--max-virtual')}"
                 for e in problems.errors
             ]
-        )
+        ) from None
     except Exception as error:
         fail([f"--register-job {job}: cannot write the plan request ({type(error).__name__}: {error})"])
     if as_json:

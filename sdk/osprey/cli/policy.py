@@ -57,22 +57,32 @@ def _allow_list(
 def validate_command(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Policy files, or directories of *.yaml / *.yml. All paths form one policy set."),
+        typer.Argument(
+            help="Policy files, or directories of *.yaml / *.yml. All paths form one policy set.",
+            metavar="PATH",
+            exists=True,
+        ),
     ],
     allowed_rule_prefix: Annotated[
         str | None,
         typer.Option(
             "--allowed-rule-prefix",
+            metavar="PREFIX",
             help=f"The deployment's allowed custom-rule prefix (context osprey:allowedRulePrefix; default "
             f"{DEFAULT_ALLOWED_PREFIX} when --account, --region or --deployment is given).",
         ),
     ] = None,
     account: Annotated[
         str | None,
-        typer.Option("--account", help="The deployment's AWS account: custom rules must be in it."),
+        typer.Option(
+            "--account", metavar="ACCOUNT", help="The deployment's AWS account: custom rules must be in it."
+        ),
     ] = None,
     region: Annotated[
-        str | None, typer.Option("--region", help="The deployment's region: custom rules must be in it.")
+        str | None,
+        typer.Option(
+            "--region", metavar="REGION", help="The deployment's region: custom rules must be in it."
+        ),
     ] = None,
     deployment: Annotated[
         bool,

@@ -4,16 +4,22 @@ change on the recorded history first (docs/policies.md, Rolling out a change).
 - ``diff FILES``: per policy in the files, new / changed / unchanged against the deployment, with a YAML diff.
 - ``apply FILES [--dry-run]``: validate every file and check every custom rule against the deployment (its
   allowed prefix, account and region), then write the new and changed policies (:mod:`osprey.rollout`); a failed
-  write puts back what was already written. ``--dry-run`` stops before writing.
-- ``replay NEW.yaml [--since 24h] [--json]``: re-derive the recorded decisions of the jobs under each policy of
-  the file (:mod:`osprey.replay`): per job, its priority now and under the new policy, and how the order moves.
+  write puts back what was already written. ``--dry-run`` stops before writing. Both show the YAML diff of each
+  new or changed policy, as ``diff`` does.
+- ``replay NEW.yaml [--since 24h] [--as NAME] [--json]``: re-derive the recorded decisions of the jobs under
+  each policy of the file (:mod:`osprey.replay`): per job, its priority now and under the new policy, and how
+  the order moves. ``--as NAME`` replays against the jobs of the policy NAME instead, so a policy no job runs
+  yet (a new name) can be tried on an existing policy's jobs.
 
-Exit codes: 0 done, 1 invalid files, a custom rule the deployment cannot invoke, a failed write, or a missing
-setup (one line each).
+All three print the files' validation warnings (weights that do not sum to 1, ...) on stderr, as ``policy
+validate`` does. Exit codes (docs/cli.md): 0 done, 1 invalid files, a custom rule the deployment cannot invoke, a
+failed write, nothing to replay (no active job runs the policy, or NAME), or a missing setup (one line each);
+2 a usage error (an unknown option, a file that does not exist).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,11 +51,18 @@ from osprey_control.policy import (
     load_policy_files,
     rule_arn_issues,
 )
+from osprey_control.registry import JobRecord
 
 __all__: list[str] = []
 
 FilesArgument = Annotated[
-    list[Path], typer.Argument(help="Policy files, or directories of *.yaml / *.yml.", show_default=False)
+    list[Path],
+    typer.Argument(
+        help="Policy files, or directories of *.yaml / *.yml.",
+        show_default=False,
+        metavar="PATH",
+        exists=True,
+    ),
 ]
 
 
@@ -62,6 +75,8 @@ def _fail(lines: list[str]) -> typer.Exit:
 def _load(paths: list[Path], target: Target | None) -> list[LoadedPolicy]:
     """The files' policies, validated, with every custom rule checked against ``target``'s deployment."""
     result = load_policy_files(paths)
+    for warning in result.warnings:
+        typer.echo(str(warning), err=True)
     if result.errors:
         raise _fail([str(error) for error in result.errors])
     if not result.policies:
@@ -108,11 +123,16 @@ def diff_command(
     if as_json:
         typer.echo(json.dumps([{**change.to_dict(), "diff": change.diff()} for change in changes], indent=2))
         return
+    _show(changes)
+    typer.echo(_summary(changes, f"against {target.description}"))
+
+
+def _show(changes: list[PolicyChange]) -> None:
+    """Each policy's change and, for a new or changed one, its YAML diff (``diff`` and ``apply`` alike)."""
     for change in changes:
         typer.echo(f"{change.name}: {change.kind} ({change.source} → {change.parameter})")
         for line in change.diff():
             typer.echo(f"  {line}")
-    typer.echo(_summary(changes, f"against {target.description}"))
 
 
 def apply_command(
@@ -128,8 +148,7 @@ def apply_command(
     with guarded():
         target = resolve_target(profile=profile, region=region, endpoint_url=endpoint_url)
         changes = _changes(paths, target)
-        for change in changes:
-            typer.echo(f"{change.name}: {change.kind}")
+        _show(changes)
         if dry_run:
             typer.echo(_summary(changes, "dry run, nothing written"))
             return
@@ -146,8 +165,19 @@ def apply_command(
 
 
 def replay_command(
-    path: Annotated[Path, typer.Argument(help="The new policy file (one or more policies).")],
+    path: Annotated[
+        Path, typer.Argument(help="The new policy file (one or more policies).", metavar="FILE", exists=True)
+    ],
     since: SinceOption = "24h",
+    jobs_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            metavar="NAME",
+            help="Replay against the jobs of the deployed policy NAME (default: each policy's own name).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: one object per job.")] = False,
     table: TableOption = None,
     shards: ShardsOption = None,
@@ -165,10 +195,20 @@ def replay_command(
         )
         registry = target.registry()
         active = registry.list_active()
+        if jobs_of is not None:
+            _check_policy_in_use(jobs_of, active)
         replays = {
-            loaded.policy.name: replay_policy(loaded.policy, registry, start or now, active)
+            loaded.policy.name: replay_policy(loaded.policy, registry, start or now, active, jobs_of=jobs_of)
             for loaded in policies
         }
+    if not any(replays.values()):
+        used = sorted({record.policy for record in active})
+        raise _fail(
+            [
+                f"nothing to replay: no active job runs {' or '.join(repr(name) for name in replays)}; replay it "
+                f"against another policy's jobs with --as NAME (in use: {', '.join(used) or 'none'})"
+            ]
+        )
     if as_json:
         typer.echo(
             json.dumps(
@@ -181,10 +221,13 @@ def replay_command(
     out = console()
     for name, jobs in replays.items():
         if not jobs:
-            out.print(f"{name}: no active job runs this policy; nothing to replay")
+            out.print(
+                f"{name}: no active job runs this policy; nothing to replay (--as NAME: another's jobs)"
+            )
             continue
+        whose = f" of {jobs_of}" if jobs_of else ""
         view = Table(
-            title=f"{name}: {len(jobs)} jobs, decisions since {since} re-derived (rank 1 = first in line)",
+            title=f"{name}: {len(jobs)} jobs{whose}, decisions since {since} re-derived (rank 1 = first in line)",
             title_justify="left",
             box=box.SIMPLE_HEAD,
         )
@@ -220,3 +263,12 @@ def replay_command(
             out.print(
                 "* some decisions were recorded without their inputs (before they were kept): those keep their priority"
             )
+
+
+def _check_policy_in_use(name: str, active: list[JobRecord]) -> None:
+    used = sorted({record.policy for record in active})
+    if name in used:
+        return
+    close = difflib.get_close_matches(name, used, 3, 0.6)
+    hint = f"; did you mean {' or '.join(repr(found) for found in close)}?" if close else ""
+    raise _fail([f"--as {name}: no active job runs that policy{hint} (in use: {', '.join(used) or 'none'})"])

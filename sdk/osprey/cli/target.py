@@ -23,7 +23,13 @@ Resolution, first match wins:
    means another AWS.
 3. **A real deployment**: the ``/osprey/config`` SSM parameter the stack writes
    (:data:`osprey_control.wiring.CONFIG_PARAMETER`; keys in ``infra/osprey_infra/control_plane.py``), read with
-   boto3's default chain: ``--profile`` / ``AWS_PROFILE``, ``--region`` / ``AWS_REGION`` / the profile's region.
+   boto3's credential chain (``--profile`` / ``AWS_PROFILE``) in the region the AWS CLI v2 would use
+   (:func:`effective_region`): ``--region``, then ``AWS_REGION``, then ``AWS_DEFAULT_REGION``, then the
+   profile's ``region``. boto3 itself skips ``AWS_REGION``, so a profile in one region and ``AWS_REGION`` in
+   another would silently use the profile's: the CLI passes ``AWS_REGION`` as the session's region.
+   With no flag naming AWS, no running ``osprey local`` and no region at all (a fresh shell, or right after
+   ``osprey local down``), the error says that no control plane is running and how to start or name one,
+   rather than asking for a region.
 
 Errors (:mod:`osprey.cli.errors`, re-exported here): :func:`describe_error` turns what a missing or wrong
 setup raises (no region, no or partial or expired credentials, an unknown profile, an unreachable endpoint,
@@ -114,7 +120,7 @@ RegionOption = Annotated[
     typer.Option(
         "--region",
         metavar="REGION",
-        help="AWS region (default: AWS_REGION or the profile's).",
+        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's).",
         show_default=False,
     ),
 ]
@@ -197,6 +203,22 @@ def _text(value: Any) -> str | None:
     return str(value) if value else None
 
 
+REGION_VARIABLE = "AWS_REGION"
+
+
+def effective_region(region: str | None) -> str | None:
+    """The region to build a session with: ``--region``, else ``AWS_REGION``; None lets botocore go on with
+    ``AWS_DEFAULT_REGION`` and then the profile's ``region`` (the AWS CLI v2's documented order, which this
+    botocore's own chain skips the first variable of)."""
+    return region or os.environ.get(REGION_VARIABLE) or None
+
+
+def _session(profile: str | None, region: str | None) -> Any:
+    import boto3  # noqa: PLC0415 - keep boto3 off the import path of commands that do not need it
+
+    return boto3.Session(profile_name=profile, region_name=effective_region(region))
+
+
 def _make_client(
     service: str, endpoint: str | None, region: str | None, profile: str | None, local: bool
 ) -> Any:
@@ -204,11 +226,10 @@ def _make_client(
         from osprey.local.server import endpoint_client  # noqa: PLC0415
 
         return endpoint_client(service, endpoint)
-    import boto3  # noqa: PLC0415 - keep boto3 off the import path of commands that do not need it
     from botocore.config import Config  # noqa: PLC0415
 
-    session = boto3.Session(profile_name=profile, region_name=region)
-    return session.client(service, endpoint_url=endpoint, config=Config(**_CLI_CLIENT_CONFIG))  # type: ignore[call-overload]
+    session = _session(profile, region)
+    return session.client(service, endpoint_url=endpoint, config=Config(**_CLI_CLIENT_CONFIG))
 
 
 def running_local() -> LocalState | None:
@@ -268,7 +289,28 @@ def _local_target(state: LocalState) -> Target:
     )
 
 
+def _no_control_plane() -> TargetError:
+    """No flag named an AWS, no ``osprey local`` runs and no region is set: say that, not "no region"."""
+    from osprey.local.session import LocalState, state_path  # noqa: PLC0415
+
+    path = state_path()
+    stale = ""
+    try:
+        stale = (
+            f" (the one in {path}, pid {LocalState.load(path).pid}, has stopped)" if path.is_file() else ""
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        stale = f" ({path} is unreadable)"
+    return TargetError(
+        f"no Osprey control plane to talk to: no osprey local is running{stale}; start one with "
+        "`osprey local up --detach`, or name a real deployment with --region/--profile or AWS_REGION "
+        "(its /osprey/config is read there), or --table"
+    )
+
+
 def _deployment_target(profile: str | None, region: str | None, endpoint: str | None) -> Target:
+    if not (profile or region or endpoint) and _session(None, None).region_name is None:
+        raise _no_control_plane()
     probe = Target("deployment", "", "", 1, endpoint=endpoint, region=region, profile=profile)
     ssm = probe.client("ssm")
     where = ssm.meta.region_name

@@ -67,14 +67,14 @@ def test_the_table_names_every_line_and_the_price_date(template: Path) -> None:
         ("--cycle", "soon", "10..86,400"),
     ],
 )
-def test_a_bad_flag_exits_1_naming_it(template: Path, flag: str, value: str, allowed: str) -> None:
+def test_a_bad_flag_exits_2_naming_it(template: Path, flag: str, value: str, allowed: str) -> None:
     # Given the fleet flags with one bad value
     args = list(FLEET)
     args[args.index(flag) + 1] = value
     # When
     result = runner.invoke(app, ["cost", *args, "--template", str(template)])
-    # Then
-    assert result.exit_code == 1
+    # Then a usage error (docs/cli.md, Exit codes)
+    assert result.exit_code == 2
     assert f"error: {flag}:" in result.stderr
     assert allowed in result.stderr
     assert "Traceback" not in result.output
@@ -82,8 +82,9 @@ def test_a_bad_flag_exits_1_naming_it(template: Path, flag: str, value: str, all
 
 def test_an_unreadable_template_exits_1_naming_the_flag(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["cost", *FLEET, "--template", str(tmp_path / "none.json")])
-    assert missing.exit_code == 1
-    assert "error: --template: cannot read" in missing.stderr
+    assert missing.exit_code == 2  # a file that does not exist: a usage error, as click reports it
+    assert "'--template'" in missing.stderr
+    assert "does not exist" in missing.stderr
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"Resources": {}}))
     wrong = runner.invoke(app, ["cost", *FLEET, "--template", str(other)])
@@ -96,8 +97,8 @@ def test_an_unreadable_agent_config_exits_1_naming_the_flag(template: Path, tmp_
     result = runner.invoke(
         app, ["cost", *FLEET, "--template", str(template), "--agent-config", str(tmp_path / "none.json")]
     )
-    assert result.exit_code == 1
-    assert "error: --agent-config:" in result.stderr
+    assert result.exit_code == 2
+    assert "'--agent-config'" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -108,11 +109,11 @@ def test_an_unreadable_agent_config_exits_1_naming_the_flag(template: Path, tmp_
         ("--replanned-jobs", "500", "0.."),  # more than the fleet's running jobs
     ],
 )
-def test_a_bad_policy_or_replanned_count_exits_1_naming_it(
+def test_a_bad_policy_or_replanned_count_exits_2_naming_it(
     template: Path, flag: str, value: str, allowed: str
 ) -> None:
     result = runner.invoke(app, ["cost", *FLEET, flag, value, "--template", str(template)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"error: {flag}:" in result.stderr
     assert allowed in result.stderr
     assert "Traceback" not in result.output

@@ -29,12 +29,12 @@ def test_since_reads_durations_and_times(text: str, expected: datetime) -> None:
     assert parse_since(text, NOW) == expected
 
 
-def test_a_bad_since_is_one_line_naming_the_option() -> None:
+def test_a_bad_since_is_one_line_naming_the_option_exit_2() -> None:
     with pytest.raises(TargetError, match="--since"):
         parse_since("yesterday", NOW)
     for command in (["history", "any-job"], ["policy", "replay", "policies/training-policy.yaml"]):
         result = CliRunner().invoke(app, [*command, "--since", "yesterday"])
-        assert result.exit_code == 1
+        assert result.exit_code == 2  # a malformed option value: a usage error (docs/cli.md, Exit codes)
         assert result.stderr.strip().splitlines() == [
             "error: --since: 'yesterday' is neither a duration (90s, 30m, 24h, 7d) nor a time (2026-12-04T10:00:00Z)"
         ]

@@ -201,7 +201,7 @@ def test_a_fully_specified_custom_gpu_needs_no_name() -> None:
     assert out["best"]["memory_limit_gib"] == pytest.approx(72.0)
     # Leaving out one figure names it
     result = _run(*MODEL_FLAGS, *custom[:-6], *custom[-4:])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "missing: hbm-gbytes" in result.stderr
 
 
@@ -267,16 +267,17 @@ def test_max_virtual_keeps_the_search_to_what_the_training_code_runs() -> None:
         (["--plot", "space.jpg"], "--plot space.jpg: the file name must end in .png"),
     ],
 )
-def test_bad_input_exits_1_naming_the_flag(args: list[str], message: str) -> None:
+def test_bad_input_exits_2_naming_the_flag(args: list[str], message: str) -> None:
     # Given valid flags with one replaced by a bad value (a later flag wins in click)
     result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, *args)
-    assert result.exit_code == 1, result.output
+    # Then it is a usage error (docs/cli.md, Exit codes): exit 2, the flag named
+    assert result.exit_code == 2, result.output
     assert message in result.stderr
 
 
 def test_missing_required_flags_are_all_reported() -> None:
     result = _run("--gpus", "64", "--gpu", "H100")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     for key in ("layers", "hidden", "heads", "seq", "vocab", "global-batch"):
         assert f"--{key}: is required" in result.stderr
     assert "--network-gbits: is required without an instance type" in result.stderr
@@ -361,17 +362,17 @@ def test_register_job_keeps_the_jobs_max_virtual(monkeypatch: pytest.MonkeyPatch
         # And a current plan above the limit exits 1 naming the flags
         result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--max-virtual", "1",
                       "--evaluate", "tp=8,pp=2,micro_batch=1,virtual=2", *register)  # fmt: skip
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert "--evaluate: the job runs 2 chunks per GPU, above its --max-virtual 1" in result.stderr
 
 
 def test_register_job_needs_the_current_plan_and_a_job_key() -> None:
     result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, "--register-job", "batch#job-1", "--table", "t")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "error: --evaluate: --register-job needs the plan the job runs now" in result.output
     plan = ["--evaluate", "tp=8,pp=2,micro_batch=4"]
     result = _run(*MODEL_FLAGS, *CLUSTER_FLAGS, *plan, "--register-job", "job-1", "--table", "t")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "error: --register-job: expected <backend>#<native id>" in result.output
 
 
@@ -382,7 +383,7 @@ def test_precision_is_checked_against_the_gpu() -> None:
     ]  # fmt: skip
     # FP8 on an A100 names the flag and what the GPU allows
     result = _run(*small, "--instance-type", "p4de.24xlarge", "--precision", "fp8")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert (
         "error: --precision: A100-80GB has no FP8 tensor cores; allowed here: bf16, fp16, any"
         in result.stderr
@@ -391,5 +392,5 @@ def test_precision_is_checked_against_the_gpu() -> None:
     out = _json(*small, "--gpu", "V100", "--network-gbits", "100")
     assert out["best"]["precision"] == "fp16"
     refused = _run(*small, "--gpu", "V100", "--network-gbits", "100", "--precision", "bf16")
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2
     assert "error: --precision: V100 has no bf16 tensor cores" in refused.stderr
