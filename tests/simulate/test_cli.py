@@ -55,7 +55,7 @@ def test_plot_writes_the_three_pngs(tmp_path: Path) -> None:
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in tmp_path.iterdir())
 
 
-def test_bad_input_exits_1_naming_the_flag_and_what_is_allowed(tmp_path: Path) -> None:
+def test_a_bad_option_value_exits_2_naming_the_flag_and_what_is_allowed(tmp_path: Path) -> None:
     cases = {
         (
             "--schedulers",
@@ -68,7 +68,7 @@ def test_bad_input_exits_1_naming_the_flag_and_what_is_allowed(tmp_path: Path) -
     }
     for args, message in cases.items():
         result = runner.invoke(app, ["simulate", "--workload", "seed", *args])
-        assert result.exit_code == 1, args
+        assert result.exit_code == 2, args  # a usage error (docs/cli.md, exit codes)
         assert message in result.output, (args, result.output)
 
 

@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from osprey.cli.errors import usage_exit
 from osprey.cli.target import EndpointOption, ProfileOption, RegionOption, ShardsOption, TableOption
 from osprey.simulate import (
     LAYERED_PAIRS,
@@ -56,15 +57,21 @@ DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}
 
 
 def fail(message: str) -> NoReturn:
+    """The command ran and could not finish (a workload or record it could not use): exit 1."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
+
+
+def usage(message: str) -> NoReturn:
+    """The command line is wrong (an option's value, options that exclude each other): exit 2 (docs/cli.md)."""
+    raise usage_exit([message])
 
 
 def parse_schedulers(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in SCHEDULERS]
     if unknown or not names:
-        fail(
+        usage(
             f"--schedulers: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(SCHEDULERS)}"
         )
     return list(dict.fromkeys(names))
@@ -75,26 +82,26 @@ def build_workload(
 ) -> Workload:
     """The workload a ``--workload`` value names; exits 1 naming the flag on bad input."""
     if gpus is not None and gpus < 1:
-        fail(f"--gpus: must be a positive number of GPUs, got {gpus}")
+        usage(f"--gpus: must be a positive number of GPUs, got {gpus}")
     try:
         if workload == "alibaba":
             if gpus is not None and gpus < 8:
-                fail("--gpus: the Alibaba trace has 8-GPU tasks; give at least 8 GPUs")
+                usage("--gpus: the Alibaba trace has 8-GPU tasks; give at least 8 GPUs")
             if not (TRACE_DIR / "alibaba_openb2023_gpu_replay.csv").is_file():
                 fail(f"--workload alibaba: the trace is not in {TRACE_DIR}")
             built = read_alibaba(gpus=gpus, seed=seed, limit=limit)
         elif workload == "llm":
             if jobs < 1:
-                fail(f"--jobs: must be at least 1, got {jobs}")
+                usage(f"--jobs: must be at least 1, got {jobs}")
             if not 0 < load <= 10:
-                fail(f"--load: must be in (0, 10], got {load}")
+                usage(f"--load: must be in (0, 10], got {load}")
             built = llm_workload(seed=seed, jobs=jobs, gpus=gpus or DEFAULT_GPUS["llm"], load=load)
         elif workload == "seed":
             built = seed_workload(gpus or DEFAULT_GPUS["seed"])
         else:
             path = Path(workload)
             if path.suffix.lower() != ".csv" or not path.is_file():
-                fail(
+                usage(
                     f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)} or an existing .csv file"
                 )
             built = read_job_csv(path, homogeneous_nodes(gpus or DEFAULT_GPUS["file"]))
@@ -111,6 +118,8 @@ def build_workload(
 
 
 def _load_policy(path: Path) -> PriorityDerivationPolicy:
+    if not path.is_file():
+        usage(f"--policy: cannot read {path}: no such file")
     result = load_policy_files([path])
     if result.errors:
         for error in result.errors:
@@ -292,16 +301,18 @@ def simulate_command(
     """Simulate a workload under several schedulers (the +osprey ones run the real engine) and compare."""
     names = parse_schedulers(schedulers) if schedulers is not None else None
     if cycle is not None and not 1 <= cycle <= 86400:
-        fail(f"--cycle: must be between 1 and 86400 seconds, got {cycle}")
+        usage(f"--cycle: must be between 1 and 86400 seconds, got {cycle}")
     if limit is not None and limit < 1:
-        fail(f"--limit: must be at least 1, got {limit}")
+        usage(f"--limit: must be at least 1, got {limit}")
+    if history is not None and history != "registry" and not Path(history).is_file():
+        usage(f"--history: cannot read {history}: no such file (or 'registry' for Osprey's own)")
     if history is not None and workload is not None:
-        fail("--history: replays a record instead of --workload; give one of them")
+        usage("--history: replays a record instead of --workload; give one of them")
     if history is None and seeds is not None:
-        fail("--seeds: only with --history (--seed picks the one seed of a --workload run)")
+        usage("--seeds: only with --history (--seed picks the one seed of a --workload run)")
     seeds = 5 if seeds is None else seeds
     if not 1 <= seeds <= 100:
-        fail(f"--seeds: must be between 1 and 100, got {seeds}")
+        usage(f"--seeds: must be between 1 and 100, got {seeds}")
     policy = _load_policy(policy_file) if policy_file is not None else None
     if history is not None:
         target = {

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from osprey.cli.errors import guarded
-from osprey.cli.simulate import fail, render_table, write_plots
+from osprey.cli.simulate import fail, render_table, usage, write_plots
 from osprey.cli.target import resolve_target
 from osprey.simulate import SimulationError
 from osprey.simulate.history import (
@@ -71,7 +71,7 @@ def simulate_history(
 ) -> None:  # fmt: skip
     """``--history``: each record through its scheduler's model, native and +osprey (or ``names``)."""
     if gpus is not None and gpus < 1:
-        fail(f"--gpus: must be a positive number of GPUs, got {gpus}")
+        usage(f"--gpus: must be a positive number of GPUs, got {gpus}")
     try:
         records = _history_records(history, **target)
     except HistoryError as error:

@@ -141,7 +141,7 @@ def test_an_unknown_record_exits_1_naming_what_is_read(tmp_path: Path) -> None:
         in result.stderr
     )
     missing = runner.invoke(app, ["simulate", "--history", str(tmp_path / "absent.txt")])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2  # a missing input file is a usage error (docs/cli.md)
     assert f"cannot read {tmp_path / 'absent.txt'}" in missing.stderr
 
 
@@ -169,13 +169,13 @@ def test_a_record_with_nothing_to_replay_exits_1_saying_why(tmp_path: Path) -> N
 
 def test_history_and_workload_together_and_seeds_without_history_are_usage_errors() -> None:
     both = runner.invoke(app, ["simulate", "--history", str(FIXTURES / "sacct.txt"), "--workload", "seed"])
-    assert both.exit_code == 1
+    assert both.exit_code == 2
     assert "--history: replays a record instead of --workload" in both.stderr
     seeds = runner.invoke(app, ["simulate", "--workload", "seed", "--seeds", "3"])
-    assert seeds.exit_code == 1
+    assert seeds.exit_code == 2
     assert "--seeds: only with --history" in seeds.stderr
     zero = runner.invoke(app, ["simulate", "--history", str(FIXTURES / "sacct.txt"), "--seeds", "0"])
-    assert zero.exit_code == 1
+    assert zero.exit_code == 2
     assert "--seeds: must be between 1 and 100, got 0" in zero.stderr
 
 
