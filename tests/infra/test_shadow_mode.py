@@ -36,7 +36,7 @@ def _template(context: Mapping[str, str]) -> dict[str, Any]:
     app = build_app(cdk.App(context={**ALL_BACKENDS, **context}), nag=False)
     stack = app.node.find_child("Osprey")
     assert isinstance(stack, cdk.Stack)
-    return app.synth().get_stack_by_name(stack.stack_name).template
+    return dict(app.synth().get_stack_by_name(stack.stack_name).template)
 
 
 def _granted(statements: dict[str, list[dict[str, Any]]], module: str) -> set[str]:
