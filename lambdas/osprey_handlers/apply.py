@@ -5,7 +5,9 @@ which shards reported; the pending jobs themselves are read from the registry's 
 lease's expiry, before which every backend write, retries included, must end). Output: counts,
 the first :data:`FAILURE_SAMPLE` failures (each one is logged) and, when there are any, ``deferred``: the jobs
 left pending for the next cycle because the function's remaining time ran short (docs/control-plane.md,
-Liveness), and ``fenceLost: true`` when another execution took the lease meanwhile (Fencing). The output's
+Liveness), ``fenceLost: true`` when another execution took the lease meanwhile (Fencing), and ``shadow``: the
+pending jobs in shadow mode, recorded and not written (the mode is read from ``/osprey/config`` on every
+invocation, docs/deploy.md, Shadow mode). The output's
 size does not depend on the number of jobs (docs/control-plane.md, Payload).
 """
 
