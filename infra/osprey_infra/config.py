@@ -210,7 +210,8 @@ class ControlPlaneConfig(BaseModel):
         )
 
     def writes(self, backend: str) -> bool:
-        """Whether ``backend``'s write permissions are deployed: it is on and not pinned to shadow."""
+        """Whether ``backend``'s write permissions may be deployed: it is not pinned to shadow (the constructs
+        also require it to be among ``backends``)."""
         return backend not in self.shadow_only_backends
 
     @property
