@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from osprey_control.policy import DEFAULT_ALLOWED_PREFIX
+from osprey_control.steps.mode import MODE_BACKENDS, ModeSettings, check_policy_names
 from osprey_control.wiring import METRICS_NAMESPACE
 from osprey_infra.slurm_config import SlurmBridgeConfig
 
@@ -44,7 +45,12 @@ CONTEXT_KEYS: dict[str, str] = {
     "sagemaker_queue_name": "osprey:sagemakerQueueName",
     "sagemaker_queue_max_instances": "osprey:sagemakerQueueMaxInstances",
     "slurm": "osprey:slurm",
+    "mode": "osprey:mode",
+    "backend_modes": "osprey:backendModes",
+    "policy_modes": "osprey:policyModes",
+    "shadow_only_backends": "osprey:shadowOnlyBackends",
 }
+ModeName = Literal["shadow", "enforce"]
 
 
 class ConfigError(ValueError):
@@ -81,12 +87,34 @@ class ControlPlaneConfig(BaseModel):
     sagemaker_queue_max_instances: int = Field(default=8, ge=1, le=10000)
     # The Slurm bridge (docs/slurm.md): off unless the context names a cluster, its slurmrestd, VPC and secret.
     slurm: SlurmBridgeConfig | None = None
+    # Shadow mode (osprey_control.steps.mode, docs/deploy.md): the deployment's mode, per-backend and per-policy
+    # overrides, and the backends pinned to shadow, whose write permissions are not deployed at all.
+    mode: ModeName = "enforce"
+    backend_modes: dict[str, ModeName] = Field(default_factory=dict)
+    policy_modes: dict[str, ModeName] = Field(default_factory=dict)
+    shadow_only_backends: frozenset[str] = frozenset()
 
     @field_validator("backends")
     @classmethod
     def _some_backend(cls, value: frozenset[str]) -> frozenset[str]:
         if not value:
             raise ValueError("name at least one of sagemaker, batch, eks")
+        return value
+
+    @field_validator("backend_modes", "shadow_only_backends")
+    @classmethod
+    def _mode_backends(cls, value: Any) -> Any:
+        unknown = sorted(name for name in value if name not in MODE_BACKENDS)
+        if unknown:
+            raise ValueError(
+                f"unknown backend {', '.join(map(repr, unknown))}: one of {', '.join(MODE_BACKENDS)}"
+            )
+        return value
+
+    @field_validator("policy_modes")
+    @classmethod
+    def _policy_modes(cls, value: dict[str, str]) -> dict[str, str]:
+        check_policy_names(value)
         return value
 
     @field_validator("cycle_interval_seconds")
@@ -142,6 +170,14 @@ class ControlPlaneConfig(BaseModel):
             raise ValueError("eks_clusters is set but 'eks' is not among backends")
         if self.sagemaker_queue and "sagemaker" not in self.backends:
             raise ValueError("sagemaker_queue is set but 'sagemaker' is not among backends")
+        forced = sorted(
+            name for name in self.shadow_only_backends if self.backend_modes.get(name) == "enforce"
+        )
+        if forced:
+            raise ValueError(
+                f"backend_modes sets {', '.join(forced)} to enforce, but shadow_only_backends (context "
+                f"{CONTEXT_KEYS['shadow_only_backends']}) pins it to shadow: no write permission is deployed"
+            )
         # Cycles finish once per interval: a shorter window would see a healthy schedule as stale.
         if (
             self.stale_cycle_minutes is not None
@@ -160,6 +196,23 @@ class ControlPlaneConfig(BaseModel):
                 f"{limit // 86400}-day alarm window: at most {limit // self.metric_period_seconds}"
             )
         return self
+
+    @property
+    def modes(self) -> ModeSettings:
+        """The mode settings ``/osprey/config`` publishes (read by the apply step and the gang watch)."""
+        return ModeSettings.build(
+            {
+                "default": self.mode,
+                "backends": self.backend_modes,
+                "policies": self.policy_modes,
+                "shadowOnly": self.shadow_only_backends,
+            }
+        )
+
+    def writes(self, backend: str) -> bool:
+        """Whether ``backend``'s write permissions may be deployed: it is not pinned to shadow (the constructs
+        also require it to be among ``backends``)."""
+        return backend not in self.shadow_only_backends
 
     @property
     def cycles_per_execution(self) -> int:
@@ -213,7 +266,13 @@ def _parse(field: str, raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     text = raw.strip()
-    if field in {"backends", "eks_clusters", "eks_namespaces"}:
+    if field in {"backend_modes", "policy_modes"}:
+        # JSON ({"batch": "enforce"}) or name=mode pairs ("batch=enforce,eks=shadow")
+        if text.startswith("{"):
+            return json.loads(text)
+        pairs = [part.strip() for part in text.split(",") if part.strip()]
+        return dict(part.partition("=")[::2] for part in pairs) if all("=" in p for p in pairs) else text
+    if field in {"backends", "eks_clusters", "eks_namespaces", "shadow_only_backends"}:
         if text.startswith("["):
             return json.loads(text)
         return [part.strip() for part in text.split(",") if part.strip()]

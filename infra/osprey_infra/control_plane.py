@@ -27,6 +27,7 @@ from osprey_control.metrics import DEFAULT_EVERY_N_CYCLES
 from osprey_control.wiring import (
     ALLOWED_RULE_PREFIX_VARIABLE,
     CONFIG_PARAMETER,
+    CONFIG_PARAMETER_VARIABLE,
     CYCLE_SECONDS_VARIABLE,
     EVERY_N_CYCLES_VARIABLE,
     HISTORY_RETENTION_VARIABLE,
@@ -51,7 +52,7 @@ from osprey_infra.event_ingestion import EventIngestion
 from osprey_infra.function import LAMBDAS_DIR, OspreyFunction, powertools_layer_arn
 from osprey_infra.gangs import GangWatch
 from osprey_infra.observability import Observability
-from osprey_infra.permissions import grant_steps
+from osprey_infra.permissions import grant_config_read, grant_steps
 from osprey_infra.planning import Planning
 from osprey_infra.policy_store import PolicyStore, rule_allow_list
 from osprey_infra.registry_table import RegistryTable
@@ -169,11 +170,33 @@ class OspreyControlPlane(Construct):
                 CYCLE_SECONDS_VARIABLE: str(config.cycle_interval_seconds),
             },
         )
+        # Apply and the gang watch read the shadow/enforce mode from /osprey/config every invocation: switching a
+        # backend to enforce is a change of that parameter, not of code (docs/deploy.md, Shadow mode).
         self.apply = function(
-            "Apply", "apply", "Osprey: apply changed priorities to the backends", timeout=120
+            "Apply",
+            "apply",
+            "Osprey: apply changed priorities to the backends",
+            timeout=120,
+            **{CONFIG_PARAMETER_VARIABLE: CONFIG_PARAMETER},
         )
         self.finish = function("Finish", "finish", "Osprey: cycle metrics and lease release", timeout=30)
-        self.gangs = GangWatch(self, "Gangs", table=table, environment=common, layer=layer, code=code)
+        self.gangs = GangWatch(
+            self,
+            "Gangs",
+            table=table,
+            environment={**common, CONFIG_PARAMETER_VARIABLE: CONFIG_PARAMETER},
+            layer=layer,
+            code=code,
+        )
+        for reader in (self.apply, self.gangs.watch):
+            grant_config_read(reader, CONFIG_PARAMETER)
+        unknown = sorted(set(config.policy_modes) - set(self.policies.parameters))
+        if unknown:  # a policy applied at run time (osprey policy apply) is not known here: warn, never fail
+            cdk.Annotations.of(self).add_warning_v2(
+                "osprey:policyModes",
+                f"osprey:policyModes names {', '.join(unknown)}, which this app does not deploy; the setting "
+                "applies once a policy of that name is applied",
+            )
         self.gangs.allow_start(self.ingest.function)  # ingest registers jobs from events, gangs among them
         self.planning = Planning(self, "Planning", table=table, environment=common, layer=layer, code=code)
         grant_steps(
@@ -247,8 +270,12 @@ class OspreyControlPlane(Construct):
         EventBridge delivers); ``backends`` decides their writes. The others exist only when configured."""
         config = self.config
         grantees = BackendGrantees(ingest=self.ingest, apply=self.apply, gangs=self.gangs)
+        # A backend pinned to shadow (osprey:shadowOnlyBackends) gets no write permission at all.
         self.sagemaker = SageMakerBackend(
-            self, "SageMaker", grantees=grantees, enabled="sagemaker" in config.backends
+            self,
+            "SageMaker",
+            grantees=grantees,
+            enabled="sagemaker" in config.backends and config.writes("sagemaker"),
         )
         # Service jobs are SageMaker training jobs too: the queued backend is on with sagemaker. The construct
         # keeps the id the queue's resources always had.
@@ -260,9 +287,11 @@ class OspreyControlPlane(Construct):
                 else None
             )
             self.sagemaker_queue = SageMakerQueueBackend(
-                self, "SageMakerQueue", grantees=grantees, queue=queue
+                self, "SageMakerQueue", grantees=grantees, queue=queue, writes=config.writes("sagemaker")
             )
-        self.batch = BatchBackend(self, "Batch", grantees=grantees, enabled="batch" in config.backends)
+        self.batch = BatchBackend(
+            self, "Batch", grantees=grantees, enabled="batch" in config.backends and config.writes("batch")
+        )
         # What the backends with functions of their own (EKS discovery, the Slurm bridge) build them from.
         inputs = BackendFunctionInputs(grantees, table, environment, layer, code, POLICY_PREFIX)
         self.eks: EksBackend | None = None
@@ -274,6 +303,7 @@ class OspreyControlPlane(Construct):
                 clusters=config.eks_clusters,
                 namespaces=config.eks_namespaces,
                 inputs=inputs,
+                writes=config.writes("eks"),
             )
         # Slurm (context osprey:slurm): the bridge into the cluster's VPC; apply invokes it (docs/slurm.md).
         self.slurm: SlurmBridge | None = None
@@ -283,6 +313,7 @@ class OspreyControlPlane(Construct):
                 "Slurm",
                 config=config.slurm,
                 inputs=inputs,
+                writes=config.writes("slurm"),
             )
 
     def functions(self) -> dict[str, OspreyFunction]:
@@ -318,6 +349,8 @@ class OspreyControlPlane(Construct):
             "dashboardName": self.observability.dashboard.dashboard_name,
             "policyPrefix": POLICY_PREFIX,
             "backends": sorted(config.backends),
+            # Read by the apply step and the gang watch every invocation (osprey_control.steps.mode).
+            "mode": config.modes.to_config(),
             "eksClusters": list(config.eks_clusters),
             "sagemakerQueue": self.sagemaker_queue.queue_name if self.sagemaker_queue else None,
             "functions": {role: made.function.function_name for role, made in self.functions().items()},

@@ -155,3 +155,17 @@ def _grant_custom_rules(derive: Grantee, allowed_rule_prefix: str) -> None:
         nag_arn("lambda", f"function:{allowed_rule_prefix}*"),
         "Custom rules: only functions of this account whose name has the deployment's allowed prefix.",
     )
+
+
+def grant_config_read(grantee: Grantee, parameter: str) -> None:
+    """GetParameter of the deployment's config parameter (``/osprey/config``) alone: the apply step and the gang
+    watch read the shadow/enforce mode from it on every invocation."""
+    stack = cdk.Stack.of(grantee.role)
+    grantee.role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["ssm:GetParameter"],
+            resources=[
+                stack.format_arn(service="ssm", resource="parameter", resource_name=parameter.lstrip("/"))
+            ],
+        )
+    )

@@ -15,6 +15,7 @@ __all__ = [
     "BATCH_SERVICE_JOB_EVENT",
     "COLLECTION_LATENCY_METRIC",
     "CONFIG_PARAMETER",
+    "CONFIG_PARAMETER_VARIABLE",
     "CONTAINER_INSIGHTS_DIMENSIONS",
     "CONTAINER_INSIGHTS_NAMESPACE",
     "CO_SCHEDULING_SUCCESS_RATE_METRIC",
@@ -141,6 +142,9 @@ SLURM_INSECURE_HTTP_VARIABLE = "OSPREY_SLURM_INSECURE_HTTP"
 SLURM_CA_PEM_VARIABLE = "OSPREY_SLURM_CA_PEM"
 SLURM_ALLOW_SIGNING_KEY_VARIABLE = "OSPREY_SLURM_ALLOW_SIGNING_KEY"
 SLURM_MAX_RESPONSE_VARIABLE = "OSPREY_SLURM_MAX_RESPONSE_BYTES"
+# The deployment's config parameter (CONFIG_PARAMETER), which the apply step and the gang watch read each
+# invocation for the shadow/enforce mode (osprey_control.steps.mode). Unset: enforce everywhere.
+CONFIG_PARAMETER_VARIABLE = "OSPREY_CONFIG_PARAMETER"
 
 # SSM: one parameter per policy under the prefix; the deployment's whereabouts for the SDK and CLI.
 POLICY_PREFIX = "/osprey/policies"

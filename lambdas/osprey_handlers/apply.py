@@ -5,7 +5,9 @@ which shards reported; the pending jobs themselves are read from the registry's 
 lease's expiry, before which every backend write, retries included, must end). Output: counts,
 the first :data:`FAILURE_SAMPLE` failures (each one is logged) and, when there are any, ``deferred``: the jobs
 left pending for the next cycle because the function's remaining time ran short (docs/control-plane.md,
-Liveness), and ``fenceLost: true`` when another execution took the lease meanwhile (Fencing). The output's
+Liveness), ``fenceLost: true`` when another execution took the lease meanwhile (Fencing), and ``shadow``: the
+pending jobs in shadow mode, recorded and not written (the mode is read from ``/osprey/config`` on every
+invocation, docs/deploy.md, Shadow mode). The output's
 size does not depend on the number of jobs (docs/control-plane.md, Payload).
 """
 
@@ -25,7 +27,7 @@ from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.payload import ERROR_CHARS, FAILURE_SAMPLE, ApplyRequest
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import APPLY_FAILURES_METRIC, PRIORITIES_APPLIED_METRIC
-from osprey_handlers._settings import HandlerSettings
+from osprey_handlers._settings import ModeReaderSettings
 from osprey_handlers._telemetry import publish
 
 __all__ = ["ApplySettings", "handler"]
@@ -33,8 +35,8 @@ __all__ = ["ApplySettings", "handler"]
 logger = Logger(service="osprey-apply")
 
 
-class ApplySettings(HandlerSettings):
-    """The function's environment (set by the CDK construct): the shared settings only."""
+class ApplySettings(ModeReaderSettings):
+    """The function's environment (set by the CDK construct): the shared settings and the config parameter."""
 
 
 @cache
@@ -62,7 +64,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     token = request.token
     fence = Fence(settings.table_name, token, registry.client) if token is not None else None
     ledger.fence = fence  # the share ledger's writes are this execution's too
-    report = apply_cycle(request.reports(), registry, appliers, deadline=deadline, fence=fence)
+    modes = settings.modes()  # read every cycle: a changed mode counts from the next one (docs/deploy.md)
+    report = apply_cycle(request.reports(), registry, appliers, deadline=deadline, fence=fence, modes=modes)
     if report.fence_lost:
         logger.warning("fence lost: another execution holds the lease; apply stopped writing")
     for result in report.failed:
@@ -96,6 +99,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         ],
         "writes": report.writes,
     }
+    if report.shadow:  # shadow mode: pending jobs not written, their would-be values recorded
+        answer["shadow"] = len(report.shadow)
     if report.pruned:
         answer["sharesPruned"] = report.pruned
     if report.deferred:  # only then: the cycle's output stays as it was for a cycle that finished its work

@@ -20,7 +20,7 @@ from osprey_control.backends import Deployment, driver_for
 from osprey_control.gang import GangBackend, WatchJob, WatchRequest
 from osprey_control.gang.store import GangStore
 from osprey_control.steps.gang_watch import watch_step
-from osprey_handlers._settings import HandlerSettings
+from osprey_handlers._settings import ModeReaderSettings
 from osprey_handlers._telemetry import publish
 
 __all__ = ["GangWatchSettings", "handler"]
@@ -30,8 +30,8 @@ logger = Logger(service="osprey-gang-watch")
 copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control"})
 
 
-class GangWatchSettings(HandlerSettings):
-    """The function's environment (set by the CDK construct): the shared settings only."""
+class GangWatchSettings(ModeReaderSettings):
+    """The function's environment (set by the CDK construct): the shared settings and the config parameter."""
 
 
 @cache
@@ -54,8 +54,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings, store = _settings()
     request = WatchRequest.model_validate(event)
     backend = _gang(request.job)
+    # Read on every step: a gang in shadow is watched and decided, its fallback never sent to the backend.
+    mode = settings.modes().for_job(request.job.backend, request.policy)
     result = watch_step(
-        request.job.key, request.settings.to_settings(), backend, store, now=_now(), policy=request.policy
+        request.job.key,
+        request.settings.to_settings(),
+        backend,
+        store,
+        now=_now(),
+        policy=request.policy,
+        mode=mode,
     )
     publish(result.metrics, settings.metrics_namespace)
     return result.to_dict()

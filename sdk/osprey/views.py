@@ -22,6 +22,7 @@ __all__ = [
     "load_cell",
     "policy_cell",
     "policy_fields",
+    "shadow_text",
 ]
 
 # Short column labels for the built-in metrics (docs/design.md §3); any other metric keeps its name.
@@ -59,6 +60,14 @@ def gang_cell(state: GangState | None) -> str:
     if state.phase in (GangPhase.SERIAL, GangPhase.FAILED):
         return f"timeout → {state.phase.value}"
     return state.phase.value
+
+
+def shadow_text(would: int, held: int | None, at: datetime | None, backend: str) -> str:
+    """What shadow mode recorded for a job, in words: ``shadow: would write 73 to batch (since 10:02:11Z);
+    nothing written, batch holds 40``. The CLI's jobs, explain and history say it the same way."""
+    since = f" (since {at.isoformat()})" if at is not None else ""
+    holds = "nothing from Osprey" if held is None else str(held)
+    return f"shadow: would write {would} to {backend}{since}; nothing written, {backend} holds {holds}"
 
 
 def policy_fields(name: str, invalid: Mapping[str, InvalidPolicy] | None) -> dict[str, Any]:

@@ -38,7 +38,10 @@ class EksBackend(Construct):
         clusters: Sequence[str],
         inputs: BackendFunctionInputs,
         namespaces: Sequence[str] = (),
+        writes: bool = True,
     ) -> None:
+        """``writes``: False when EKS is pinned to shadow: the apply function is not given the clusters (its
+        Kubernetes writes need them); the gang watch still reads readiness."""
         super().__init__(scope, construct_id)
         # "Default" adds nothing to the logical IDs: the function keeps those it had as the control plane's
         # child "EksDiscovery" (the composer gives this construct that id), so a deploy does not replace it.
@@ -67,5 +70,8 @@ class EksBackend(Construct):
                 stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in clusters
             ],
         )
-        for role in (self.discovery.role, inputs.grantees.apply.role, inputs.grantees.gangs.watch.role):
+        roles = [self.discovery.role, inputs.grantees.gangs.watch.role]
+        if writes:
+            roles.append(inputs.grantees.apply.role)
+        for role in roles:
             role.add_to_principal_policy(describe)

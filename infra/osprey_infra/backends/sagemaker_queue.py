@@ -55,9 +55,12 @@ class SageMakerQueueBackend(Construct):
         *,
         grantees: BackendGrantees,
         queue: QueueSettings | None,
+        writes: bool = True,
     ) -> None:
+        """``writes``: False when the backend is pinned to shadow (no UpdateServiceJob, no TerminateServiceJob)."""
         super().__init__(scope, construct_id)
-        self._grant(grantees)
+        if writes:
+            self._grant(grantees)
         self.queue_name = queue.name if queue is not None else None
         self.queue = self._create_queue(queue) if queue is not None else None
 

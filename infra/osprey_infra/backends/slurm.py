@@ -86,9 +86,13 @@ class SlurmBridge(Construct):
         *,
         config: SlurmBridgeConfig,
         inputs: BackendFunctionInputs,
+        writes: bool = True,
     ) -> None:
+        """``writes``: False when Slurm is pinned to shadow: apply may not invoke the bridge (its priority
+        writes); the gang watch still may (readiness), and in shadow it sends no fallback."""
         super().__init__(scope, construct_id)
         self.config = config
+        self.writes = writes
         self.security_group = ec2.CfnSecurityGroup(
             self,
             "SecurityGroup",
@@ -194,7 +198,8 @@ class SlurmBridge(Construct):
     def _connect(self, grantees: BackendGrantees, policy_prefix: str) -> None:
         """Apply and the gang watch invoke the bridge (and only it), found by name; co-scheduled Slurm jobs:
         discovery starts their watches, reading the policies' coScheduling."""
-        for caller in (grantees.apply, grantees.gangs.watch):
+        callers = (grantees.apply, grantees.gangs.watch) if self.writes else (grantees.gangs.watch,)
+        for caller in callers:
             caller.function.add_environment(SLURM_BRIDGE_FUNCTION_VARIABLE, self.function_name)
             caller.role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function_arn])

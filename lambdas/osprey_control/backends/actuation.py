@@ -71,6 +71,8 @@ class Outcome(StrEnum):
     # Not allowed: not enabled, finished, not owned, no applier. Never a value already in place (APPLIED).
     SKIPPED = "skipped"
     FAILED = "failed"  # the write was attempted or impossible: see ``reason``
+    # Shadow mode: not written (no applier was called); ``priority`` is what would have been.
+    SHADOW = "shadow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,10 @@ class ApplyReport:
     @property
     def failed(self) -> list[ApplyResult]:
         return self._with(Outcome.FAILED)
+
+    @property
+    def shadow(self) -> list[ApplyResult]:
+        return self._with(Outcome.SHADOW)
 
     def by_job(self) -> dict[JobKey, ApplyResult]:
         return {result.job: result for result in self.results}

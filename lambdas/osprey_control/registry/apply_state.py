@@ -1,7 +1,8 @@
 """What the apply step records: the priority now on the backend, or why the derived one is not there yet.
 
 Pure Python, no AWS import. The derive step writes ``derived_priority`` only; these merges are the apply step's
-side of the record (``applied_priority``, ``applied_at``, ``apply_failure``), so that a failed write is retried
+side of the record (``applied_priority``, ``applied_at``, ``apply_failure``, and in shadow mode
+``shadow_priority``, ``shadow_at``), so that a failed write is retried
 (transient) or parked (permanent) instead of being forgotten once the registry holds the decision.
 """
 
@@ -30,9 +31,27 @@ def merge_applied(record: JobRecord | None, priority: int, now: datetime) -> Job
     failure = record.apply_failure
     if failure is None or failure.priority == priority or failure.priority != record.derived_priority:
         failure = None
+    # Written for real: what shadow mode said it would write is no longer the job's state.
     return record.model_copy(
-        update={"applied_priority": priority, "applied_at": now, "apply_failure": failure}
+        update={
+            "applied_priority": priority,
+            "applied_at": now,
+            "apply_failure": failure,
+            "shadow_priority": None,
+            "shadow_at": None,
+        }
     )
+
+
+def merge_shadow(record: JobRecord | None, priority: int, now: datetime) -> JobRecord | None:
+    """``record`` with ``priority`` as what shadow mode would have written (None: the job left the registry);
+    the same record when it already says so, so that a steady shadow fleet writes nothing each cycle. The
+    applied fields are untouched: the backend holds what it held."""
+    if record is None:
+        return None
+    if record.shadow_priority == priority:
+        return record
+    return record.model_copy(update={"shadow_priority": priority, "shadow_at": now})
 
 
 def merge_apply_failure(

@@ -32,9 +32,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from osprey_control.errors import TransientError, condition_failed
-from osprey_control.registry.apply_state import merge_applied, merge_apply_failure
+from osprey_control.registry.apply_state import merge_applied, merge_apply_failure, merge_shadow
 from osprey_control.registry.fence import Fence, failed_checks, fenced_transaction
-from osprey_control.registry.history import APPLIED, APPLY_FAILED, JobHistory
+from osprey_control.registry.history import APPLIED, APPLY_FAILED, SHADOW, JobHistory
 from osprey_control.registry.instances import InstanceItems
 from osprey_control.registry.items import history_item, item_to_record, record_to_item, shard_of
 from osprey_control.registry.keys import (
@@ -366,6 +366,16 @@ class JobRegistry(RegistryTable):
         result = self._converge(key, lambda record: merge_applied(record, priority, now), fence=fence)
         if result is not None:
             self._note_apply(key, priority, APPLIED, detail or "applied", now, fence=fence)
+        return result.record if result else None
+
+    def record_shadow(
+        self, key: JobKey, priority: int, detail: str, now: datetime, *, fence: Fence | None = None
+    ) -> JobRecord | None:
+        """Shadow mode: ``priority`` is what the apply step would have written (nothing was). Written, with a
+        ``shadow`` line in the history, only when it is a new value; the job stays pending (docs/deploy.md)."""
+        result = self._converge(key, lambda record: merge_shadow(record, priority, now), fence=fence)
+        if result is not None and result.changed:
+            self._note_apply(key, priority, SHADOW, detail, now, fence=fence)
         return result.record if result else None
 
     def _note_apply(

@@ -25,6 +25,8 @@ __all__: list[str] = []
 
 APPLIED = "applied"
 APPLY_FAILED = "apply-failed"
+# Shadow mode: the value the apply step would have written; nothing reached the backend.
+SHADOW = "shadow"
 _DETAIL_CHARS = 500  # an apply failure's reason can be long (an API error); the history keeps its start
 
 

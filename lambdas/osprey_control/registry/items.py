@@ -133,6 +133,8 @@ def record_to_item(record: JobRecord, *, shards: int) -> dict[str, dict[str, Any
         "applied_priority": record.applied_priority,
         "applied_at": format_time(record.applied_at) if record.applied_at else None,
         "apply_failure": _failure_values(record.apply_failure),
+        "shadow_priority": record.shadow_priority,
+        "shadow_at": format_time(record.shadow_at) if record.shadow_at else None,
         # A JSON string, not a map: decisions hold floats and nulls that a map would round through Decimal.
         "last_decision": (
             json.dumps(record.last_decision, sort_keys=True, allow_nan=False)
@@ -269,6 +271,8 @@ def item_to_record(item: Mapping[str, Mapping[str, Any]]) -> JobRecord:
         applied_priority=applied,
         applied_at=time("applied_at"),
         apply_failure=_failure(values.get("apply_failure")),
+        shadow_priority=values.get("shadow_priority"),
+        shadow_at=time("shadow_at"),
         last_decision=json.loads(decision) if isinstance(decision, str) else None,
         last_changed_at=time("last_changed_at"),
         declared_runtime_s=values.get("declared_runtime_s"),

@@ -163,6 +163,10 @@ class JobRecord(BaseModel):
     applied_priority: int | None = Field(default=None, ge=0, le=100)
     applied_at: datetime | None = None  # when the apply step last confirmed applied_priority on the backend
     apply_failure: ApplyFailure | None = None  # the last failed apply of derived_priority, until one succeeds
+    # Shadow mode (osprey_control.steps.mode): the priority the apply step would have written and when it
+    # found so; nothing reached the backend, so the job stays pending and its first enforce cycle applies it.
+    shadow_priority: int | None = Field(default=None, ge=0, le=100)
+    shadow_at: datetime | None = None
     last_decision: dict[str, Any] | None = None  # Decision.to_dict() of the last derivation
     last_changed_at: datetime | None = None  # when derived_priority last changed
     # Event time of the newest event whose descriptive fields (name, arn, block, queue) were applied; the

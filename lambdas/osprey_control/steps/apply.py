@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from osprey_control.backends import (
     Applier,
     ApplyReport,
+    ApplyResult,
     Outcome,
     PriorityChange,
     apply_all,
@@ -54,6 +55,7 @@ from osprey_control.registry import (
 )
 from osprey_control.steps.bounded_writes import BackendWrites, fitting
 from osprey_control.steps.deadline import Deadline
+from osprey_control.steps.mode import Mode, ModeSettings
 
 __all__ = [
     "ApplyRegistry",
@@ -62,6 +64,7 @@ __all__ = [
     "pending_changes",
     "record_outcomes",
     "reported_shards",
+    "shadow_split",
 ]
 
 logger = logging.getLogger(__name__)
@@ -92,6 +95,10 @@ class ApplyRegistry(PendingSource, Protocol):
         permanent: bool,
         now: datetime,
         fence: Fence | None = None,
+    ) -> JobRecord | None: ...
+
+    def record_shadow(
+        self, key: JobKey, priority: int, detail: str, now: datetime, *, fence: Fence | None = None
     ) -> JobRecord | None: ...
 
 
@@ -145,7 +152,9 @@ def record_outcomes(
             report.unrecorded.append((result.job, "FenceLostError: another execution holds the cycle lease"))
             continue
         try:
-            if result.outcome is Outcome.APPLIED:
+            if result.outcome is Outcome.SHADOW:  # nothing was written; the job stays pending
+                registry.record_shadow(result.job, result.priority, result.reason, now, fence=fence)
+            elif result.outcome is Outcome.APPLIED:
                 detail = f"{result.reason}: {result.native_value}" if result.native_value else result.reason
                 registry.record_applied(result.job, result.priority, now, fence=fence, detail=detail)
             else:
@@ -198,6 +207,24 @@ def _chunk_size(applier: Applier) -> int | None:
     return size if isinstance(size, int) and size > 0 else None
 
 
+def shadow_split(
+    changes: Sequence[PriorityChange], modes: ModeSettings
+) -> tuple[list[PriorityChange], ApplyReport]:
+    """The changes to write (their job is enforced), and a :data:`Outcome.SHADOW` result for each of the others:
+    what would have been written, and which setting made the job shadow."""
+    enforced: list[PriorityChange] = []
+    shadow = ApplyReport()
+    for change in changes:
+        record = change.record
+        mode, why = modes.explain(record.backend, record.policy)
+        if mode is Mode.ENFORCE:
+            enforced.append(change)
+            continue
+        reason = f"shadow ({why}): would write {change.priority} to {record.backend.value}; nothing written"
+        shadow.results.append(ApplyResult(record.key, Outcome.SHADOW, change.priority, reason))
+    return enforced, shadow
+
+
 def apply_cycle(
     reports: Iterable[Mapping[str, Any]],
     registry: ApplyRegistry,
@@ -207,6 +234,7 @@ def apply_cycle(
     deadline: Deadline | None = None,
     fence: Fence | None = None,
     intents: WriteIntents | None = None,
+    modes: ModeSettings | None = None,
 ) -> ApplyReport:
     """Apply the pending jobs of every shard that reported (``reports``: the Map's output, each with its
     ``shard``) and record each call's outcomes as it returns, until ``deadline`` (none: all of them) or until
@@ -214,17 +242,32 @@ def apply_cycle(
 
     With a ``fence``, each applier call is preceded by its write intent and the in-doubt intents of earlier
     executions are repaired first (:mod:`osprey_control.steps.in_doubt`; ``intents``: where they are, by
-    default the fence's table)."""
+    default the fence's table).
+
+    ``modes`` (default: enforce everywhere): a job in shadow mode (:mod:`osprey_control.steps.mode`) reaches
+    no applier; its would-be value is recorded (once per value) and it stays pending. No in-doubt repair is
+    written to a shadow job, and an applier's housekeeping (Batch: team shares, pruning) runs only for a backend
+    where some job may be enforced."""
     now = now or datetime.now(UTC)
     deadline = deadline or Deadline.never()
     appliers = list(appliers)
     if fence is not None and intents is None:
         intents = WriteIntents(fence.table_name, fence.client)
-    changes = pending_changes(reported_shards(reports), registry)
+    modes = modes or ModeSettings()
+    pending = pending_changes(reported_shards(reports), registry)
+    changes, shadow = shadow_split(pending, modes)
     writes = BackendWrites(deadline, fence, intents if fence is not None else None)
-    repairs = writes.in_doubt(registry, changes)
+    repairs = [
+        change
+        for change in writes.in_doubt(registry, changes)
+        if modes.for_job(change.record.backend, change.record.policy) is Mode.ENFORCE
+    ]
     unrouted, calls = _work([*changes, *repairs], appliers)
     report = writes.report
+    report.extend(shadow)
+    # A value already recorded is not written again: a steady shadow fleet costs its reads, no writes.
+    new = {change.record.key for change in pending if change.record.shadow_priority != change.priority}
+    record_outcomes(shadow, registry, new, now, fence)
     report.extend(apply_all(unrouted, ()))  # skipped: no applier for their backend
     record_outcomes(report, registry, (change.record.key for change in unrouted), now, fence)
     queue = list(calls)
@@ -241,6 +284,8 @@ def apply_cycle(
         if part is not None:
             record_outcomes(part, registry, writes.own(batch), now, fence)
             writes.add(part)
-    writes.housekeep(appliers)
+    writes.housekeep(
+        applier for applier in appliers if any(modes.may_enforce(backend) for backend in applier.backends)
+    )
     writes.settle([*changes, *repairs], now)
     return report

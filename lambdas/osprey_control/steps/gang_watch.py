@@ -37,6 +37,7 @@ from osprey_control.gang import (
 from osprey_control.gang.store import GangStore, StaleGangStateError, state_to_dict
 from osprey_control.policy import GangFallback
 from osprey_control.registry import JobKey
+from osprey_control.steps.mode import Mode
 from osprey_control.telemetry import MetricPoint
 from osprey_control.wiring import CO_SCHEDULING_SUCCESS_RATE_METRIC, GANG_WAIT_METRIC, POLICY_DIMENSION
 
@@ -96,7 +97,14 @@ def _effective(settings: GangSettings, backend: GangBackend) -> GangSettings:
     return settings
 
 
-def _act(step: Step, backend: GangBackend, key: JobKey) -> Step:
+def _act(step: Step, backend: GangBackend, key: JobKey, mode: Mode) -> Step:
+    if step.action is not Action.NONE and mode is Mode.SHADOW:
+        # Observed and decided like any gang; the fallback is recorded, never sent to the backend.
+        logger.info(
+            "gang action not taken: shadow mode", extra={"job": str(key), "action": step.action.value}
+        )
+        reason = f"{step.state.reason}; shadow: would {step.action.value}, nothing written"
+        return replace(step, state=replace(step.state, reason=reason))
     try:
         if step.action is Action.SUSPEND:
             backend.suspend()
@@ -136,12 +144,15 @@ def watch_step(
     *,
     now: datetime,
     policy: str,
+    mode: Mode = Mode.ENFORCE,
 ) -> WatchResult:
     """Advance the watch of ``key`` by one step. A transient fault raises :class:`TransientError` (the state
     machine retries the task with back-off); the state is saved only after the action succeeded, so a retried
-    step repeats it. A permanent one raises :class:`PermanentError`."""
+    step repeats it. A permanent one raises :class:`PermanentError`. In shadow ``mode`` the step observes and
+    decides as ever but takes no action (no suspend, resume or stop): the state's reason says what it would
+    have done."""
     with _for_the_state_machine():
-        return _step(key, settings, backend, store, now=now, policy=policy)
+        return _step(key, settings, backend, store, now=now, policy=policy, mode=mode)
 
 
 def _step(
@@ -152,6 +163,7 @@ def _step(
     *,
     now: datetime,
     policy: str,
+    mode: Mode,
 ) -> WatchResult:
     effective = _effective(settings, backend)
     state, version = store.load(key)
@@ -160,7 +172,7 @@ def _step(
     if state.phase.terminal:
         return WatchResult(state, Action.NONE, None, ())
     seen = backend.readiness() if state.phase is GangPhase.WAITING else None
-    step = _act(decide(effective, state, seen, now), backend, key)
+    step = _act(decide(effective, state, seen, now), backend, key, mode)
     if effective.fallback is not settings.fallback and step.state.phase is GangPhase.SERIAL:
         reason = f"{step.state.reason}; requeue is impossible on {key.backend.value}, ran as serial"
         step = replace(step, state=replace(step.state, reason=reason))

@@ -28,7 +28,7 @@ from osprey.cli.target import (
     find_job,
     resolve_target,
 )
-from osprey.views import decision_notes, effective_weights
+from osprey.views import decision_notes, effective_weights, shadow_text
 from osprey_control.gang.store import GangStore
 from osprey_control.registry import ACTIVE_STATUSES
 
@@ -106,6 +106,9 @@ def explain_command(
     state = apply_state(record)
     if state == "applied":
         applied = f"applied {record.applied_priority} at {stamp(record.applied_at)}"
+    elif state == "shadow" and record.shadow_priority is not None:
+        backend = record.backend.value
+        applied = shadow_text(record.shadow_priority, record.applied_priority, record.shadow_at, backend)
     else:
         holds = "nothing yet" if record.applied_priority is None else str(record.applied_priority)
         applied = f"derived {record.derived_priority}, backend holds {holds} ({state})"

@@ -3,8 +3,9 @@
 
 One line per event, oldest first: each recorded decision (the derive step writes one when the priority or its
 reason changes: inputs, target, priority before and after, reason) and each apply outcome (what reached the
-backend, or why it did not). ``--json`` gives every event whole, the decisions with their per-rule explanation
-and inputs. ``--plot`` draws the derived and applied priority over time (needs ``osprey-aws[plot]``). The
+backend, or why it did not; in shadow mode an event ``shadow``: what would have been written, and which setting
+made the job shadow). ``--json`` gives every event whole, the decisions with their per-rule explanation
+and inputs. ``--plot`` draws the derived, applied and shadow priority over time (needs ``osprey-aws[plot]``). The
 registry keeps 14 days of history by default (``osprey:historyRetentionDays``).
 """
 
@@ -167,7 +168,12 @@ def _plot(events: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     except ImportError:
         raise TargetError("--plot needs matplotlib: pip install 'osprey-aws[plot]'") from None
     figure, axes = plt.subplots(figsize=(9, 4))
-    for kind, label, style in (("derived", "derived", "-"), ("applied", "applied", "--")):
+    lines = (
+        ("derived", "derived", "-"),
+        ("applied", "applied", "--"),
+        ("shadow", "shadow (not written)", ":"),
+    )
+    for kind, label, style in lines:
         times: list[datetime] = []
         values: list[float] = []
         for event in events:

@@ -1,7 +1,7 @@
 """``osprey jobs``: the jobs a control plane manages, like Slurm's squeue or ``kubectl get``.
 
 Each row shows the priority Osprey derived and the one its backend holds (APPLIED), with the reason when the
-apply step could not write it (APPLY: applied, pending, retrying n/N, failed, gave-up), the state of a
+apply step could not write it (APPLY: applied, shadow, pending, retrying n/N, failed, gave-up), the state of a
 co-scheduled job's gang watch (GANG, the registry item ``sk = GANG``; docs/gangs.md), how long ago the job was
 submitted (AGE) and its priority last changed (CHANGED), in kubectl's units (``42s``, ``7m30s``, ``3h``, ``4d``).
 
@@ -74,11 +74,14 @@ def print_whole(out: Console, table: Table) -> None:
 
 
 def apply_state(record: JobRecord) -> str:
-    """Where the derived priority stands on the backend: applied, pending, retrying, failed or gave-up."""
+    """Where the derived priority stands on the backend: applied, shadow (recorded, not written: shadow mode),
+    pending, retrying, failed or gave-up."""
     if record.derived_priority is None:
         return "-"
     if record.derived_priority == record.applied_priority:
         return "applied"
+    if record.shadow_priority == record.derived_priority:
+        return "shadow"
     failure = record.apply_failure
     if failure is None or failure.priority != record.derived_priority:
         return "pending"
@@ -129,6 +132,9 @@ def summary(
         "applied_at": _iso(record.applied_at),
         "apply": apply_state(record),
         "apply_error": failure.reason if failure is not None else None,
+        # Shadow mode: the priority the apply step would have written (nothing was), and since when.
+        "shadow": record.shadow_priority,
+        "shadow_at": _iso(record.shadow_at),
         "target": decision.get("target"),
         "reason": decision.get("reason"),
         "last_change": _iso(record.last_changed_at),
@@ -245,8 +251,14 @@ def render_rows(rows: list[dict[str, Any]], title: str, wide: bool, out: Console
         view.add_row(*(values[header] for header in columns), cell)
     print_whole(out, view)
     for row in rows:
-        if row["apply"] not in ("applied", "pending", "-"):
+        if row["apply"] not in ("applied", "pending", "shadow", "-"):
             out.print(escape(f"{row['name']}: {row['apply']}: {row['apply_error']}"))
+    shadowed = sum(1 for row in rows if row["apply"] == "shadow")
+    if shadowed:
+        out.print(
+            f"{shadowed} job(s) in shadow mode: PRIORITY is what Osprey would have written; nothing was "
+            "(osprey explain JOB, osprey history JOB)"
+        )
 
 
 def render_invalid(
@@ -324,14 +336,15 @@ def jobs_command(
     """List the active jobs Osprey manages, highest priority first.
 
     APPLY says whether the backend holds the derived priority (applied, pending, retrying n/N, failed,
-    gave-up). GANG is a co-scheduled job's gang watch: "ready 20s" (formed after 20 s), "waiting 2/4" (workers
+    gave-up), or "shadow": the job is in shadow mode, and the derived priority was recorded, never written. GANG is a co-scheduled job's gang watch: "ready 20s" (formed after 20 s), "waiting 2/4" (workers
     ready/requested), "requeued #1", "timeout → serial", "timeout → failed", "ended", or "-" without one. AGE
     is the time since submission; CHANGED, since the priority last changed. POLICY says "(invalid: held)"
     when the stored policy is invalid and its jobs keep their last applied priority, "(invalid: last good vN)"
     when they are derived under its last good version N; a line under the table says what is wrong.
 
     JSON rows: key, backend, name, policy, policy_state (valid, last-good, held; null: policies unreadable),
-    policy_version (the last good version in use), policy_error, status, priority, applied, applied_at, apply, apply_error, target,
+    policy_version (the last good version in use), policy_error, status, priority, applied, applied_at, apply, apply_error,
+    shadow and shadow_at (the would-be priority shadow mode recorded, and since when; null otherwise), target,
     reason, last_change, submitted_at, age_seconds, co_schedule (on/off/policy), gang (null or an object:
     docs/gangs.md), nodes, requested_gpus, queue.
     """

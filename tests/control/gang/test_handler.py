@@ -143,3 +143,35 @@ def test_registration_starts_a_watch_only_for_a_co_scheduled_job_not_over() -> N
         finished = _record("SUCCEEDED", co_schedule=True)
         assert register_gang(finished, policy, state_machine_arn=arn, client=sfn) is False
         stubber.assert_no_pending_responses()
+
+
+def test_the_watch_lambda_reads_the_mode_and_sends_no_fallback_in_shadow(
+    handler_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta  # noqa: PLC0415
+
+    from osprey_control.gang import Readiness  # noqa: PLC0415
+    from tests.control.gang.test_watch import ScriptedBackend  # noqa: PLC0415
+
+    # Given a deployment whose /osprey/config puts the policy "training" in shadow, and a gang that never forms
+    ssm = boto3.client("ssm", region_name="us-east-1")
+    mode = {"default": "enforce", "policies": {"training": "shadow"}}
+    ssm.put_parameter(Name="/osprey/config", Value=json.dumps({"mode": mode}), Type="String")
+    monkeypatch.setenv("OSPREY_CONFIG_PARAMETER", "/osprey/config")
+    backend = ScriptedBackend(iter([Readiness(1, 4)] * 5))
+    monkeypatch.setattr(gang_watch, "_gang", lambda job: backend)
+    event = {
+        "job": {"backend": "batch", "nativeId": "j1"},
+        "policy": "training",
+        "settings": {"timeoutSeconds": 120, "requiredMinWorkers": 100, "fallback": "fail"},
+    }
+    start = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    # When the watch steps at its start and after the timeout
+    monkeypatch.setattr(gang_watch, "_now", lambda: start)
+    gang_watch.handler(event, lambda_context("osprey-gang-watch", 256))
+    monkeypatch.setattr(gang_watch, "_now", lambda: start + timedelta(seconds=130))
+    result = gang_watch.handler(event, lambda_context("osprey-gang-watch", 256))
+    # Then it decided to stop the job, recorded that it would have, and sent nothing to the backend
+    assert (result["done"], result["action"], result["gang"]["phase"]) == (True, "stop", "failed")
+    assert "shadow: would stop, nothing written" in result["gang"]["reason"]
+    assert backend.actions == []

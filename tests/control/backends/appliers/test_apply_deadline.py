@@ -45,6 +45,9 @@ class Registry:
         self.records[key] = self.records[key].model_copy(update={"applied_priority": priority})
         return self.records[key]
 
+    def record_shadow(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no job of this test is in shadow mode")
+
     def record_apply_failure(self, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("no failure expected")
 
