@@ -323,3 +323,12 @@ def test_a_shadow_decision_reorders_only_past_jobs_still_alive_in_its_pool() -> 
     # Then 2 of the 7 reorder: y's 60 no longer counts once y finished, and the other queue's 50 is not z's
     # competitor, so z's 70 -> 45 passes nobody (x holds 40)
     assert (week.figures.shadow_decisions, week.figures.shadow_order_changes) == (7, 2)
+
+
+def test_the_report_reads_the_outcomes_the_apply_step_records() -> None:
+    """Given the registry's own apply outcomes, the report's constants are the same strings (one meaning)."""
+    from osprey.report import SHADOW_OUTCOME  # noqa: PLC0415
+    from osprey.report.model import APPLIED_OUTCOME  # noqa: PLC0415
+    from osprey_control.registry.history import APPLIED, SHADOW  # noqa: PLC0415
+
+    assert (APPLIED_OUTCOME, SHADOW_OUTCOME) == (APPLIED, SHADOW)

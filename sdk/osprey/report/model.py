@@ -27,8 +27,8 @@ __all__ = [
 # The apply outcome that means "the backend holds it": the first one per backend marks the start of enforcement
 # (osprey_control.registry.history.APPLIED, the value the apply step records).
 APPLIED_OUTCOME = "applied"
-# The apply outcome of a decision that shadow mode kept from the backend (issue 30 item 1). The one place the
-# report names it: at merge this is set to the value the apply step writes for a shadow decision.
+# The apply outcome of a decision that shadow mode kept from the backend (issue 30 item 1): the value the apply
+# step records (osprey_control.registry.history.SHADOW; tests/unit/test_report.py holds the two equal).
 SHADOW_OUTCOME = "shadow"
 # A running job whose last recorded mean GPU utilization (percent) is below this holds its GPUs idle. The
 # simulator's "allocated but not training" is exact; the registry only knows the sampled mean, so a small floor
