@@ -46,13 +46,19 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.k8s.cluster: the same control plane the tests start
 
+from tests.k8s.cluster import METRICS_CERT_DIR, LocalKubernetes, find_binaries  # noqa: E402
+
 from bench.fidelity import Run as FidelityRun  # noqa: E402
-from bench.fidelity import fidelity_line, simulated_starts  # noqa: E402
+from bench.fidelity import fidelity_line  # noqa: E402
 from bench.kueue_driver import NODE_GPUS, Driver, OspreyLoop, Tracked, make_queue, submit  # noqa: E402
 from bench.slurm_bench import Job, compressed_policy, workload  # noqa: E402
+from osprey.simulate.kueue import Kueue  # noqa: E402
 from osprey.simulate.model import Job as SimJob  # noqa: E402
+from osprey.simulate.model import Workload  # noqa: E402
+from osprey.simulate.runner import make_scheduler  # noqa: E402
+from osprey.simulate.sim import Simulator  # noqa: E402
 from osprey_control.derivation import compile_policy  # noqa: E402
-from tests.k8s.cluster import METRICS_CERT_DIR, LocalKubernetes, find_binaries  # noqa: E402
+from osprey_control.policy import PriorityDerivationPolicy  # noqa: E402
 
 __all__ = ["main", "missing_requirements", "simulated_jobs"]
 
@@ -83,7 +89,32 @@ def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
     ]
 
 
-def run(name: str, jobs: list[Job], k8s: LocalKubernetes, nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+def simulated_starts(
+    model: str,
+    jobs: list[Job],
+    nodes: int,
+    stamps: dict[str, tuple[float, str]],
+    *,
+    policy: PriorityDerivationPolicy,
+    cycle_s: float,
+) -> FidelityRun:
+    """The simulator's ``model`` on the bench's submissions, ordering its queue with the real run's Workload
+    creation seconds and UIDs (``stamps``): Kueue breaks ties within a second by UID, which no model can
+    guess."""
+    scheduler = make_scheduler(model, policy=policy, cycle_s=cycle_s)
+    assert isinstance(scheduler, Kueue)
+    scheduler.workload_stamps = dict(stamps)
+    sim = Simulator(
+        Workload(f"{model} fidelity", tuple(simulated_jobs(jobs)), (NODE_GPUS,) * nodes), scheduler
+    )
+    sim.run(None)
+    started = {run.job.job_id: run.intervals[0].start_s for run in sim.runs if run.intervals}
+    return FidelityRun({run.job.job_id: run.job.submit_s for run in sim.runs}, started)
+
+
+def run(
+    name: str, jobs: list[Job], k8s: LocalKubernetes, nodes: int, args: argparse.Namespace
+) -> dict[str, Any]:
     client = k8s.client()
     namespace = f"bench-{secrets.token_hex(3)}"
     k8s.apply_namespace(namespace)
@@ -132,9 +163,11 @@ def run(name: str, jobs: list[Job], k8s: LocalKubernetes, nodes: int, args: argp
         "mean_wait_s": statistics.fmean(started[job.name] - job.submitted_s for job in tracked),
         "makespan_s": max(job.done_s or 0.0 for job in tracked) - min(job.submitted_s for job in tracked),
         "preemptions": sum(job.preemptions for job in tracked),
+        "evicted_by": sorted(reason for job in tracked for reason in job.evicted_by),
         "writes": loop.writes if loop else 0,
         "cycles": loop.cycles if loop else 0,
         "pods_ready_refused": driver.pods_ready_refused,
+        "stamps": {job.name: job.stamp for job in tracked if job.stamp is not None},
     }
 
 
@@ -147,11 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between Osprey cycles")
     parser.add_argument("--compression", type=float, default=240.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--schedulers", default="kueue,kueue+osprey", help=argparse.SUPPRESS)  # tracing one
+    parser.add_argument("--trace", action="store_true", help="also print each job's real and simulated start")
     args = parser.parse_args(argv)
     if args.nodes < 8:
         parser.error("--nodes must be at least 8: the workload has jobs of 8 nodes")
     if not 0 < args.min_duration <= args.max_duration < 300:
-        parser.error("durations must satisfy 0 < --min-duration <= --max-duration < 300 (waitForPodsReady's 5 min)")
+        parser.error(
+            "durations must satisfy 0 < --min-duration <= --max-duration < 300 (waitForPodsReady's 5 min)"
+        )
     reason = missing_requirements()
     if reason:
         print(f"error: a real Kueue cannot run here: {reason}", file=sys.stderr)
@@ -159,12 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
     results = []
     with LocalKubernetes(find_binaries()) as k8s:
-        for name in ("kueue", "kueue+osprey"):
+        for name in args.schedulers.split(","):
             results.append(run(name, jobs, k8s, args.nodes, args))
     for result in results:
         print(f"scheduler={result['scheduler']} mean_wait_s={result['mean_wait_s']:.1f} "
               f"makespan_s={result['makespan_s']:.1f}")  # fmt: skip
-    base, layered = results
+    if args.trace:
+        for result in results:
+            print(f"  {result['scheduler']} evictions: {result['evicted_by']}")
+    base, layered = results[0], results[-1]
     print(
         f"ratio kueue+osprey/kueue mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
         f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
@@ -173,14 +213,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     for result in results:
         if result["pods_ready_refused"]:
-            print(f"note: {result['scheduler']}: the API server refused status.ready: {result['pods_ready_refused']}")
+            print(
+                f"note: {result['scheduler']}: the API server refused status.ready: {result['pods_ready_refused']}"
+            )
     policy = compressed_policy(args.compression)
     for result in results:
         model = result["scheduler"]
         simulated = simulated_starts(
-            model, simulated_jobs(jobs), [NODE_GPUS] * args.nodes, policy=policy, cycle_s=args.interval
+            model, jobs, args.nodes, result["stamps"], policy=policy, cycle_s=args.interval
         )
         print(fidelity_line(model, result["run"], simulated))
+        if args.trace:
+            real = result["run"]
+            for name in sorted(real.started, key=lambda n: real.started[n]):
+                print(f"  {model} {name} submitted={real.submitted[name]:.1f} real_start={real.started[name]:.1f} "
+                      f"sim_start={simulated.started[name]:.1f}")  # fmt: skip
     return 0
 
 

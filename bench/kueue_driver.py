@@ -61,7 +61,11 @@ KUEUE = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
 NODE_GPUS = 8
 CLUSTER = "bench"
-_NODE_PROFILE = {"gpu_utilization": 80.0, "memory_bandwidth_utilization": 50.0, "node_interconnect_latency": 100.0}
+_NODE_PROFILE = {
+    "gpu_utilization": 80.0,
+    "memory_bandwidth_utilization": 50.0,
+    "node_interconnect_latency": 100.0,
+}
 
 
 @dataclass
@@ -75,11 +79,14 @@ class Tracked:
     estimate_s: float
     submitted_s: float
     workload: str | None = None
+    # Its Workload's creationTimestamp (whole seconds, on the run's clock) and UID: Kueue's queue order.
+    stamp: tuple[float, str] | None = None
     admitted_s: float | None = None  # the current admission (None: queued)
     evictions: int = 0  # Kueue's count (status.schedulingStats), to see an eviction between two polls
     first_start_s: float | None = None
     done_s: float | None = None
     preemptions: int = 0
+    evicted_by: list[str] = field(default_factory=list)  # Kueue's reason for each eviction
     pods_up: bool = False  # the driver marked its pods active and ready
     intervals: list[AllocationInterval] = field(default_factory=list)
 
@@ -91,8 +98,11 @@ class Tracked:
 def make_queue(client: KubernetesClient, namespace: str, quota_gpus: int) -> str:
     """The run's flavor, ClusterQueue and LocalQueue (named after ``namespace``); returns the LocalQueue."""
     name = f"cq-{namespace}"
-    client.request("POST", f"/apis/{KUEUE}/resourceflavors",
-                   body={"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"gpu-{namespace}"}})
+    client.request(
+        "POST",
+        f"/apis/{KUEUE}/resourceflavors",
+        body={"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"gpu-{namespace}"}},
+    )
     client.request("POST", f"/apis/{KUEUE}/clusterqueues", body={
         "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name},
         "spec": {
@@ -165,13 +175,21 @@ class Driver:
             job = self.jobs.get(owners[0]["name"]) if owners else None
             if job is None or job.done_s is not None:
                 continue
-            job.workload = workload["metadata"]["name"]
+            if job.workload is None:
+                meta = workload["metadata"]
+                created = datetime.strptime(meta["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
+                    tzinfo=UTC
+                )
+                job.stamp = (created.timestamp() - self.began, str(meta["uid"]))
+                job.workload = meta["name"]
             conditions = _conditions(workload)
             admitted = conditions.get("Admitted") == "True" and conditions.get("Finished") != "True"
             evictions = _evictions(workload)
             if conditions.get("Evicted") == "True" and job.pods_up:
                 self._pods_ready(job, 0)  # Kueue suspended the Job: its pods go (the Job controller's part)
             if job.admitted_s is not None and (not admitted or evictions > job.evictions):
+                evicted = [c for c in workload["status"].get("conditions") or [] if c["type"] == "Evicted"]
+                job.evicted_by.append(evicted[0]["reason"] if evicted else "admission lost")
                 self._lost(job, now)
             job.evictions = evictions
             if admitted and job.admitted_s is None:
@@ -276,7 +294,9 @@ class OspreyLoop:
     def _values(self, job: Tracked, now: float) -> dict[str, float]:
         running = job.admitted_s is not None
         # A training job reports its progress (the simulator's jobs do, one step per second of work).
-        progress = ProgressReport(max(0.0, job.duration_s - (now - job.admitted_s)), now) if running else None
+        progress = None
+        if job.admitted_s is not None:
+            progress = ProgressReport(max(0.0, job.duration_s - (now - job.admitted_s)), now)
         remaining = remaining_time_s(now_s=now, progress=progress, running=running,
                                      held_s=held_seconds(job.intervals, now), expected_runtime_s=job.estimate_s)  # fmt: skip
         return job_level_values(
@@ -286,7 +306,9 @@ class OspreyLoop:
             requested_gpus=job.gpus,
         )
 
-    def _reservation(self, active: list[Tracked], values: dict[str, dict[str, float]], now: float) -> dict[str, dict[str, str]]:
+    def _reservation(
+        self, active: list[Tracked], values: dict[str, dict[str, float]], now: float
+    ) -> dict[str, dict[str, str]]:
         settings = pool_settings([self.policy])
         if settings is None:
             return {}
@@ -320,7 +342,9 @@ class OspreyLoop:
         for job in active:
             if job.workload is None:
                 continue  # Kueue has not made its Workload yet: next cycle (the applier would annotate the Job)
-            nodes = tuple(NodeMetrics(f"{job.name}/node-{i}", _NODE_PROFILE) for i in range(running.get(job.name, 0)))
+            nodes = tuple(
+                NodeMetrics(f"{job.name}/node-{i}", _NODE_PROFILE) for i in range(running.get(job.name, 0))
+            )
             metrics = JobMetrics(job.name, nodes, values[job.name], notes=notes.get(job.name, {}))
             decision = derive(self.policy, metrics, self.derived.get(job.name))
             self.derived[job.name] = decision.priority

@@ -48,3 +48,20 @@ def test_pods_not_ready_in_time_are_evicted_and_requeued_with_backoff() -> None:
     assert gang.first_train_s == pytest.approx(300 + 60 + 10)
     assert gang.queued_s == pytest.approx(60)  # the back-off counts as queueing
     assert sim.ledger.allocated_idle_gpu_s == pytest.approx(16 * (300 + 10))
+
+
+def test_workloads_created_in_the_same_second_go_in_uid_order_as_real_kueue_orders_them() -> None:
+    # Given one 8-GPU node held by "a" until 100 s, and "b" then "c" submitted within the same second
+    scenario = workload(job("a", 0, 8, 100), job("b", 10.2, 8, 50), job("c", 10.7, 8, 50), nodes=(8,))
+    # When the model knows no UIDs, then the tie on the whole-second creation time goes to submission order
+    assert by_id(run(scenario, Kueue()))["b"][1] == 100
+    # When it is given each Workload's creation second and UID (as a real run's), then the lower UID goes first
+    # (Kueue v0.17 baseCompareFunc: priority, queue timestamp, UID)
+    kueue = Kueue()
+    kueue.workload_stamps = {"a": (0.0, "u-9"), "b": (10.0, "u-7"), "c": (10.0, "u-1")}
+    times = by_id(run(scenario, kueue))
+    assert (times["c"][1], times["b"][1]) == (100, 150)
+    # And a creation one second earlier still wins over any UID
+    kueue = Kueue()
+    kueue.workload_stamps = {"a": (0.0, "u-9"), "b": (10.0, "u-7"), "c": (11.0, "u-1")}
+    assert by_id(run(scenario, kueue))["b"][1] == 100
