@@ -122,6 +122,14 @@ class KueueOsprey(Layered, Kueue):
         assert run.priority is not None
         self.written[run.index] = self.priority_range.map(run.priority)
 
+    def on_cycle(self, now: float) -> None:
+        # The applier PATCHes one Workload at a time, in job order, and Kueue acts on each update as it lands
+        # (bench/kueue_bench.py on a real Kueue): a queued workload raised before a just-admitted one is raised
+        # out of its queued priority can preempt it. So Kueue schedules after every write, not once per cycle.
+        for run in self.control.cycle(self.sim, now):
+            self.write(run)
+            self.schedule(now)
+
 
 class _FairShareLayered(Layered, FairShare):
     backend: ClassVar[Backend]
