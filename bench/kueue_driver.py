@@ -117,6 +117,14 @@ def make_queue(client: KubernetesClient, namespace: str, quota_gpus: int) -> str
         "apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "bench"},
         "spec": {"clusterQueue": name},
     })  # fmt: skip
+    # A Workload created before Kueue has the queues Active is parked as inadmissible until some other
+    # Workload of the queue finishes (the first jobs of a run then wait for nothing): wait for both.
+    paths = (f"/apis/{KUEUE}/clusterqueues/{name}", f"/apis/{KUEUE}/namespaces/{namespace}/localqueues/bench")
+    deadline = time.monotonic() + 30
+    while not all(_conditions(client.get(path)).get("Active") == "True" for path in paths):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Kueue did not report {name} and its LocalQueue Active within 30 s")
+        time.sleep(0.1)
     return "bench"
 
 
