@@ -2,9 +2,10 @@
 
 Osprey only writes priorities; the backend model decides admission and preemption from them:
 
-- ``kueue+osprey``: the :class:`~osprey.simulate.kueue.Kueue` model unchanged (BestEffortFIFO,
-  ``LowerPriority`` preemption, waitForPodsReady); a Workload's ``spec.priority`` is what the production EKS
-  applier writes, :meth:`osprey_control.backends.eks.applier.KueuePriorityRange.map` of the applied priority (its
+- ``kueue+osprey``: the :class:`~osprey.simulate.kueue.Kueue` model (BestEffortFIFO, ``LowerPriority``
+  preemption, waitForPodsReady), scheduling after each write as a real Kueue acts on each PATCH; a
+  Workload's ``spec.priority`` is what the production EKS applier writes,
+  :meth:`osprey_control.backends.eks.applier.KueuePriorityRange.map` of the applied priority (its
   WorkloadPriorityClass value until Osprey's first write).
 - ``fairshare+osprey``: the :class:`~osprey.simulate.baselines.FairShare` model with the share identifiers
   production has a team's jobs submitted with, one per team and job size class
@@ -125,10 +126,21 @@ class KueueOsprey(Layered, Kueue):
     def on_cycle(self, now: float) -> None:
         # The applier PATCHes one Workload at a time, in job order, and Kueue acts on each update as it lands
         # (bench/kueue_bench.py on a real Kueue): a queued workload raised before a just-admitted one is raised
-        # out of its queued priority can preempt it. So Kueue schedules after every write, not once per cycle.
-        for run in self.control.cycle(self.sim, now):
+        # out of its queued priority can preempt it. So Kueue schedules after every write, not once per cycle;
+        # only a write that raises a queued Workload or lowers an admitted one can admit or preempt anything
+        # (after a pass nothing queued fits), so the others skip the pass. What else happened at this instant (a
+        # job finished) Kueue has acted on before the writes land: one pass first.
+        self.schedule(now)
+        written = self.control.cycle(self.sim, now)
+        for run in written:
+            before = self.priority(run)
             self.write(run)
-            self.schedule(now)
+            after = self.priority(run)
+            admitted = run.status in (Status.STARTING, Status.TRAINING)
+            if (run.status is Status.QUEUED and after > before) or (admitted and after < before):
+                self.schedule(now)
+        if written:
+            self.sim.mark_changed()
 
 
 class _FairShareLayered(Layered, FairShare):
