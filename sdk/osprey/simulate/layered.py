@@ -126,19 +126,11 @@ class KueueOsprey(Layered, Kueue):
     def on_cycle(self, now: float) -> None:
         # The applier PATCHes one Workload at a time, in job order, and Kueue acts on each update as it lands
         # (bench/kueue_bench.py on a real Kueue): a queued workload raised before a just-admitted one is raised
-        # out of its queued priority can preempt it. So Kueue schedules after every write, not once per cycle;
-        # only a write that raises a queued Workload or lowers an admitted one can admit or preempt anything
-        # (after a pass nothing queued fits), so the others skip the pass. What else happened at this instant (a
-        # job finished) Kueue has acted on before the writes land: one pass first.
-        self.schedule(now)
+        # out of its queued priority can preempt it. So Kueue schedules after every write, not once per cycle.
         written = self.control.cycle(self.sim, now)
         for run in written:
-            before = self.priority(run)
             self.write(run)
-            after = self.priority(run)
-            admitted = run.status in (Status.STARTING, Status.TRAINING)
-            if (run.status is Status.QUEUED and after > before) or (admitted and after < before):
-                self.schedule(now)
+            self.schedule(now)
         if written:
             self.sim.mark_changed()
 
