@@ -31,6 +31,10 @@ def test_the_kueue_bench_prints_results_ratio_and_fidelity(capsys: pytest.Captur
         assert re.search(rf"^fidelity scheduler={name} order_tau=-?[\d.]+ wait_ratio=[\d.]+ ", out, re.M), out
     assert re.search(r"^ratio kueue\+osprey/kueue mean_wait=[\d.]+ makespan=[\d.]+ ", out, re.M), out
     for name in ("kueue", "kueue\\+osprey"):
-        assert re.search(rf"^timing scheduler={name} quota_held_beyond_duration_s=-?[\d.]+$", out, re.M), out
+        assert re.search(
+            rf"^timing scheduler={name} quota_held_beyond_duration_s=-?[\d.]+ finish_to_next_admission_s=[\d.]+$",
+            out,
+            re.M,
+        ), out
     # And the driver's pods were accepted by the API server (waitForPodsReady saw them ready)
     assert "refused status.ready" not in out, out
