@@ -12,6 +12,10 @@ the same submissions and how closely it follows the real one (``bench/fidelity.p
 
     fidelity scheduler=kueue order_tau=<x> wait_ratio=<sim/real mean wait> (goal ...: met|MISSED)
 
+with, before those, a ``timing`` line per run: how long each job held its quota beyond its duration, and the
+mean time from a finish to the next admission (the real run's latency, which the model does not have).
+``--trace`` also prints each job's real and simulated start.
+
 The workload is ``bench/slurm_bench.py``'s (seeded): ``--jobs`` jobs of 1, 2, 4 or 8 nodes of 8 GPUs (weights
 4:3:2:1), each lasting ``--min-duration``..``--max-duration`` seconds, arriving over the first 20 s, with the
 user's ``expected_runtime`` estimate (the duration within ±20 %). One control plane (tests/k8s/cluster.py:

@@ -7,13 +7,15 @@ driver that plays kubelet and training script, and Osprey's loop writing Workloa
 - :func:`submit`: a suspended ``batch/v1`` Job opted in to Osprey, one pod per 8-GPU node, each pod asking
   ``nvidia.com/gpu: 8``. Kueue's own Job integration makes its Workload (priority 0: no priority class), admits
   it on quota and unsuspends the Job; nothing runs it (no kubelet, no Job controller).
-- :class:`Driver`: polls the Workloads; on an admission it marks the Job's pods ready (``status.ready`` =
-  its pods, through the Job's status subresource, which is what Kueue's Job integration reads for
-  ``PodsReady``: so ``waitForPodsReady``, on in the fixture's Configuration, sees a gang that came up at once,
-  as the simulator's jobs with no start-up delay do, and its timeout never fires); ``duration`` seconds after
-  the admission it marks the Workload ``Finished`` (status subresource), which releases its quota. A Workload
-  that loses its admission (preempted) starts over on its next admission (no checkpoint, as the simulator's
-  jobs).
+- :class:`Driver`: polls the Workloads; on an admission it marks the Job's pods active and ready
+  (``status.active`` = ``status.ready`` = its pods, through the Job's status subresource: what Kueue's Job
+  integration reads for ``PodsReady``; the API server refuses more ready pods than active ones), so
+  ``waitForPodsReady``, on in the fixture's Configuration, sees a gang that came up at once, as the simulator's
+  jobs with no start-up delay do, and its timeout never fires; when Kueue evicts the Workload it takes them
+  away (Kueue releases an evicted Workload's quota only once its Job has no active pod, which the Job controller
+  would see to); ``duration`` seconds after the admission it marks the Workload ``Finished`` (status
+  subresource), which releases its quota. A Workload that loses its admission (preempted) starts over on its
+  next admission (no checkpoint, as the simulator's jobs).
 - :class:`OspreyLoop`: every ``interval`` seconds, each active job's job-level signals through the production
   definitions (``osprey_control.derivation.job_signals``), the production reservation plan, the real
   derivation engine, and the real :class:`~osprey_control.backends.eks.EksApplier` patching the Workload's
