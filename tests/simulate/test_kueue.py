@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from osprey.simulate import Kueue
+from osprey.simulate import Kueue, KueueOsprey, Simulator
+from osprey.simulate.runner import load_default_policy
+from osprey.simulate.sim import JobRun
 from tests.simulate.helpers import FirstTryStraggles, by_id, job, run, workload
 
 
@@ -48,3 +50,47 @@ def test_pods_not_ready_in_time_are_evicted_and_requeued_with_backoff() -> None:
     assert gang.first_train_s == pytest.approx(300 + 60 + 10)
     assert gang.queued_s == pytest.approx(60)  # the back-off counts as queueing
     assert sim.ledger.allocated_idle_gpu_s == pytest.approx(16 * (300 + 10))
+
+
+def test_workloads_created_in_the_same_second_go_in_uid_order_as_real_kueue_orders_them() -> None:
+    # Given one 8-GPU node held by "a" until 100 s, and "b" then "c" submitted within the same second
+    scenario = workload(job("a", 0, 8, 100), job("b", 10.2, 8, 50), job("c", 10.7, 8, 50), nodes=(8,))
+    # When the model knows no UIDs, then the tie on the whole-second creation time goes to submission order
+    assert by_id(run(scenario, Kueue()))["b"][1] == 100
+    # When it is given each Workload's creation second and UID (as a real run's), then the lower UID goes first
+    # (Kueue v0.17 baseCompareFunc: priority, queue timestamp, UID)
+    kueue = Kueue()
+    kueue.workload_stamps = {"a": (0.0, "u-9"), "b": (10.0, "u-7"), "c": (10.0, "u-1")}
+    times = by_id(run(scenario, kueue))
+    assert (times["c"][1], times["b"][1]) == (100, 150)
+    # And a creation one second earlier still wins over any UID
+    kueue = Kueue()
+    kueue.workload_stamps = {"a": (0.0, "u-9"), "b": (10.0, "u-7"), "c": (11.0, "u-1")}
+    assert by_id(run(scenario, kueue))["b"][1] == 100
+
+
+def test_kueue_acts_on_each_priority_write_as_it_lands_so_a_raise_written_first_can_preempt() -> None:
+    # Given "running" admitted at its submitted priority (0) and "queued" waiting behind it on one node
+    scenario = workload(job("running", 0, 8, 1000), job("queued", 1, 8, 100), nodes=(8,))
+    scheduler = KueueOsprey(load_default_policy(), cycle_s=10)
+    batches = iter([[("queued", 60), ("running", 90)]])
+
+    def cycle(sim: Simulator, now: float) -> list[JobRun]:
+        # One cycle at 10 s whose writes land in this order: "queued" raised to 60, then "running" to 90
+        written = []
+        for name, priority in next(batches, []) if now >= 10 else []:
+            target = next(r for r in sim.runs if r.job.job_id == name)
+            target.priority = priority
+            written.append(target)
+        return written
+
+    scheduler.control.cycle = cycle  # type: ignore[method-assign]
+    # When the simulation runs
+    sim = run(scenario, scheduler)
+    # Then Kueue preempted "running" the moment "queued" (600) outranked it (0), before its own raise landed,
+    # as a real Kueue does between two PATCHes (bench/kueue_bench.py), and preempted "queued" back when that
+    # raise (900) landed, in the same instant; with both writes applied at once neither would have happened
+    assert sim.preemptions == 2
+    times = by_id(sim)
+    assert times["running"][2] == 1010  # it lost its first 10 s of work (no checkpoint) and started over
+    assert times["queued"][1] == 1010

@@ -4,7 +4,11 @@ What is modelled (Kueue docs, kueue.sigs.k8s.io):
 
 - **ClusterQueue** with a nominal GPU quota (default: the whole cluster) and ``queueingStrategy:
   BestEffortFIFO``: workloads are ordered by priority, then by queue timestamp; one that cannot be
-  admitted does not block the ones behind it ("Cluster Queue", queueing strategies).
+  admitted does not block the ones behind it ("Cluster Queue", queueing strategies). The timestamp is a
+  ``metav1.Time``, whole seconds, and Kueue breaks a tie by the Workload's UID (v0.17
+  ``pkg/cache/queue/cluster_queue.go`` ``baseCompareFunc``): workloads created in the same second go in UID
+  order, which is random. The model keeps whole seconds and, without UIDs, breaks ties by submission order;
+  :attr:`Kueue.workload_stamps` gives it a real run's creation seconds and UIDs (``bench/kueue_bench.py``).
 - **WorkloadPriorityClass**: a static integer fixed at submission (``Job.priority_class``); Kueue never
   changes it ("Workload Priority Class").
 - **Preemption** ``withinClusterQueue: LowerPriority``: a workload that does not fit may evict admitted
@@ -22,6 +26,7 @@ at admission), whereas real Kueue admits on quota only and may leave pods pendin
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from osprey.simulate.preemption import select_victims
@@ -52,9 +57,21 @@ class Kueue(Scheduler):
         self.backoff_limit = backoff_limit
         self.preemption = preemption
         self.admitted_gpus = 0
+        # Per job id, its Workload's creationTimestamp (seconds on the simulation's clock) and UID, when known
+        # (a real run's, to order as that Kueue did); otherwise the submission second and submission order.
+        self.workload_stamps: dict[str, tuple[float, str]] = {}
+
+    def _created(self, run: JobRun) -> float:
+        stamp = self.workload_stamps.get(run.job.job_id)
+        return stamp[0] if stamp else float(math.floor(run.job.submit_s))
+
+    def _order(self, run: JobRun) -> tuple[int, float, str, int]:
+        """Kueue's BestEffortFIFO order: priority (highest first), queue timestamp, UID."""
+        stamp = self.workload_stamps.get(run.job.job_id)
+        return (-self.priority(run), run.queue_key_s, stamp[1] if stamp else "", run.index)
 
     def on_arrival(self, run: JobRun, now: float) -> None:
-        run.queue_key_s = run.job.submit_s
+        run.queue_key_s = self._created(run)
 
     def on_allocated(self, run: JobRun, now: float) -> None:
         self.admitted_gpus += run.job.gpus
@@ -71,7 +88,7 @@ class Kueue(Scheduler):
             self.sim.fail(run, now)  # Kueue deactivates the workload
             return
         delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
-        run.queue_key_s = now  # requeuingStrategy.timestamp: Eviction
+        run.queue_key_s = float(math.floor(now))  # requeuingStrategy.timestamp: Eviction (whole seconds)
         self.sim.evict(run, now, hold_until=now + delay, preempted=False)
 
     def priority(self, run: JobRun) -> int:
@@ -84,8 +101,7 @@ class Kueue(Scheduler):
 
     def schedule(self, now: float) -> None:
         sim = self.sim
-        priority = self.priority
-        queued = sorted(sim.queue.values(), key=lambda r: (-priority(r), r.queue_key_s, r.index))
+        queued = sorted(sim.queue.values(), key=self._order)
         for run in queued:
             if run.status is not Status.QUEUED:
                 continue
@@ -114,6 +130,6 @@ class Kueue(Scheduler):
         if victims is None:
             return
         for victim in victims:
-            victim.queue_key_s = victim.job.submit_s  # a preempted workload keeps its creation-time place
+            victim.queue_key_s = self._created(victim)  # a preempted workload keeps its creation-time place
             sim.evict(victim, now, preempted=True)
         sim.allocate(run, now)

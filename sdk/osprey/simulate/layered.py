@@ -2,9 +2,10 @@
 
 Osprey only writes priorities; the backend model decides admission and preemption from them:
 
-- ``kueue+osprey``: the :class:`~osprey.simulate.kueue.Kueue` model unchanged (BestEffortFIFO,
-  ``LowerPriority`` preemption, waitForPodsReady); a Workload's ``spec.priority`` is what the production EKS
-  applier writes, :meth:`osprey_control.backends.eks.applier.KueuePriorityRange.map` of the applied priority (its
+- ``kueue+osprey``: the :class:`~osprey.simulate.kueue.Kueue` model (BestEffortFIFO, ``LowerPriority``
+  preemption, waitForPodsReady), scheduling after each write as a real Kueue acts on each PATCH; a
+  Workload's ``spec.priority`` is what the production EKS applier writes,
+  :meth:`osprey_control.backends.eks.applier.KueuePriorityRange.map` of the applied priority (its
   WorkloadPriorityClass value until Osprey's first write).
 - ``fairshare+osprey``: the :class:`~osprey.simulate.baselines.FairShare` model with the share identifiers
   production has a team's jobs submitted with, one per team and job size class
@@ -121,6 +122,17 @@ class KueueOsprey(Layered, Kueue):
     def write(self, run: JobRun) -> None:
         assert run.priority is not None
         self.written[run.index] = self.priority_range.map(run.priority)
+
+    def on_cycle(self, now: float) -> None:
+        # The applier PATCHes one Workload at a time, in job order, and Kueue acts on each update as it lands
+        # (bench/kueue_bench.py on a real Kueue): a queued workload raised before a just-admitted one is raised
+        # out of its queued priority can preempt it. So Kueue schedules after every write, not once per cycle.
+        written = self.control.cycle(self.sim, now)
+        for run in written:
+            self.write(run)
+            self.schedule(now)
+        if written:
+            self.sim.mark_changed()
 
 
 class _FairShareLayered(Layered, FairShare):

@@ -1,0 +1,40 @@
+"""Given the real-Kueue benchmark (bench/kueue_bench.py), when it runs a tiny workload, then it prints its result,
+ratio and fidelity lines: a smoke test, so a change to what it reads (a Workload's conditions, the applier, a
+policy) cannot break it unnoticed. The numbers themselves are the bench's business, never asserted here.
+
+The bench starts its own control plane (not the session's ``k8s`` fixture: it owns its queues' whole quota), so
+it checks the binaries itself, skipping or failing as the fixture does."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from bench.kueue_bench import main, missing_requirements
+
+from tests.k8s.conftest import REQUIRE_VARIABLE
+
+
+def test_the_kueue_bench_prints_results_ratio_and_fidelity(capsys: pytest.CaptureFixture[str]) -> None:
+    reason = missing_requirements()
+    if reason and os.environ.get(REQUIRE_VARIABLE) == "1":
+        pytest.fail(f"{REQUIRE_VARIABLE}=1 but a real Kueue cannot run here: {reason}", pytrace=False)
+    if reason:
+        pytest.skip(f"real Kueue unavailable: {reason}")
+    # When the bench runs 5 short jobs on 8 nodes, with and without Osprey
+    assert main(["--jobs", "5", "--min-duration", "1", "--max-duration", "3", "--interval", "1"]) == 0
+    out = capsys.readouterr().out
+    # Then each scheduler has its line, the layered run its ratio, and both models their fidelity
+    for name in ("kueue", "kueue\\+osprey"):
+        assert re.search(rf"^scheduler={name} mean_wait_s=[\d.]+ makespan_s=[\d.]+$", out, re.M), out
+        assert re.search(rf"^fidelity scheduler={name} order_tau=-?[\d.]+ wait_ratio=[\d.]+ ", out, re.M), out
+    assert re.search(r"^ratio kueue\+osprey/kueue mean_wait=[\d.]+ makespan=[\d.]+ ", out, re.M), out
+    for name in ("kueue", "kueue\\+osprey"):
+        assert re.search(
+            rf"^timing scheduler={name} quota_held_beyond_duration_s=-?[\d.]+ finish_to_next_admission_s=[\d.]+$",
+            out,
+            re.M,
+        ), out
+    # And the driver's pods were accepted by the API server (waitForPodsReady saw them ready)
+    assert "refused status.ready" not in out, out
