@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from osprey_control.policy import DEFAULT_ALLOWED_PREFIX
-from osprey_control.steps.mode import MODE_BACKENDS, ModeSettings, check_policy_names
+from osprey_control.steps.mode import ModeSettings, check_backend_names, check_policy_names
 from osprey_control.wiring import METRICS_NAMESPACE
 from osprey_infra.slurm_config import SlurmBridgeConfig
 
@@ -104,11 +104,7 @@ class ControlPlaneConfig(BaseModel):
     @field_validator("backend_modes", "shadow_only_backends")
     @classmethod
     def _mode_backends(cls, value: Any) -> Any:
-        unknown = sorted(name for name in value if name not in MODE_BACKENDS)
-        if unknown:
-            raise ValueError(
-                f"unknown backend {', '.join(map(repr, unknown))}: one of {', '.join(MODE_BACKENDS)}"
-            )
+        check_backend_names(value)
         return value
 
     @field_validator("policy_modes")

@@ -36,6 +36,7 @@ __all__ = [
     "Mode",
     "ModeError",
     "ModeSettings",
+    "check_backend_names",
     "check_policy_names",
     "mode_backend",
     "read_modes",
@@ -63,6 +64,15 @@ def mode_backend(backend: Backend) -> str:
     return "sagemaker" if backend is Backend.SAGEMAKER_QUEUED else backend.value
 
 
+def check_backend_names(names: Iterable[str]) -> None:
+    """ValueError naming each of ``names`` that is not a backend a mode can name (:data:`MODE_BACKENDS`)."""
+    unknown = sorted(name for name in names if name not in MODE_BACKENDS)
+    if unknown:
+        raise ValueError(
+            f"unknown backend {', '.join(map(repr, unknown))}: one of {', '.join(MODE_BACKENDS)}"
+        )
+
+
 def check_policy_names(names: Iterable[str]) -> None:
     """ValueError naming each of ``names`` that cannot be a policy's ``metadata.name`` (a DNS-1123 label)."""
     bad = sorted(name for name in names if not re.fullmatch(_POLICY_NAME, name))
@@ -85,11 +95,7 @@ class ModeSettings(BaseModel):
     @field_validator("backends", "shadow_only")
     @classmethod
     def _known_backends(cls, value: Any) -> Any:
-        unknown = sorted(name for name in value if name not in MODE_BACKENDS)
-        if unknown:
-            raise ValueError(
-                f"unknown backend {', '.join(map(repr, unknown))}: one of {', '.join(MODE_BACKENDS)}"
-            )
+        check_backend_names(value)
         return value
 
     @field_validator("policies")
