@@ -43,6 +43,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,26 +62,27 @@ from osprey.simulate.model import Job as SimJob  # noqa: E402
 from osprey_control.backends import PriorityChange  # noqa: E402
 from osprey_control.backends.slurm import (  # noqa: E402
     SlurmApplier,
-    SlurmObservation,
     discover,
     job_submit_lua,
     marker,
-    parse_native_id,
 )
 from osprey_control.contract import parse_block  # noqa: E402
 from osprey_control.derivation import (  # noqa: E402
     CompiledPolicy,
     JobMetrics,
+    ProgressReport,
     compile_policy,
     derive,
-    job_level_values,
 )
+from osprey_control.metrics import CollectionResult, add_reservations  # noqa: E402
+from osprey_control.metrics.job_level import job_values  # noqa: E402
 from osprey_control.policy import (  # noqa: E402
     PriorityDerivationPolicy,
     policy_from_mapping,
     shipped_policy_file,
 )
-from osprey_control.registry import Backend, JobRecord, JobStatus  # noqa: E402
+from osprey_control.registry import JobKey, JobRecord, JobStatus  # noqa: E402
+from osprey_control.registry.observation import merge_observation  # noqa: E402
 
 _TIME_METRICS = {"remaining_time": 1.0, "queue_wait": 1.0, "attained_service": 1.0}
 
@@ -111,9 +113,13 @@ def workload(jobs: int, min_s: int, max_s: int, seed: int) -> list[Job]:
     return sorted(made, key=lambda job: job.offset_s)
 
 
-def compressed_policy(compression: float) -> PriorityDerivationPolicy:
-    """``default-policy`` with every time range divided by ``compression`` (attained service is GPU-hours)."""
+def compressed_policy(compression: float, capacity_gpus: int | None = None) -> PriorityDerivationPolicy:
+    """``default-policy`` with every time range divided by ``compression`` (attained service is GPU-hours), and
+    ``reservation.capacityGpus`` set to the cluster's GPUs, as docs/policies.md tells a user to (the simulator
+    assumes the same of a policy without it)."""
     document = yaml.safe_load(shipped_policy_file("default-policy").read_text())
+    if capacity_gpus is not None:
+        document["spec"].setdefault("reservation", {})["capacityGpus"] = capacity_gpus
     for rule in document["spec"]["derivationRules"]:
         if rule.get("metric") in _TIME_METRICS and "range" in rule:
             rule["range"] = [value / compression for value in rule["range"]]
@@ -124,9 +130,8 @@ def compressed_policy(compression: float) -> PriorityDerivationPolicy:
 
 
 def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
-    """The bench's submissions as the simulator's jobs: whole 8-GPU nodes, the same offsets and durations, and
-    the declared limit Slurm gets (``--time``). The user's ``expected_runtime`` estimate has no simulator field:
-    the model's Osprey reads the declared limit where the real loop reads the estimate."""
+    """The bench's submissions as the simulator's jobs: whole 8-GPU nodes, the same offsets and durations, the
+    declared limit Slurm gets (``--time``) and the user's ``expected_runtime`` estimate Osprey reads first."""
     return [
         SimJob(
             job_id=f"bench-{job.index}",
@@ -134,6 +139,7 @@ def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
             gpus=job.nodes * 8,
             duration_s=job.duration_s,
             declared_runtime_s=_time_limit_minutes(job) * 60.0,
+            expected_runtime_s=float(job.estimate_s),
         )
         for job in jobs
     ]
@@ -143,74 +149,151 @@ def _time_limit_minutes(job: Job) -> int:
     return math.ceil(job.duration_s * 2 / 60)
 
 
-class OspreyLoop:
-    """Discovery → derivation → apply, every ``interval`` seconds, until stopped."""
+class _OnePolicy:
+    """The deployed policies as the collect step looks them up: the bench deploys one."""
 
-    def __init__(self, slurm: LocalSlurm, policy: CompiledPolicy, interval: float) -> None:
+    def __init__(self, policy: CompiledPolicy) -> None:
+        self.policy = policy
+
+    def get(self, name: str) -> CompiledPolicy:
+        if name != self.policy.name:
+            raise LookupError(f"policy {name!r} is not deployed (the bench deploys {self.policy.name!r})")
+        return self.policy
+
+
+class OspreyLoop:
+    """Discovery → collect → derive → apply, every ``interval`` seconds, until stopped: production's cycle.
+
+    Each step is production's own: discovery's observations folded into a registry record as ingest folds
+    them (``merge_observation``: status, submit time, time limit, GPUs, allocation history), the job-level
+    values the collector computes from a record (``expected_runtime`` before the time limit), the
+    ``reservation`` signal over the cluster's pool (``add_reservations``), derivation from the last derived
+    priority, and the Slurm applier. No node metrics: nothing publishes ``gpu_utilization`` here, so that
+    rule has no data, as for a job without the CloudWatch agent.
+
+    The bench's sleep jobs stand for training jobs that use Osprey's runtime, which reports its
+    ``RemainingSeconds`` (the simulator assumes it of every job): a sleep job cannot, so for a running job in
+    ``durations`` the loop hands the collector the report that job would have published, its duration less
+    the time it has run. Before a job starts, its budget is its ``expected_runtime``, as in production.
+
+    A cycle that raises (slurmrestd busy or not answering on a loaded machine) is counted and the loop goes
+    on at the next cycle, as production's next scheduled run does; :attr:`failures` keeps each error, so a
+    run whose loop did not work is visible with its cause (:meth:`health`).
+    """
+
+    def __init__(
+        self,
+        slurm: LocalSlurm,
+        policy: CompiledPolicy,
+        interval: float,
+        durations: Mapping[str, float] | None = None,
+    ) -> None:
         self.slurm = slurm
         self.policy = policy
         self.interval = interval
-        self.applied: dict[int, int] = {}
+        # Each job's true duration by name: the work its stand-in for a training job would report as done.
+        self.durations = dict(durations or {})
+        self.records: dict[JobKey, JobRecord] = {}
         self.writes = 0
         self.cycles = 0
+        self.busy_s = 0.0  # time spent in cycles (a cycle longer than the interval delays the next)
+        self.failures: list[str] = []
+        self.started_at: float | None = None
+        self.stopped_at: float | None = None
+        self._lookup = _OnePolicy(policy)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._applier = SlurmApplier(lambda cluster: slurm.client())
 
     def start(self) -> None:
+        self.started_at = time.monotonic()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self.started_at is None:
+            return  # never started (the first submission failed)
         self._thread.join(timeout=30)
+        self.stopped_at = time.monotonic()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
-            self.cycle()
+            try:
+                self.cycle()
+            except Exception as error:  # counted and reported (health()); the next cycle retries
+                self.failures.append(f"{type(error).__name__}: {error}")
+            self.busy_s += time.monotonic() - started
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
-    def _values(self, observation: SlurmObservation, now: datetime) -> dict[str, float]:
-        running = observation.status is JobStatus.RUNNING
-        held = (now - observation.status_time).total_seconds() if running else 0.0
-        expected = observation.block.expected_runtime
-        waited = (now - observation.submitted_at).total_seconds() if observation.submitted_at else None
-        gpus = observation.requested_gpus or 0
-        return job_level_values(
-            queue_wait_s=waited,
-            attained_gpu_hours=gpus * held / 3600 if running else 0.0,
-            remaining_s=max(0.0, expected - held) if expected is not None else None,
-            requested_gpus=observation.requested_gpus,
-        )
+    @property
+    def mean_cycle_s(self) -> float:
+        runs = self.cycles + len(self.failures)
+        return self.busy_s / runs if runs else 0.0
+
+    def health(self) -> str | None:
+        """Why this loop's run does not show Osprey at work (None when it does): failed cycles, or far fewer
+        cycles than the run's length allows (a cycle that hung)."""
+        span = (self.stopped_at or time.monotonic()) - (self.started_at or time.monotonic())
+        expected = span / self.interval
+        problems = []
+        if self.failures:
+            problems.append(f"{len(self.failures)} cycles failed (first: {self.failures[0]})")
+        if self.cycles < 0.5 * expected:
+            problems.append(f"{self.cycles} cycles in {span:.0f} s where about {expected:.0f} were due")
+        return "; ".join(problems) or None
 
     def cycle(self) -> None:
         now = datetime.now(UTC)
-        changes = []
+        active: list[JobRecord] = []
         for observation in discover(self.slurm.client(), self.slurm.cluster).observations:
             if observation.status not in (JobStatus.PENDING, JobStatus.RUNNING):
                 continue
-            previous = self.applied.get(observation.job_id)
-            job = JobMetrics(str(observation.job_id), (), self._values(observation, now), backend="slurm")
-            decision = derive(self.policy, job, previous)
-            if decision.priority == previous:
-                continue
-            record = JobRecord(
-                backend=Backend.SLURM,
-                native_id=observation.native_id,
-                name=observation.name,
-                block=observation.block,
-                status=observation.status,
-                status_time=observation.status_time,
-                cluster=observation.cluster,
-                applied_priority=previous,
-            )
-            changes.append(PriorityChange(record, decision.priority))
+            observed = observation.to_observation()
+            merged = merge_observation(self.records.get(observed.key), observed)
+            self.records[merged.key] = merged
+            active.append(merged)
+        result = CollectionResult(
+            metrics={
+                record.key: JobMetrics(
+                    record.native_id,
+                    (),
+                    job_values(record, end=now, progress=self._progress(record, now)),
+                    backend="slurm",
+                )
+                for record in active
+            }
+        )
+        add_reservations(active, result, self._lookup, now=now)
+        changes = []
+        for seen in active:
+            decision = derive(self.policy, result.metrics[seen.key], _previous(seen))
+            record = seen.model_copy(update={"derived_priority": decision.priority})
+            self.records[record.key] = record
+            if decision.priority != record.applied_priority:
+                changes.append(PriorityChange(record, decision.priority))
         if changes:
             report = self._applier.apply(changes)
             self.writes += report.writes
-            for result in report.applied:
-                self.applied[parse_native_id(result.job.native_id)[1]] = result.priority
+            for applied in report.applied:
+                key = applied.job
+                self.records[key] = self.records[key].model_copy(
+                    update={"applied_priority": applied.priority}
+                )
         self.cycles += 1
+
+    def _progress(self, record: JobRecord, now: datetime) -> ProgressReport | None:
+        """What the job's runtime would report now (class docstring); None before it runs."""
+        duration = self.durations.get(record.name)
+        if record.status is not JobStatus.RUNNING or duration is None:
+            return None
+        ran = (now - record.status_time).total_seconds()
+        return ProgressReport(remaining_s=max(0.0, duration - ran), at_s=now.timestamp())
+
+
+def _previous(record: JobRecord) -> int | None:
+    """The derive step's ``prev``: the last derived priority (osprey_control.steps.derive)."""
+    return record.derived_priority
 
 
 def run(
@@ -219,8 +302,6 @@ def run(
     submitted: dict[int, float] = {}
     names: dict[int, str] = {}
     began = time.time()
-    if osprey is not None:
-        osprey.start()
     try:
         for job in jobs:
             delay = began + job.offset_s - time.time()
@@ -239,6 +320,10 @@ def run(
             )
             submitted[job_id] = time.time()
             names[job_id] = f"bench-{job.index}"
+            if osprey is not None and len(submitted) == 1:
+                # The loop's cycles start with the first submission, as the simulator's do: with cycles of
+                # seconds and jobs of tens of seconds, their phase decides which cycle first ranks a job.
+                osprey.start()
         deadline = time.time() + 3600
         while slurm.squeue_states() and time.time() < deadline:
             time.sleep(0.5)
@@ -263,6 +348,8 @@ def run(
         "makespan_s": max(ends) - min(submitted.values()),
         "writes": osprey.writes if osprey else 0,
         "cycles": osprey.cycles if osprey else 0,
+        "cycle_s": osprey.mean_cycle_s if osprey else 0.0,
+        "loop_problem": osprey.health() if osprey else None,
     }
 
 
@@ -286,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a real Slurm cannot run here: {reason}", file=sys.stderr)
         return 1
     jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
-    policy = compressed_policy(args.compression)
+    policy = compressed_policy(args.compression, capacity_gpus=args.nodes * 8)
     compiled = compile_policy(policy)
     results = []
     names = ("slurm", "slurm+osprey", *(("slurm+osprey-bare",) if args.compare_bare else ()))
@@ -298,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         if plugin:  # where the installer puts it, before slurmctld starts (as ParallelCluster's OnNodeStart)
             (slurm.conf.parent / "job_submit.lua").write_text(job_submit_lua())
         with slurm:
-            loop = OspreyLoop(slurm, compiled, args.interval) if name != "slurm" else None
+            durations = {f"bench-{job.index}": float(job.duration_s) for job in jobs}
+            loop = OspreyLoop(slurm, compiled, args.interval, durations) if name != "slurm" else None
             results.append(run(name, jobs, args.nodes, loop, slurm))
     for result in results:
         print(
@@ -309,8 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"ratio {layered['scheduler']}/slurm mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
             f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
-            f"(osprey cycles={layered['cycles']} priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
+            f"(osprey cycles={layered['cycles']} mean_cycle_s={layered['cycle_s']:.2f} "
+            f"priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
         )
+        if layered["loop_problem"]:
+            print(
+                f"warning: {layered['scheduler']}: Osprey's loop did not keep up: {layered['loop_problem']}"
+            )
     for result in results:
         model = result["scheduler"]
         if model not in ("slurm", "slurm+osprey"):
@@ -318,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
         simulated = simulated_starts(
             model, simulated_jobs(jobs), [8] * args.nodes, policy=policy, cycle_s=args.interval
         )
-        print(fidelity_line(model, result["run"], simulated))
+        line = fidelity_line(model, result["run"], simulated)
+        # A run whose loop failed or fell behind measures that, not the model: say so on the line itself.
+        print(line if not result["loop_problem"] else f"{line} [Osprey's loop: {result['loop_problem']}]")
     return 0
 
 
