@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))  # tests.slurm.cluster: the same local Slurm the t
 from tests.slurm.cluster import LocalSlurm, missing_requirements  # noqa: E402
 
 from bench.fidelity import Run as FidelityRun  # noqa: E402
-from bench.fidelity import fidelity_line, simulated_starts  # noqa: E402
+from bench.fidelity import fidelity_line, noise_line, simulated_starts  # noqa: E402
 from osprey.simulate.model import Job as SimJob  # noqa: E402
 from osprey_control.backends import PriorityChange  # noqa: E402
 from osprey_control.backends.slurm import (  # noqa: E402
@@ -313,6 +313,9 @@ def run(
             job_id = slurm.sbatch(
                 f"-N{job.nodes}",
                 "--exclusive",
+                # Every GPU of each node, as a training job asks for them: Slurm's record of the request is
+                # where discovery reads requested_gpus (without it Osprey sees a job of unknown size).
+                "--gres=gpu:8",
                 f"--time={_time_limit_minutes(job)}",
                 f"--comment={marker(block)}",
                 f"--job-name=bench-{job.index}",
@@ -414,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         line = fidelity_line(model, result["run"], simulated)
         # A run whose loop failed or fell behind measures that, not the model: say so on the line itself.
         print(line if not result["loop_problem"] else f"{line} [Osprey's loop: {result['loop_problem']}]")
+        print(noise_line(model, simulated_jobs(jobs), [8] * args.nodes, policy=policy, cycle_s=args.interval))
     return 0
 
 
