@@ -12,21 +12,28 @@ simulator's model of the same scheduler on the same submissions and how closely 
 (``bench/fidelity.py``)::
 
     fidelity scheduler=slurm order_tau=<x> wait_ratio=<sim/real mean wait> (goal ...: met|MISSED)
+    noise scheduler=slurm order_tau=<x> (min <x>) wait_ratio=<lo>..<hi> (the model against itself, ...)
+
+The ``noise`` line is the model against itself with each submission moved by up to 0.3 s: the best fidelity
+any model can show against a real run whose timing is that uncertain (``bench/fidelity.noise_line``). When
+Osprey's loop had failed cycles or fell behind, a ``warning:`` line says so with the first error, and the
+layered run's fidelity line carries the same note: such a run measures the loop's trouble, not the model.
 
 The workload (seeded): ``--jobs`` sleep jobs of 1, 2, 4 or 8 nodes (weights 4:3:2:1), each sleeping
 ``--min-duration``..``--max-duration`` seconds, arriving over the first 20 s, with declared time limits
-(``--time``, twice the duration rounded up to minutes, Slurm's unit) and ``expected_runtime`` in the Osprey
-marker (the user's estimate: the duration within ±20 %). Each run gets a fresh local Slurm of ``--nodes``
+(``--time``, twice the duration rounded up to minutes, Slurm's unit), every GPU of their nodes
+(``--gres=gpu:8``) and ``expected_runtime`` in the Osprey marker (the user's estimate: the duration within
+±20 %). Each run gets a fresh local Slurm of ``--nodes``
 8-GPU nodes (tests/slurm/cluster.py) and the same submissions at the same offsets:
 
 - ``slurm``: Slurm's own ``priority/multifactor`` (without slurmdbd its age and fair-share factors are
   unavailable, so equal jobs go in submission order) with backfill;
 - ``slurm+osprey``: the deployment docs/slurm.md describes: Osprey's ``job_submit.lua`` in slurmctld (each
-  marked job created at the middle of Osprey's range), plus Osprey's loop every ``--interval`` seconds:
-  discovery through slurmrestd, the real derivation engine on the shipped ``default-policy`` with its time
+  marked job created at the middle of Osprey's range), plus Osprey's loop every ``--interval`` seconds from
+  the first submission on (:class:`OspreyLoop`: production's discovery, registry merge, job-level values,
+  ``reservation`` signal, derivation and Slurm applier) on the shipped ``default-policy`` with its time
   ranges divided by ``--compression`` (the workload compresses hours into seconds: a 4 h ``queue_wait`` range
-  becomes 60 s at the default 240), damping from the priority last applied, and the Slurm applier writing
-  changed priorities through slurmrestd;
+  becomes 60 s at the default 240) and ``reservation.capacityGpus`` set to the cluster's GPUs;
 - ``slurm+osprey-bare`` (with ``--compare-bare``): the same loop without the plugin (ParallelCluster's bare
   slurm.conf: a job is at priority 1 until Osprey's first write).
 
