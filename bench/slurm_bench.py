@@ -81,15 +81,13 @@ from osprey_control.derivation import (  # noqa: E402
     compile_policy,
     derive,
 )
-from osprey_control.metrics import CollectionResult, add_reservations  # noqa: E402
-from osprey_control.metrics.job_level import job_values  # noqa: E402
+from osprey_control.metrics import CollectionResult, add_reservations, job_values  # noqa: E402
 from osprey_control.policy import (  # noqa: E402
     PriorityDerivationPolicy,
     policy_from_mapping,
     shipped_policy_file,
 )
-from osprey_control.registry import JobKey, JobRecord, JobStatus  # noqa: E402
-from osprey_control.registry.observation import merge_observation  # noqa: E402
+from osprey_control.registry import JobKey, JobRecord, JobStatus, merge_observation  # noqa: E402
 
 _TIME_METRICS = {"remaining_time": 1.0, "queue_wait": 1.0, "attained_service": 1.0}
 
