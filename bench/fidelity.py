@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from osprey.simulate.model import Job, Workload
 from osprey.simulate.runner import make_scheduler
 from osprey.simulate.sim import Simulator
+from osprey.simulate.slurm import Slurm, SlurmOsprey
 from osprey_control.policy import PriorityDerivationPolicy
 
 __all__ = ["Run", "fidelity_line", "kendall_tau_b", "noise_line", "simulated_starts"]
@@ -70,13 +71,25 @@ def simulated_starts(
     *,
     policy: PriorityDerivationPolicy | None = None,
     cycle_s: float | None = None,
+    sched_interval_s: float | None = None,
 ) -> Run:
-    """The simulator's model ``scheduler`` on ``jobs``: each job's submission and first full allocation."""
+    """The simulator's model ``scheduler`` on ``jobs``: each job's submission and first full allocation.
+
+    ``sched_interval_s``: the real slurmctld's period of scheduling passes, for the ``slurm`` models (a new
+    job waits for the next pass: :class:`osprey.simulate.slurm.Slurm`)."""
     workload = Workload(
         f"{scheduler} fidelity", tuple(sorted(jobs, key=lambda job: job.submit_s)), tuple(node_gpus)
     )
     workload.validate()
-    sim = Simulator(workload, make_scheduler(scheduler, policy=policy, cycle_s=cycle_s), seed=0)
+    model = make_scheduler(scheduler, policy=policy, cycle_s=cycle_s)
+    if sched_interval_s is not None:
+        if isinstance(model, SlurmOsprey):
+            model = SlurmOsprey(model.control.policy, cycle_s=cycle_s, sched_interval_s=sched_interval_s)
+        elif isinstance(model, Slurm):
+            model = Slurm(sched_interval_s=sched_interval_s)
+        else:
+            raise ValueError(f"sched_interval_s: only the slurm models have one, not {scheduler!r}")
+    sim = Simulator(workload, model, seed=0)
     sim.run(None)
     started = {}
     for run in sim.runs:
@@ -117,6 +130,7 @@ def noise_line(
     *,
     policy: PriorityDerivationPolicy | None = None,
     cycle_s: float | None = None,
+    sched_interval_s: float | None = None,
     jitter_s: float = JITTER_S,
     draws: int = NOISE_DRAWS,
 ) -> str:
@@ -124,7 +138,9 @@ def noise_line(
     draws): the best ``order_tau`` and ``wait_ratio`` any model could reach against a real run whose timing is
     that uncertain. A model whose own order changes with such shifts cannot match a real run job by job; its
     fidelity is then its wait ratio, and the tau of ``fidelity_line`` is read against this floor."""
-    base = simulated_starts(scheduler, jobs, node_gpus, policy=policy, cycle_s=cycle_s)
+    base = simulated_starts(
+        scheduler, jobs, node_gpus, policy=policy, cycle_s=cycle_s, sched_interval_s=sched_interval_s
+    )
     names = sorted(base.started)
     first = min(jobs, key=lambda job: job.submit_s)
     taus, ratios = [], []
@@ -136,7 +152,9 @@ def noise_line(
             else replace(job, submit_s=max(first.submit_s, job.submit_s + rng.uniform(-jitter_s, jitter_s)))
             for job in jobs
         ]
-        other = simulated_starts(scheduler, moved, node_gpus, policy=policy, cycle_s=cycle_s)
+        other = simulated_starts(
+            scheduler, moved, node_gpus, policy=policy, cycle_s=cycle_s, sched_interval_s=sched_interval_s
+        )
         taus.append(kendall_tau_b([base.started[n] for n in names], [other.started[n] for n in names]))
         ratios.append(other.mean_wait_s / max(base.mean_wait_s, 1e-9))
     return (

@@ -89,6 +89,8 @@ from osprey_control.policy import (  # noqa: E402
 )
 from osprey_control.registry import JobKey, JobRecord, JobStatus, merge_observation  # noqa: E402
 
+# The fixture's slurm.conf schedules every second (sched_interval=1, bf_interval=1): the model's passes too.
+SCHED_INTERVAL_S = 1.0
 _TIME_METRICS = {"remaining_time": 1.0, "queue_wait": 1.0, "attained_service": 1.0}
 
 
@@ -417,12 +419,26 @@ def main(argv: list[str] | None = None) -> int:
         if model not in ("slurm", "slurm+osprey"):
             continue  # the bare variant has no model of its own
         simulated = simulated_starts(
-            model, simulated_jobs(jobs), [8] * args.nodes, policy=policy, cycle_s=args.interval
+            model,
+            simulated_jobs(jobs),
+            [8] * args.nodes,
+            policy=policy,
+            cycle_s=args.interval,
+            sched_interval_s=SCHED_INTERVAL_S,
         )
         line = fidelity_line(model, result["run"], simulated)
         # A run whose loop failed or fell behind measures that, not the model: say so on the line itself.
         print(line if not result["loop_problem"] else f"{line} [Osprey's loop: {result['loop_problem']}]")
-        print(noise_line(model, simulated_jobs(jobs), [8] * args.nodes, policy=policy, cycle_s=args.interval))
+        print(
+            noise_line(
+                model,
+                simulated_jobs(jobs),
+                [8] * args.nodes,
+                policy=policy,
+                cycle_s=args.interval,
+                sched_interval_s=SCHED_INTERVAL_S,
+            )
+        )
     return 0
 
 
