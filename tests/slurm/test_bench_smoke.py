@@ -10,7 +10,8 @@ import time
 
 import pytest
 from bench.fidelity import noise_line
-from bench.slurm_bench import OspreyLoop, compressed_policy, main, simulated_jobs, workload
+from bench.slurm_bench import compressed_policy, main, simulated_jobs, workload
+from bench.slurm_loop import OspreyLoop
 
 from osprey_control.derivation import compile_policy
 from tests.slurm.cluster import LocalSlurm
