@@ -30,7 +30,7 @@ The workload (seeded): ``--jobs`` sleep jobs of 1, 2, 4 or 8 nodes (weights 4:3:
   unavailable, so equal jobs go in submission order) with backfill;
 - ``slurm+osprey``: the deployment docs/slurm.md describes: Osprey's ``job_submit.lua`` in slurmctld (each
   marked job created at the middle of Osprey's range), plus Osprey's loop every ``--interval`` seconds from
-  the first submission on (:class:`OspreyLoop`: production's discovery, registry merge, job-level values,
+  the first submission on (``bench/slurm_loop.py``: production's discovery, registry merge, job-level values,
   ``reservation`` signal, derivation and Slurm applier) on the shipped ``default-policy`` with its time
   ranges divided by ``--compression`` (the workload compresses hours into seconds: a 4 h ``queue_wait`` range
   becomes 60 s at the default 240) and ``reservation.capacityGpus`` set to the cluster's GPUs;
