@@ -12,21 +12,28 @@ simulator's model of the same scheduler on the same submissions and how closely 
 (``bench/fidelity.py``)::
 
     fidelity scheduler=slurm order_tau=<x> wait_ratio=<sim/real mean wait> (goal ...: met|MISSED)
+    noise scheduler=slurm order_tau=<x> (min <x>) wait_ratio=<lo>..<hi> (the model against itself, ...)
+
+The ``noise`` line is the model against itself with each submission moved by up to 0.3 s: the best fidelity
+any model can show against a real run whose timing is that uncertain (``bench/fidelity.noise_line``). When
+Osprey's loop had failed cycles or fell behind, a ``warning:`` line says so with the first error, and the
+layered run's fidelity line carries the same note: such a run measures the loop's trouble, not the model.
 
 The workload (seeded): ``--jobs`` sleep jobs of 1, 2, 4 or 8 nodes (weights 4:3:2:1), each sleeping
 ``--min-duration``..``--max-duration`` seconds, arriving over the first 20 s, with declared time limits
-(``--time``, twice the duration rounded up to minutes, Slurm's unit) and ``expected_runtime`` in the Osprey
-marker (the user's estimate: the duration within ±20 %). Each run gets a fresh local Slurm of ``--nodes``
+(``--time``, twice the duration rounded up to minutes, Slurm's unit), every GPU of their nodes
+(``--gres=gpu:8``) and ``expected_runtime`` in the Osprey marker (the user's estimate: the duration within
+±20 %). Each run gets a fresh local Slurm of ``--nodes``
 8-GPU nodes (tests/slurm/cluster.py) and the same submissions at the same offsets:
 
 - ``slurm``: Slurm's own ``priority/multifactor`` (without slurmdbd its age and fair-share factors are
   unavailable, so equal jobs go in submission order) with backfill;
 - ``slurm+osprey``: the deployment docs/slurm.md describes: Osprey's ``job_submit.lua`` in slurmctld (each
-  marked job created at the middle of Osprey's range), plus Osprey's loop every ``--interval`` seconds:
-  discovery through slurmrestd, the real derivation engine on the shipped ``default-policy`` with its time
+  marked job created at the middle of Osprey's range), plus Osprey's loop every ``--interval`` seconds from
+  the first submission on (``bench/slurm_loop.py``: production's discovery, registry merge, job-level values,
+  ``reservation`` signal, derivation and Slurm applier) on the shipped ``default-policy`` with its time
   ranges divided by ``--compression`` (the workload compresses hours into seconds: a 4 h ``queue_wait`` range
-  becomes 60 s at the default 240), damping from the priority last applied, and the Slurm applier writing
-  changed priorities through slurmrestd;
+  becomes 60 s at the default 240) and ``reservation.capacityGpus`` set to the cluster's GPUs;
 - ``slurm+osprey-bare`` (with ``--compare-bare``): the same loop without the plugin (ParallelCluster's bare
   slurm.conf: a job is at priority 1 until Osprey's first write).
 
@@ -41,10 +48,8 @@ import math
 import random
 import statistics
 import sys
-import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,32 +61,20 @@ sys.path.insert(0, str(REPO))  # tests.slurm.cluster: the same local Slurm the t
 from tests.slurm.cluster import LocalSlurm, missing_requirements  # noqa: E402
 
 from bench.fidelity import Run as FidelityRun  # noqa: E402
-from bench.fidelity import fidelity_line, simulated_starts  # noqa: E402
+from bench.fidelity import fidelity_line, noise_line, simulated_starts  # noqa: E402
+from bench.slurm_loop import OspreyLoop  # noqa: E402
 from osprey.simulate.model import Job as SimJob  # noqa: E402
-from osprey_control.backends import PriorityChange  # noqa: E402
-from osprey_control.backends.slurm import (  # noqa: E402
-    SlurmApplier,
-    SlurmObservation,
-    discover,
-    job_submit_lua,
-    marker,
-    parse_native_id,
-)
+from osprey_control.backends.slurm import job_submit_lua, marker  # noqa: E402
 from osprey_control.contract import parse_block  # noqa: E402
-from osprey_control.derivation import (  # noqa: E402
-    CompiledPolicy,
-    JobMetrics,
-    compile_policy,
-    derive,
-    job_level_values,
-)
+from osprey_control.derivation import compile_policy  # noqa: E402
 from osprey_control.policy import (  # noqa: E402
     PriorityDerivationPolicy,
     policy_from_mapping,
     shipped_policy_file,
 )
-from osprey_control.registry import Backend, JobRecord, JobStatus  # noqa: E402
 
+# The fixture's slurm.conf schedules every second (sched_interval=1, bf_interval=1): the model's passes too.
+SCHED_INTERVAL_S = 1.0
 _TIME_METRICS = {"remaining_time": 1.0, "queue_wait": 1.0, "attained_service": 1.0}
 
 
@@ -111,9 +104,13 @@ def workload(jobs: int, min_s: int, max_s: int, seed: int) -> list[Job]:
     return sorted(made, key=lambda job: job.offset_s)
 
 
-def compressed_policy(compression: float) -> PriorityDerivationPolicy:
-    """``default-policy`` with every time range divided by ``compression`` (attained service is GPU-hours)."""
+def compressed_policy(compression: float, capacity_gpus: int | None = None) -> PriorityDerivationPolicy:
+    """``default-policy`` with every time range divided by ``compression`` (attained service is GPU-hours), and
+    ``reservation.capacityGpus`` set to the cluster's GPUs, as docs/policies.md tells a user to (the simulator
+    assumes the same of a policy without it)."""
     document = yaml.safe_load(shipped_policy_file("default-policy").read_text())
+    if capacity_gpus is not None:
+        document["spec"].setdefault("reservation", {})["capacityGpus"] = capacity_gpus
     for rule in document["spec"]["derivationRules"]:
         if rule.get("metric") in _TIME_METRICS and "range" in rule:
             rule["range"] = [value / compression for value in rule["range"]]
@@ -124,9 +121,8 @@ def compressed_policy(compression: float) -> PriorityDerivationPolicy:
 
 
 def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
-    """The bench's submissions as the simulator's jobs: whole 8-GPU nodes, the same offsets and durations, and
-    the declared limit Slurm gets (``--time``). The user's ``expected_runtime`` estimate has no simulator field:
-    the model's Osprey reads the declared limit where the real loop reads the estimate."""
+    """The bench's submissions as the simulator's jobs: whole 8-GPU nodes, the same offsets and durations, the
+    declared limit Slurm gets (``--time``) and the user's ``expected_runtime`` estimate Osprey reads first."""
     return [
         SimJob(
             job_id=f"bench-{job.index}",
@@ -134,6 +130,7 @@ def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
             gpus=job.nodes * 8,
             duration_s=job.duration_s,
             declared_runtime_s=_time_limit_minutes(job) * 60.0,
+            expected_runtime_s=float(job.estimate_s),
         )
         for job in jobs
     ]
@@ -143,84 +140,12 @@ def _time_limit_minutes(job: Job) -> int:
     return math.ceil(job.duration_s * 2 / 60)
 
 
-class OspreyLoop:
-    """Discovery → derivation → apply, every ``interval`` seconds, until stopped."""
-
-    def __init__(self, slurm: LocalSlurm, policy: CompiledPolicy, interval: float) -> None:
-        self.slurm = slurm
-        self.policy = policy
-        self.interval = interval
-        self.applied: dict[int, int] = {}
-        self.writes = 0
-        self.cycles = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._applier = SlurmApplier(lambda cluster: slurm.client())
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            self.cycle()
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
-
-    def _values(self, observation: SlurmObservation, now: datetime) -> dict[str, float]:
-        running = observation.status is JobStatus.RUNNING
-        held = (now - observation.status_time).total_seconds() if running else 0.0
-        expected = observation.block.expected_runtime
-        waited = (now - observation.submitted_at).total_seconds() if observation.submitted_at else None
-        gpus = observation.requested_gpus or 0
-        return job_level_values(
-            queue_wait_s=waited,
-            attained_gpu_hours=gpus * held / 3600 if running else 0.0,
-            remaining_s=max(0.0, expected - held) if expected is not None else None,
-            requested_gpus=observation.requested_gpus,
-        )
-
-    def cycle(self) -> None:
-        now = datetime.now(UTC)
-        changes = []
-        for observation in discover(self.slurm.client(), self.slurm.cluster).observations:
-            if observation.status not in (JobStatus.PENDING, JobStatus.RUNNING):
-                continue
-            previous = self.applied.get(observation.job_id)
-            job = JobMetrics(str(observation.job_id), (), self._values(observation, now), backend="slurm")
-            decision = derive(self.policy, job, previous)
-            if decision.priority == previous:
-                continue
-            record = JobRecord(
-                backend=Backend.SLURM,
-                native_id=observation.native_id,
-                name=observation.name,
-                block=observation.block,
-                status=observation.status,
-                status_time=observation.status_time,
-                cluster=observation.cluster,
-                applied_priority=previous,
-            )
-            changes.append(PriorityChange(record, decision.priority))
-        if changes:
-            report = self._applier.apply(changes)
-            self.writes += report.writes
-            for result in report.applied:
-                self.applied[parse_native_id(result.job.native_id)[1]] = result.priority
-        self.cycles += 1
-
-
 def run(
     name: str, jobs: list[Job], nodes: int, osprey: OspreyLoop | None, slurm: LocalSlurm
 ) -> dict[str, Any]:
     submitted: dict[int, float] = {}
     names: dict[int, str] = {}
     began = time.time()
-    if osprey is not None:
-        osprey.start()
     try:
         for job in jobs:
             delay = began + job.offset_s - time.time()
@@ -232,6 +157,9 @@ def run(
             job_id = slurm.sbatch(
                 f"-N{job.nodes}",
                 "--exclusive",
+                # Every GPU of each node, as a training job asks for them: Slurm's record of the request is
+                # where discovery reads requested_gpus (without it Osprey sees a job of unknown size).
+                "--gres=gpu:8",
                 f"--time={_time_limit_minutes(job)}",
                 f"--comment={marker(block)}",
                 f"--job-name=bench-{job.index}",
@@ -239,6 +167,10 @@ def run(
             )
             submitted[job_id] = time.time()
             names[job_id] = f"bench-{job.index}"
+            if osprey is not None and len(submitted) == 1:
+                # The loop's cycles start with the first submission, as the simulator's do: with cycles of
+                # seconds and jobs of tens of seconds, their phase decides which cycle first ranks a job.
+                osprey.start()
         deadline = time.time() + 3600
         while slurm.squeue_states() and time.time() < deadline:
             time.sleep(0.5)
@@ -263,6 +195,8 @@ def run(
         "makespan_s": max(ends) - min(submitted.values()),
         "writes": osprey.writes if osprey else 0,
         "cycles": osprey.cycles if osprey else 0,
+        "cycle_s": osprey.mean_cycle_s if osprey else 0.0,
+        "loop_problem": osprey.health() if osprey else None,
     }
 
 
@@ -286,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a real Slurm cannot run here: {reason}", file=sys.stderr)
         return 1
     jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
-    policy = compressed_policy(args.compression)
+    policy = compressed_policy(args.compression, capacity_gpus=args.nodes * 8)
     compiled = compile_policy(policy)
     results = []
     names = ("slurm", "slurm+osprey", *(("slurm+osprey-bare",) if args.compare_bare else ()))
@@ -298,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         if plugin:  # where the installer puts it, before slurmctld starts (as ParallelCluster's OnNodeStart)
             (slurm.conf.parent / "job_submit.lua").write_text(job_submit_lua())
         with slurm:
-            loop = OspreyLoop(slurm, compiled, args.interval) if name != "slurm" else None
+            durations = {f"bench-{job.index}": float(job.duration_s) for job in jobs}
+            loop = OspreyLoop(slurm, compiled, args.interval, durations) if name != "slurm" else None
             results.append(run(name, jobs, args.nodes, loop, slurm))
     for result in results:
         print(
@@ -309,16 +244,38 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"ratio {layered['scheduler']}/slurm mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
             f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
-            f"(osprey cycles={layered['cycles']} priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
+            f"(osprey cycles={layered['cycles']} mean_cycle_s={layered['cycle_s']:.2f} "
+            f"priority_writes={layered['writes']}; jobs={args.jobs} nodes={args.nodes})"
         )
+        if layered["loop_problem"]:
+            print(
+                f"warning: {layered['scheduler']}: Osprey's loop did not keep up: {layered['loop_problem']}"
+            )
     for result in results:
         model = result["scheduler"]
         if model not in ("slurm", "slurm+osprey"):
             continue  # the bare variant has no model of its own
         simulated = simulated_starts(
-            model, simulated_jobs(jobs), [8] * args.nodes, policy=policy, cycle_s=args.interval
+            model,
+            simulated_jobs(jobs),
+            [8] * args.nodes,
+            policy=policy,
+            cycle_s=args.interval,
+            sched_interval_s=SCHED_INTERVAL_S,
         )
-        print(fidelity_line(model, result["run"], simulated))
+        line = fidelity_line(model, result["run"], simulated)
+        # A run whose loop failed or fell behind measures that, not the model: say so on the line itself.
+        print(line if not result["loop_problem"] else f"{line} [Osprey's loop: {result['loop_problem']}]")
+        print(
+            noise_line(
+                model,
+                simulated_jobs(jobs),
+                [8] * args.nodes,
+                policy=policy,
+                cycle_s=args.interval,
+                sched_interval_s=SCHED_INTERVAL_S,
+            )
+        )
     return 0
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from osprey.simulate import Simulator, Slurm, SlurmOsprey
 from osprey.simulate.slurm import _FreeGpus
 from osprey_control.backends.slurm.applier import DEFAULT_SLURM_PRIORITY_RANGE
@@ -169,3 +171,24 @@ def test_a_new_job_starts_where_ospreys_submit_plugin_puts_it_and_without_it_wai
     unwritten = Simulator(scenario, SlurmOsprey(policy)).runs[2]
     assert SlurmOsprey(policy).priority(unwritten) == DEFAULT_SLURM_PRIORITY_RANGE.start == 5001
     assert SlurmOsprey(policy, base_priority=1).priority(unwritten) == 1
+
+
+def _starts(sim: Simulator) -> dict[str, float | None]:
+    return {r.job.job_id: r.allocated_s for r in sim.runs}
+
+
+def test_with_a_scheduling_interval_a_submitted_job_waits_for_the_next_pass() -> None:
+    # Given an idle cluster and one job submitted at t=0.3 (the last arrival, into an idle cluster)
+    scenario = workload(job("a", 0.3, 8, 10, declared=60), job("b", 2.5, 8, 10, declared=60))
+    # When Slurm's model schedules at every event, then the job starts as it arrives
+    assert _starts(run(scenario, Slurm())) == {"a": 0.3, "b": 2.5}
+    # When it schedules in passes a second apart (slurm.conf sched_interval=1), then the job waits for the pass
+    # at t=1, as the real slurmctld starts a batch job at its next pass, and the second job for the pass at t=3
+    assert _starts(run(scenario, Slurm(sched_interval_s=1.0))) == {"a": 1.0, "b": 3.0}
+    # and a lone job waiting in an idle cluster for its pass is not taken for one that can never start
+    assert _starts(run(workload(job("a", 0.3, 8, 10)), Slurm(sched_interval_s=1.0))) == {"a": 1.0}
+
+
+def test_a_scheduling_interval_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="sched_interval_s: must be > 0 seconds"):
+        Slurm(sched_interval_s=0.0)

@@ -4,10 +4,12 @@ what production would know: the declared limit before a job reports progress, ne
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
 from osprey.simulate import JobRun, Status
+from osprey.simulate.model import SimulationError
 from osprey.simulate.telemetry import job_values, node_metrics
 from tests.simulate.helpers import job, run, workload
 
@@ -42,3 +44,33 @@ def test_a_finished_job_attained_its_gpu_hours_and_remaining_time_came_from_prog
     assert values["attained_service"] == pytest.approx(4.0)
     # Finished: no longer running, so the budget minus the time held (the limit, never the true duration).
     assert values["remaining_time"] == pytest.approx(7200 - 1800)
+
+
+def test_a_queued_job_with_an_estimate_reports_the_estimate_before_its_declared_limit() -> None:
+    # Given an 8-GPU job queued since t=100 that declares a 7200 s limit and an expected_runtime of 3300 s
+    estimated = JobRun(
+        0,
+        replace(job("small", 100, 8, 3000, declared=7200), expected_runtime_s=3300.0),
+        1,
+        8,
+        Status.QUEUED,
+        queued_since_s=100,
+    )
+    # When it is observed at t=500, then remaining_time is the user's estimate, as production's collector
+    # reads it (expected_runtime before the declared limit), never the true 3000 s
+    assert job_values(estimated, 500)["remaining_time"] == 3300.0
+
+
+def test_the_slurm_model_enforces_the_declared_limit_never_the_estimate() -> None:
+    # Given a 1-GPU job of 100 s that estimates 50 s and declares 600 s, when Slurm's model runs it, then it
+    # completes: the estimate is Osprey's signal only, never the limit slurmctld kills at
+    sim = run(workload(replace(job("a", 0, 1, 100, declared=600), expected_runtime_s=50.0)), "slurm")
+    (a,) = sim.runs
+    assert a.status is Status.DONE
+    assert a.end_s == pytest.approx(100.0)
+
+
+def test_an_estimate_of_zero_seconds_is_refused_with_the_job_named() -> None:
+    bad = replace(job("a", 0, 1, 100), expected_runtime_s=0.0)
+    with pytest.raises(SimulationError, match="job a: an expected runtime must be > 0 seconds"):
+        workload(bad).validate()

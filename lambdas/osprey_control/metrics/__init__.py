@@ -18,6 +18,7 @@ from osprey_control.metrics.collector import (
     fetch_latest,
     fetch_points,
 )
+from osprey_control.metrics.job_level import job_values
 from osprey_control.metrics.needs import metrics_needed, needs_from_policies
 from osprey_control.metrics.queries import (
     QUERY_ID_PATTERN,
@@ -51,6 +52,7 @@ __all__ = [
     "fetch_latest",
     "fetch_points",
     "is_due",
+    "job_values",
     "lead_series",
     "metric_data_query",
     "metrics_needed",

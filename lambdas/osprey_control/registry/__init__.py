@@ -49,7 +49,7 @@ from osprey_control.registry.model import (
     NodeRef,
     decision_changes,
 )
-from osprey_control.registry.observation import JobObservation, ObservationStore
+from osprey_control.registry.observation import JobObservation, ObservationStore, merge_observation
 
 if TYPE_CHECKING:
     from osprey_control.registry.batch import MAX_KEYS_PER_BATCH_GET
@@ -135,6 +135,7 @@ __all__ = [
     "item_to_record",
     "job_pk",
     "key_from_pk",
+    "merge_observation",
     "parse_time",
     "plan_shards",
     "record_to_item",

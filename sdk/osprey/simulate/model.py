@@ -27,6 +27,9 @@ class Job:
     starts over). ``declared_runtime_s`` is the runtime limit the user declared (SageMaker
     ``StoppingCondition``, Batch ``timeout``), usually an over-estimate; None when the job declares none. The
     simulated control plane reads it wherever production reads the declared limit, never ``duration_s``.
+    ``expected_runtime_s`` is the user's own estimate (the Osprey block's ``expected_runtime``), which
+    production reads before the declared limit; None when the user gave none. The scheduler models never
+    read it (a backend enforces only the declared limit).
     """
 
     job_id: str
@@ -40,6 +43,7 @@ class Job:
     priority_class: int = 0
     checkpoint_s: float = 0.0
     declared_runtime_s: float | None = None
+    expected_runtime_s: float | None = None
 
     def workers(self, node_size: int) -> int:
         """Workers (pods, hosts, node jobs): one per node for a multi-node gang, else one."""
@@ -123,6 +127,8 @@ class Workload:
                 raise SimulationError(f"job {job.job_id}: needs gpus >= 1 and duration > 0")
             if job.declared_runtime_s is not None and not job.declared_runtime_s > 0:
                 raise SimulationError(f"job {job.job_id}: a declared runtime must be > 0 seconds")
+            if job.expected_runtime_s is not None and not job.expected_runtime_s > 0:
+                raise SimulationError(f"job {job.job_id}: an expected runtime must be > 0 seconds")
             if job.gpus > largest and (job.gpus % largest or job.gpus // largest > whole_nodes):
                 raise SimulationError(
                     f"job {job.job_id}: {job.gpus} GPUs is not a whole number of {largest}-GPU nodes "

@@ -165,7 +165,14 @@ class Simulator:
     def _check_progress(self, now: float) -> None:
         # Nothing running, nothing backing off, nothing left to arrive, an empty cluster and still a queue:
         # the scheduler will never place anything again. Fail loudly rather than spin on cycles.
-        stuck = self.queue and not self.running and not self.held and self._arrived == len(self.runs)
+        # A pending timer may still let the scheduler act (Slurm's next scheduling pass).
+        stuck = (
+            self.queue
+            and not self.running
+            and not self.held
+            and not self._timers
+            and self._arrived == len(self.runs)
+        )
         if stuck and self.cluster.free_total == self.cluster.total:
             raise SimulationError(f"{self.scheduler.name}: queued jobs can never be placed (t={now:.0f})")
 

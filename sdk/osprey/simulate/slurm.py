@@ -32,7 +32,9 @@ it, Osprey's ``job_submit.lua`` (docs/slurm.md), which creates every opted-in jo
 job then waits behind every job Osprey has ranked until its first cycle.
 
 Generous to Slurm: the backfill pass runs at every event (real Slurm runs it every ``bf_interval``, 30 s by
-default). GPUs are counted cluster-wide for reservations (``select/cons_tres`` places whole nodes for a
+default). With ``sched_interval_s`` a newly submitted job is first considered at the next multiple of it (the
+real slurmctld starts a batch job at its next periodic pass, not at submission; with Osprey, its cycle may rank
+the job before that pass); unset, at once. GPUs are counted cluster-wide for reservations (``select/cons_tres`` places whole nodes for a
 multi-node job); the physical fit is checked when a job starts.
 """
 
@@ -56,6 +58,7 @@ BF_MAX_JOB_TEST = 500
 # Every job's priority with no priority weights configured (the lowest that is not "held").
 NATIVE_PRIORITY = 1
 TIMEOUT = "timeout"
+PASS = "slurm-pass"
 
 
 class _FreeGpus:
@@ -107,11 +110,32 @@ class Slurm(Scheduler):
     name: ClassVar[str] = "slurm"
 
     def __init__(
-        self, *, backfill: bool = True, max_job_test: int = BF_MAX_JOB_TEST, bf_window_s: float = math.inf
+        self,
+        *,
+        backfill: bool = True,
+        max_job_test: int = BF_MAX_JOB_TEST,
+        bf_window_s: float = math.inf,
+        sched_interval_s: float | None = None,
     ) -> None:
         self.backfill = backfill
         self.max_job_test = max_job_test
         self.bf_window_s = bf_window_s
+        if sched_interval_s is not None and not sched_interval_s > 0:
+            raise ValueError(f"sched_interval_s: must be > 0 seconds (or None), got {sched_interval_s}")
+        self.sched_interval_s = sched_interval_s
+
+    def first_pass(self, run: JobRun) -> float:
+        """When slurmctld first considers ``run``: on arrival, or with ``sched_interval_s`` at the next periodic
+        pass (slurm.conf ``sched_interval``/``bf_interval``: a submitted batch job waits for it)."""
+        interval = self.sched_interval_s
+        if interval is None:
+            return run.job.submit_s
+        return math.floor(run.job.submit_s / interval + 1.0) * interval
+
+    def on_arrival(self, run: JobRun, now: float) -> None:
+        super().on_arrival(run, now)
+        if self.sched_interval_s is not None:
+            self.sim.set_timer(run, self.first_pass(run), PASS)
 
     def priority(self, run: JobRun) -> int:
         """The job's Slurm priority: the same for every job without priority weights."""
@@ -125,6 +149,8 @@ class Slurm(Scheduler):
     def on_timer(self, run: JobRun, tag: str, now: float) -> None:
         if tag == TIMEOUT and run.index in self.sim.running:
             self.sim.fail(run, now)  # state TIMEOUT: slurmctld ends the job at its limit
+        elif tag == PASS:
+            self.sim.mark_changed()  # the pass that first sees the job
 
     @staticmethod
     def time_limit(run: JobRun) -> float:
@@ -135,7 +161,10 @@ class Slurm(Scheduler):
     def schedule(self, now: float) -> None:
         sim = self.sim
         priority = self.priority
-        pending = sorted(sim.queue.values(), key=lambda run: (-priority(run), run.job.submit_s, run.index))
+        pending = sorted(
+            (run for run in sim.queue.values() if self.first_pass(run) <= now),
+            key=lambda run: (-priority(run), run.job.submit_s, run.index),
+        )
         for position, run in enumerate(pending):
             if not sim.allocate(run, now):
                 if self.backfill:
@@ -183,8 +212,9 @@ class SlurmOsprey(Layered, Slurm):
         seed: int = 0,
         priority_range: SlurmPriorityRange = DEFAULT_SLURM_PRIORITY_RANGE,
         base_priority: int | None = None,
+        sched_interval_s: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(sched_interval_s=sched_interval_s)
         self._layer(policy, cycle_s, seed, Backend.SLURM)
         self.priority_range = priority_range
         # A job's Slurm priority until Osprey's first write: the middle of the range, where Osprey's

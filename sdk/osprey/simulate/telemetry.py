@@ -13,8 +13,8 @@ collector uses, fed with what production would know:
 - ``attained_service``: the job's allocation intervals x GPUs (the registry's intervals);
 - ``remaining_time``: while the job trains, the runtime's progress report (``report_progress``: the
   ``RemainingSeconds`` it computes from work done of the total, which a training script knows as steps);
-  otherwise its declared runtime limit minus the time it has held GPUs. A job without a declared limit has
-  no data until it reports. The true duration is never read before the job reports progress;
+  otherwise its budget minus the time it has held GPUs: the user's ``expected_runtime`` estimate when it has
+  one, else its declared runtime limit. A job with neither has no data until it reports. The true duration is never read before the job reports progress;
 - ``requested_gpus``: the job's GPUs.
 """
 
@@ -78,6 +78,7 @@ def job_values(run: JobRun, now: float) -> dict[str, float]:
         progress=_progress(run, now),
         running=run.status in (Status.STARTING, Status.TRAINING),
         held_s=held_seconds(run.intervals, now),
+        expected_runtime_s=job.expected_runtime_s,
         declared_limit_s=job.declared_runtime_s,
     )
     return job_level_values(
