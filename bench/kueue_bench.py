@@ -55,7 +55,7 @@ from tests.k8s.cluster import METRICS_CERT_DIR, LocalKubernetes, find_binaries  
 
 from bench.fidelity import Run as FidelityRun  # noqa: E402
 from bench.fidelity import fidelity_line  # noqa: E402
-from bench.kueue_driver import NODE_GPUS, Driver, OspreyLoop, Tracked, make_queue, submit  # noqa: E402
+from bench.kueue_driver import NODE_GPUS, Driver, KueueOspreyLoop, Tracked, make_queue, submit  # noqa: E402
 from bench.slurm_bench import Job, compressed_policy, workload  # noqa: E402
 from osprey.simulate.kueue import Kueue  # noqa: E402
 from osprey.simulate.model import Job as SimJob  # noqa: E402
@@ -142,7 +142,7 @@ def run(
     loop = None
     if name == "kueue+osprey":
         compiled = compile_policy(compressed_policy(args.compression))
-        loop = OspreyLoop(client, driver, compiled, args.interval, nodes * NODE_GPUS)
+        loop = KueueOspreyLoop(client, driver, compiled, args.interval, nodes * NODE_GPUS)
     stop = threading.Event()
 
     def drive() -> None:
@@ -190,6 +190,7 @@ def run(
         "evicted_by": sorted(reason for job in tracked for reason in job.evicted_by),
         "writes": loop.writes if loop else 0,
         "cycles": loop.cycles if loop else 0,
+        "loop_problem": loop.health() if loop else None,
         "pods_ready_refused": driver.pods_ready_refused,
         "stamps": {job.name: job.stamp for job in tracked if job.stamp is not None},
     }
@@ -241,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             f"finish_to_next_admission_s={result['handoff_s']:.2f}"
         )
     for result in results:
+        if result["loop_problem"]:
+            print(f"warning: {result['scheduler']}: Osprey's loop did not keep up: {result['loop_problem']}")
         if result["pods_ready_refused"]:
             print(
                 f"note: {result['scheduler']}: the API server refused status.ready: {result['pods_ready_refused']}"

@@ -16,7 +16,7 @@ driver that plays kubelet and training script, and Osprey's loop writing Workloa
   would see to); ``duration`` seconds after the admission it marks the Workload ``Finished`` (status
   subresource), which releases its quota. A Workload that loses its admission (preempted) starts over on its
   next admission (no checkpoint, as the simulator's jobs).
-- :class:`OspreyLoop`: every ``interval`` seconds, each active job's job-level signals through the production
+- :class:`KueueOspreyLoop`: every ``interval`` seconds, each active job's job-level signals through the production
   definitions (``osprey_control.derivation.job_signals``), the production reservation plan, the real
   derivation engine, and the real :class:`~osprey_control.backends.eks.EksApplier` patching the Workload's
   ``spec.priority`` (0..1000). The job-level inputs come from what the driver records (submission, each
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.periodic import PeriodicLoop
 from osprey_control.backends import PriorityChange
 from osprey_control.backends.eks import ConflictError, EksApplier, KubernetesApiError, KubernetesClient
 from osprey_control.contract import parse_block
@@ -57,7 +58,7 @@ from osprey_control.derivation import (
 from osprey_control.policy import Metric
 from osprey_control.registry import Backend, JobRecord, JobStatus
 
-__all__ = ["GPU", "NODE_GPUS", "Driver", "OspreyLoop", "Tracked", "make_queue", "submit"]
+__all__ = ["GPU", "NODE_GPUS", "Driver", "KueueOspreyLoop", "Tracked", "make_queue", "submit"]
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
@@ -265,8 +266,9 @@ class Driver:
         self._finish_at.pop(job.name, None)
 
 
-class OspreyLoop:
-    """Derive → apply every ``interval`` seconds for the driver's active jobs, until stopped."""
+class KueueOspreyLoop(PeriodicLoop):
+    """Derive → apply every ``interval`` seconds for the driver's active jobs, until stopped; a failing cycle is
+    counted and the next one runs (:class:`bench.periodic.PeriodicLoop`)."""
 
     def __init__(
         self,
@@ -276,30 +278,15 @@ class OspreyLoop:
         interval: float,
         capacity_gpus: int,
     ) -> None:
+        super().__init__(interval)
         self.driver = driver
         self.policy = policy
-        self.interval = interval
         self.capacity_gpus = capacity_gpus
         self.uids: dict[str, str] = {}
         self.derived: dict[str, int] = {}  # the last derived priority: the engine's ``previous``
         self.applied: dict[str, int] = {}  # the last one the applier wrote (or found in place)
-        self.writes = self.cycles = 0
+        self.writes = 0
         self._applier = EksApplier(lambda cluster: client)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            self.cycle()
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def _values(self, job: Tracked, now: float) -> dict[str, float]:
         running = job.admitted_s is not None

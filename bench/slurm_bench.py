@@ -62,7 +62,7 @@ from tests.slurm.cluster import LocalSlurm, missing_requirements  # noqa: E402
 
 from bench.fidelity import Run as FidelityRun  # noqa: E402
 from bench.fidelity import fidelity_line, noise_line, simulated_starts  # noqa: E402
-from bench.slurm_loop import OspreyLoop  # noqa: E402
+from bench.slurm_loop import SlurmOspreyLoop  # noqa: E402
 from osprey.simulate.model import Job as SimJob  # noqa: E402
 from osprey_control.backends.slurm import job_submit_lua, marker  # noqa: E402
 from osprey_control.contract import parse_block  # noqa: E402
@@ -141,7 +141,7 @@ def _time_limit_minutes(job: Job) -> int:
 
 
 def run(
-    name: str, jobs: list[Job], nodes: int, osprey: OspreyLoop | None, slurm: LocalSlurm
+    name: str, jobs: list[Job], nodes: int, osprey: SlurmOspreyLoop | None, slurm: LocalSlurm
 ) -> dict[str, Any]:
     submitted: dict[int, float] = {}
     names: dict[int, str] = {}
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             (slurm.conf.parent / "job_submit.lua").write_text(job_submit_lua())
         with slurm:
             durations = {f"bench-{job.index}": float(job.duration_s) for job in jobs}
-            loop = OspreyLoop(slurm, compiled, args.interval, durations) if name != "slurm" else None
+            loop = SlurmOspreyLoop(slurm, compiled, args.interval, durations) if name != "slurm" else None
             results.append(run(name, jobs, args.nodes, loop, slurm))
     for result in results:
         print(

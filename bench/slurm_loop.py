@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from tests.slurm.cluster import LocalSlurm
 
+from bench.periodic import PeriodicLoop
 from osprey_control.backends import PriorityChange
 from osprey_control.backends.slurm import SlurmApplier, discover
 from osprey_control.derivation import CompiledPolicy, JobMetrics, ProgressReport, derive
 from osprey_control.metrics import CollectionResult, add_reservations, job_values
 from osprey_control.registry import JobKey, JobRecord, JobStatus, merge_observation
 
-__all__ = ["OspreyLoop"]
+__all__ = ["SlurmOspreyLoop"]
 
 
 class _OnePolicy:
@@ -30,7 +29,7 @@ class _OnePolicy:
         return self.policy
 
 
-class OspreyLoop:
+class SlurmOspreyLoop(PeriodicLoop):
     """Discovery → collect → derive → apply, every ``interval`` seconds, until stopped: production's cycle.
 
     Each step is production's own: discovery's observations folded into a registry record as ingest folds
@@ -45,9 +44,8 @@ class OspreyLoop:
     ``durations`` the loop hands the collector the report that job would have published, its duration less
     the time it has run. Before a job starts, its budget is its ``expected_runtime``, as in production.
 
-    A cycle that raises (slurmrestd busy or not answering on a loaded machine) is counted and the loop goes
-    on at the next cycle, as production's next scheduled run does; :attr:`failures` keeps each error, so a
-    run whose loop did not work is visible with its cause (:meth:`health`).
+    A cycle that raises (slurmrestd busy or not answering on a loaded machine) is counted and the next one
+    runs (:class:`bench.periodic.PeriodicLoop`).
     """
 
     def __init__(
@@ -57,60 +55,15 @@ class OspreyLoop:
         interval: float,
         durations: Mapping[str, float] | None = None,
     ) -> None:
+        super().__init__(interval)
         self.slurm = slurm
         self.policy = policy
-        self.interval = interval
         # Each job's true duration by name: the work its stand-in for a training job would report as done.
         self.durations = dict(durations or {})
         self.records: dict[JobKey, JobRecord] = {}
         self.writes = 0
-        self.cycles = 0
-        self.busy_s = 0.0  # time spent in cycles (a cycle longer than the interval delays the next)
-        self.failures: list[str] = []
-        self.started_at: float | None = None
-        self.stopped_at: float | None = None
         self._lookup = _OnePolicy(policy)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self._applier = SlurmApplier(lambda cluster: slurm.client())
-
-    def start(self) -> None:
-        self.started_at = time.monotonic()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self.started_at is None:
-            return  # never started (the first submission failed)
-        self._thread.join(timeout=30)
-        self.stopped_at = time.monotonic()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self.cycle()
-            except Exception as error:  # counted and reported (health()); the next cycle retries
-                self.failures.append(f"{type(error).__name__}: {error}")
-            self.busy_s += time.monotonic() - started
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
-
-    @property
-    def mean_cycle_s(self) -> float:
-        runs = self.cycles + len(self.failures)
-        return self.busy_s / runs if runs else 0.0
-
-    def health(self) -> str | None:
-        """Why this loop's run does not show Osprey at work (None when it does): failed cycles, or far fewer
-        cycles than the run's length allows (a cycle that hung)."""
-        span = (self.stopped_at or time.monotonic()) - (self.started_at or time.monotonic())
-        expected = span / self.interval
-        problems = []
-        if self.failures:
-            problems.append(f"{len(self.failures)} cycles failed (first: {self.failures[0]})")
-        if self.cycles < 0.5 * expected:
-            problems.append(f"{self.cycles} cycles in {span:.0f} s where about {expected:.0f} were due")
-        return "; ".join(problems) or None
 
     def cycle(self) -> None:
         now = datetime.now(UTC)

@@ -11,7 +11,7 @@ import time
 import pytest
 from bench.fidelity import noise_line
 from bench.slurm_bench import compressed_policy, main, simulated_jobs, workload
-from bench.slurm_loop import OspreyLoop
+from bench.slurm_loop import SlurmOspreyLoop
 
 from osprey_control.derivation import compile_policy
 from tests.slurm.cluster import LocalSlurm
@@ -42,7 +42,7 @@ def test_a_loop_whose_cycles_fail_keeps_cycling_and_reports_the_cause() -> None:
     # Given the bench's Osprey loop pointed at a slurmrestd that does not answer (a cluster never started)
     slurm = LocalSlurm(nodes=1, gpus=8, cluster="bench")
     try:
-        loop = OspreyLoop(slurm, compile_policy(compressed_policy(240.0, capacity_gpus=8)), 0.05)
+        loop = SlurmOspreyLoop(slurm, compile_policy(compressed_policy(240.0, capacity_gpus=8)), 0.05)
         # When it runs for a moment
         loop.start()
         time.sleep(0.5)
