@@ -36,6 +36,7 @@ from typing import Any
 from osprey_control.backends.eks import KubernetesClient, NotFoundError
 from tests.k8s import kueue
 from tests.k8s.pki import CertificateAuthority, write_service_account_keys
+from tests.processes import marked_processes
 
 __all__ = [
     "KUEUE_NAMESPACE",
@@ -173,19 +174,7 @@ class LocalKubernetes:
 
     def leftovers(self) -> list[int]:
         """Live processes whose environment carries this control plane's marker."""
-        marker = f"{MARKER_VARIABLE}={self.root}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z" and marker in environ.split(b"\0"):
-                found.append(int(entry.name))
-        return found
+        return marked_processes(MARKER_VARIABLE, str(self.root))
 
     def __enter__(self) -> LocalKubernetes:
         return self.start()

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from osprey_control.backends.slurm import SlurmClient, SlurmCredentials, mint_token
+from tests.processes import marked_processes
 
 __all__ = ["MARKER_VARIABLE", "REQUIRED_BINARIES", "LocalSlurm", "missing_requirements"]
 
@@ -194,19 +195,7 @@ class LocalSlurm:
 
     def leftovers(self) -> list[int]:
         """Live processes whose environment carries this cluster's marker (jobs, slurmstepd, daemons)."""
-        marker = f"{MARKER_VARIABLE}={self.root}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z" and marker in environ.split(b"\0"):
-                found.append(int(entry.name))
-        return found
+        return marked_processes(MARKER_VARIABLE, str(self.root))
 
     def __enter__(self) -> LocalSlurm:
         return self.start()
