@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from osprey.simulate.history.record import HistoryError, PastJob, dig, positive_int, require
+from osprey.simulate.history.record import HistoryError, PastJob, dig, item_error, positive_int, require
 
 __all__: list[str] = []
 
@@ -113,8 +113,5 @@ def read_batch(document: Any, source: str) -> list[PastJob]:
             try:
                 jobs.append(_job(job, where))
             except ValueError as error:
-                text = str(error)
-                raise HistoryError(
-                    f"{source}: {text if text.startswith(where) else f'{where}: {text}'}"
-                ) from None
+                raise item_error(source, where, error) from None
     return jobs

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from osprey.simulate.history.record import HistoryError, PastJob, dig, parse_time, positive_int, require
+from osprey.simulate.history.record import (
+    HistoryError,
+    PastJob,
+    dig,
+    item_error,
+    parse_time,
+    positive_int,
+    require,
+)
 
 __all__: list[str] = []
 
@@ -108,8 +116,5 @@ def read_workloads(document: Any, source: str) -> list[PastJob]:
         try:
             jobs.append(_workload(item, where))
         except ValueError as error:
-            text = str(error)
-            raise HistoryError(
-                f"{source}: {text if text.startswith(where) else f'{where}: {text}'}"
-            ) from None
+            raise item_error(source, where, error) from None
     return jobs

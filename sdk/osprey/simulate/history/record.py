@@ -84,6 +84,13 @@ def dig(item: Any, path: str) -> Any:
     return item
 
 
+def item_error(source: str, where: str, error: ValueError) -> HistoryError:
+    """A parse error of one record item (``where``, e.g. ``jobs[3]``) in ``source``, located once: messages that
+    already start with ``where`` (from :func:`require`) are not prefixed again."""
+    text = str(error)
+    return HistoryError(f"{source}: {text if text.startswith(where) else f'{where}: {text}'}")
+
+
 def require(item: Any, path: str, where: str) -> Any:
     """``dig(item, path)``, or :class:`ValueError` saying ``where`` lacks ``path``."""
     value = dig(item, path)

@@ -17,7 +17,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from osprey.simulate.history.record import HistoryError, PastJob, dig, parse_time, positive_int, require
+from osprey.simulate.history.record import (
+    HistoryError,
+    PastJob,
+    dig,
+    item_error,
+    parse_time,
+    positive_int,
+    require,
+)
 from osprey_control.catalog import gpus_for_instance_type
 
 __all__: list[str] = []
@@ -96,8 +104,5 @@ def read_training_jobs(values: list[Any], source: str, unknown: set[str]) -> lis
                 )
             )
         except ValueError as error:
-            text = str(error)
-            raise HistoryError(
-                f"{source}: {text if text.startswith(where) else f'{where}: {text}'}"
-            ) from None
+            raise item_error(source, where, error) from None
     return jobs
