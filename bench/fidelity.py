@@ -133,14 +133,19 @@ def noise_line(
     sched_interval_s: float | None = None,
     jitter_s: float = JITTER_S,
     draws: int = NOISE_DRAWS,
+    base: Run | None = None,
 ) -> str:
     """The model against itself with every submission but the first moved by up to ``jitter_s`` (seeded
     draws): the best ``order_tau`` and ``wait_ratio`` any model could reach against a real run whose timing is
     that uncertain. A model whose own order changes with such shifts cannot match a real run job by job; its
-    fidelity is then its wait ratio, and the tau of ``fidelity_line`` is read against this floor."""
-    base = simulated_starts(
-        scheduler, jobs, node_gpus, policy=policy, cycle_s=cycle_s, sched_interval_s=sched_interval_s
-    )
+    fidelity is then its wait ratio, and the tau of ``fidelity_line`` is read against this floor.
+
+    ``base``: the unmoved run when the caller has simulated it already (the same arguments), so it is not run
+    twice."""
+    if base is None:
+        base = simulated_starts(
+            scheduler, jobs, node_gpus, policy=policy, cycle_s=cycle_s, sched_interval_s=sched_interval_s
+        )
     names = sorted(base.started)
     first = min(jobs, key=lambda job: job.submit_s)
     taus, ratios = [], []

@@ -255,27 +255,17 @@ def main(argv: list[str] | None = None) -> int:
         model = result["scheduler"]
         if model not in ("slurm", "slurm+osprey"):
             continue  # the bare variant has no model of its own
-        simulated = simulated_starts(
-            model,
-            simulated_jobs(jobs),
-            [8] * args.nodes,
-            policy=policy,
-            cycle_s=args.interval,
-            sched_interval_s=SCHED_INTERVAL_S,
-        )
+        model_jobs = simulated_jobs(jobs)
+        settings: dict[str, Any] = {
+            "policy": policy,
+            "cycle_s": args.interval,
+            "sched_interval_s": SCHED_INTERVAL_S,
+        }
+        simulated = simulated_starts(model, model_jobs, [8] * args.nodes, **settings)
         line = fidelity_line(model, result["run"], simulated)
         # A run whose loop failed or fell behind measures that, not the model: say so on the line itself.
         print(line if not result["loop_problem"] else f"{line} [Osprey's loop: {result['loop_problem']}]")
-        print(
-            noise_line(
-                model,
-                simulated_jobs(jobs),
-                [8] * args.nodes,
-                policy=policy,
-                cycle_s=args.interval,
-                sched_interval_s=SCHED_INTERVAL_S,
-            )
-        )
+        print(noise_line(model, model_jobs, [8] * args.nodes, base=simulated, **settings))
     return 0
 
 
