@@ -34,13 +34,14 @@ def test_each_column_says_which_direction_is_better_and_marks_where_osprey_loses
     results = _results()
     worse = losses(results["kueue+osprey"], results["kueue"])
 
-    # Then the headers carry ↓ for costs and ↑ for goodput, and a legend says so
+    # Then the headers carry ↓ for costs (makespan among them) and ↑ for goodput, and a legend says so
     for header in (
         "mean wait (min) ↓",
         "p95 wait (min) ↓",
         "mean JCT (h) ↓",
         "idle % ↓",
         "goodput ↑",
+        "makespan (h) ↓",
         "preempt ↓",
     ):
         assert header in result.stdout
