@@ -33,7 +33,7 @@ __all__ = [
     "derive",
 ]
 
-Reason = Literal["derived", "damped", "deadband", "no-data"]
+Reason = Literal["derived", "damped", "deadband", "no-data", "guarded"]
 
 # Small ints instead of enum members on the hot path: enum attribute lookups cost more than the arithmetic.
 _LINEAR, _LOG, _INVERSE = 0, 1, 2
@@ -328,6 +328,13 @@ def derive(
 
     explanations: list[RuleExplanation] = [_evaluate_builtin(rule, job) for rule in compiled.builtins]
     builtin_base = _weighted_mean(explanations)
+    if job.pinned_priority is not None:
+        # The pool's guard stood down to the backend's native order (osprey_control.guard): the job's native
+        # priority, undamped and past the deadband, and no custom rule invoked for a value that is not used.
+        pinned = int(_clamp(job.pinned_priority, 0, 100))
+        return Decision(
+            compiled.name, job.job_id, pinned, prev, float(pinned), builtin_base, "guarded", tuple(explanations)
+        )
     if compiled.weighted_customs:
         for custom in compiled.weighted_customs:
             explanations.append(

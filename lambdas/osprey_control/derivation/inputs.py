@@ -45,3 +45,6 @@ class JobMetrics:
     name: str = ""
     # Why a cross-job signal has its value (the reservation's role and predicted start), for ``osprey explain``.
     notes: Mapping[str, str] = field(default_factory=dict)
+    # The priority the pool's guard stood down to (the backend's native order, osprey_control.guard): set, the
+    # engine writes it as it is, since the native order is only kept if every job is exactly at its value.
+    pinned_priority: int | None = None

@@ -45,7 +45,7 @@ Pure arithmetic, no clock and no AWS: the caller supplies ``remaining_s`` as of 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -243,7 +243,7 @@ def plan_reservations(
     return plan
 
 
-def reservation_of(plan: dict[Hashable, Reservation], key: Hashable) -> Reservation:
+def reservation_of(plan: Mapping[Hashable, Reservation], key: Hashable) -> Reservation:
     """The job's reservation in ``plan`` (unaffected when the plan does not name it)."""
     return plan.get(key, _UNAFFECTED)
 

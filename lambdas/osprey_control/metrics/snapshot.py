@@ -34,6 +34,7 @@ def _job(metrics: JobMetrics) -> dict[str, Any]:
         "job": dict(metrics.job_values),
         "nodes": [[node.node_id, dict(node.values)] for node in metrics.nodes],
         "notes": dict(metrics.notes),
+        **({} if metrics.pinned_priority is None else {"pin": metrics.pinned_priority}),
     }
 
 
@@ -68,6 +69,7 @@ def decode(data: bytes) -> CollectionResult:
                 backend=str(job["backend"]),
                 name=str(job["name"]),
                 notes={str(k): str(v) for k, v in job.get("notes", {}).items()},
+                pinned_priority=None if job.get("pin") is None else int(job["pin"]),
             )
         problems: dict[JobKey, list[CollectionProblem]] = {}
         for pk, entries in document["problems"].items():

@@ -23,6 +23,7 @@ import math
 import random
 from datetime import UTC, datetime, timedelta
 
+from osprey.simulate.guard import SimulatedGuard
 from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey.simulate.telemetry import job_values, node_metrics
 from osprey_control.backends import PriorityChange, prefilter
@@ -75,6 +76,8 @@ class OspreyControl:
         ] = {}  # the registry's record of each job, as the apply step reads it
         self.derivations = 0
         self.writes = 0
+        # The production guard (osprey_control.guard), set by the layered scheduler that knows its backend model.
+        self.guard: SimulatedGuard | None = None
 
     def admit(self, run: JobRun) -> None:
         """A job was submitted: its ``prev`` is the policy's ``initialPriority`` (docs/design.md §4)."""
@@ -104,18 +107,10 @@ class OspreyControl:
             self._nodes[run.index] = node_metrics(run, self._rng, self.noise / math.sqrt(every))
         return self._nodes[run.index]
 
-    def _add_reservation(
-        self, active: list[JobRun], values: dict[int, dict[str, float]], now: float
-    ) -> dict[int, dict[str, str]]:
-        """The production reservation plan (osprey_control.metrics.reservation builds the same pool from the
-        registry): every active job's ``reservation`` value, and its note."""
-        settings = pool_settings([self.compiled])
-        assert settings is not None  # only called when the policy reads the signal
-        capacity = (
-            settings.capacity_gpus if settings.capacity_gpus is not None else self.default_capacity_gpus
-        )
+    def _pool(self, active: list[JobRun], values: dict[int, dict[str, float]], now: float) -> list[PoolJob]:
+        """The reservation plan's pool (osprey_control.metrics.reservation builds the same from the registry)."""
         may_yield = self.compiled.lets_jobs_yield
-        pool = [
+        return [
             PoolJob(
                 run.index,
                 run.job.gpus,
@@ -130,7 +125,20 @@ class OspreyControl:
             for run in active
             if run.status is not Status.HELD  # backing off: the backend would not admit it now
         ]
-        plan = plan_reservations(pool, capacity, yield_fraction=settings.yield_fraction)
+
+    def _capacity(self) -> int | None:
+        settings = pool_settings([self.compiled])
+        if settings is not None and settings.capacity_gpus is not None:
+            return settings.capacity_gpus
+        return self.default_capacity_gpus
+
+    def _add_reservation(
+        self, active: list[JobRun], values: dict[int, dict[str, float]], pool: list[PoolJob]
+    ) -> dict[int, dict[str, str]]:
+        """The production reservation plan: every active job's ``reservation`` value, and its note."""
+        settings = pool_settings([self.compiled])
+        assert settings is not None  # only called when the policy reads the signal
+        plan = plan_reservations(pool, self._capacity(), yield_fraction=settings.yield_fraction)
         notes: dict[int, dict[str, str]] = {}
         for run in active:
             reservation = reservation_of(plan, run.index)
@@ -146,11 +154,18 @@ class OspreyControl:
         owner: dict[int, JobRun] = {}
         active = sim.active()
         values = {run.index: job_values(run, now) for run in active}
-        notes = self._add_reservation(active, values, now) if self.compiled.reads_reservation else {}
-        for run in active:
-            metrics = JobMetrics(
+        pool = self._pool(active, values, now)
+        notes = self._add_reservation(active, values, pool) if self.compiled.reads_reservation else {}
+        metrics_of = {
+            run.index: JobMetrics(
                 run.job.job_id, self._read_nodes(run, now), values[run.index], notes=notes.get(run.index, {})
             )
+            for run in active
+        }
+        if self.guard is not None:
+            metrics_of = self.guard.realize(sim, active, metrics_of, pool, now)
+        for run in active:
+            metrics = metrics_of[run.index]
             decision = derivation_engine.derive(self.compiled, metrics, run.priority)
             self.derivations += 1
             if decision.priority != run.priority:

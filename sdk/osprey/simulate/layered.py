@@ -34,6 +34,7 @@ from typing import ClassVar
 from osprey.simulate.baselines import FairShare
 from osprey.simulate.control import OspreyControl
 from osprey.simulate.gangwatch import SimulatedGangWatch
+from osprey.simulate.guard import SimulatedGuard
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.sim import JobRun, Scheduler, Simulator, Status
 from osprey_control.backends.batch import (
@@ -45,6 +46,7 @@ from osprey_control.backends.batch import (
 )
 from osprey_control.backends.eks import DEFAULT_KUEUE_PRIORITY_RANGE, KueuePriorityRange
 from osprey_control.contract import batch_scheduling_priority
+from osprey_control.guard import Model
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import Backend
 
@@ -60,9 +62,15 @@ class Layered(Scheduler):
     gangs: SimulatedGangWatch
 
     def _layer(
-        self, policy: PriorityDerivationPolicy, cycle_s: float | None, seed: int, backend: Backend
+        self,
+        policy: PriorityDerivationPolicy,
+        cycle_s: float | None,
+        seed: int,
+        backend: Backend,
+        guard: bool = True,
     ) -> None:
         self.control = OspreyControl(policy, backend=backend, cycle_s=cycle_s, seed=seed)
+        self.control.guard = self.make_guard(self.control) if guard else None
         # The backend's own value written for each job (Workload priority, schedulingPriority), by run index.
         self.written: dict[int, int] = {}
         self.cycle_s = self.control.interval_s
@@ -72,6 +80,13 @@ class Layered(Scheduler):
     def write(self, run: JobRun) -> None:
         """Write ``run.priority`` to the backend in its own terms (the production mapping)."""
         raise NotImplementedError
+
+    def make_guard(self, control: OspreyControl) -> SimulatedGuard:
+        """The production guard over this backend's model (osprey_control.guard)."""
+        raise NotImplementedError
+
+    def _capacity(self) -> int | None:
+        return self.control.default_capacity_gpus
 
     def bind(self, sim: Simulator) -> None:
         super().bind(sim)
@@ -118,6 +133,14 @@ class KueueOsprey(Layered, Kueue):
 
     def priority(self, run: JobRun) -> int:
         return self.written.get(run.index, run.job.priority_class)
+
+    def make_guard(self, control: OspreyControl) -> SimulatedGuard:
+        return SimulatedGuard(
+            control.compiled,
+            Model.KUEUE,
+            capacity=self._capacity,
+            native_value=lambda run: float(run.job.priority_class),
+        )
 
     def write(self, run: JobRun) -> None:
         assert run.priority is not None
@@ -170,6 +193,19 @@ class FairShareOsprey(_FairShareLayered):
     def share_of(self, run: JobRun) -> str:
         return team_share_identifier(run.job.share, run.job.gpus)
 
+    def make_guard(self, control: OspreyControl) -> SimulatedGuard:
+        return SimulatedGuard(
+            control.compiled, Model.FAIRSHARE, capacity=self._capacity, share_usage=self._team_usage
+        )
+
+    def _team_usage(self, now: float) -> dict[str, float]:
+        usage: dict[str, float] = {}
+        for share, state in self._shares.items():
+            owned = parse_team_share(share)
+            team = owned.team if owned is not None else share
+            usage[team] = usage.get(team, 0.0) + state.usage(now)
+        return usage
+
     def on_arrival(self, run: JobRun, now: float) -> None:
         super().on_arrival(run, now)
         self._members.setdefault(self.share_of(run), []).append(run)
@@ -219,6 +255,15 @@ class SageMakerQueueOsprey(SageMakerQueue, _FairShareLayered):
     def scheduling_priority(self, run: JobRun) -> int:
         written = self.written.get(run.index)
         return written if written is not None else super().scheduling_priority(run)
+
+    def make_guard(self, control: OspreyControl) -> SimulatedGuard:
+        return SimulatedGuard(
+            control.compiled,
+            Model.SAGEMAKER_QUEUE,
+            capacity=self._capacity,
+            native_value=lambda run: float(SageMakerQueue.scheduling_priority(self, run)),
+            share_usage=lambda now: {share: state.usage(now) for share, state in self._shares.items()},
+        )
 
     def write(self, run: JobRun) -> None:
         assert run.priority is not None

@@ -45,9 +45,12 @@ import math
 from collections.abc import Iterable
 from typing import ClassVar
 
+from osprey.simulate.control import OspreyControl
+from osprey.simulate.guard import SimulatedGuard
 from osprey.simulate.layered import Layered
 from osprey.simulate.sim import JobRun, Scheduler
 from osprey_control.backends.slurm import DEFAULT_SLURM_PRIORITY_RANGE, SlurmPriorityRange
+from osprey_control.guard import Model
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import Backend
 
@@ -223,6 +226,9 @@ class SlurmOsprey(Layered, Slurm):
 
     def priority(self, run: JobRun) -> int:
         return self.written.get(run.index, self.base_priority)
+
+    def make_guard(self, control: OspreyControl) -> SimulatedGuard:
+        return SimulatedGuard(control.compiled, Model.SLURM, capacity=self._capacity)
 
     def write(self, run: JobRun) -> None:
         assert run.priority is not None

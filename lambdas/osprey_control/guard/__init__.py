@@ -1,0 +1,52 @@
+"""The guard: every cycle, each pool's candidate orders run forward through its backend's admission rule, and
+the order written is the one predicted to wait least without losing goodput, else the backend's native order.
+
+Pure Python, no AWS import, no clock: the collect step (:mod:`osprey_control.metrics.guard`) and the simulator
+(``osprey.simulate``) run the same code. docs/policies.md, "The guard", says what it does and why.
+"""
+
+from osprey_control.guard.candidates import (
+    GUARD_NOTE,
+    NO_RESERVATION,
+    NO_YIELD,
+    POLICY,
+    GuardJob,
+    build_candidates,
+    native_priority,
+    realize,
+    reservation_variants,
+)
+from osprey_control.guard.choose import (
+    NATIVE,
+    Candidate,
+    CandidateScore,
+    GuardSettings,
+    GuardVerdict,
+    choose_order,
+    echo_arrivals,
+)
+from osprey_control.guard.forward import ForwardOutcome, LookJob, LookPool, Model, run_forward
+
+__all__ = [
+    "GUARD_NOTE",
+    "NATIVE",
+    "NO_RESERVATION",
+    "NO_YIELD",
+    "POLICY",
+    "Candidate",
+    "CandidateScore",
+    "ForwardOutcome",
+    "GuardJob",
+    "GuardSettings",
+    "GuardVerdict",
+    "LookJob",
+    "LookPool",
+    "Model",
+    "build_candidates",
+    "choose_order",
+    "echo_arrivals",
+    "native_priority",
+    "realize",
+    "reservation_variants",
+    "run_forward",
+]

@@ -1,0 +1,156 @@
+"""The guard's candidate orders for one pool, and what the chosen one makes each job's derivation read.
+
+Shared by the collect step (:mod:`osprey_control.metrics.guard`) and the simulator, so both run one guard.
+
+Candidates (all in Osprey's 0..100 priorities, which every backend's mapping keeps in order):
+
+- ``native``: what the backend would do with Osprey writing nothing: each job at the priority that keeps its
+  native place (:func:`native_priority`: its Kueue WorkloadPriorityClass or submitted ``schedulingPriority``
+  mapped back; on Slurm and Batch, where every job has the same native priority, the same value for all, so the
+  backend falls back to submission order).
+- ``policy``: the engine's priority for each job this cycle (damped from its last one), with the
+  ``reservation`` signal as the policy's own ``yieldFraction`` plans it.
+- ``policy-no-yield`` (a policy with ``yieldFraction`` > 0): the same with the plan's yield turned off.
+- ``policy-no-reservation`` (a policy that reads ``reservation``): the same with every job's reservation value
+  neutral, i.e. the policy's other rules alone.
+
+The policy's priorities are predicted with the engine itself, without invoking custom rules (each answers
+its ``fallbackPriority``, as it does when its Lambda fails): the derive step then derives for real, with the
+chosen variant's reservation values, or writes the native priorities when the guard stood down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from osprey_control.derivation import (
+    RESERVATION_NOTE,
+    CompiledPolicy,
+    JobMetrics,
+    PoolJob,
+    Reservation,
+    derive,
+    plan_reservations,
+    reservation_of,
+)
+from osprey_control.guard.choose import NATIVE, Candidate, GuardVerdict
+from osprey_control.guard.forward import LookJob, Model
+from osprey_control.policy import Metric
+
+__all__ = [
+    "GUARD_NOTE",
+    "NO_RESERVATION",
+    "NO_YIELD",
+    "POLICY",
+    "GuardJob",
+    "build_candidates",
+    "native_priority",
+    "realize",
+    "reservation_variants",
+]
+
+# The key of a job's ``JobMetrics.notes`` (and its decision's ``inputs.notes``) that explains the guard's verdict.
+GUARD_NOTE = "guard"
+POLICY = "policy"
+NO_YIELD = "policy-no-yield"
+NO_RESERVATION = "policy-no-reservation"
+
+_RESERVATION = Metric.RESERVATION.value
+# The middle of Osprey's range: where a new Slurm job is created (job_submit.lua) and a Batch job's share sits.
+_UNIFORM_NATIVE = 50
+# The default mappings of docs/metrics-and-actuation.md: Kueue 0..1000, Batch/SageMaker schedulingPriority 0..9999.
+_KUEUE_MAX = 1000.0
+_SCHEDULING_PRIORITY_MAX = 9999.0
+
+
+def native_priority(model: Model | str, backend_value: float | None) -> int:
+    """The Osprey priority (0..100) that keeps a job in its native place: its native priority in the backend's
+    own terms (a Workload's priority class value, a service job's submitted ``schedulingPriority``) mapped back
+    through the default mapping; the same for every job where the backend has no native priority."""
+    model = Model(model)
+    if backend_value is None or model in (Model.SLURM, Model.FAIRSHARE):
+        return _UNIFORM_NATIVE
+    top = _KUEUE_MAX if model is Model.KUEUE else _SCHEDULING_PRIORITY_MAX
+    return max(0, min(100, round(backend_value / top * 100)))
+
+
+@dataclass(frozen=True, slots=True)
+class GuardJob:
+    """One job of the pool: how the lookahead sees it, and what its derivation reads this cycle.
+
+    ``policy`` is None for a job whose policy is not deployed (it keeps ``previous`` in every candidate);
+    ``previous`` is its last derived priority (None: never derived).
+    """
+
+    look: LookJob
+    metrics: JobMetrics
+    policy: CompiledPolicy | None
+    previous: int | None
+    native: int
+
+
+def _predicted(job: GuardJob, reservation: Reservation | None) -> int:
+    if job.policy is None:
+        return job.previous if job.previous is not None else _UNIFORM_NATIVE
+    metrics = job.metrics
+    if reservation is not None:
+        metrics = replace(metrics, job_values={**metrics.job_values, _RESERVATION: reservation.value})
+    return derive(job.policy, metrics, job.previous).priority
+
+
+def reservation_variants(
+    pool: Sequence[PoolJob], capacity_gpus: int | None, *, yield_fraction: float
+) -> dict[str, Mapping[Hashable, Reservation]]:
+    """The reservation plans the candidates differ by: the policy's own, without its yield (when it has one),
+    and none at all (an empty plan: every job unaffected, the signal neutral)."""
+    variants: dict[str, Mapping[Hashable, Reservation]] = {
+        POLICY: plan_reservations(pool, capacity_gpus, yield_fraction=yield_fraction)
+    }
+    if yield_fraction > 0:
+        variants[NO_YIELD] = plan_reservations(pool, capacity_gpus, yield_fraction=0.0)
+    variants[NO_RESERVATION] = {}
+    return variants
+
+
+def build_candidates(
+    jobs: Sequence[GuardJob], variants: Mapping[str, Mapping[Hashable, Reservation]]
+) -> list[Candidate]:
+    """The pool's candidates: ``native``, then one per reservation variant (``{POLICY: plan, ...}``), or
+    ``policy`` alone, as each job's metrics stand, when the pool reads no reservation."""
+    initial = next((job.policy.initial_priority for job in jobs if job.policy is not None), _UNIFORM_NATIVE)
+    natives = [job.native for job in jobs]
+    # A predicted arrival's native place is unknown: the commonest among the pool's jobs.
+    usual = max(set(natives), key=natives.count) if natives else _UNIFORM_NATIVE
+    candidates = [Candidate(NATIVE, {job.look.key: float(job.native) for job in jobs}, float(usual))]
+    plans: Mapping[str, Mapping[Hashable, Reservation] | None] = variants or {POLICY: None}
+    for name, plan in plans.items():
+        priority = {
+            job.look.key: float(_predicted(job, None if plan is None else reservation_of(plan, job.look.key)))
+            for job in jobs
+        }
+        candidates.append(Candidate(name, priority, float(initial)))
+    return candidates
+
+
+def realize(
+    verdict: GuardVerdict,
+    jobs: Sequence[GuardJob],
+    variants: Mapping[str, Mapping[Hashable, Reservation]],
+) -> dict[Hashable, JobMetrics]:
+    """Each job's metrics as its derivation must read them under ``verdict``: the chosen variant's reservation
+    values and notes, or, when the guard stood down, its native priority pinned; the verdict in its notes."""
+    note = verdict.describe()
+    plan = variants.get(verdict.chosen)
+    realized: dict[Hashable, JobMetrics] = {}
+    for job in jobs:
+        metrics = job.metrics
+        notes = {**metrics.notes, GUARD_NOTE: note}
+        values = dict(metrics.job_values)
+        if plan is not None:
+            reservation = reservation_of(plan, job.look.key)
+            values[_RESERVATION] = reservation.value
+            notes[RESERVATION_NOTE] = reservation.describe()
+        pinned = job.native if verdict.stood_down else None
+        realized[job.look.key] = replace(metrics, job_values=values, notes=notes, pinned_priority=pinned)
+    return realized

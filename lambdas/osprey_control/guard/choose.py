@@ -1,0 +1,286 @@
+"""Which order a pool gets this cycle: the candidates run forward, scored on the pessimistic outcome.
+
+Seed 000's loop, per pool and cycle: *survey* (the registry's pool: running jobs' predicted ends, queued jobs'
+sizes and predicted run times, the pool's GPUs), *dive* (candidate orders: the backend's native order, the
+policy's, the policy's with its reservation knobs at other settings), *evaluate* (each run forward through the
+backend's admission rule, :mod:`osprey_control.guard.forward`), *capture* (score), and *adapt* only when the score
+improves, otherwise stay.
+
+The rule (docs/policies.md, "The guard"):
+
+1. Run times are predictions, so every candidate is run over ``samples`` draws of them: the first as predicted,
+   the others with each job's predicted time scaled by a log-normal error (``runtime_error_sigma``). Every
+   candidate sees the same draws, and the draws depend only on the pool (its jobs' keys), so the verdict is
+   deterministic for a given registry state.
+2. A candidate **qualifies** when, in every draw, its predicted goodput is at least the native order's less
+   ``goodput_tolerance`` (relative): it is predicted to lose no useful work in any draw.
+3. Among those, the one with the least *worst-draw* mean wait is chosen. The native order always qualifies, so
+   when no other does, the guard **stands down** to it.
+4. Hysteresis: the order chosen last cycle stays while it qualifies and waits no more than ``switch_margin``
+   (relative, plus ``switch_floor_s``) above the best; a switch costs every job a priority change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from osprey_control.guard.forward import ForwardOutcome, LookJob, LookPool, Model, run_forward
+
+__all__ = [
+    "NATIVE",
+    "Candidate",
+    "CandidateScore",
+    "GuardSettings",
+    "GuardVerdict",
+    "choose_order",
+    "echo_arrivals",
+]
+
+NATIVE = "native"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardSettings:
+    """The guard's knobs, each documented in docs/policies.md with why it has its default."""
+
+    horizon_s: float = 6 * 3600.0
+    samples: int = 3
+    runtime_error_sigma: float = 0.5
+    goodput_tolerance: float = 0.002
+    switch_margin: float = 0.05
+    switch_floor_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.horizon_s > 0:
+            raise ValueError(f"horizon_s: must be > 0 seconds, got {self.horizon_s}")
+        if self.samples < 1:
+            raise ValueError(f"samples: must be at least 1, got {self.samples}")
+        for name in ("runtime_error_sigma", "goodput_tolerance", "switch_margin", "switch_floor_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}: must be a finite number >= 0, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One order: each job's priority *as the backend holds it* (higher first), predicted arrivals included
+    (``default`` for any job not listed)."""
+
+    name: str
+    priority: Mapping[Hashable, float]
+    default: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateScore:
+    name: str
+    wait_s: float  # the worst draw's predicted mean wait
+    goodput: float  # the worst draw's predicted goodput
+    qualifies: bool
+    preemptions: int = 0  # the worst draw's
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "wait_s": round(self.wait_s, 1),
+            "goodput": round(self.goodput, 4),
+            "qualifies": self.qualifies,
+            "preemptions": self.preemptions,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GuardVerdict:
+    chosen: str
+    reason: str
+    scores: tuple[CandidateScore, ...]
+    horizon_s: float
+    samples: int
+    jobs: int = 0
+    arrivals: int = 0
+
+    @property
+    def stood_down(self) -> bool:
+        """The pool keeps its backend's native order this cycle."""
+        return self.chosen == NATIVE
+
+    def score(self, name: str) -> CandidateScore:
+        return next(score for score in self.scores if score.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chosen": self.chosen,
+            "stood_down": self.stood_down,
+            "reason": self.reason,
+            "horizon_s": self.horizon_s,
+            "samples": self.samples,
+            "jobs": self.jobs,
+            "arrivals": self.arrivals,
+            "candidates": [score.to_dict() for score in self.scores],
+        }
+
+    def describe(self) -> str:
+        """One line for ``osprey explain``: what was chosen, why, and every candidate's prediction."""
+        scored = "; ".join(
+            f"{s.name}: wait {s.wait_s / 60:.1f} min, goodput {s.goodput:.3f}"
+            + ("" if s.qualifies else " (would lose goodput)")
+            for s in self.scores
+        )
+        verb = "stood down to the native order" if self.stood_down else f"chose {self.chosen}"
+        return f"{verb}: {self.reason} [{scored}; {self.horizon_s / 3600:g} h ahead, {self.samples} draws]"
+
+
+def echo_arrivals(jobs: Sequence[LookJob], *, window_s: float) -> list[LookJob]:
+    """Predicted arrivals for the next ``window_s``: the recent past again. Each job submitted within the last
+    ``window_s`` (``age_s``) has a twin arriving ``window_s`` after it did, asking the same GPUs for the same
+    total time, so the predicted arrivals have the recent rate, sizes and times and need no model of their own."""
+    twins: list[LookJob] = []
+    for job in jobs:
+        if job.age_s is None or not 0 <= job.age_s < window_s or job.arrive_in_s > 0:
+            continue
+        held = job.waited_s if job.running else 0.0
+        total = None if job.remaining_s is None else job.remaining_s + held
+        limit = None if job.limit_s is None else job.limit_s + held
+        twins.append(
+            LookJob(
+                key=("arrival", job.key),
+                gpus=job.gpus,
+                running=False,
+                remaining_s=total,
+                limit_s=limit,
+                share=job.share,
+                utilization=job.utilization,
+                arrive_in_s=max(1e-3, window_s - job.age_s),
+            )
+        )
+    return twins
+
+
+def _draws(pool: LookPool, settings: GuardSettings) -> list[LookPool]:
+    """The pool as predicted, then ``samples - 1`` pools with every run time scaled by a shared random error."""
+    draws = [pool]
+    if settings.samples == 1 or settings.runtime_error_sigma == 0:
+        return draws * settings.samples
+    digest = hashlib.sha256()
+    for job in pool.jobs:
+        digest.update(repr(job.key).encode())
+    rng = random.Random(digest.hexdigest())
+    sigma = settings.runtime_error_sigma
+    for _ in range(settings.samples - 1):
+        jobs = []
+        for job in pool.jobs:
+            factor = math.exp(rng.gauss(0.0, sigma))
+            if job.remaining_s is None:
+                jobs.append(job)
+            else:
+                jobs.append(replace(job, remaining_s=job.remaining_s * factor))
+        draws.append(replace(pool, jobs=tuple(jobs)))
+    return draws
+
+
+def choose_order(
+    model: Model | str,
+    pool: LookPool,
+    candidates: Sequence[Candidate],
+    *,
+    previous: str | None = None,
+    settings: GuardSettings | None = None,
+) -> GuardVerdict:
+    """The order ``pool`` gets this cycle (module docstring). ``candidates`` must include :data:`NATIVE`."""
+    settings = settings or GuardSettings()
+    names = [candidate.name for candidate in candidates]
+    if NATIVE not in names:
+        raise ValueError(f"candidates must include {NATIVE!r}, got {names}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"candidate names must be unique, got {names}")
+    draws = _draws(pool, settings)
+    # Candidates that put the pool in the same order predict the same: each order is run once.
+    by_order: dict[tuple[object, ...], list[ForwardOutcome]] = {}
+    outcomes: dict[str, list[ForwardOutcome]] = {}
+    for candidate in candidates:
+        signature = _order_signature(Model(model), pool, candidate)
+        if signature not in by_order:
+            by_order[signature] = [
+                run_forward(
+                    model,
+                    draw,
+                    candidate.priority,
+                    horizon_s=settings.horizon_s,
+                    default_priority=candidate.default,
+                )
+                for draw in draws
+            ]
+        outcomes[candidate.name] = by_order[signature]
+    native = outcomes[NATIVE]
+    keep = 1.0 - settings.goodput_tolerance
+    scores = []
+    for name in names:
+        runs = outcomes[name]
+        qualifies = name == NATIVE or all(
+            run.goodput >= base.goodput * keep - 1e-12 for run, base in zip(runs, native, strict=True)
+        )
+        worst = max(runs, key=lambda run: run.mean_wait_s)
+        scores.append(
+            CandidateScore(
+                name,
+                worst.mean_wait_s,
+                min(run.goodput for run in runs),
+                qualifies,
+                max(run.preemptions for run in runs),
+            )
+        )
+    chosen, reason = _pick(scores, previous, settings)
+    arrivals = sum(1 for job in pool.jobs if job.arrive_in_s > 0)
+    return GuardVerdict(
+        chosen,
+        reason,
+        tuple(scores),
+        settings.horizon_s,
+        settings.samples,
+        jobs=len(pool.jobs) - arrivals,
+        arrivals=arrivals,
+    )
+
+
+def _order_signature(model: Model, pool: LookPool, candidate: Candidate) -> tuple[object, ...]:
+    """What of a candidate's priorities the backend's rule can see: the dense rank of each job's priority (and
+    of the arrivals' default). Slurm and Batch compare only waiting jobs; Kueue also the running ones, whose
+    priorities decide preemption."""
+    values = [
+        candidate.priority.get(job.key, candidate.default)
+        for job in pool.jobs
+        if model is Model.KUEUE or not job.running
+    ]
+    values.append(candidate.default)
+    dense = {value: rank for rank, value in enumerate(sorted(set(values)))}
+    return tuple(dense[value] for value in values)
+
+
+def _pick(
+    scores: Sequence[CandidateScore], previous: str | None, settings: GuardSettings
+) -> tuple[str, str]:
+    qualifying = [score for score in scores if score.qualifies]
+    best = min(qualifying, key=lambda score: (score.wait_s, score.name != NATIVE))
+    native = next(score for score in scores if score.name == NATIVE)
+    kept = next((score for score in qualifying if score.name == previous), None)
+    if kept is not None and kept.name != best.name:
+        slack = best.wait_s * settings.switch_margin + settings.switch_floor_s
+        if kept.wait_s <= best.wait_s + slack:
+            return kept.name, (
+                f"kept last cycle's order: within {settings.switch_margin:.0%} of {best.name}'s wait"
+            )
+    if best.name != NATIVE:
+        return best.name, (
+            f"waits least ({best.wait_s / 60:.1f} min against native {native.wait_s / 60:.1f} min) "
+            "and loses no goodput in any draw"
+        )
+    losing = [score.name for score in scores if not score.qualifies]
+    if losing:
+        return NATIVE, f"{', '.join(losing)} would lose goodput in some draw; no other order waits less"
+    return NATIVE, "no other order waits less"
+

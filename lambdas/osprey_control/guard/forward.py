@@ -1,0 +1,476 @@
+"""The guard's lookahead: a pool run forward through its backend's own admission rule, for one order.
+
+Each model is the admission rule of the simulator's model of that backend (``osprey.simulate``: ``kueue``,
+``slurm``, ``fairshare`` and ``sagemaker-queue``), reduced to what decides *when* each job starts once
+priorities are fixed: no startup delays, no gang watch, no metrics. ``tests/guard/test_forward.py`` holds each
+one to the simulator's model on the same jobs (the same start times when run times are exact and there is no
+startup delay), so what the guard predicts is what the simulator, and the scheduler it models, would do.
+
+- ``kueue``: BestEffortFIFO (priority, then queue time; a workload that does not fit does not block others) and
+  ``withinClusterQueue: LowerPriority`` preemption (the lowest priority, then the most recently admitted, only
+  the victims needed; a victim keeps its queue position and loses the work since its last checkpoint).
+- ``slurm``: priority then submission order; the main scheduler stops at the first job that cannot start;
+  backfill gives each pending job in order the earliest window free for its whole *time limit* (what Slurm
+  believes, not the predicted run time) and starts it only if that window is now.
+- ``fairshare`` / ``sagemaker-queue``: AWS Batch fair share: the next job comes from the share (team) with the
+  lowest decayed usage x weight; within a share by priority (``sagemaker-queue``: ``schedulingPriority``;
+  ``fairshare``: Osprey's team x size-class shares, whose weights ``fold_weights`` nudges by at most 10 % by
+  their best queued priority, approximated as one team share ordered by priority), then submission order; a
+  share whose head does not fit waits, the others go on.
+
+Placement is per node (best fit for a job of at most one node, whole free nodes for a gang), as the simulated
+cluster places, so fragmentation that keeps a gang out in the simulator keeps it out here.
+
+Pure arithmetic: no clock, no randomness, no AWS. Times are seconds from the cycle's instant.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = ["ForwardOutcome", "LookJob", "LookPool", "Model", "run_forward"]
+
+
+class Model(StrEnum):
+    KUEUE = "kueue"
+    SLURM = "slurm"
+    FAIRSHARE = "fairshare"
+    SAGEMAKER_QUEUE = "sagemaker-queue"
+
+
+# Slurm's backfill looks at this many pending jobs per pass (``bf_max_job_test``'s default).
+BF_MAX_JOB_TEST = 500
+# backends.batch.team_shares.DEFAULT_ORDER_MARGIN: how far a share's best queued priority moves its weight.
+_ORDER_MARGIN = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class LookJob:
+    """One job of the pool as the lookahead sees it.
+
+    ``remaining_s``: the time it still needs (a prediction; the samples scale it), None when unknown: it then
+    never ends within the horizon. ``limit_s``: the time limit the backend itself enforces and plans with
+    (Slurm's ``--time`` left), None when unlimited. ``waited_s``: a queued job's time since submission (its
+    queue position), a running job's time since it got its GPUs. ``arrive_in_s`` > 0 for a predicted arrival.
+    """
+
+    key: Hashable
+    gpus: int
+    running: bool
+    remaining_s: float | None
+    limit_s: float | None = None
+    waited_s: float = 0.0
+    share: str = "default"
+    utilization: float = 1.0
+    arrive_in_s: float = 0.0
+    age_s: float | None = None  # seconds since submission (what the recent arrival rate is read from)
+
+
+@dataclass(frozen=True, slots=True)
+class LookPool:
+    """The pool: its GPUs (in nodes of ``node_gpus``), its jobs, and the backend settings the models read."""
+
+    capacity_gpus: int
+    jobs: Sequence[LookJob]
+    node_gpus: int = 8
+    checkpoint_s: float = 1800.0  # work a preempted job keeps is what it did before its last checkpoint
+    share_decay_s: float = 3600.0
+    share_usage: Mapping[str, float] = field(default_factory=dict)  # decayed GPUs per share, as of now
+    share_weights: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardOutcome:
+    """What one order is predicted to give over the horizon.
+
+    ``mean_wait_s``: over the queued jobs and the predicted arrivals, from submission to start, a job still
+    waiting at the horizon counted as waiting until it. ``goodput``: utilization-weighted GPU-seconds of
+    training within the horizon, less the work preemption throws away, over the pool's GPU-seconds.
+    """
+
+    mean_wait_s: float
+    goodput: float
+    busy_fraction: float
+    preemptions: int
+    started: int
+    waiting: int
+
+
+class _Nodes:
+    """Free GPUs per node, placed as the simulated cluster places (best fit; a gang takes whole free nodes)."""
+
+    def __init__(self, capacity: int, node_gpus: int) -> None:
+        self.size = max(1, min(node_gpus, capacity))
+        count, rest = divmod(capacity, self.size)
+        self.free = [self.size] * count + ([rest] if rest else [])
+        self.total_free = capacity
+
+    def place(self, gpus: int) -> list[tuple[int, int]] | None:
+        if gpus <= self.size:
+            best = -1
+            for index, free in enumerate(self.free):
+                if gpus <= free and (best < 0 or free < self.free[best]):
+                    best = index
+                    if free == gpus:
+                        break
+            if best < 0:
+                return None
+            return self._take([(best, gpus)])
+        whole = [index for index, free in enumerate(self.free) if free == self.size]
+        need = math.ceil(gpus / self.size)
+        if len(whole) < need:
+            return None
+        return self._take([(index, self.size) for index in whole[:need]])
+
+    def force(self, gpus: int) -> list[tuple[int, int]]:
+        """A running job the lookahead found already placed: where it fits, else from any free GPUs."""
+        placed = self.place(gpus)
+        if placed is not None:
+            return placed
+        taken: list[tuple[int, int]] = []
+        for index, free in enumerate(self.free):
+            if gpus <= 0:
+                break
+            part = min(free, gpus)
+            if part:
+                taken.append((index, part))
+                gpus -= part
+        return self._take(taken)
+
+    def _take(self, parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        for index, gpus in parts:
+            self.free[index] -= gpus
+            self.total_free -= gpus
+        return parts
+
+    def release(self, parts: list[tuple[int, int]]) -> None:
+        for index, gpus in parts:
+            self.free[index] += gpus
+            self.total_free += gpus
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    index: int
+    job: LookJob
+    priority: float
+    submit_s: float  # queue position: seconds from now (negative: submitted before now)
+    remaining_s: float  # inf when unknown
+    limit_s: float  # inf when unlimited
+    started_s: float | None = None
+    parts: list[tuple[int, int]] = field(default_factory=list)
+    version: int = 0
+    wait_s: float | None = None
+
+
+class _Forward:
+    def __init__(
+        self, model: Model, pool: LookPool, priority: Mapping[Hashable, float], default: float, horizon: float
+    ) -> None:
+        self.model = model
+        self.pool = pool
+        self.horizon = horizon
+        self.nodes = _Nodes(pool.capacity_gpus, pool.node_gpus)
+        self.queue: dict[int, _Run] = {}
+        self.running: dict[int, _Run] = {}
+        self.events: list[tuple[float, int, int, int]] = []  # (time, kind 0 end / 1 arrival, index, version)
+        self.busy = 0.0
+        self.wasted = 0.0
+        self.preemptions = 0
+        self.waits: list[float] = []
+        self.usage = {share: (float(u), 0.0) for share, u in pool.share_usage.items()}  # share -> (decayed, at)
+        self.share_gpus: dict[str, int] = {}
+        self.runs: list[_Run] = []
+        for index, job in enumerate(pool.jobs):
+            remaining = math.inf if job.remaining_s is None else max(0.0, job.remaining_s)
+            limit = math.inf if job.limit_s is None else max(0.0, job.limit_s)
+            submit = job.arrive_in_s if job.arrive_in_s > 0 else -job.waited_s
+            run = _Run(index, job, priority.get(job.key, default), submit, remaining, limit)
+            self.runs.append(run)
+            if job.running:
+                run.started_s = -job.waited_s
+                run.parts = self.nodes.force(job.gpus)
+                self.running[index] = run
+                self._share_change(job.share, job.gpus, 0.0)
+                self._schedule_end(run, 0.0)
+            elif job.arrive_in_s > 0:
+                heapq.heappush(self.events, (job.arrive_in_s, 1, index, 0))
+            else:
+                self.queue[index] = run
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def run(self) -> ForwardOutcome:
+        now = 0.0
+        self._pass(now)
+        while self.events and self.events[0][0] <= self.horizon:
+            now = self.events[0][0]
+            while self.events and self.events[0][0] == now:
+                _, kind, index, version = heapq.heappop(self.events)
+                run = self.runs[index]
+                if run.version != version:
+                    continue
+                if kind == 0:
+                    self._finish(run, now)
+                else:
+                    self.queue[index] = run
+            self._pass(now)
+        for run in self.running.values():
+            self._account(run, self.horizon)
+        waiting = 0
+        for run in self.queue.values():
+            waiting += 1
+            self.waits.append(self.horizon - run.submit_s)
+        capacity_s = self.pool.capacity_gpus * self.horizon
+        mean_wait = math.fsum(self.waits) / len(self.waits) if self.waits else 0.0
+        goodput = (self.busy - self.wasted) / capacity_s if capacity_s > 0 else 0.0
+        busy = self.busy / capacity_s if capacity_s > 0 else 0.0
+        return ForwardOutcome(mean_wait, goodput, busy, self.preemptions, len(self.waits) - waiting, waiting)
+
+    def _schedule_end(self, run: _Run, now: float) -> None:
+        if math.isfinite(run.remaining_s):
+            heapq.heappush(self.events, (now + run.remaining_s, 0, run.index, run.version))
+
+    def _account(self, run: _Run, until: float) -> None:
+        assert run.started_s is not None
+        since = max(0.0, run.started_s)
+        held = max(0.0, min(until, self.horizon) - since)
+        self.busy += held * run.job.gpus * run.job.utilization
+
+    def _finish(self, run: _Run, now: float) -> None:
+        self._account(run, now)
+        self.nodes.release(run.parts)
+        del self.running[run.index]
+        self._share_change(run.job.share, -run.job.gpus, now)
+        run.version += 1
+
+    def _start(self, run: _Run, parts: list[tuple[int, int]], now: float) -> None:
+        del self.queue[run.index]
+        run.parts = parts
+        run.started_s = now
+        if run.wait_s is None:
+            run.wait_s = now - run.submit_s
+            self.waits.append(run.wait_s)
+        self.running[run.index] = run
+        self._share_change(run.job.share, run.job.gpus, now)
+        self._schedule_end(run, now)
+
+    def _evict(self, run: _Run, now: float) -> None:
+        assert run.started_s is not None
+        elapsed = now - run.started_s
+        checkpoint = self.pool.checkpoint_s
+        kept = (elapsed // checkpoint) * checkpoint if checkpoint > 0 else 0.0
+        # Started before now: only the part of its lost work inside the horizon counts against this order.
+        lost_in_window = min(elapsed - kept, now) if run.started_s < 0 else elapsed - kept
+        self.wasted += lost_in_window * run.job.gpus * run.job.utilization
+        self._account(run, now)
+        run.remaining_s += elapsed - kept  # the lost work must be done again
+        self.nodes.release(run.parts)
+        del self.running[run.index]
+        self._share_change(run.job.share, -run.job.gpus, now)
+        run.version += 1
+        run.started_s = None
+        self.queue[run.index] = run
+        self.preemptions += 1
+
+    # -- shares (Batch fair share) ---------------------------------------------------------------------
+    def _share_usage(self, share: str, now: float) -> float:
+        decayed, at = self.usage.get(share, (0.0, 0.0))
+        gpus = self.share_gpus.get(share, 0)
+        decay = self.pool.share_decay_s
+        if decay <= 0:
+            return float(gpus)
+        factor = math.exp(-(now - at) / decay)
+        return decayed * factor + gpus * (1.0 - factor)
+
+    def _share_change(self, share: str, delta: int, now: float) -> None:
+        if self.model not in (Model.FAIRSHARE, Model.SAGEMAKER_QUEUE):
+            return
+        self.usage[share] = (self._share_usage(share, now), now)
+        self.share_gpus[share] = self.share_gpus.get(share, 0) + delta
+
+    # -- one scheduling pass per backend ----------------------------------------------------------------
+    def _pass(self, now: float) -> None:
+        if not self.queue:
+            return
+        if self.model is Model.KUEUE:
+            self._kueue(now)
+        elif self.model is Model.SLURM:
+            self._slurm(now)
+        else:
+            self._shares(now)
+
+    def _order(self) -> list[_Run]:
+        return sorted(self.queue.values(), key=lambda run: (-run.priority, run.submit_s, run.index))
+
+    def _kueue(self, now: float) -> None:
+        smallest = min(run.job.gpus for run in self.queue.values())
+        for run in self._order():
+            if run.index not in self.queue:
+                continue
+            parts = self.nodes.place(run.job.gpus) if run.job.gpus <= self.nodes.total_free else None
+            if parts is not None:
+                self._start(run, parts, now)
+            elif not self._preempt_for(run, now) and self.nodes.total_free < smallest:
+                lowest = min((r.priority for r in self.running.values()), default=math.inf)
+                if run.priority <= lowest:
+                    return  # nothing fits and nothing behind it can preempt: the pass is over
+
+    def _preempt_for(self, run: _Run, now: float) -> bool:
+        victims = sorted(
+            (r for r in self.running.values() if r.priority < run.priority),
+            key=lambda r: (r.priority, -(r.started_s or 0.0), -r.index),
+        )
+        if not victims:
+            return False
+        trial = _Nodes(0, self.nodes.size)
+        trial.free = list(self.nodes.free)
+        trial.total_free = self.nodes.total_free
+        chosen: list[_Run] = []
+        for victim in victims:
+            trial.release(victim.parts)
+            chosen.append(victim)
+            if run.job.gpus <= trial.total_free and _fits(trial, run.job.gpus):
+                break
+        else:
+            return False
+        # Kueue keeps every victim that turns out not to be needed, most important first.
+        for victim in sorted(chosen, key=lambda r: (-r.priority, r.started_s or 0.0, r.index)):
+            trial._take(victim.parts)
+            if run.job.gpus <= trial.total_free and _fits(trial, run.job.gpus):
+                chosen.remove(victim)
+            else:
+                trial.release(victim.parts)
+        for victim in chosen:
+            self._evict(victim, now)
+        parts = self.nodes.place(run.job.gpus)
+        if parts is None:  # cannot happen: the trial placed it on the same free GPUs
+            return False
+        self._start(run, parts, now)
+        return True
+
+    def _slurm(self, now: float) -> None:
+        pending = self._order()
+        for position, run in enumerate(pending):
+            parts = self.nodes.place(run.job.gpus) if run.job.gpus <= self.nodes.total_free else None
+            if parts is None:
+                self._backfill(pending[position : position + BF_MAX_JOB_TEST], now)
+                return
+            self._start(run, parts, now)
+
+    def _backfill(self, pending: list[_Run], now: float) -> None:
+        releases = sorted(
+            (run.started_s + run.limit_s, run.job.gpus)
+            for run in self.running.values()
+            if run.started_s is not None and math.isfinite(run.limit_s)
+        )
+        times = [now]
+        free = [self.nodes.total_free]
+        for end, gpus in releases:
+            at = max(end, now)
+            if at > times[-1]:
+                times.append(at)
+                free.append(free[-1])
+            free[-1] += gpus
+        for run in pending:
+            if self.nodes.total_free == 0:
+                return
+            start = _earliest(times, free, run.job.gpus, run.limit_s)
+            if start is None:
+                continue
+            if start <= now:
+                parts = self.nodes.place(run.job.gpus)
+                if parts is not None:
+                    self._start(run, parts, now)
+                    _take(times, free, now, run.limit_s, run.job.gpus)
+                    continue
+                start = _earliest(times, free, run.job.gpus, run.limit_s, after=now)
+                if start is None:
+                    continue
+            _take(times, free, start, run.limit_s, run.job.gpus)
+
+    def _shares(self, now: float) -> None:
+        by_share: dict[str, list[_Run]] = {}
+        for run in self._order():
+            by_share.setdefault(run.job.share, []).append(run)
+        ready = [(self._share_key(share, runs[0], now), share) for share, runs in by_share.items()]
+        heapq.heapify(ready)
+        position = dict.fromkeys(by_share, 0)
+        while ready and self.nodes.total_free > 0:
+            _, share = heapq.heappop(ready)
+            run = by_share[share][position[share]]
+            parts = self.nodes.place(run.job.gpus) if run.job.gpus <= self.nodes.total_free else None
+            if parts is None:
+                continue  # the share's head does not fit: that share waits
+            self._start(run, parts, now)
+            position[share] += 1
+            if position[share] < len(by_share[share]):
+                heapq.heappush(ready, (self._share_key(share, by_share[share][position[share]], now), share))
+
+    def _share_key(self, share: str, head: _Run, now: float) -> float:
+        weighted = self._share_usage(share, now) * self.pool.share_weights.get(share, 1.0)
+        if self.model is Model.FAIRSHARE:
+            # Osprey's team x size-class shares (backends.batch.fold_weights): a team's usage x weight, times
+            # 1 + 10 % of how far its best queued priority is below the top, so within a team the class holding
+            # the highest priority goes first and across teams usage still decides.
+            weighted *= 1.0 + _ORDER_MARGIN * (100.0 - min(100.0, max(0.0, head.priority))) / 100.0
+        return weighted
+
+
+def _fits(nodes: _Nodes, gpus: int) -> bool:
+    """Whether ``gpus`` could be placed now, leaving ``nodes`` as they are."""
+    parts = nodes.place(gpus)
+    if parts is None:
+        return False
+    nodes.release(parts)
+    return True
+
+
+def _earliest(
+    times: list[float], free: list[int], gpus: int, duration: float, *, after: float | None = None
+) -> float | None:
+    k = 0 if after is None else bisect.bisect_right(times, after)
+    while k < len(times):
+        end = times[k] + duration
+        j = k
+        while j < len(times) and times[j] < end and free[j] >= gpus:
+            j += 1
+        if j == len(times) or times[j] >= end:
+            return times[k]
+        k = j + 1
+    return None
+
+
+def _split(times: list[float], free: list[int], at: float) -> int:
+    k = bisect.bisect_right(times, at) - 1
+    if times[k] == at:
+        return k
+    times.insert(k + 1, at)
+    free.insert(k + 1, free[k])
+    return k + 1
+
+
+def _take(times: list[float], free: list[int], start: float, duration: float, gpus: int) -> None:
+    first = _split(times, free, start)
+    last = len(times) if math.isinf(duration) else _split(times, free, start + duration)
+    for k in range(first, last):
+        free[k] -= gpus
+
+
+def run_forward(
+    model: Model | str,
+    pool: LookPool,
+    priority: Mapping[Hashable, float],
+    *,
+    horizon_s: float,
+    default_priority: float = 0.0,
+) -> ForwardOutcome:
+    """Run ``pool`` forward for ``horizon_s`` under ``model``'s admission rule with each job's backend
+    ``priority`` (higher first; a job not in it has ``default_priority``)."""
+    if not horizon_s > 0:
+        raise ValueError(f"horizon_s must be > 0 seconds, got {horizon_s}")
+    return _Forward(Model(model), pool, priority, default_priority, horizon_s).run()

@@ -1,0 +1,126 @@
+"""The production guard (:mod:`osprey_control.guard`) in the simulator: each cycle, before derivation.
+
+The simulated control plane builds the pool the collect step builds from the registry
+(:mod:`osprey_control.metrics.guard`), from what production knows and nothing more: each job's GPUs, whether it
+holds them and since when, its predicted remaining time (the ``remaining_time`` signal: progress reports, else
+the declared limit less the time held; never the true duration), its declared limit (what Slurm plans with),
+its team, and its native place (the priority class it was submitted with). The verdict and the realized
+metrics come from the production functions; the layered scheduler's derivation then reads them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from osprey.simulate.sim import JobRun, Simulator, Status
+from osprey_control.derivation import CompiledPolicy, JobMetrics, PoolJob, pool_settings
+from osprey_control.guard import (
+    NATIVE,
+    GuardJob,
+    GuardSettings,
+    GuardVerdict,
+    LookJob,
+    LookPool,
+    Model,
+    build_candidates,
+    choose_order,
+    echo_arrivals,
+    native_priority,
+    realize,
+    reservation_variants,
+)
+
+__all__ = ["SimulatedGuard"]
+
+
+class SimulatedGuard:
+    """One pool's guard for a layered scheduler: ``share_of`` names a job's share as the backend sees it,
+    ``native_value`` its native priority in the backend's own terms (None: the backend has none)."""
+
+    def __init__(
+        self,
+        compiled: CompiledPolicy,
+        model: Model,
+        *,
+        capacity: Callable[[], int | None],
+        share_of: Callable[[JobRun], str] = lambda run: run.job.share,
+        native_value: Callable[[JobRun], float | None] = lambda run: None,
+        share_usage: Callable[[float], dict[str, float]] = lambda now: {},
+        settings: GuardSettings | None = None,
+    ) -> None:
+        self.compiled = compiled
+        self.model = model
+        self.capacity = capacity
+        self.share_of = share_of
+        self.native_value = native_value
+        self.share_usage = share_usage
+        self.settings = settings or GuardSettings()
+        self.previous: str | None = None
+        self.chosen: Counter[str] = Counter()
+        self.last: GuardVerdict | None = None
+
+    @property
+    def cycles(self) -> int:
+        return sum(self.chosen.values())
+
+    @property
+    def stood_down(self) -> int:
+        return self.chosen[NATIVE]
+
+    def _look(self, run: JobRun, values: dict[str, float], now: float) -> LookJob:
+        running = run.status in (Status.STARTING, Status.TRAINING)
+        held = 0.0 if run.allocated_s is None else now - run.allocated_s
+        declared = run.job.declared_runtime_s
+        limit = None if declared is None else max(0.0, declared - (held if running else 0.0))
+        return LookJob(
+            key=run.index,
+            gpus=run.job.gpus,
+            running=running,
+            remaining_s=values.get("remaining_time"),
+            limit_s=limit,
+            waited_s=held if running else now - run.job.submit_s,
+            share=self.share_of(run),
+            age_s=now - run.job.submit_s,
+        )
+
+    def realize(
+        self,
+        sim: Simulator,
+        active: list[JobRun],
+        metrics: dict[int, JobMetrics],
+        pool: list[PoolJob],
+        now: float,
+    ) -> dict[int, JobMetrics]:
+        capacity = self.capacity() or sim.cluster.total
+        jobs = [
+            GuardJob(
+                self._look(run, dict(metrics[run.index].job_values), now),
+                metrics[run.index],
+                self.compiled,
+                run.priority,
+                native_priority(self.model, self.native_value(run)),
+            )
+            for run in active
+        ]
+        # A job backing off is pinned with the rest when the guard stands down, but the backend would not admit
+        # it now: it is left out of the lookahead.
+        looks = [job.look for job, run in zip(jobs, active, strict=True) if run.status is not Status.HELD]
+        arrivals = echo_arrivals(looks, window_s=self.settings.horizon_s)
+        look_pool = LookPool(
+            capacity,
+            (*looks, *arrivals),
+            node_gpus=sim.cluster.node_size,
+            share_usage=self.share_usage(now),
+        )
+        variants = {}
+        settings = pool_settings([self.compiled])
+        if settings is not None:
+            variants = reservation_variants(pool, capacity, yield_fraction=settings.yield_fraction)
+        candidates = build_candidates(jobs, variants)
+        verdict = choose_order(self.model, look_pool, candidates, previous=self.previous, settings=self.settings)
+        self.previous = verdict.chosen
+        self.chosen[verdict.chosen] += 1
+        self.last = verdict
+        realized = realize(verdict, jobs, variants)
+        return {index: realized.get(index, job_metrics) for index, job_metrics in metrics.items()}
