@@ -6,7 +6,7 @@ engine, appliers' mappings and gang watch (docs/scheduling.md). Pure Python.
 >>> simulate(seed_workload(), "kueue+osprey").mean_wait_s
 """
 
-from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle
+from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle, OracleBackfill
 from osprey.simulate.cluster import SimulatedCluster
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import (
@@ -54,6 +54,7 @@ __all__ = [
     "Ledger",
     "NoGang",
     "Oracle",
+    "OracleBackfill",
     "Result",
     "SageMakerQueue",
     "SageMakerQueueOsprey",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle
+from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle, OracleBackfill
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import (
     FairShareOsprey,
@@ -48,6 +48,7 @@ SCHEDULERS = (
     "slurm+osprey",
     "nogang",
     "oracle",
+    "oracle-backfill",
 )
 # (native, layered): the pairs the scheduling goals compare (docs/scheduling.md).
 LAYERED_PAIRS = (
@@ -81,6 +82,8 @@ def make_scheduler(
         return NoGang()
     if name == "oracle":
         return Oracle()
+    if name == "oracle-backfill":
+        return OracleBackfill()
     if name == "sagemaker-queue":
         return SageMakerQueue()
     if name == "slurm":
