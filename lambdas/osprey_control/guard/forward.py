@@ -99,6 +99,8 @@ class ForwardOutcome:
     preemptions: int
     started: int
     waiting: int
+    # Each job's (first) start, seconds from now, for those that started within the horizon.
+    starts: Mapping[Hashable, float] = field(default_factory=dict)
 
 
 class _Nodes:
@@ -126,6 +128,11 @@ class _Nodes:
         if len(whole) < need:
             return None
         return self._take([(index, self.size) for index in whole[:need]])
+
+    def copy(self) -> _Nodes:
+        twin = _Nodes.__new__(_Nodes)
+        twin.size, twin.free, twin.total_free = self.size, list(self.free), self.total_free
+        return twin
 
     def force(self, gpus: int) -> list[tuple[int, int]]:
         """A running job the lookahead found already placed: where it fits, else from any free GPUs."""
@@ -229,7 +236,10 @@ class _Forward:
         mean_wait = math.fsum(self.waits) / len(self.waits) if self.waits else 0.0
         goodput = (self.busy - self.wasted) / capacity_s if capacity_s > 0 else 0.0
         busy = self.busy / capacity_s if capacity_s > 0 else 0.0
-        return ForwardOutcome(mean_wait, goodput, busy, self.preemptions, len(self.waits) - waiting, waiting)
+        starts = {run.job.key: run.submit_s + run.wait_s for run in self.runs if run.wait_s is not None}
+        return ForwardOutcome(
+            mean_wait, goodput, busy, self.preemptions, len(self.waits) - waiting, waiting, starts
+        )
 
     def _schedule_end(self, run: _Run, now: float) -> None:
         if math.isfinite(run.remaining_s):
@@ -268,7 +278,7 @@ class _Forward:
         lost_in_window = min(elapsed - kept, now) if run.started_s < 0 else elapsed - kept
         self.wasted += lost_in_window * run.job.gpus * run.job.utilization
         self._account(run, now)
-        run.remaining_s += elapsed - kept  # the lost work must be done again
+        run.remaining_s -= kept  # what it did since its last checkpoint must be done again
         self.nodes.release(run.parts)
         del self.running[run.index]
         self._share_change(run.job.share, -run.job.gpus, now)
@@ -327,9 +337,7 @@ class _Forward:
         )
         if not victims:
             return False
-        trial = _Nodes(0, self.nodes.size)
-        trial.free = list(self.nodes.free)
-        trial.total_free = self.nodes.total_free
+        trial = self.nodes.copy()
         chosen: list[_Run] = []
         for victim in victims:
             trial.release(victim.parts)
