@@ -19,6 +19,7 @@ record's end and where the cluster's size came from; ``--json`` adds ``history``
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from osprey.simulate import (
     Result,
     SimulationError,
     Workload,
+    family_workload,
     homogeneous_nodes,
     llm_workload,
     read_alibaba,
@@ -52,7 +54,8 @@ from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 
 __all__: list[str] = []
 
-WORKLOADS = ("alibaba", "llm", "seed")
+WORKLOADS = ("alibaba", "llm", "seed", "family:SEED")
+FAMILY_PREFIX = "family:"
 DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}
 
 
@@ -77,6 +80,20 @@ def parse_schedulers(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _family(workload: str, gpus: int | None) -> Workload:
+    """``family:SEED``: one draw of the workload family (its cluster is part of the draw, so no --gpus)."""
+    text = workload.removeprefix(FAMILY_PREFIX)
+    # Digits only: int() would also take "+5", " 5" and "1_000", which then name the same draw as "5".
+    if not re.fullmatch(r"-?[0-9]+", text):
+        usage(
+            f"--workload: {workload!r}: the family seed must be a whole number (family:SEED, e.g. family:1000); "
+            f"allowed: {', '.join(WORKLOADS)} or an existing .csv file"
+        )
+    if gpus is not None:
+        usage(f"--gpus: {workload} draws its own cluster (32-2,048 GPUs); leave --gpus out")
+    return family_workload(int(text))
+
+
 def build_workload(
     workload: str, gpus: int | None, seed: int, jobs: int, load: float, limit: int | None
 ) -> Workload:
@@ -98,6 +115,8 @@ def build_workload(
             built = llm_workload(seed=seed, jobs=jobs, gpus=gpus or DEFAULT_GPUS["llm"], load=load)
         elif workload == "seed":
             built = seed_workload(gpus or DEFAULT_GPUS["seed"])
+        elif workload.startswith(FAMILY_PREFIX):
+            built = _family(workload, gpus)
         else:
             path = Path(workload)
             if path.suffix.lower() != ".csv" or not path.is_file():
@@ -232,7 +251,8 @@ def simulate_command(
         str | None,
         typer.Option(
             "--workload",
-            help="alibaba, llm, seed (the seed's 64 GPUs, 5 jobs) or FILE.csv.",
+            help="alibaba, llm, seed (the seed's 64 GPUs, 5 jobs), family:SEED (one draw of the "
+            "workload family, docs/scheduling.md) or FILE.csv.",
             show_default="llm",
         ),
     ] = None,

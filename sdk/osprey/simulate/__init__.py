@@ -8,6 +8,7 @@ engine, appliers' mappings and gang watch (docs/scheduling.md). Pure Python.
 
 from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle, OracleBackfill
 from osprey.simulate.cluster import SimulatedCluster
+from osprey.simulate.family import FamilyDraw, draw_family, family_workload
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import (
     FairShareOsprey,
@@ -45,6 +46,7 @@ __all__ = [
     "TRACE_DIR",
     "FairShare",
     "FairShareOsprey",
+    "FamilyDraw",
     "Fifo",
     "Job",
     "JobRun",
@@ -69,6 +71,8 @@ __all__ = [
     "Status",
     "TeamFigures",
     "Workload",
+    "draw_family",
+    "family_workload",
     "homogeneous_nodes",
     "llm_workload",
     "load_default_policy",
