@@ -1,26 +1,35 @@
 """Scheduling benchmark: every scheduler, native and with Osprey layered on it, on the LLM gang workload
 (loads 1.0 and 1.3, five seeds each), the Alibaba 2023 trace on 32 GPUs and the seed's case; then the goals
-of docs/scheduling.md checked per (native, layered) pair.
+of docs/scheduling.md checked per (native, layered) pair; then the same pairs on 30 draws of the workload
+family (``osprey.simulate.family``) and the family goals (``bench/family_goals.py``).
 
 Run: ``.venv/bin/python bench/sim_bench.py`` (``--json FILE`` keeps every number, per team too, ``--plot DIR``
 writes the PNGs of docs/scheduling.md, ``--policy FILE`` runs that policy in every ``+osprey`` scheduler,
 ``--schedulers a,b`` runs a subset, ``--workload FILE.csv`` adds a workload, ``--processes N`` runs N
-simulations at once, default one per core, with the same numbers as one process).
+simulations at once, default one per core, with the same numbers as one process). ``--seeds`` are the LLM
+workload's seeds; the family's draws are ``--family-seeds`` (default 1000-1029; ``A-B``, a comma list of
+seeds and ranges, or ``none`` to skip the family); ``--family-jobs N`` gives every draw N jobs (quick runs).
 
 One line per scheduler and workload::
 
-    scheduler=<name> workload=<w> mean_wait_s=<x> p95_wait_s=<x> idle_pct=<x> goodput=<x> priority_changes_per_job_hour=<x> fairness=<x>
+    scheduler=<name> workload=<w> mean_wait_s=<x> p95_wait_s=<x> idle_pct=<x> goodput=<x> priority_changes_per_job_hour=<x> fairness=<x> makespan_s=<x>
 
 Seeded workloads report each seed (``llm-load1.0-s3``) and then their mean under the workload's own name
-(``llm-load1.0``). Then one line per goal, pair and workload (every workload but the seed's case, whose
-only goal is ``seed-wait-and-idle`` for Kueue)::
+(``llm-load1.0``); each family draw reports one line per scheduler under ``family-<seed>``: every pair's
+native and layered scheduler, ``oracle`` and, where this checkout has it, ``oracle-backfill``. Then one line
+per goal, pair and workload (every workload but the seed's case, whose only goal is ``seed-wait-and-idle``
+for Kueue)::
 
     goal=<name> pair=<native>-><layered> workload=<w> met|MISSED (<the numbers and the limit>)
 
 with the goals ``wait-gap``, ``idle``, ``goodput``, ``p95``, ``changes`` and ``fairness`` (limits below;
-``wait-gap`` needs the ``oracle`` scheduler). The bench always exits 0: it measures, docs/scheduling.md
-explains. ``total_seconds=<S>`` comes last. The trace replays with a 300 s Osprey cycle
-(``--trace-cycle``) to stay under 5 minutes on 2 cores.
+``wait-gap`` needs the ``oracle`` scheduler). Then one line per pair and family goal (do no harm on every
+draw, the others on a share of the draws; ``bench/family_goals.py``)::
+
+    family pair=<native>-><layered> goal=<goal> met=<k>/<n> worst=<draw> <its numbers and the limit>; needs <m>/<n>: met|MISSED
+
+The bench always exits 0: it measures, docs/scheduling.md explains. ``total_seconds=<S>`` comes last. The
+trace replays with a 300 s Osprey cycle (``--trace-cycle``) to keep the bench short on 2 cores.
 """
 
 from __future__ import annotations
@@ -36,12 +45,18 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from osprey.simulate import (
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # bench.family_goals, when run as a script
+
+from bench.family_goals import FAMILY_SEEDS, change_points, family_goals, family_seeds  # noqa: E402
+from osprey.simulate import (  # noqa: E402
     LAYERED_PAIRS,
     SCHEDULERS,
     TRACE_DIR,
     Result,
     Workload,
+    family_workload,
     homogeneous_nodes,
     llm_workload,
     make_scheduler,
@@ -50,10 +65,21 @@ from osprey.simulate import (
     seed_workload,
     simulate,
 )
-from osprey.simulate.runner import load_default_policy
-from osprey_control.policy import PriorityDerivationPolicy, load_policies
+from osprey.simulate.runner import load_default_policy  # noqa: E402
+from osprey_control.policy import PriorityDerivationPolicy, load_policies  # noqa: E402
 
-REPORTED = ("mean_wait_s", "p95_wait_s", "idle_pct", "goodput", "priority_changes_per_job_hour", "fairness")
+REPORTED = (
+    "mean_wait_s",
+    "p95_wait_s",
+    "idle_pct",
+    "goodput",
+    "priority_changes_per_job_hour",
+    "fairness",
+    "makespan_s",
+)
+# On each draw: every pair's native and layered scheduler and the oracles the wait goal compares with
+# (oracle-backfill only where this checkout has it).
+FAMILY_ORACLES = ("oracle", "oracle-backfill")
 
 
 @dataclass(frozen=True)
@@ -95,7 +121,7 @@ def _line(scheduler: str, workload: str, values: dict[str, float]) -> str:
         f"scheduler={scheduler} workload={workload} mean_wait_s={values['mean_wait_s']:.1f} "
         f"p95_wait_s={values['p95_wait_s']:.1f} idle_pct={values['idle_pct']:.2f} "
         f"goodput={values['goodput']:.4f} priority_changes_per_job_hour={values['priority_changes_per_job_hour']:.2f} "
-        f"fairness={values['fairness']:.4f}"
+        f"fairness={values['fairness']:.4f} makespan_s={values['makespan_s']:.1f}"
     )
 
 
@@ -208,20 +234,20 @@ class _Runs:
     """Every (case, scheduler, seed) simulation, run in this process or a pool of ``processes``.
 
     Each simulation is deterministic and independent of the others, so a pool gives the same numbers; the
-    bench still prints in its fixed order. The costliest runs (the most jobs, and Osprey's cycles) are
-    submitted first, so the last one to finish is a short one.
+    bench still prints in its fixed order. The costliest runs are submitted first, so the last one to finish
+    is a short one: an Osprey run costs about its jobs x its Osprey cycles (the horizon over the cycle),
+    a native one about its jobs.
     """
 
     def __init__(
         self,
-        cases: Sequence[Case],
-        names: Sequence[str],
+        plan: Sequence[tuple[Case, Sequence[str]]],
         seeds: Sequence[int],
         policy: PriorityDerivationPolicy,
         processes: int,
     ) -> None:
         self._inline: dict[tuple[str, str, int], tuple[Workload, str, float | None, int]] = {}
-        for case in cases:
+        for case, names in plan:
             for name in names:
                 for index, workload in enumerate(case.workloads):
                     seed = seeds[index] if len(case.workloads) > 1 else 0
@@ -232,9 +258,11 @@ class _Runs:
         if processes > 1 and len(self._inline) > 1:
             self._pool = ProcessPoolExecutor(max_workers=processes)
 
-            def cost(key: tuple[str, str, int]) -> int:
-                workload, name, _, _ = self._inline[key]
-                return len(workload.jobs) * (10 if name.endswith("+osprey") else 1)
+            def cost(key: tuple[str, str, int]) -> float:
+                workload, name, cycle_s, _ = self._inline[key]
+                if name.endswith("+osprey"):
+                    return len(workload.jobs) * workload.horizon_s / (cycle_s or 60.0)
+                return float(len(workload.jobs))
 
             for key in sorted(self._inline, key=cost, reverse=True):
                 self._futures[key] = self._pool.submit(_simulate, *self._args(key))
@@ -256,6 +284,18 @@ class _Runs:
             self._pool.shutdown()
 
 
+def _family_cases(
+    seeds: Sequence[int], names: Sequence[str], jobs: int | None
+) -> tuple[list[Case], list[str]]:
+    """One case per family draw (``jobs``: each with that many jobs instead of its drawn count), and the
+    schedulers each runs: every pair's two and the oracles, those of ``names``."""
+    wanted = [name for pair in LAYERED_PAIRS for name in pair] + [
+        o for o in FAMILY_ORACLES if o in SCHEDULERS
+    ]
+    cases = [Case(f"family-{seed}", (family_workload(seed, jobs=jobs),), None) for seed in seeds]
+    return cases, [name for name in wanted if name in names]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="LLM workload seeds")
@@ -267,6 +307,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace-limit", type=int, default=None, help="replay only the first N tasks")
     parser.add_argument("--no-trace", action="store_true", help="skip the Alibaba workload")
     parser.add_argument("--workload", type=Path, nargs="*", default=[], help="extra job CSVs (llm-gpus)")
+    parser.add_argument(
+        "--family-seeds",
+        default=f"{FAMILY_SEEDS[0]}-{FAMILY_SEEDS[-1]}",
+        help="workload family draws: A-B, a comma list of seeds and ranges, or none",
+    )
+    parser.add_argument(
+        "--family-jobs", type=int, default=None, help="every family draw with N jobs (quick runs)"
+    )
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS), help="comma-separated subset")
     parser.add_argument("--policy", type=Path, default=None, help="policy of every +osprey scheduler")
     parser.add_argument("--json", type=Path, default=None, help="write every result to this JSON file")
@@ -280,6 +328,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_family(
+    family: Sequence[Case], names: Sequence[str], runs: _Runs, everything: dict[str, list[dict[str, object]]]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Print each family draw's runs (one line per scheduler, as a named workload's) and return the draws'
+    figures for the family goals: draw -> scheduler -> figure."""
+    draws: dict[str, dict[str, dict[str, float]]] = {}
+    for case in family:
+        for name in names:
+            result = runs.result(case.label, name, 0)
+            everything.setdefault(case.label, []).append(result.to_dict())
+            draws.setdefault(case.label, {})[name] = _mean([result])
+            print(_line(name, case.label, draws[case.label][name]), flush=True)
+    return draws
+
+
+def _report_family(
+    draws: dict[str, dict[str, dict[str, float]]],
+    everything: dict[str, list[dict[str, object]]],
+    plot: Path | None,
+) -> None:
+    """One line per pair and family goal (``bench/family_goals.py``), the same in the JSON, and the scatter."""
+    checked = family_goals(draws, LAYERED_PAIRS)
+    for family_goal in checked:
+        print(family_goal.line())
+    everything["family_goals"] = [family_goal.to_dict() for family_goal in checked]
+    if plot is not None and draws:
+        from osprey.simulate.plots import plot_family  # noqa: PLC0415 - matplotlib only here
+
+        points = change_points(draws, LAYERED_PAIRS)
+        plot_family([(pair, wait, goodput) for pair, _, wait, goodput in points], plot)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -287,10 +367,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--processes: must be at least 1, got {args.processes}")
     if args.trace_gpus < 8 or args.llm_gpus < 8 or args.llm_jobs < 1:
         parser.error("--trace-gpus and --llm-gpus need at least 8 GPUs, --llm-jobs at least 1 job")
+    if args.family_jobs is not None and args.family_jobs < 2:
+        parser.error(f"--family-jobs: a family draw needs at least 2 jobs, got {args.family_jobs}")
     names = [name.strip() for name in args.schedulers.split(",") if name.strip()]
     unknown = [name for name in names if name not in SCHEDULERS]
     if unknown:
         parser.error(f"--schedulers: unknown {', '.join(unknown)}; allowed: {', '.join(SCHEDULERS)}")
+    try:
+        seeds = family_seeds(args.family_seeds)
+    except ValueError as error:
+        parser.error(f"--family-seeds: {error}")
     policy: PriorityDerivationPolicy = (
         load_policies([args.policy])[0] if args.policy is not None else load_default_policy()
     )
@@ -299,7 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     everything: dict[str, list[dict[str, object]]] = {}
     verdicts: list[str] = []
     cases = _cases(args)
-    runs = _Runs(cases, names, args.seeds, policy, args.processes)
+    family, family_names = _family_cases(seeds, names, args.family_jobs)
+    plan = [(case, names) for case in cases] + [(case, family_names) for case in family]
+    runs = _Runs(plan, args.seeds, policy, args.processes)
     for case in cases:
         measured: dict[str, dict[str, float]] = {}
         first_seed: list[Result] = []
@@ -325,9 +413,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             title = f"{case.label} ({case.workloads[0].total_gpus} GPUs)"
             plot_results(first_seed, args.plot, title=title, stem=case.label)
+    draws = _run_family(family, family_names, runs, everything)
     runs.close()
     for verdict in verdicts:
         print(verdict)
+    _report_family(draws, everything, args.plot)
     if args.json is not None:
         args.json.write_text(json.dumps(everything, indent=1, sort_keys=True) + "\n")
     print(f"total_seconds={time.perf_counter() - started:.1f}")

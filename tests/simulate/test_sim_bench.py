@@ -17,7 +17,7 @@ from osprey.simulate import LAYERED_PAIRS, SCHEDULERS, make_scheduler
 
 LINE = re.compile(
     r"scheduler=(\S+) workload=(\S+) mean_wait_s=\d+\.\d p95_wait_s=\d+\.\d idle_pct=\d+\.\d\d goodput=\d\.\d{4}"
-    r" priority_changes_per_job_hour=\d+\.\d\d fairness=[01]\.\d{4}"
+    r" priority_changes_per_job_hour=\d+\.\d\d fairness=[01]\.\d{4} makespan_s=\d+\.\d"
 )
 GOAL = re.compile(r"goal=\S+ pair=\S+->\S+\+osprey workload=\S+ (met|MISSED) \(.+\)")
 
@@ -27,7 +27,7 @@ def test_benchmark_prints_one_line_per_scheduler_and_workload(
 ) -> None:
     out = tmp_path / "results.json"
     argv = ["--no-trace", "--llm-jobs", "20", "--llm-gpus", "64", "--seeds", "0", "1", "--json", str(out)]
-    assert main(argv) == 0
+    assert main([*argv, "--family-seeds", "none"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     results = [LINE.fullmatch(line) for line in lines if line.startswith("scheduler=")]
     assert all(results), lines
@@ -61,6 +61,7 @@ def test_a_pool_of_processes_prints_exactly_what_one_process_does(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     argv = ["--no-trace", "--llm-jobs", "12", "--llm-gpus", "64", "--seeds", "0", "1", "--llm-loads", "1.3"]
+    argv += ["--family-seeds", "1004,1000", "--family-jobs", "8"]
     outputs = []
     for processes in ("1", "2"):
         out = tmp_path / f"p{processes}.json"
@@ -85,7 +86,65 @@ def test_the_policy_option_reaches_every_layered_scheduler(
     monkeypatch.setattr(bench, "make_scheduler", spy)
     policy = Path(__file__).parents[2] / "policies" / "training-policy.yaml"
     argv = ["--no-trace", "--llm-jobs", "8", "--llm-gpus", "64", "--seeds", "0", "--llm-loads", "1.0"]
+    argv += ["--family-seeds", "none"]
     assert main([*argv, "--processes", "1", "--policy", str(policy)]) == 0
     capsys.readouterr()
     layered = {name: policy_name for name, policy_name in made if name.endswith("+osprey")}
     assert layered == dict.fromkeys((b for _, b in LAYERED_PAIRS), "training-policy")
+
+
+FAMILY = re.compile(
+    r"family pair=(\S+)->(\S+) goal=(\S+) met=(\d+)/(\d+) worst=family-\d+ .+; needs \d+/\d+: (met|MISSED)"
+)
+
+
+def test_the_family_draws_run_every_pair_and_the_oracle_and_give_one_line_per_pair_and_goal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Given two family draws, shrunk to 10 jobs each, beside a tiny LLM workload.
+    out = tmp_path / "family.json"
+    argv = ["--no-trace", "--llm-jobs", "4", "--llm-gpus", "64", "--seeds", "0", "--llm-loads", "1.0"]
+    argv += [
+        "--family-seeds",
+        "1003-1004",
+        "--family-jobs",
+        "10",
+        "--json",
+        str(out),
+        "--plot",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    runs = [m for line in lines if (m := LINE.fullmatch(line))]
+    family_runs = [(m.group(2), m.group(1)) for m in runs if m.group(2).startswith("family-")]
+    # Then each draw ran every pair's native and layered scheduler and the oracle(s).
+    oracles = [name for name in ("oracle", "oracle-backfill") if name in SCHEDULERS]
+    per_draw = [name for pair in LAYERED_PAIRS for name in pair] + oracles
+    assert family_runs == [(f"family-{seed}", name) for seed in (1003, 1004) for name in per_draw]
+    # And one line per pair and family goal, each counting both draws.
+    family = [FAMILY.fullmatch(line) for line in lines if line.startswith("family ")]
+    assert all(family), lines
+    assert [(m.group(1), m.group(2), m.group(3)) for m in family if m] == [
+        (native, layered, goal)
+        for native, layered in LAYERED_PAIRS
+        for goal in ("goodput", "idle", "wait-gap", "p95", "fairness", "changes")
+    ]
+    assert {m.group(5) for m in family if m} == {"2"}
+    saved = json.loads(out.read_text())
+    assert [r["scheduler"] for r in saved["family-1003"]] == per_draw
+    assert len(saved["family_goals"]) == 6 * len(LAYERED_PAIRS)
+    # And the scatter of wait change against goodput change, one point per draw and pair.
+    assert (tmp_path / "family-wait-vs-goodput.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_family_seeds_take_ranges_lists_or_none_and_anything_else_is_a_usage_error() -> None:
+    from bench.family_goals import family_seeds  # noqa: PLC0415 - the parser the option uses
+
+    assert family_seeds("1000-1003") == [1000, 1001, 1002, 1003]
+    assert family_seeds("7, 3-4,7") == [7, 3, 4]
+    assert family_seeds("none") == []
+    for bad in ("x", "5-3", "1-", "-2", ""):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--family-seeds", bad])
+        assert exit_info.value.code == 2, bad

@@ -1,4 +1,5 @@
-"""PNG plots of simulation results: queue length and GPU utilization over time, CDF of queueing delay.
+"""PNG plots of simulation results: queue length and GPU utilization over time, CDF of queueing delay; and
+the workload family's scatter of each layered scheduler's wait change against its goodput change.
 
 matplotlib is imported only here, lazily, with the Agg backend (no display needed).
 """
@@ -12,12 +13,14 @@ from typing import Any
 from osprey.simulate.ledger import Sample
 from osprey.simulate.results import Result
 
-__all__ = ["plot_results"]
+__all__ = ["plot_family", "plot_results"]
 
 _BINS = 400  # points per curve: enough to see the shape, small PNGs
 # Schedulers often produce identical curves (e.g. fifo and nogang on single-worker jobs): a different dash
 # per scheduler keeps the one drawn first visible under the next.
 _STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (1, 2, 4, 2)))
+# The bench's goodput goal: a layered scheduler keeps at least 0.99 x native's goodput on every draw.
+GOODPUT_GOAL_PCT = -1.0
 
 
 def binned(
@@ -106,3 +109,37 @@ def plot_results(
     axes.legend(fontsize=8)
     save(figure, "wait-cdf")
     return written
+
+
+def plot_family(points: Sequence[tuple[str, float, float]], directory: Path) -> Path:
+    """Write ``family-wait-vs-goodput.png``: one point per (pair, family draw), x = the layered scheduler's
+    mean wait change against native (%), y = its goodput change (%), a colour per pair and the goodput goal
+    (-1 %) as a horizontal line, so a point below the line is a draw where Osprey did harm. The x axis is
+    linear within +-100 % and logarithmic beyond: a wait can only fall by 100 %, but rise by far more."""
+    plt = _pyplot()
+    directory.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    pairs = list(dict.fromkeys(pair for pair, _, _ in points))
+    markers = ("o", "s", "^", "D", "v", "P")
+    for number, pair in enumerate(pairs):
+        mine = [(x, y) for name, x, y in points if name == pair]
+        axes.scatter(
+            [x for x, _ in mine],
+            [y for _, y in mine],
+            label=f"{pair} ({len(mine)})",
+            marker=markers[number % len(markers)],
+            s=22,
+            alpha=0.75,
+        )
+    axes.axhline(GOODPUT_GOAL_PCT, color="red", linewidth=1.0, linestyle="--", label="goodput goal (-1 %)")
+    axes.axvline(0.0, color="grey", linewidth=0.6)
+    axes.set_xscale("symlog", linthresh=100.0)
+    axes.set_xlabel("mean wait change, layered vs native (%)")
+    axes.set_ylabel("goodput change, layered vs native (%)")
+    axes.set_title("workload family: each draw and pair")
+    axes.legend(fontsize=7)
+    path = directory / "family-wait-vs-goodput.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path
