@@ -24,6 +24,8 @@ from osprey_control.guard.choose import (
     GuardVerdict,
     choose_order,
     echo_arrivals,
+    pool_signature,
+    runtime_prior,
 )
 from osprey_control.guard.forward import ForwardOutcome, LookJob, LookPool, Model, run_forward
 
@@ -46,7 +48,9 @@ __all__ = [
     "choose_order",
     "echo_arrivals",
     "native_priority",
+    "pool_signature",
     "realize",
     "reservation_variants",
     "run_forward",
+    "runtime_prior",
 ]

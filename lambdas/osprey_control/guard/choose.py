@@ -39,6 +39,8 @@ __all__ = [
     "GuardVerdict",
     "choose_order",
     "echo_arrivals",
+    "pool_signature",
+    "runtime_prior",
 ]
 
 NATIVE = "native"
@@ -49,9 +51,12 @@ class GuardSettings:
     """The guard's knobs, each documented in docs/policies.md with why it has its default."""
 
     horizon_s: float = 6 * 3600.0
-    samples: int = 3
+    samples: int = 5
     runtime_error_sigma: float = 0.5
+    # A job whose time is the pool's prior (it declared none and reports no progress) is far less certain.
+    unknown_runtime_sigma: float = 1.0
     goodput_tolerance: float = 0.002
+    min_wait_gain: float = 0.2
     switch_margin: float = 0.05
     switch_floor_s: float = 60.0
 
@@ -60,7 +65,14 @@ class GuardSettings:
             raise ValueError(f"horizon_s: must be > 0 seconds, got {self.horizon_s}")
         if self.samples < 1:
             raise ValueError(f"samples: must be at least 1, got {self.samples}")
-        for name in ("runtime_error_sigma", "goodput_tolerance", "switch_margin", "switch_floor_s"):
+        for name in (
+            "runtime_error_sigma",
+            "unknown_runtime_sigma",
+            "goodput_tolerance",
+            "min_wait_gain",
+            "switch_margin",
+            "switch_floor_s",
+        ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name}: must be a finite number >= 0, got {value}")
@@ -135,6 +147,35 @@ class GuardVerdict:
         return f"{verb}: {self.reason} [{scored}; {self.horizon_s / 3600:g} h ahead, {self.samples} draws]"
 
 
+def pool_signature(jobs: Sequence[LookJob]) -> str:
+    """What the pool is, for deciding whether to guard again: which jobs it holds and which of them run.
+
+    Between two cycles with the same signature no job arrived, started, ended or was requeued, so no GPU was
+    freed and nothing could start: the order chosen last stands and the lookahead is not run again (a stance
+    is re-evaluated when the pool changes, at no cost on a quiet cycle).
+    """
+    digest = hashlib.sha256()
+    for key, running in sorted((repr(job.key), job.running) for job in jobs if job.arrive_in_s <= 0):
+        digest.update(f"{key}/{int(running)};".encode())
+    return digest.hexdigest()[:16]
+
+
+def runtime_prior(jobs: Sequence[LookJob]) -> float | None:
+    """What a job of unknown time is taken to need: the median total time of the pool's jobs whose time is
+    known (a running job's time held plus its predicted remaining, a queued job's predicted time); None when
+    no job's time is known. A job that never ends would hold its GPUs for the whole lookahead, and every order
+    that starts one would look like it keeps GPUs busy for ever."""
+    totals = sorted(
+        job.remaining_s + (job.waited_s if job.running else 0.0)
+        for job in jobs
+        if job.remaining_s is not None and job.arrive_in_s <= 0
+    )
+    if not totals:
+        return None
+    middle = len(totals) // 2
+    return totals[middle] if len(totals) % 2 else (totals[middle - 1] + totals[middle]) / 2
+
+
 def echo_arrivals(jobs: Sequence[LookJob], *, window_s: float) -> list[LookJob]:
     """Predicted arrivals for the next ``window_s``: the recent past again. Each job submitted within the last
     ``window_s`` (``age_s``) has a twin arriving ``window_s`` after it did, asking the same GPUs for the same
@@ -161,19 +202,36 @@ def echo_arrivals(jobs: Sequence[LookJob], *, window_s: float) -> list[LookJob]:
     return twins
 
 
-def _draws(pool: LookPool, settings: GuardSettings) -> list[LookPool]:
-    """The pool as predicted, then ``samples - 1`` pools with every run time scaled by a shared random error."""
+def _with_prior(pool: LookPool) -> tuple[LookPool, frozenset[Hashable]]:
+    """The pool with every unknown time replaced by :func:`runtime_prior` (so the draws scale it too), and the
+    keys of the jobs whose time is that prior."""
+    prior = pool.unknown_runtime_s if pool.unknown_runtime_s is not None else runtime_prior(pool.jobs)
+    unknown = frozenset(job.key for job in pool.jobs if job.remaining_s is None)
+    if prior is None or not unknown:
+        return pool, frozenset()
+    jobs = tuple(
+        job
+        if job.remaining_s is not None
+        else replace(job, remaining_s=max(prior - job.waited_s, 0.25 * prior) if job.running else prior)
+        for job in pool.jobs
+    )
+    return replace(pool, jobs=jobs, unknown_runtime_s=prior), unknown
+
+
+def _draws(pool: LookPool, unknown: frozenset[Hashable], settings: GuardSettings) -> list[LookPool]:
+    """The pool as predicted, then ``samples - 1`` pools with every run time scaled by a random error (larger
+    for a time that is only the pool's prior). Every candidate sees the same draws."""
     draws = [pool]
-    if settings.samples == 1 or settings.runtime_error_sigma == 0:
-        return draws * settings.samples
+    if settings.samples == 1:
+        return draws
     digest = hashlib.sha256()
     for job in pool.jobs:
         digest.update(repr(job.key).encode())
     rng = random.Random(digest.hexdigest())
-    sigma = settings.runtime_error_sigma
     for _ in range(settings.samples - 1):
         jobs = []
         for job in pool.jobs:
+            sigma = settings.unknown_runtime_sigma if job.key in unknown else settings.runtime_error_sigma
             factor = math.exp(rng.gauss(0.0, sigma))
             if job.remaining_s is None:
                 jobs.append(job)
@@ -198,7 +256,7 @@ def choose_order(
         raise ValueError(f"candidates must include {NATIVE!r}, got {names}")
     if len(set(names)) != len(names):
         raise ValueError(f"candidate names must be unique, got {names}")
-    draws = _draws(pool, settings)
+    draws = _draws(*_with_prior(pool), settings)
     # Candidates that put the pool in the same order predict the same: each order is run once.
     by_order: dict[tuple[object, ...], list[ForwardOutcome]] = {}
     outcomes: dict[str, list[ForwardOutcome]] = {}
@@ -221,8 +279,13 @@ def choose_order(
     scores = []
     for name in names:
         runs = outcomes[name]
+        # In every draw: no less goodput than native, and a real gain in wait (else a reorder is churn); the
+        # order chosen last cycle keeps its place with no loss of wait (hysteresis: no flapping at the bar).
+        gain = 1.0 if name == previous else 1.0 - settings.min_wait_gain
         qualifies = name == NATIVE or all(
-            run.goodput >= base.goodput * keep - 1e-12 for run, base in zip(runs, native, strict=True)
+            run.goodput >= base.goodput * keep - 1e-12
+            and (run.mean_wait_s <= base.mean_wait_s * gain or run is base)
+            for run, base in zip(runs, native, strict=True)
         )
         worst = max(runs, key=lambda run: run.mean_wait_s)
         scores.append(

@@ -82,6 +82,8 @@ class LookPool:
     share_decay_s: float = 3600.0
     share_usage: Mapping[str, float] = field(default_factory=dict)  # decayed GPUs per share, as of now
     share_weights: Mapping[str, float] = field(default_factory=dict)
+    # What a job whose time is unknown is taken to need in all (None: it never ends within the horizon).
+    unknown_runtime_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +196,7 @@ class _Forward:
         self.share_gpus: dict[str, int] = {}
         self.runs: list[_Run] = []
         for index, job in enumerate(pool.jobs):
-            remaining = math.inf if job.remaining_s is None else max(0.0, job.remaining_s)
+            remaining = self._remaining(job)
             limit = math.inf if job.limit_s is None else max(0.0, job.limit_s)
             submit = job.arrive_in_s if job.arrive_in_s > 0 else -job.waited_s
             run = _Run(index, job, priority.get(job.key, default), submit, remaining, limit)
@@ -209,6 +211,17 @@ class _Forward:
                 heapq.heappush(self.events, (job.arrive_in_s, 1, index, 0))
             else:
                 self.queue[index] = run
+
+    def _remaining(self, job: LookJob) -> float:
+        if job.remaining_s is not None:
+            return max(0.0, job.remaining_s)
+        prior = self.pool.unknown_runtime_s
+        if prior is None:
+            return math.inf
+        if not job.running:
+            return prior
+        # Running for longer than the usual job already: it is taken to have a quarter of that still to go.
+        return max(prior - job.waited_s, 0.25 * prior)
 
     # -- the loop --------------------------------------------------------------------------------------
     def run(self) -> ForwardOutcome:
@@ -384,8 +397,15 @@ class _Forward:
                 times.append(at)
                 free.append(free[-1])
             free[-1] += gpus
-        for run in pending:
-            if self.nodes.total_free == 0:
+        # From a job on, no later one smaller than the GPUs free now: none of them can start in this pass, and
+        # the reservations they would take only matter to jobs behind them, which cannot start either.
+        smallest_from = [0] * len(pending)
+        smallest = math.inf
+        for position in range(len(pending) - 1, -1, -1):
+            smallest = min(smallest, pending[position].job.gpus)
+            smallest_from[position] = int(smallest)
+        for position, run in enumerate(pending):
+            if smallest_from[position] > self.nodes.total_free:
                 return
             start = _earliest(times, free, run.job.gpus, run.limit_s)
             if start is None:

@@ -11,10 +11,10 @@ metrics come from the production functions; the layered scheduler's derivation t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 
 from osprey.simulate.sim import JobRun, Simulator, Status
-from osprey_control.derivation import CompiledPolicy, JobMetrics, PoolJob, pool_settings
+from osprey_control.derivation import CompiledPolicy, JobMetrics, PoolJob, Reservation, pool_settings
 from osprey_control.guard import (
     NATIVE,
     GuardJob,
@@ -27,6 +27,7 @@ from osprey_control.guard import (
     choose_order,
     echo_arrivals,
     native_priority,
+    pool_signature,
     realize,
     reservation_variants,
 )
@@ -57,6 +58,8 @@ class SimulatedGuard:
         self.share_usage = share_usage
         self.settings = settings or GuardSettings()
         self.previous: str | None = None
+        self.signature: str | None = None
+        self.evaluations = 0
         self.chosen: Counter[str] = Counter()
         self.last: GuardVerdict | None = None
 
@@ -106,6 +109,14 @@ class SimulatedGuard:
         # A job backing off is pinned with the rest when the guard stands down, but the backend would not admit
         # it now: it is left out of the lookahead.
         looks = [job.look for job, run in zip(jobs, active, strict=True) if run.status is not Status.HELD]
+        signature = pool_signature(looks)
+        if signature == self.signature and self.last is not None:
+            # Nothing arrived, started, ended or was requeued since the last verdict: it stands.
+            verdict = self.last
+            self.chosen[verdict.chosen] += 1
+            return self._realized(verdict, jobs, metrics, pool, capacity)
+        self.signature = signature
+        self.evaluations += 1
         arrivals = echo_arrivals(looks, window_s=self.settings.horizon_s)
         look_pool = LookPool(
             capacity,
@@ -113,14 +124,28 @@ class SimulatedGuard:
             node_gpus=sim.cluster.node_size,
             share_usage=self.share_usage(now),
         )
-        variants = {}
-        settings = pool_settings([self.compiled])
-        if settings is not None:
-            variants = reservation_variants(pool, capacity, yield_fraction=settings.yield_fraction)
+        variants = self._variants(pool, capacity)
         candidates = build_candidates(jobs, variants)
         verdict = choose_order(self.model, look_pool, candidates, previous=self.previous, settings=self.settings)
         self.previous = verdict.chosen
         self.chosen[verdict.chosen] += 1
         self.last = verdict
-        realized = realize(verdict, jobs, variants)
+        return self._realized(verdict, jobs, metrics, pool, capacity)
+
+    def _variants(self, pool: list[PoolJob], capacity: int) -> dict[str, Mapping[Hashable, Reservation]]:
+        settings = pool_settings([self.compiled])
+        if settings is None:
+            return {}
+        return reservation_variants(pool, capacity, yield_fraction=settings.yield_fraction)
+
+    def _realized(
+        self,
+        verdict: GuardVerdict,
+        jobs: list[GuardJob],
+        metrics: dict[int, JobMetrics],
+        pool: list[PoolJob],
+        capacity: int,
+    ) -> dict[int, JobMetrics]:
+        # The chosen variant's reservation plan is this cycle's (the plan moves with the predicted ends).
+        realized = realize(verdict, jobs, self._variants(pool, capacity))
         return {index: realized.get(index, job_metrics) for index, job_metrics in metrics.items()}
