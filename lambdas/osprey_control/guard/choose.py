@@ -324,9 +324,7 @@ def _order_signature(model: Model, pool: LookPool, candidate: Candidate) -> tupl
     return tuple(dense[value] for value in values)
 
 
-def _pick(
-    scores: Sequence[CandidateScore], previous: str | None, settings: GuardSettings
-) -> tuple[str, str]:
+def _pick(scores: Sequence[CandidateScore], previous: str | None, settings: GuardSettings) -> tuple[str, str]:
     qualifying = [score for score in scores if score.qualifies]
     best = min(qualifying, key=lambda score: (score.wait_s, score.name != NATIVE))
     native = next(score for score in scores if score.name == NATIVE)
@@ -346,4 +344,3 @@ def _pick(
     if losing:
         return NATIVE, f"{', '.join(losing)} would lose goodput in some draw; no other order waits less"
     return NATIVE, "no other order waits less"
-

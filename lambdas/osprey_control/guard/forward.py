@@ -172,6 +172,7 @@ class _Run:
     remaining_s: float  # inf when unknown
     limit_s: float  # inf when unlimited
     started_s: float | None = None
+    valid_s: float = 0.0  # when ``remaining_s`` was last true: now for a job already running, else its start
     parts: list[tuple[int, int]] = field(default_factory=list)
     version: int = 0
     wait_s: float | None = None
@@ -192,7 +193,9 @@ class _Forward:
         self.wasted = 0.0
         self.preemptions = 0
         self.waits: list[float] = []
-        self.usage = {share: (float(u), 0.0) for share, u in pool.share_usage.items()}  # share -> (decayed, at)
+        self.usage = {
+            share: (float(u), 0.0) for share, u in pool.share_usage.items()
+        }  # share -> (decayed, at)
         self.share_gpus: dict[str, int] = {}
         self.runs: list[_Run] = []
         for index, job in enumerate(pool.jobs):
@@ -275,6 +278,7 @@ class _Forward:
         del self.queue[run.index]
         run.parts = parts
         run.started_s = now
+        run.valid_s = now
         if run.wait_s is None:
             run.wait_s = now - run.submit_s
             self.waits.append(run.wait_s)
@@ -287,11 +291,12 @@ class _Forward:
         elapsed = now - run.started_s
         checkpoint = self.pool.checkpoint_s
         kept = (elapsed // checkpoint) * checkpoint if checkpoint > 0 else 0.0
-        # Started before now: only the part of its lost work inside the horizon counts against this order.
-        lost_in_window = min(elapsed - kept, now) if run.started_s < 0 else elapsed - kept
-        self.wasted += lost_in_window * run.job.gpus * run.job.utilization
+        # The lost work is charged whole, even the part done before now: it is done again inside the horizon,
+        # where it counts as busy, and redoing work is not goodput.
+        self.wasted += (elapsed - kept) * run.job.gpus * run.job.utilization
         self._account(run, now)
-        run.remaining_s -= kept  # what it did since its last checkpoint must be done again
+        # What it did since its last checkpoint must be done again.
+        run.remaining_s += (now - run.started_s - kept) - (now - run.valid_s)
         self.nodes.release(run.parts)
         del self.running[run.index]
         self._share_change(run.job.share, -run.job.gpus, now)

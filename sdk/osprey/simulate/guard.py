@@ -126,7 +126,9 @@ class SimulatedGuard:
         )
         variants = self._variants(pool, capacity)
         candidates = build_candidates(jobs, variants)
-        verdict = choose_order(self.model, look_pool, candidates, previous=self.previous, settings=self.settings)
+        verdict = choose_order(
+            self.model, look_pool, candidates, previous=self.previous, settings=self.settings
+        )
         self.previous = verdict.chosen
         self.chosen[verdict.chosen] += 1
         self.last = verdict
