@@ -158,8 +158,9 @@ def test_a_new_job_starts_where_ospreys_submit_plugin_puts_it_and_without_it_wai
     )
     policy = make_policy(rules=SHORT_FIRST)
     # When the deployment is the documented one (job_submit.lua: new jobs mid-range), and a bare ParallelCluster
-    documented = SlurmOsprey(policy, cycle_s=60)
-    bare = SlurmOsprey(policy, cycle_s=60, base_priority=1)
+    # (the layering itself: without the guard, which tests/guard covers)
+    documented = SlurmOsprey(policy, cycle_s=60, guard=False)
+    bare = SlurmOsprey(policy, cycle_s=60, base_priority=1, guard=False)
     with_plugin, without = by_id(run(scenario, documented)), by_id(run(scenario, bare))
     # Then with the plugin the new short job, created mid-range above the low-ranked long one, takes the
     # GPUs at 1000 s; without it, created at 1, it waits for the long job

@@ -57,6 +57,9 @@ NO_YIELD = "policy-no-yield"
 NO_RESERVATION = "policy-no-reservation"
 
 _RESERVATION = Metric.RESERVATION.value
+_ATTAINED = Metric.ATTAINED_SERVICE.value
+# The reservation signal's value for a job that holds its GPUs (derivation.reservation: role ``running``).
+_RUNNING_VALUE = 1.0
 # The middle of Osprey's range: where a new Slurm job is created (job_submit.lua) and a Batch job's share sits.
 _UNIFORM_NATIVE = 50
 # The default mappings of docs/metrics-and-actuation.md: Kueue 0..1000, Batch/SageMaker schedulingPriority 0..9999.
@@ -71,8 +74,14 @@ def native_priority(model: Model | str, backend_value: float | None) -> int:
     model = Model(model)
     if backend_value is None or model in (Model.SLURM, Model.FAIRSHARE):
         return _UNIFORM_NATIVE
-    top = _KUEUE_MAX if model is Model.KUEUE else _SCHEDULING_PRIORITY_MAX
-    return max(0, min(100, round(backend_value / top * 100)))
+    if model is Model.KUEUE:
+        # In Osprey's upper half, in the classes' order: a Workload Osprey has not written yet still has its
+        # class value (at most 1000, i.e. 100 here), so it preempts a pinned job only where native Kueue would
+        # (a higher class), and the policy's own priorities (a new job at ``initialPriority``, running jobs
+        # lifted) can take over again without a wave of preemptions.
+        share = max(0.0, min(backend_value, _KUEUE_MAX)) / _KUEUE_MAX
+        return _UNIFORM_NATIVE + round(share * (100 - _UNIFORM_NATIVE))
+    return max(0, min(100, round(backend_value / _SCHEDULING_PRIORITY_MAX * 100)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +106,17 @@ def _predicted(job: GuardJob, reservation: Reservation | None) -> int:
     if reservation is not None:
         metrics = replace(metrics, job_values={**metrics.job_values, _RESERVATION: reservation.value})
     return derive(job.policy, metrics, job.previous).priority
+
+
+def _once_running(job: GuardJob, queued_priority: int, reservation_read: bool) -> float:
+    """A queued job's priority once it holds GPUs: what the policy aims for a running job (its attained
+    service saturated, its reservation role ``running``), reached within a cycle or two of its start."""
+    assert job.policy is not None
+    values = {**job.metrics.job_values, _ATTAINED: max(1.0, job.metrics.job_values.get(_ATTAINED, 0.0))}
+    if reservation_read:
+        values[_RESERVATION] = _RUNNING_VALUE
+    target = derive(job.policy, replace(job.metrics, job_values=values), queued_priority).target
+    return float(queued_priority if target is None else round(target))
 
 
 def reservation_variants(
@@ -125,11 +145,18 @@ def build_candidates(
     candidates = [Candidate(NATIVE, {job.look.key: float(job.native) for job in jobs}, float(usual))]
     plans: Mapping[str, Mapping[Hashable, Reservation] | None] = variants or {POLICY: None}
     for name, plan in plans.items():
-        priority = {
-            job.look.key: float(_predicted(job, None if plan is None else reservation_of(plan, job.look.key)))
-            for job in jobs
-        }
-        candidates.append(Candidate(name, priority, float(initial)))
+        priority: dict[Hashable, float] = {}
+        once_running: dict[Hashable, float] = {}
+        for job in jobs:
+            reservation = None if plan is None else reservation_of(plan, job.look.key)
+            predicted = _predicted(job, reservation)
+            priority[job.look.key] = float(predicted)
+            if not job.look.running and job.policy is not None:
+                once_running[job.look.key] = _once_running(job, predicted, plan is not None)
+        # A predicted arrival, once running, sits where the policy puts the pool's running jobs.
+        lifted = sorted(priority[job.look.key] for job in jobs if job.look.running and job.policy is not None)
+        arrival = lifted[len(lifted) // 2] if lifted else None
+        candidates.append(Candidate(name, priority, float(initial), once_running, arrival))
     return candidates
 
 

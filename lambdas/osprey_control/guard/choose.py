@@ -26,7 +26,7 @@ import hashlib
 import math
 import random
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from osprey_control.guard.forward import ForwardOutcome, LookJob, LookPool, Model, run_forward
@@ -51,12 +51,12 @@ class GuardSettings:
     """The guard's knobs, each documented in docs/policies.md with why it has its default."""
 
     horizon_s: float = 6 * 3600.0
-    samples: int = 5
+    samples: int = 3
     runtime_error_sigma: float = 0.5
     # A job whose time is the pool's prior (it declared none and reports no progress) is far less certain.
     unknown_runtime_sigma: float = 1.0
     goodput_tolerance: float = 0.002
-    min_wait_gain: float = 0.2
+    min_wait_gain: float = 0.05
     switch_margin: float = 0.05
     switch_floor_s: float = 60.0
 
@@ -86,6 +86,9 @@ class Candidate:
     name: str
     priority: Mapping[Hashable, float]
     default: float = 0.0
+    # A queued job's priority once it starts (a policy lifts a job that holds GPUs); none: unchanged.
+    once_running: Mapping[Hashable, float] = field(default_factory=dict)
+    arrival_once_running: float | None = None  # a predicted arrival's, once it starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +273,8 @@ def choose_order(
                     candidate.priority,
                     horizon_s=settings.horizon_s,
                     default_priority=candidate.default,
+                    once_running=candidate.once_running,
+                    arrival_once_running=candidate.arrival_once_running,
                 )
                 for draw in draws
             ]
@@ -320,6 +325,9 @@ def _order_signature(model: Model, pool: LookPool, candidate: Candidate) -> tupl
         if model is Model.KUEUE or not job.running
     ]
     values.append(candidate.default)
+    if model is Model.KUEUE:
+        values.extend(candidate.once_running.get(job.key, -1.0) for job in pool.jobs if not job.running)
+        values.append(-1.0 if candidate.arrival_once_running is None else candidate.arrival_once_running)
     dense = {value: rank for rank, value in enumerate(sorted(set(values)))}
     return tuple(dense[value] for value in values)
 

@@ -180,9 +180,20 @@ class _Run:
 
 class _Forward:
     def __init__(
-        self, model: Model, pool: LookPool, priority: Mapping[Hashable, float], default: float, horizon: float
+        self,
+        model: Model,
+        pool: LookPool,
+        priority: Mapping[Hashable, float],
+        default: float,
+        horizon: float,
+        *,
+        once_running: Mapping[Hashable, float] | None = None,
+        arrival_once_running: float | None = None,
     ) -> None:
         self.model = model
+        self.arrival_once_running = arrival_once_running
+        # A job's priority from its start on, where the order lifts a job that holds GPUs (default: unchanged).
+        self.once_running = once_running or {}
         self.pool = pool
         self.horizon = horizon
         self.nodes = _Nodes(pool.capacity_gpus, pool.node_gpus)
@@ -279,6 +290,8 @@ class _Forward:
         run.parts = parts
         run.started_s = now
         run.valid_s = now
+        lifted = self.arrival_once_running if run.job.arrive_in_s > 0 else None
+        run.priority = self.once_running.get(run.job.key, run.priority if lifted is None else lifted)
         if run.wait_s is None:
             run.wait_s = now - run.submit_s
             self.waits.append(run.wait_s)
@@ -501,9 +514,15 @@ def run_forward(
     *,
     horizon_s: float,
     default_priority: float = 0.0,
+    once_running: Mapping[Hashable, float] | None = None,
+    arrival_once_running: float | None = None,
 ) -> ForwardOutcome:
     """Run ``pool`` forward for ``horizon_s`` under ``model``'s admission rule with each job's backend
-    ``priority`` (higher first; a job not in it has ``default_priority``)."""
+    ``priority`` (higher first; a job not in it has ``default_priority``), and, for a job that starts within the
+    horizon, its priority ``once_running`` from then on (a policy lifts a job that holds GPUs, which is what keeps
+    Kueue from preempting it; unchanged when not given), a predicted arrival's ``arrival_once_running``."""
     if not horizon_s > 0:
         raise ValueError(f"horizon_s must be > 0 seconds, got {horizon_s}")
-    return _Forward(Model(model), pool, priority, default_priority, horizon_s).run()
+    return _Forward(
+        Model(model), pool, priority, default_priority, horizon_s, once_running=once_running
+    ).run()

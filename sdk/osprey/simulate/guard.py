@@ -14,9 +14,18 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 
 from osprey.simulate.sim import JobRun, Simulator, Status
-from osprey_control.derivation import CompiledPolicy, JobMetrics, PoolJob, Reservation, pool_settings
+from osprey_control.derivation import (
+    CompiledPolicy,
+    JobMetrics,
+    PoolJob,
+    Reservation,
+    plan_reservations,
+    pool_settings,
+)
 from osprey_control.guard import (
     NATIVE,
+    NO_RESERVATION,
+    NO_YIELD,
     GuardJob,
     GuardSettings,
     GuardVerdict,
@@ -148,6 +157,13 @@ class SimulatedGuard:
         pool: list[PoolJob],
         capacity: int,
     ) -> dict[int, JobMetrics]:
-        # The chosen variant's reservation plan is this cycle's (the plan moves with the predicted ends).
-        realized = realize(verdict, jobs, self._variants(pool, capacity))
+        # The chosen variant's reservation plan is this cycle's (the plan moves with the predicted ends); the
+        # policy's own is already in the metrics, and only the chosen one is planned again.
+        variants: dict[str, Mapping[Hashable, Reservation]] = {}
+        settings = pool_settings([self.compiled])
+        if verdict.chosen == NO_YIELD and settings is not None:
+            variants[NO_YIELD] = plan_reservations(pool, capacity, yield_fraction=0.0)
+        elif verdict.chosen == NO_RESERVATION:
+            variants[NO_RESERVATION] = {}
+        realized = realize(verdict, jobs, variants)
         return {index: realized.get(index, job_metrics) for index, job_metrics in metrics.items()}

@@ -70,7 +70,10 @@ class Layered(Scheduler):
         guard: bool = True,
     ) -> None:
         self.control = OspreyControl(policy, backend=backend, cycle_s=cycle_s, seed=seed)
-        self.control.guard = self.make_guard(self.control) if guard else None
+        # The production guard, unless the policy turns it off (spec.guard.enabled) or the caller does (tests
+        # of the layering itself, which check what Osprey's own order makes the backend do).
+        enabled = guard and self.control.compiled.guard_enabled
+        self.control.guard = self.make_guard(self.control) if enabled else None
         # The backend's own value written for each job (Workload priority, schedulingPriority), by run index.
         self.written: dict[int, int] = {}
         self.cycle_s = self.control.interval_s
@@ -126,9 +129,10 @@ class KueueOsprey(Layered, Kueue):
         seed: int = 0,
         priority_range: KueuePriorityRange = DEFAULT_KUEUE_PRIORITY_RANGE,
         preemption: bool = True,
+        guard: bool = True,
     ) -> None:
         super().__init__(preemption=preemption)
-        self._layer(policy, cycle_s, seed, Backend.EKS)
+        self._layer(policy, cycle_s, seed, Backend.EKS, guard)
         self.priority_range = priority_range
 
     def priority(self, run: JobRun) -> int:
@@ -168,9 +172,10 @@ class _FairShareLayered(Layered, FairShare):
         cycle_s: float | None = None,
         seed: int = 0,
         share_decay_s: float = 3600.0,
+        guard: bool = True,
     ) -> None:
         super().__init__(share_decay_s=share_decay_s)
-        self._layer(policy, cycle_s, seed, self.backend)
+        self._layer(policy, cycle_s, seed, self.backend, guard)
 
 
 class FairShareOsprey(_FairShareLayered):
@@ -186,8 +191,9 @@ class FairShareOsprey(_FairShareLayered):
         cycle_s: float | None = None,
         seed: int = 0,
         share_decay_s: float = 3600.0,
+        guard: bool = True,
     ) -> None:
-        super().__init__(policy, cycle_s=cycle_s, seed=seed, share_decay_s=share_decay_s)
+        super().__init__(policy, cycle_s=cycle_s, seed=seed, share_decay_s=share_decay_s, guard=guard)
         self._members: dict[str, list[JobRun]] = {}
 
     def share_of(self, run: JobRun) -> str:

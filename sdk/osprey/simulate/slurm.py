@@ -216,9 +216,10 @@ class SlurmOsprey(Layered, Slurm):
         priority_range: SlurmPriorityRange = DEFAULT_SLURM_PRIORITY_RANGE,
         base_priority: int | None = None,
         sched_interval_s: float | None = None,
+        guard: bool = True,
     ) -> None:
         super().__init__(sched_interval_s=sched_interval_s)
-        self._layer(policy, cycle_s, seed, Backend.SLURM)
+        self._layer(policy, cycle_s, seed, Backend.SLURM, guard)
         self.priority_range = priority_range
         # A job's Slurm priority until Osprey's first write: the middle of the range, where Osprey's
         # job_submit.lua creates it (None); 1 (NATIVE_PRIORITY) with ParallelCluster's bare slurm.conf.
