@@ -95,8 +95,9 @@ def test_a_job_that_outlasts_the_shadow_time_is_backfilled_when_it_fits_in_the_e
 
 def _fragmented(*behind: tuple[str, float, int, float]) -> Simulator:
     """Three 8-GPU nodes left as node 0: 4 GPUs free (the rest until 10 h), node 1: full until 5 h, node 2:
-    4 GPUs free (the rest until 20 h); a 16-GPU 1-hour gang submitted at 4000 s (two whole nodes: first
-    both at 10 h, when node 0 empties; at 5 h 16 GPUs are free, but over three nodes); then ``behind``."""
+    4 GPUs free (the rest until 20 h); a 16-GPU 1-hour gang submitted at 4000 s, which needs two whole nodes,
+    first free together at 10 h when node 0 empties (at 5 h 16 GPUs are free, but over three nodes); then
+    ``behind``, run under oracle-backfill."""
     scenario = workload(
         job("a", 0, 4, 10 * HOUR),  # best fit on an empty cluster: node 0
         job("filler", 1, 4, HOUR),  # best fit: the rest of node 0, free again at 1 h
@@ -135,12 +136,15 @@ def test_a_job_within_the_extra_gpu_count_waits_when_it_would_land_on_a_node_the
 
 class _Checked(OracleBackfill):
     """Records, at each pass that has a head, its shadow time before and after the jobs behind it were
-    started, and how many were started."""
+    started, how many were started, and the end it counted on for each running job."""
 
     def __init__(self) -> None:
         self.passes: list[tuple[float, float, int]] = []
+        self.predicted_ends: dict[int, set[float]] = {}
 
     def _backfill(self, head: JobRun, behind: list[JobRun], now: float) -> None:
+        for started in self.sim.running.values():
+            self.predicted_ends.setdefault(started.index, set()).add(self._end(started))
         before = self._shadow(head)
         running = len(self.sim.running)
         super()._backfill(head, behind, now)
@@ -156,7 +160,10 @@ def test_on_llm_gangs_no_backfilled_job_ever_moves_the_head_and_waits_stay_near_
     checked = _Checked()
     sim = Simulator(scenario, checked, seed=0)
     sim.run()
-    # Then jobs were backfilled, and no pass moved its head's shadow time by a second
+    # Then every end it counted on was the job's real end, to the float
+    assert checked.predicted_ends
+    assert all(ends == {sim.runs[index].end_s} for index, ends in checked.predicted_ends.items())
+    # ... jobs were backfilled, and no pass moved its head's shadow time by a second
     assert sum(started for *_, started in checked.passes) > 0
     assert all(before == after for before, after, _ in checked.passes)
     # ... every job ran to completion (nothing is preempted or timed out)
