@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from osprey_control.wiring import (
+    BACKEND_DIMENSION,
     CUSTOM_RULE_FAILURES_METRIC,
     CYCLE_DURATION_METRIC,
     CYCLES_FAILED_METRIC,
@@ -20,6 +21,9 @@ from osprey_control.wiring import (
     DERIVED_PRIORITY_METRIC,
     FAILED_JOBS_METRIC,
     FAILED_SHARDS_METRIC,
+    GUARD_EVALUATIONS_METRIC,
+    GUARD_FAILURES_METRIC,
+    GUARD_STOOD_DOWN_METRIC,
     JOB_DIMENSION,
     JOBS_EVALUATED_METRIC,
     KIND_DIMENSION,
@@ -32,7 +36,16 @@ from osprey_control.wiring import (
 if TYPE_CHECKING:  # the annotation only: the apply and finish functions publish points without the engine
     from osprey_control.derivation import Decision
 
-__all__ = ["CycleSummary", "DerivedShard", "MetricPoint", "cycle_metrics", "shard_metrics", "summarise_cycle"]
+__all__ = [
+    "CycleSummary",
+    "DerivedShard",
+    "GuardedPool",
+    "MetricPoint",
+    "cycle_metrics",
+    "guard_metrics",
+    "shard_metrics",
+    "summarise_cycle",
+]
 
 
 class _Job(Protocol):
@@ -107,6 +120,49 @@ def shard_metrics(result: DerivedShard, *, per_job: bool = False) -> list[Metric
         )
     for kind, count in sorted(errors.items()):
         points.append(MetricPoint(DERIVATION_ERRORS_METRIC, "Count", (float(count),), {KIND_DIMENSION: kind}))
+    return points
+
+
+class GuardedPool(Protocol):
+    """What :func:`guard_metrics` reads of one pool's guard (``osprey_control.metrics.PoolVerdict``)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def chosen(self) -> str | None: ...  # None: no verdict (not guarded, or failed)
+    @property
+    def stood_down(self) -> bool: ...
+    @property
+    def failed(self) -> bool: ...
+
+
+def guard_metrics(pools: Sequence[GuardedPool]) -> list[MetricPoint]:
+    """Per backend, for the pools the guard ran for this cycle: GuardStoodDown (one value per guarded pool, 1
+    when it stood down to the native order, 0 when it chose a policy order: Sum is the pools stood down,
+    SampleCount the pools guarded, Average the share), GuardEvaluations (pools guarded) and GuardFailures (pools
+    whose guard raised; 0 included, so an alarm sees a healthy cycle rather than no data).
+
+    Dimension ``Backend`` only: a pool (a cluster or queue name) would multiply the series by the fleet's
+    pools; the collect step's log has one ``guard verdict`` line per pool. Pools not guarded by configuration
+    (no capacity, disabled) are not counted: they say so in their jobs' notes."""
+    stood: dict[str, list[float]] = defaultdict(list)
+    failed: Counter[str] = Counter()
+    backends: set[str] = set()
+    for pool in pools:
+        if pool.failed:
+            failed[pool.backend] += 1
+            backends.add(pool.backend)
+        elif pool.chosen is not None:
+            stood[pool.backend].append(1.0 if pool.stood_down else 0.0)
+            backends.add(pool.backend)
+    points: list[MetricPoint] = []
+    for backend in sorted(backends):
+        dimensions = {BACKEND_DIMENSION: backend}
+        points.append(MetricPoint(GUARD_STOOD_DOWN_METRIC, "Count", tuple(stood[backend]), dimensions))
+        points.append(
+            MetricPoint(GUARD_EVALUATIONS_METRIC, "Count", (float(len(stood[backend])),), dimensions)
+        )
+        points.append(MetricPoint(GUARD_FAILURES_METRIC, "Count", (float(failed[backend]),), dimensions))
     return points
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 __all__ = [
     "ALLOWED_RULE_PREFIX_VARIABLE",
     "APPLY_FAILURES_METRIC",
+    "BACKEND_DIMENSION",
     "BATCH_JOB_EVENT",
     "BATCH_SERVICE_JOB_EVENT",
     "COLLECTION_LATENCY_METRIC",
@@ -48,6 +49,12 @@ __all__ = [
     "FAILED_SHARDS_METRIC",
     "GANG_STATE_MACHINE_VARIABLE",
     "GANG_WAIT_METRIC",
+    "GUARD_CYCLE_NOTE",
+    "GUARD_EVALUATIONS_METRIC",
+    "GUARD_FAILURES_METRIC",
+    "GUARD_ORDER_NOTE",
+    "GUARD_SIGNATURE_NOTE",
+    "GUARD_STOOD_DOWN_METRIC",
     "HISTORY_RETENTION_VARIABLE",
     "INTERCONNECT_LATENCY_METRIC",
     "INVALID_POLICIES_METRIC",
@@ -214,8 +221,21 @@ GANG_WAIT_METRIC = "GangWaitSeconds"
 EVENTS_DROPPED_METRIC = "EventsDropped"
 # Deployed policies whose stored value is refused: the total (0 included) and 1 per policy (Policy dimension).
 INVALID_POLICIES_METRIC = "InvalidPolicies"
+# The guard, per cycle and backend (osprey_control.metrics.guard): one GuardStoodDown value per guarded pool (1 it
+# stood down to the native order, 0 it chose a policy order), the pools guarded and the pools whose guard failed.
+GUARD_STOOD_DOWN_METRIC = "GuardStoodDown"
+GUARD_EVALUATIONS_METRIC = "GuardEvaluations"
+GUARD_FAILURES_METRIC = "GuardFailures"
 # Their dimensions, which the dashboard's SEARCH expressions and the custom-rule alarm's query name as well.
 POLICY_DIMENSION = "Policy"
+BACKEND_DIMENSION = "Backend"  # the guard's metrics: a Backend value, never a pool (bounded: one per backend)
+# The decision notes (``inputs.notes``) beside the guard's verdict text (osprey_control.guard.GUARD_NOTE) that
+# the collect step writes and reads back next cycle, and ``osprey report`` and the CLI read: the order a pool
+# got, the instant (ISO 8601) of the cycle that chose it, and the pool's signature then (the verdict stands
+# while it is unchanged: osprey_control.metrics.guard_record).
+GUARD_ORDER_NOTE = "guard-order"
+GUARD_CYCLE_NOTE = "guard-cycle"
+GUARD_SIGNATURE_NOTE = "guard-signature"
 JOB_DIMENSION = "JobId"  # per-job metrics only: the registry's job key
 REASON_DIMENSION = "Reason"
 KIND_DIMENSION = "Kind"

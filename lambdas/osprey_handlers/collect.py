@@ -3,7 +3,9 @@ Input ``{"shards": [..], "token": T, "expiresAt": E}`` (the shard plan's shards,
 its expiry: a step that starts with the lease (nearly) over collects nothing); output counts
 only: ``jobs``, ``series``, ``getmetricdata_calls``, ``stored`` and ``tooLarge`` shards
 (:mod:`osprey_control.steps.collect`), and ``invalidPolicies`` when a deployed policy's stored value is refused
-(:mod:`osprey_control.steps.policy_health`; also logged, and published as ``InvalidPolicies``)."""
+(:mod:`osprey_control.steps.policy_health`; also logged, and published as ``InvalidPolicies``). The guard's
+verdicts (:mod:`osprey_control.metrics.guard`) are published per backend: ``GuardStoodDown``,
+``GuardEvaluations`` and ``GuardFailures``."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,7 +23,7 @@ from osprey_control.registry import CollectionStore, JobRegistry
 from osprey_control.steps.collect import collect_for_cycle
 from osprey_control.steps.deadline import Deadline
 from osprey_control.steps.policy_health import invalid_policy_metrics
-from osprey_control.telemetry import MetricPoint
+from osprey_control.telemetry import MetricPoint, guard_metrics
 from osprey_control.wiring import COLLECTION_LATENCY_METRIC
 from osprey_handlers._settings import PolicyReaderSettings
 from osprey_handlers._telemetry import publish
@@ -28,6 +31,8 @@ from osprey_handlers._telemetry import publish
 __all__ = ["CollectEvent", "CollectSettings", "LeaseExpiredError", "handler"]
 
 logger = Logger(service="osprey-collect")
+# The library's own lines (the guard's verdict per pool, a failed chunk) in the same structured form.
+copy_config_to_registered_loggers(source_logger=logger, include={"osprey_control"})
 
 
 class CollectSettings(PolicyReaderSettings):
@@ -80,12 +85,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if deadline.expired:  # the lease is (nearly) over: the shards would not use this collection any more
         raise LeaseExpiredError(request.token)
     registry, policies, store = _components()
-    report = collect_for_cycle(registry, policies, store, shards=request.shards, token=request.token)
+    report = collect_for_cycle(
+        registry, policies, store, shards=request.shards, token=request.token, deadline=deadline
+    )
     # The same series the shards' derive steps publish when they collect for themselves (no new metric cost).
     publish(
         [
             MetricPoint(COLLECTION_LATENCY_METRIC, "Milliseconds", (report.collection_ms,)),
             *invalid_policy_metrics(report.invalid_policies),
+            *guard_metrics(report.guard),
         ],
         settings.metrics_namespace,
     )
@@ -96,5 +104,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             "shard collections too large to store; those shards read CloudWatch themselves",
             extra={"shards": list(report.too_large)},
         )
-    logger.info("cycle metrics collected", extra=report.to_dict())
+    failed = [f"{pool.backend}:{pool.pool}" for pool in report.guard if pool.failed]
+    if failed:
+        logger.warning("guard failed; those pools keep the policy's order", extra={"pools": failed[:20]})
+    logger.info("cycle metrics collected", extra={**report.to_dict(), "guard_ms": round(report.guard_ms, 1)})
     return report.to_dict()

@@ -10,6 +10,7 @@ from typing import Any
 
 from osprey_control.gang import GangPhase, GangState
 from osprey_control.policy import InvalidPolicy
+from osprey_control.wiring import GUARD_CYCLE_NOTE, GUARD_ORDER_NOTE, GUARD_SIGNATURE_NOTE
 
 __all__ = [
     "decision_inputs",
@@ -18,10 +19,12 @@ __all__ = [
     "effective_weights",
     "gang_cell",
     "gang_details",
+    "guard_note",
     "human_duration",
     "load_cell",
     "policy_cell",
     "policy_fields",
+    "reason_text",
     "shadow_text",
 ]
 
@@ -174,12 +177,42 @@ def decision_inputs(decision: Mapping[str, Any] | None) -> dict[str, float | Non
     return {str(rule["metric"]): rule.get("value") for rule in rules if rule.get("kind") == "builtin"}
 
 
-def decision_notes(decision: Mapping[str, Any] | None) -> dict[str, str]:
-    """Why a cross-job signal had its value when the decision was made (``inputs.notes``), by signal: for
-    ``reservation``, whether the job was lifted as the next to run, held back or backfilled, and the predicted
-    start that caused it."""
+# The decision's ``notes["guard"]``: the guard's verdict for the job's pool (osprey_control.guard.GUARD_NOTE).
+_GUARD = "guard"
+# Notes the control plane writes for itself (a pool's order, cycle and signature, read back by the next cycle
+# and ``osprey report``): the guard's verdict line already says the order, so they are not shown.
+_MACHINE_NOTES = frozenset({GUARD_ORDER_NOTE, GUARD_CYCLE_NOTE, GUARD_SIGNATURE_NOTE})
+_GUARDED = "guarded"
+
+
+def decision_notes(decision: Mapping[str, Any] | None, *, guard: bool = True) -> dict[str, str]:
+    """Why a cross-job value was what it was when the decision was made (``inputs.notes``), by name: the
+    guard's verdict for the job's pool (``guard``: the order chosen, why, and each candidate's predicted wait and
+    goodput; first, and left out with ``guard=False``), and for ``reservation`` whether the job was lifted as
+    the next to run, held back or backfilled, and the predicted start that caused it."""
     notes = ((decision or {}).get("inputs") or {}).get("notes") or {}
-    return {str(name): str(text) for name, text in notes.items()} if isinstance(notes, Mapping) else {}
+    if not isinstance(notes, Mapping):
+        return {}
+    shown = {
+        str(name): str(text)
+        for name, text in notes.items()
+        if name not in _MACHINE_NOTES and (guard or name != _GUARD)
+    }
+    return dict(sorted(shown.items(), key=lambda item: item[0] != _GUARD))
+
+
+def guard_note(decision: Mapping[str, Any] | None) -> str | None:
+    """The guard's verdict for the job's pool as the decision recorded it (None: no guard ran for it)."""
+    return decision_notes(decision).get(_GUARD)
+
+
+def reason_text(decision: Mapping[str, Any]) -> str:
+    """The decision's reason as ``osprey explain`` ends its damping line: ``guarded`` says what it means, since
+    the priority then is the job's native one, not the rules' (their scores are shown for reference)."""
+    reason = str(decision.get("reason") or "-")
+    if reason == _GUARDED:
+        return f"{_GUARDED}: the pool keeps its backend's native order this cycle; the rules above did not set it"
+    return reason
 
 
 def _short_number(value: float) -> str:

@@ -45,7 +45,7 @@ def test_json_has_the_documented_shape_and_the_numbers(registry: JobRegistry) ->
         "week", "period", "start", "end", "jobs", "started", "mean_wait_s", "p95_wait_s", "still_waiting",
         "gpu_hours", "unknown_gpu_job_hours", "idle_while_waiting_gpu_hours",
         "unknown_utilization_while_waiting_gpu_hours", "priority_changes", "job_hours",
-        "priority_changes_per_job_hour", "gangs", "shadow",
+        "priority_changes_per_job_hour", "gangs", "shadow", "guard",
     }  # fmt: skip
     before = batch["comparison"]["before"]
     assert (before["mean_wait_s"], before["p95_wait_s"], before["idle_while_waiting_gpu_hours"]) == (

@@ -78,6 +78,9 @@ class JobDescription:
     declared_runtime_s: int | None = None
     requested_gpus: int | None = None
     resource_config: Mapping[str, Any] | None = None
+    # The job's own priority in the backend's terms (a service job's submitted ``schedulingPriority``), when the
+    # lookup shows one: the registry keeps the first seen, before Osprey writes (JobRecord.native_priority).
+    native_priority: int | None = None
 
 
 class UnknownStatusError(ValueError):

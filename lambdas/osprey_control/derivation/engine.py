@@ -81,6 +81,12 @@ class CompiledPolicy:
     reads_reservation: bool = False
     capacity_gpus: int | None = None
     yield_fraction: float = 0.0
+    # The guard's settings (policy ``spec.guard``); read by whoever runs the guard (osprey_control.metrics.guard),
+    # never by the engine, which only honours the priority a guard pinned (``JobMetrics.pinned_priority``).
+    guard_enabled: bool = True
+    guard_horizon_s: float = 21600.0
+    guard_samples: int = 3
+    guard_goodput_tolerance: float = 0.002
 
     @property
     def lets_jobs_yield(self) -> bool:
@@ -135,6 +141,10 @@ def compile_policy(policy: PriorityDerivationPolicy) -> CompiledPolicy:
         reads_reservation=spec.reads_reservation,
         capacity_gpus=spec.reservation.capacity_gpus,
         yield_fraction=spec.reservation.yield_fraction,
+        guard_enabled=spec.guard.enabled,
+        guard_horizon_s=float(spec.guard.horizon_seconds),
+        guard_samples=spec.guard.samples,
+        guard_goodput_tolerance=spec.guard.goodput_tolerance,
     )
 
 

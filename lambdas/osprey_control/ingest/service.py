@@ -266,6 +266,7 @@ class Ingestor:
             if node_job
             else event.requested_gpus or recognition.description.requested_gpus,
             marks_allocation=not node_job,
+            native_priority=None if node_job else recognition.description.native_priority,
         )
 
     def _node_finder(self, backend: Backend) -> NodeFinder:

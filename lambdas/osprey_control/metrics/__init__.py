@@ -18,6 +18,7 @@ from osprey_control.metrics.collector import (
     fetch_latest,
     fetch_points,
 )
+from osprey_control.metrics.guard import MAX_LOOKAHEAD_JOBS, PoolVerdict, add_guard, guard_settings
 from osprey_control.metrics.job_level import job_values
 from osprey_control.metrics.needs import metrics_needed, needs_from_policies
 from osprey_control.metrics.queries import (
@@ -35,14 +36,17 @@ from osprey_control.metrics.snapshot import SnapshotError, decode, encode, split
 __all__ = [
     "DEFAULT_EVERY_N_CYCLES",
     "EVERY_N_CYCLES_VARIABLE",
+    "MAX_LOOKAHEAD_JOBS",
     "MAX_QUERIES_PER_CALL",
     "QUERY_ID_PATTERN",
     "CollectionProblem",
     "CollectionResult",
     "CollectorConfig",
     "Needs",
+    "PoolVerdict",
     "SeriesSpec",
     "SnapshotError",
+    "add_guard",
     "add_reservations",
     "build_progress_series",
     "build_series",
@@ -51,6 +55,7 @@ __all__ = [
     "encode",
     "fetch_latest",
     "fetch_points",
+    "guard_settings",
     "is_due",
     "job_values",
     "lead_series",

@@ -16,10 +16,12 @@ from osprey_control.policy.model import (
     CustomRule,
     CustomRuleEntry,
     GangFallback,
+    GuardSpec,
     Metadata,
     Metric,
     PolicySpec,
     PriorityDerivationPolicy,
+    ReservationSettings,
     Scaling,
 )
 
@@ -41,7 +43,7 @@ ALLOWED: dict[str, str] = {
     "labels": "a mapping of string keys to string values",
     "annotations": "a mapping of string keys to string values",
     "spec": "a mapping with derivationRules and optional coScheduling, maxPriorityChange, initialPriority, "
-    "deadband, derivationIntervalSeconds",
+    "deadband, derivationIntervalSeconds, reservation, guard",
     "derivationRules": "a list of 1 to 32 rules, each a built-in rule ({metric, weight, scaling, "
     "minPriority, maxPriority}) or a custom rule ({custom: {arn, fallbackPriority}})",
     "metric": "one of " + ", ".join(m.value for m in Metric),
@@ -65,12 +67,21 @@ ALLOWED: dict[str, str] = {
     "initialPriority": "an integer 0..100",
     "deadband": "a number 0..100",
     "derivationIntervalSeconds": "an integer 10..86400",
+    "reservation": "a mapping with optional capacityGpus, yieldFraction",
+    "capacityGpus": "an integer 1..10000000",
+    "yieldFraction": "a number 0..1",
+    "guard": "a mapping with optional enabled, horizonSeconds, samples, goodputTolerance",
+    "horizonSeconds": "an integer 600..86400",
+    "samples": "an integer 1..10",
+    "goodputTolerance": "a number 0..0.05",
 }
 
 _CONTAINER_MODELS: dict[str, type[BaseModel]] = {
     "metadata": Metadata,
     "spec": PolicySpec,
     "coScheduling": CoScheduling,
+    "reservation": ReservationSettings,
+    "guard": GuardSpec,
 }
 _RULE_TAGS: dict[str, type[BaseModel]] = {"builtin": BuiltinRule, "custom": CustomRuleEntry}
 

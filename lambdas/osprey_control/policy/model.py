@@ -36,6 +36,7 @@ __all__ = [
     "CustomRule",
     "CustomRuleEntry",
     "GangFallback",
+    "GuardSpec",
     "Metadata",
     "Metric",
     "PolicySpec",
@@ -249,6 +250,22 @@ class ReservationSettings(_Document):
     yield_fraction: Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
 
 
+class GuardSpec(_Document):
+    """The guard's knobs for this policy's pools (``osprey_control.metrics.guard``; docs/policies.md, "The guard").
+
+    ``enabled``: the guard runs for the policy's pools (several policies in one pool: only if all enable it).
+    ``horizon_seconds``: how far ahead each candidate order is run. ``samples``: draws of the predicted run times
+    (the first as predicted, the others with a random error). ``goodput_tolerance``: the relative goodput a
+    candidate may lose against the native order in a draw and still qualify.
+    """
+
+    enabled: StrictBool = True
+    horizon_seconds: Annotated[int, Strict(), Field(ge=600, le=86400)] = 21600
+    # The defaults are osprey_control.guard.GuardSettings' (tests/unit/policy/test_guard_spec.py holds them equal).
+    samples: Annotated[int, Strict(), Field(ge=1, le=10)] = 3
+    goodput_tolerance: Annotated[float, Strict(), Field(ge=0, le=0.05, allow_inf_nan=False)] = 0.002
+
+
 class PolicySpec(_Document):
     derivation_rules: Annotated[list[DerivationRule], Field(min_length=1, max_length=32)]
     co_scheduling: CoScheduling = CoScheduling()
@@ -258,6 +275,7 @@ class PolicySpec(_Document):
     deadband: Annotated[float, Strict(), Field(ge=0, le=100, allow_inf_nan=False)] = 0.0
     derivation_interval_seconds: Annotated[int, Strict(), Field(ge=10, le=86400)] = 60
     reservation: ReservationSettings = ReservationSettings()
+    guard: GuardSpec = GuardSpec()
 
     @property
     def reads_reservation(self) -> bool:

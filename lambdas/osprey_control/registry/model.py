@@ -176,6 +176,10 @@ class JobRecord(BaseModel):
     # SageMaker StoppingCondition / Batch timeout seconds, and GPUs over all nodes.
     declared_runtime_s: int | None = Field(default=None, ge=1)
     requested_gpus: int | None = Field(default=None, ge=1)
+    # The job's priority in the backend's own terms as submitted, before Osprey wrote any (a Kueue Workload's
+    # ``spec.priority``, a service job's ``schedulingPriority``); None where the backend has none (Slurm and Batch
+    # container jobs: every job the same) or it was not seen. The guard's ``native`` order keeps each job here.
+    native_priority: int | None = None
     # When the job held its GPUs, over all attempts (registry.allocation; the attained_service signal).
     allocations: Allocations = Field(default_factory=Allocations)
     # When a complete discovery of the job's cluster first did not list it (None: listed by the last one). A job

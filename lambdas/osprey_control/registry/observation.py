@@ -19,6 +19,11 @@ any number of times, yields the same record (apart from ``version``, which count
   ``status_time`` in the set of marks (``registry.allocation``); unlike ``status`` it does move backwards,
   which is how a retried or requeued job's second attempt is counted.
 - **missing_since**: cleared: an observed job is not missing (reconciliation sets it, ``backends.reconcile``).
+- **native_priority**: the first value seen, and only while the record has no ``applied_priority``. The one
+  exception to the join: once Osprey has written the backend, the field a source reads (a Workload's
+  ``spec.priority``, a service job's ``schedulingPriority``) holds Osprey's value, not the job's own, so a later
+  observation must never replace what was seen before. Sources observe in time order (discovery passes, a
+  job's first event before Osprey can write it), which is what makes "first" well defined in practice.
 """
 
 from __future__ import annotations
@@ -78,6 +83,8 @@ class JobObservation(BaseModel):
     tags: dict[str, str] = Field(default_factory=dict)  # tags (AWS) or labels (Kubernetes) of the job
     declared_runtime_s: int | None = Field(default=None, ge=1)  # the job's own runtime limit, seconds
     requested_gpus: int | None = Field(default=None, ge=1)  # GPUs over all its nodes
+    # The job's priority in the backend's own terms as the source read it (JobRecord.native_priority).
+    native_priority: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)  # int32: Kueue's and Batch's
     # False for observations that say nothing about the job's own state (a Batch multi-node job's node
     # events, dated at the epoch): they add no allocation mark.
     marks_allocation: bool = True
@@ -199,6 +206,13 @@ def _earliest(first: datetime | None, second: datetime | None) -> datetime | Non
     return min(first, second)
 
 
+def _native(record: JobRecord, observation: JobObservation) -> int | None:
+    """The first native priority seen, taken only before Osprey wrote the backend (module docstring)."""
+    if record.native_priority is not None or record.applied_priority is not None:
+        return record.native_priority
+    return observation.native_priority
+
+
 def merge_observation(
     record: JobRecord | None,
     observation: JobObservation,
@@ -233,6 +247,7 @@ def merge_observation(
             observed_at=observation.event_time,
             declared_runtime_s=observation.declared_runtime_s,
             requested_gpus=observation.requested_gpus,
+            native_priority=observation.native_priority,
             allocations=Allocations().with_mark(mark) if mark else Allocations(),
         )
     update: dict[str, object] = {
@@ -241,6 +256,7 @@ def merge_observation(
         "submitted_at": _earliest(record.submitted_at, observation.submitted_at),
         "declared_runtime_s": _greater(record.declared_runtime_s, observation.declared_runtime_s),
         "requested_gpus": _greater(record.requested_gpus, observation.requested_gpus),
+        "native_priority": _native(record, observation),
         "allocations": record.allocations.with_mark(mark) if mark else record.allocations,
         # Observed, so not missing (osprey_control.backends.reconcile counts the grace period from this).
         "missing_since": None,

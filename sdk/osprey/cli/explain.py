@@ -2,17 +2,21 @@
 
 Per rule: the raw value, its normalised value and score, the priority it gave, the policy's weight and the
 EFFECTIVE weight it really had, since rules without data are dropped and the others renormalised
-(docs/design.md §4); a line names the dropped rules. Then the damping (previous → priority, base, target,
-reason), what the backend holds, and the gang watch. A job is named as in ``osprey jobs`` (name, native id, or
+(docs/design.md §4); a line names the dropped rules. Then the guard's verdict for the job's pool (in bold: the
+order chosen, why, each candidate's predicted wait and goodput) and the other notes, the damping (previous →
+priority, base, target, reason; ``guarded`` when the pool stood down to its native order), what the backend
+holds, and the gang watch. A job is named as in ``osprey jobs`` (name, native id, or
 ``BACKEND#ID``); a name that matches nothing gets "did you mean" (:func:`osprey.cli.target.find_job`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from osprey.cli.errors import guarded
@@ -28,7 +32,7 @@ from osprey.cli.target import (
     find_job,
     resolve_target,
 )
-from osprey.views import decision_notes, effective_weights, shadow_text
+from osprey.views import decision_notes, effective_weights, guard_note, reason_text, shadow_text
 from osprey_control.gang.store import GangStore
 from osprey_control.registry import ACTIVE_STATUSES
 
@@ -93,16 +97,7 @@ def explain_command(
         else:
             out.print("no decision yet: the job has not been through a cycle")
         return
-    print_whole(out, rules_table(rules))
-    dropped_text = dropped_line(rules)
-    if dropped_text is not None:
-        out.print(escape(dropped_text))
-    for signal, note in decision_notes(decision).items():
-        out.print(escape(f"{signal}: {note}"))
-    out.print(
-        f"previous {decision['previous']} → priority {decision['priority']} "
-        f"(base {_number(decision.get('base'))}, target {_number(decision.get('target'))}, {decision['reason']})"
-    )
+    _print_decision(out, decision, rules)
     state = apply_state(record)
     if state == "applied":
         applied = f"applied {record.applied_priority} at {stamp(record.applied_at)}"
@@ -119,4 +114,25 @@ def explain_command(
     submitted = record.submitted_at or record.observed_at or record.status_time
     out.print(
         f"job is {active}, submitted {stamp(submitted)}; priority last changed {stamp(record.last_changed_at)}"
+    )
+
+
+def _print_decision(out: Console, decision: Mapping[str, Any], rules: list[Any]) -> None:
+    """The decision: the guard's verdict, the rules, the other notes and the damping line."""
+    verdict = guard_note(decision)
+    if verdict is not None:
+        # The pool's verdict decides whether the rules below set the priority at all: it comes first, in bold.
+        out.print(escape(f"guard: {verdict}"), style="bold")
+    print_whole(out, rules_table(rules))
+    dropped_text = dropped_line(rules)
+    if dropped_text is not None:
+        out.print(escape(dropped_text))
+    for signal, note in decision_notes(decision, guard=False).items():
+        out.print(escape(f"{signal}: {note}"))
+    out.print(
+        escape(
+            f"previous {decision['previous']} → priority {decision['priority']} "
+            f"(base {_number(decision.get('base'))}, target {_number(decision.get('target'))}, "
+            f"{reason_text(decision)})"
+        )
     )

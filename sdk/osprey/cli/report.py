@@ -62,6 +62,16 @@ def _shadow(figures: Figures) -> str:
     return f"{figures.shadow_decisions} ({figures.shadow_order_changes} reorder)"
 
 
+def _guard(figures: Figures) -> str:
+    """``2/10: policy 7, policy-no-yield 1``: pool-cycles stood down of those guarded, then the other orders."""
+    if not figures.guard_cycles:
+        return "-"
+    others = ", ".join(
+        f"{order} {count}" for order, count in sorted(figures.guard_orders.items()) if order != "native"
+    )
+    return f"{figures.guard_stood_down}/{figures.guard_cycles}" + (f": {others}" if others else "")
+
+
 def _cells(figures: Figures) -> list[str]:
     changes = figures.changes_per_job_hour
     return [
@@ -75,6 +85,7 @@ def _cells(figures: Figures) -> list[str]:
         "-" if changes is None else f"{changes:.2f}",
         _gangs(figures),
         _shadow(figures),
+        _guard(figures),
     ]
 
 
@@ -89,6 +100,7 @@ _HEADERS = (
     "PRIO CHANGES/JOB-H",
     "GANGS",
     "SHADOW (REORDER)",
+    "GUARD DOWN/CYCLES",
 )
 
 
@@ -100,7 +112,7 @@ def _render_backend(backend: BackendReport) -> None:
     )
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for header in ("WEEK", "PERIOD", *_HEADERS):
-        table.add_column(header, no_wrap=header != "GANGS")
+        table.add_column(header, no_wrap=header not in ("GANGS", "GUARD DOWN/CYCLES"))
     for row in backend.rows:
         table.add_row(row.week, row.period, *_cells(row.figures))
     if backend.before is not None and backend.after is not None:

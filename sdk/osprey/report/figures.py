@@ -17,9 +17,11 @@ from datetime import datetime
 from typing import Any
 
 from osprey.report.model import IDLE_UTILIZATION_PCT, SHADOW_OUTCOME, JobTrail
-from osprey.report.timeline import Timeline, moment, overlap_s
+from osprey.report.timeline import Timeline, guard_verdicts, moment, overlap_s
 
 __all__ = ["Figures", "Prepared", "figures", "percentile", "prepare"]
+
+NATIVE_ORDER = "native"  # the guard's order when it stands down (osprey_control.guard.NATIVE)
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -50,6 +52,16 @@ class Figures:
     )
     shadow_decisions: int = 0
     shadow_order_changes: int = 0
+    # The guard's recorded verdicts: pool-cycles guarded, by the order chosen ("native": stood down).
+    guard_orders: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def guard_cycles(self) -> int:
+        return sum(self.guard_orders.values())
+
+    @property
+    def guard_stood_down(self) -> int:
+        return self.guard_orders.get(NATIVE_ORDER, 0)
 
     @property
     def mean_wait_s(self) -> float | None:
@@ -84,6 +96,11 @@ class Figures:
             "priority_changes_per_job_hour": rounded(self.changes_per_job_hour, 3),
             "gangs": dict(self.gangs),
             "shadow": {"decisions": self.shadow_decisions, "order_changes": self.shadow_order_changes},
+            "guard": {
+                "cycles": self.guard_cycles,
+                "stood_down": self.guard_stood_down,
+                "orders": dict(sorted(self.guard_orders.items())),
+            },
         }
 
 
@@ -192,6 +209,7 @@ class Prepared:
     gangs: tuple[Mapping[str, Any], ...]
     idle: tuple[tuple[datetime, datetime, float, float], ...]
     shadow: tuple[tuple[datetime, bool], ...]
+    guard: tuple[tuple[datetime, str], ...] = ()  # (the cycle's instant, the order) per pool-cycle recorded
 
 
 def prepare(trails: Sequence[JobTrail], timelines: Mapping[str, Timeline]) -> Prepared:
@@ -205,7 +223,7 @@ def prepare(trails: Sequence[JobTrail], timelines: Mapping[str, Timeline]) -> Pr
         idle += _idle_pieces(pool_lines)
         shadow += _shadow_flags(pool_lines, [trail for trail in trails if str(trail.record.key) in keys])
     gangs = tuple(trail.gang for trail in trails if trail.gang)
-    return Prepared(tuple(lines), gangs, tuple(idle), tuple(shadow))
+    return Prepared(tuple(lines), gangs, tuple(idle), tuple(shadow), guard_verdicts(trails))
 
 
 def _add_gangs(result: Figures, gangs: Sequence[Mapping[str, Any]]) -> None:
@@ -231,4 +249,7 @@ def figures(prepared: Prepared, low: datetime, high: datetime) -> Figures:
     _add_gangs(result, prepared.gangs)
     flags = [changed for at, changed in prepared.shadow if low <= at < high]
     result.shadow_decisions, result.shadow_order_changes = len(flags), sum(flags)
+    for at, order in prepared.guard:
+        if low <= at < high:
+            result.guard_orders[order] = result.guard_orders.get(order, 0) + 1
     return result

@@ -15,15 +15,17 @@ recorded and when its derived priority changed. Pure Python; the definitions are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from osprey.report.model import JobTrail
 from osprey_control.derivation import INPUTS_KEY
 from osprey_control.registry import JobRecord, JobStatus, parse_time
+from osprey_control.wiring import GUARD_CYCLE_NOTE, GUARD_ORDER_NOTE
 
-__all__ = ["Span", "Timeline", "build_timeline", "moment", "overlap_s", "pool_of"]
+__all__ = ["Span", "Timeline", "build_timeline", "guard_verdicts", "moment", "overlap_s", "pool_of"]
 
 _FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED})
 
@@ -140,3 +142,24 @@ def build_timeline(record: JobRecord, decisions: tuple[Mapping[str, Any], ...], 
         utilization=tuple(sorted(samples)),
         changes=tuple(sorted(changes)),
     )
+
+
+def guard_verdicts(trails: Iterable[JobTrail]) -> tuple[tuple[datetime, str], ...]:
+    """The guard's verdicts the decisions recorded, one per pool and cycle: (the cycle's instant, the order).
+
+    Every decision of a guarded pool carries its cycle's instant and order (``inputs.notes``); the jobs of one
+    pool in one cycle share them, so a pool-cycle counts once however many of its jobs' decisions were written.
+    Decisions are written only on change: a cycle in which no job of the pool changed priority or reason is not
+    recorded (docs/report.md says what that means for the counts)."""
+    seen: dict[tuple[str, str], tuple[datetime, str]] = {}
+    for trail in trails:
+        pool = pool_of(trail.record)
+        for item in trail.decisions:
+            notes = ((item.get("decision") or {}).get(INPUTS_KEY) or {}).get("notes") or {}
+            if not isinstance(notes, Mapping):
+                continue
+            order, cycle = notes.get(GUARD_ORDER_NOTE), notes.get(GUARD_CYCLE_NOTE)
+            at = moment(cycle)
+            if isinstance(order, str) and at is not None:
+                seen.setdefault((pool, str(cycle)), (at, order))
+    return tuple(sorted(seen.values()))

@@ -85,6 +85,7 @@ class EksObservation:
             tags=dict(self.labels),
             requested_gpus=self.requested_gpus,
             declared_runtime_s=self.declared_runtime_s,
+            native_priority=self.native_priority,
         )
 
     def to_record(self) -> JobRecord:
@@ -103,7 +104,15 @@ class EksObservation:
             tags=dict(self.labels),
             requested_gpus=self.requested_gpus,
             declared_runtime_s=self.declared_runtime_s,
+            native_priority=self.native_priority,
         )
+
+    @property
+    def native_priority(self) -> int | None:
+        """The Workload's ``spec.priority`` as discovery reads it: the job's own (its WorkloadPriorityClass's
+        value) until Osprey writes one, which the registry's merge tells apart (it keeps the first value, and
+        only while nothing was applied)."""
+        return self.workload.priority if self.workload is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -90,7 +90,17 @@ def _describe(event: JobEvent, clients: AwsClients) -> JobDescription:
         declared_runtime_s=sagemaker_declared_runtime(payload),
         requested_gpus=sagemaker_requested_gpus(resource_config),
         resource_config=resource_config if isinstance(resource_config, Mapping) else None,
+        native_priority=_scheduling_priority(described.get("schedulingPriority")),
     )
+
+
+def _scheduling_priority(value: Any) -> int | None:
+    """The service job's ``schedulingPriority`` (0..9999) as DescribeServiceJob returns it. Before Osprey's
+    first UpdateServiceJob it is the one the job was submitted with, the job's native place in its share; the
+    registry keeps that first value (JobRecord.native_priority). Anything else is no value."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 9999:
+        return None
+    return value
 
 
 class ServiceJobEvents:

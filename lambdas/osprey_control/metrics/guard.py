@@ -1,0 +1,294 @@
+"""The guard (:mod:`osprey_control.guard`) in the collect step: per pool, the order the cycle derives.
+
+Run right after the ``reservation`` signal (:mod:`osprey_control.metrics.reservation`), over every shard's jobs
+at once, for the same reason: a pool's verdict needs all of its jobs. Each pool (one backend's cluster or job
+queue) gets its backend's admission rule, its GPUs and, per job, what the registry and this collection know;
+the guard runs the candidate orders forward and this module replaces each job's collected metrics by what the
+chosen order makes its derivation read (the chosen variant's ``reservation`` values, or, when the guard stands
+down, its native priority pinned). The derive step needs nothing else: the metrics travel in the shard's stored
+collection, the engine honours the pin (reason ``guarded``), and the notes reach the decision's
+``inputs.notes`` for ``osprey explain`` and ``osprey history``.
+
+Which pools are guarded:
+
+- the backend has a native order Osprey can stand down to: EKS (Kueue), Slurm, Batch (fair share) and the
+  SageMaker training queue; SageMaker training jobs created directly have no priority at all: no guard;
+- the pool's deployed policies all enable it (``spec.guard.enabled``), merged conservatively by
+  :func:`guard_settings`;
+- its capacity is known: the largest ``spec.reservation.capacityGpus`` its policies declare. Without one the
+  lookahead cannot tell a full pool from an idle one, so the pool is not guarded and each job's
+  ``notes["guard"]`` says why;
+- at least one of its jobs has a known size: with none, every candidate would predict the same.
+
+Each job enters the lookahead as :mod:`osprey_control.metrics.guard_pool` builds it from the registry and this
+collection (a job of unknown size cannot be placed: left out of the lookahead, but pinned with its pool when
+the guard stands down, since the native order holds only if every job keeps its place), with the recent arrivals
+echoed forward (:func:`osprey_control.guard.echo_arrivals`); the simulator builds the same pool from the
+simulated registry (``osprey.simulate.guard``).
+
+The order chosen last cycle (hysteresis) and whether its verdict still stands (the pool unchanged since) are read
+back from the pool's decisions (:mod:`osprey_control.metrics.guard_record`): nothing is kept between cycles but
+the registry.
+
+One pool's failure never stops the cycle: it is logged and counted, and that pool's jobs keep the metrics they
+had (the policy's order, as before the guard existed).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from osprey_control.derivation import CompiledPolicy, JobMetrics, PolicyLookup, Reservation, pool_settings
+from osprey_control.guard import (
+    GUARD_NOTE,
+    NATIVE,
+    POLICY,
+    GuardJob,
+    GuardSettings,
+    GuardVerdict,
+    LookPool,
+    Model,
+    build_candidates,
+    choose_order,
+    echo_arrivals,
+    native_priority,
+    realize,
+    reservation_variants,
+)
+from osprey_control.metrics.collector import CollectionResult
+from osprey_control.metrics.guard_pool import (
+    SHARE_DECAY_S,
+    look_job,
+    metrics_of,
+    node_gpus,
+    previous_priority,
+    share_usage,
+)
+from osprey_control.metrics.guard_record import judged_signature, last_verdict, previous_order, stamp
+from osprey_control.metrics.reservation import CompiledPolicies, group_by_pool, pool_jobs
+from osprey_control.registry import Backend, JobKey, JobRecord
+
+__all__ = ["MAX_LOOKAHEAD_JOBS", "PoolVerdict", "add_guard", "guard_settings"]
+
+logger = logging.getLogger(__name__)
+
+# Each backend's admission rule as the lookahead models it; a backend not here has no native priority order.
+_MODELS: Mapping[str, Model] = {
+    Backend.EKS.value: Model.KUEUE,
+    Backend.SLURM.value: Model.SLURM,
+    Backend.BATCH.value: Model.FAIRSHARE,
+    Backend.SAGEMAKER_QUEUED.value: Model.SAGEMAKER_QUEUE,
+}
+_SHARED = frozenset({Model.FAIRSHARE, Model.SAGEMAKER_QUEUE})
+# The lookahead's cost grows much faster than its jobs (measured on a 2-core machine, 3 draws, 3 candidates, a
+# random mix of 1..32-GPU jobs, half running: ~300 jobs and predicted arrivals at most 1.1 s per pool on any
+# model; ~400 up to 12 s on Slurm; ~1000 45 s), and the collect function has 60 s for the whole fleet. So a pool
+# with more than this many is not guarded (its jobs' notes say so), and no pool starts once the step's time
+# could not cover one more at that size (POOL_BOUND_MS, with room for a Lambda's slower CPU).
+MAX_LOOKAHEAD_JOBS = 300
+POOL_BOUND_MS = 5000.0
+# The reason of a verdict that stands (its recorded text is kept as the job's note).
+STANDS = "the pool has not changed since this order was chosen"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolVerdict:
+    """What the guard did for one pool this cycle: a ``verdict``, or why not (``skipped``), or its ``error``."""
+
+    backend: str
+    pool: str  # the cluster or job queue
+    jobs: int
+    verdict: GuardVerdict | None = None
+    skipped: str | None = None
+    error: str | None = None
+
+    @property
+    def chosen(self) -> str | None:
+        return None if self.verdict is None else self.verdict.chosen
+
+    @property
+    def stood_down(self) -> bool:
+        return self.verdict is not None and self.verdict.stood_down
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def guard_settings(policies: Iterable[CompiledPolicy]) -> GuardSettings | None:
+    """The guard's settings for a pool whose jobs have ``policies`` (one policy: its own ``spec.guard``); None
+    when there is none or any of them disables the guard.
+
+    Several policies in one pool merge conservatively, each knob towards standing down more readily: enabled
+    only if all enable it, the smallest goodput tolerance, the longest horizon, the most samples.
+    """
+    listed = list(policies)
+    if not listed or not all(policy.guard_enabled for policy in listed):
+        return None
+    return GuardSettings(
+        horizon_s=max(policy.guard_horizon_s for policy in listed),
+        samples=max(policy.guard_samples for policy in listed),
+        goodput_tolerance=min(policy.guard_goodput_tolerance for policy in listed),
+    )
+
+
+def _noted(members: Iterable[JobRecord], result: CollectionResult, note: str) -> dict[JobKey, JobMetrics]:
+    return {
+        record.key: replace(metrics, notes={**metrics.notes, GUARD_NOTE: note})
+        for record in members
+        if (metrics := result.metrics.get(record.key)) is not None
+    }
+
+
+def _guard_pool(
+    model: Model,
+    members: Sequence[JobRecord],
+    compiled: Mapping[JobKey, CompiledPolicy | None],
+    result: CollectionResult,
+    now: datetime,
+) -> tuple[GuardVerdict | str, dict[JobKey, JobMetrics]]:
+    """The pool's verdict and each job's realized metrics, or why it is not guarded (and the notes saying so)."""
+    deployed = {policy.name: policy for policy in compiled.values() if policy is not None}
+    if not deployed:
+        return "no deployed policy", {}
+    settings = guard_settings(deployed.values())
+    if settings is None:
+        off = sorted(name for name, policy in deployed.items() if not policy.guard_enabled)
+        note = f"not guarded: spec.guard.enabled is false in {', '.join(off)}"
+        return "disabled", _noted(members, result, note)
+    capacities = [policy.capacity_gpus for policy in deployed.values() if policy.capacity_gpus is not None]
+    if not capacities:
+        note = (
+            "not guarded: the pool's GPUs are unknown; set spec.reservation.capacityGpus in "
+            f"{', '.join(sorted(deployed))} to the GPUs of this cluster or queue"
+        )
+        return "capacity unknown", _noted(members, result, note)
+    sized = [record for record in members if record.requested_gpus is not None]
+    if not sized:
+        # Nothing to run forward: every candidate would predict the same, and a tie stands down.
+        note = "not guarded: no job of this pool has a known GPU count, so no order can be predicted"
+        return "sizes unknown", _noted(members, result, note)
+    jobs = [
+        GuardJob(
+            look_job(record, metrics_of(record, result).job_values, now),
+            metrics_of(record, result),
+            compiled[record.key],
+            previous_priority(record),
+            native_priority(model, record.native_priority),
+        )
+        for record in sized
+    ]
+    looks = [job.look for job in jobs]
+    arrivals = echo_arrivals(looks, window_s=settings.horizon_s)
+    if len(looks) + len(arrivals) > MAX_LOOKAHEAD_JOBS:
+        note = (
+            f"not guarded: {len(looks)} jobs and {len(arrivals)} predicted arrivals, more than the "
+            f"{MAX_LOOKAHEAD_JOBS} the lookahead runs within the collect step's time"
+        )
+        return "too large", _noted(members, result, note)
+    reserving = pool_settings(deployed.values())
+    variants: Mapping[str, Mapping[Hashable, Reservation]] = {}
+    if reserving is not None:
+        # The same plan add_reservations made (same jobs, same capacity), so ``policy`` realizes what it stored.
+        plan_jobs = pool_jobs(sized, compiled, result, now)
+        variants = reservation_variants(
+            plan_jobs, reserving.capacity_gpus, yield_fraction=reserving.yield_fraction
+        )
+    capacity = max(capacities)
+    signature = judged_signature(looks, deployed.values(), capacity, settings)
+    recorded = last_verdict(members)
+    # The candidates' names: native, and the policy's variants (the policy alone when it reads no reservation).
+    names = {NATIVE, *variants} if variants else {NATIVE, POLICY}
+    if recorded is not None and recorded.signature == signature and recorded.order in names and recorded.note:
+        # Nothing arrived, started, ended or was redeployed since that verdict: it stands, and its text with it.
+        verdict = GuardVerdict(
+            recorded.order, STANDS, (), settings.horizon_s, settings.samples, jobs=len(looks)
+        )
+        note = recorded.note
+    else:
+        pool = LookPool(
+            capacity,
+            (*looks, *arrivals),
+            node_gpus=node_gpus(members),
+            share_decay_s=SHARE_DECAY_S,
+            share_usage=share_usage(members, now) if model in _SHARED else {},
+        )
+        candidates = build_candidates(jobs, variants)
+        previous = previous_order(members, recorded)
+        verdict = choose_order(model, pool, candidates, previous=previous, settings=settings)
+        note = verdict.describe()
+    realized: Mapping[Hashable, JobMetrics] = realize(verdict, jobs, variants)
+    notes = {GUARD_NOTE: note, **stamp(verdict.chosen, now, signature)}
+    updated: dict[JobKey, JobMetrics] = {}
+    for record in members:
+        if record.key not in result.metrics:
+            continue  # derive collects it itself, without the guard (it was not in this collection)
+        metrics = realized.get(record.key)
+        if metrics is None:  # of unknown size: outside the lookahead, but it keeps its native place too
+            metrics = result.metrics[record.key]
+            pinned = native_priority(model, record.native_priority) if verdict.stood_down else None
+            metrics = replace(metrics, pinned_priority=pinned)
+        updated[record.key] = replace(metrics, notes={**metrics.notes, **notes})
+    return verdict, updated
+
+
+def add_guard(
+    records: Sequence[JobRecord],
+    result: CollectionResult,
+    policies: PolicyLookup,
+    *,
+    now: datetime,
+    allows: Callable[[float], bool] | None = None,
+) -> list[PoolVerdict]:
+    """Run the guard for every pool of ``records`` and replace each guarded job's ``result.metrics`` by what
+    the pool's verdict makes its derivation read (module docstring). One entry per pool of a backend with a
+    native order, smallest pools first (so a cycle short of time guards the most pools), then by backend and
+    pool. ``allows(ms)``: whether work of up to ``ms`` may still start (the collect step's deadline; None: no
+    limit); a pool it refuses is not guarded this cycle and its jobs keep the policy's order."""
+    lookup = CompiledPolicies(policies)
+    verdicts: list[PoolVerdict] = []
+    pools = sorted(group_by_pool(records).items(), key=lambda item: (len(item[1]), item[0]))
+    for (backend, name), members in pools:
+        model = _MODELS.get(backend)
+        if model is None:
+            continue
+        if allows is not None and not allows(POOL_BOUND_MS):
+            note = "not guarded this cycle: the collect step's time ran out before this pool"
+            result.metrics.update(_noted(members, result, note))
+            verdicts.append(PoolVerdict(backend, name, len(members), skipped="out of time"))
+            continue
+        compiled = {record.key: lookup.of(record) for record in members}
+        try:
+            outcome, updated = _guard_pool(model, members, compiled, result, now)
+        except Exception as error:
+            # One pool's guard must never stop the cycle: its jobs keep the policy's order.
+            logger.exception(
+                "guard failed; the pool keeps the policy's order this cycle",
+                extra={"backend": backend, "pool": name, "jobs": len(members)},
+            )
+            verdicts.append(
+                PoolVerdict(backend, name, len(members), error=f"{type(error).__name__}: {error}")
+            )
+            continue
+        result.metrics.update(updated)
+        if isinstance(outcome, str):
+            verdicts.append(PoolVerdict(backend, name, len(members), skipped=outcome))
+            continue
+        logger.info(
+            "guard verdict",
+            extra={
+                "backend": backend,
+                "pool": name,
+                "jobs": outcome.jobs,
+                "arrivals": outcome.arrivals,
+                "chosen": outcome.chosen,
+                "stood_down": outcome.stood_down,
+                "stands": outcome.reason == STANDS,
+                "reason": outcome.reason,
+            },
+        )
+        verdicts.append(PoolVerdict(backend, name, len(members), verdict=outcome))
+    return verdicts
