@@ -21,14 +21,14 @@ CONTROL = ROOT / "lambdas" / "osprey_control"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"policy", "derivation", "contract", "errors", "wiring", "telemetry", "catalog"}),
     frozenset({"aws", "registry"}),
-    frozenset({"planner", "gang"}),
+    frozenset({"planner", "gang", "guard"}),
     frozenset({"backends"}),
     frozenset({"ingest", "metrics", "custom_rules", "policy_store"}),
     frozenset({"steps"}),
 )
 # What a pure module may not load at import time, directly or through another module.
 AWS_MODULES = ("boto3", "botocore", "aws_lambda_powertools", "osprey_control.aws")
-PURE = ("policy", "derivation", "contract", "errors", "wiring", "telemetry", "catalog", "planner")
+PURE = ("policy", "derivation", "contract", "errors", "wiring", "telemetry", "catalog", "planner", "guard")
 PURE_MODULES = ("osprey_control.gang.decision", "osprey_control.gang.settings", "osprey_control.gang.backend")
 # The backend packages import only what every backend shares, never one another; the training queue reuses
 # SageMaker's readiness (its jobs are SageMaker training jobs once started).

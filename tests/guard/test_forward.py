@@ -8,6 +8,7 @@ guard predict what the scheduler (as the simulator models it) will do with an or
 from __future__ import annotations
 
 import random
+from collections.abc import Hashable
 
 import pytest
 
@@ -81,7 +82,7 @@ CASES = [
 def test_lookahead_starts_every_job_when_the_simulated_backend_does(model, scheduler, priority_of, seed):
     # Given jobs arriving over time on 32 GPUs, with the backend's native priorities
     jobs = _jobs(seed)
-    priority = {job.job_id: priority_of(job) for job in jobs}
+    priority: dict[Hashable, float] = {job.job_id: priority_of(job) for job in jobs}
     # When the simulator's model and the guard's lookahead each run them to the end
     simulated = _simulated_starts(jobs, scheduler())
     predicted = run_forward(model, _look(jobs), priority, horizon_s=10 * 86400.0).starts

@@ -343,7 +343,14 @@ def derive(
         # priority, undamped and past the deadband, and no custom rule invoked for a value that is not used.
         pinned = int(_clamp(job.pinned_priority, 0, 100))
         return Decision(
-            compiled.name, job.job_id, pinned, prev, float(pinned), builtin_base, "guarded", tuple(explanations)
+            compiled.name,
+            job.job_id,
+            pinned,
+            prev,
+            float(pinned),
+            builtin_base,
+            "guarded",
+            tuple(explanations),
         )
     if compiled.weighted_customs:
         for custom in compiled.weighted_customs:

@@ -59,12 +59,17 @@ class GuardSettings:
     min_wait_gain: float = 0.05
     switch_margin: float = 0.05
     switch_floor_s: float = 60.0
+    # The lookahead covers the horizon or the next ``max_events`` predicted ends and arrivals, whichever comes
+    # first: what bounds its cost on a pool of thousands of jobs (bench/guard_bench.py).
+    max_events: int = 256
 
     def __post_init__(self) -> None:
         if not self.horizon_s > 0:
             raise ValueError(f"horizon_s: must be > 0 seconds, got {self.horizon_s}")
         if self.samples < 1:
             raise ValueError(f"samples: must be at least 1, got {self.samples}")
+        if self.max_events < 1:
+            raise ValueError(f"max_events: must be at least 1, got {self.max_events}")
         for name in (
             "runtime_error_sigma",
             "unknown_runtime_sigma",
@@ -221,6 +226,20 @@ def _with_prior(pool: LookPool) -> tuple[LookPool, frozenset[Hashable]]:
     return replace(pool, jobs=jobs, unknown_runtime_s=prior), unknown
 
 
+def _horizon(pool: LookPool, settings: GuardSettings) -> float:
+    """The lookahead's span: the horizon, or the instant of the ``max_events``-th predicted end or arrival."""
+    instants: list[float] = []
+    for job in pool.jobs:
+        if job.arrive_in_s > 0:
+            instants.append(job.arrive_in_s)
+        elif job.running and job.remaining_s is not None:
+            instants.append(job.remaining_s)
+    instants.sort()
+    if len(instants) <= settings.max_events:
+        return settings.horizon_s
+    return max(60.0, min(settings.horizon_s, instants[settings.max_events - 1]))
+
+
 def _draws(pool: LookPool, unknown: frozenset[Hashable], settings: GuardSettings) -> list[LookPool]:
     """The pool as predicted, then ``samples - 1`` pools with every run time scaled by a random error (larger
     for a time that is only the pool's prior). Every candidate sees the same draws."""
@@ -259,7 +278,9 @@ def choose_order(
         raise ValueError(f"candidates must include {NATIVE!r}, got {names}")
     if len(set(names)) != len(names):
         raise ValueError(f"candidate names must be unique, got {names}")
-    draws = _draws(*_with_prior(pool), settings)
+    known, unknown = _with_prior(pool)
+    horizon = _horizon(known, settings)
+    draws = _draws(known, unknown, settings)
     # Candidates that put the pool in the same order predict the same: each order is run once.
     by_order: dict[tuple[object, ...], list[ForwardOutcome]] = {}
     outcomes: dict[str, list[ForwardOutcome]] = {}
@@ -271,7 +292,7 @@ def choose_order(
                     model,
                     draw,
                     candidate.priority,
-                    horizon_s=settings.horizon_s,
+                    horizon_s=horizon,
                     default_priority=candidate.default,
                     once_running=candidate.once_running,
                     arrival_once_running=candidate.arrival_once_running,
@@ -308,7 +329,7 @@ def choose_order(
         chosen,
         reason,
         tuple(scores),
-        settings.horizon_s,
+        horizon,
         settings.samples,
         jobs=len(pool.jobs) - arrivals,
         arrivals=arrivals,

@@ -350,16 +350,30 @@ class _Forward:
 
     def _kueue(self, now: float) -> None:
         smallest = min(run.job.gpus for run in self.queue.values())
+        # Running jobs by priority with their GPUs summed: whether a queued job could preempt its way in is a
+        # bisection, not a scan. A job started in this pass is never a victim later in it (the later jobs rank no
+        # higher), so only a preemption makes it stale.
+        ranked = self._ranked()
         for run in self._order():
             if run.index not in self.queue:
                 continue
             parts = self.nodes.place(run.job.gpus) if run.job.gpus <= self.nodes.total_free else None
             if parts is not None:
                 self._start(run, parts, now)
-            elif not self._preempt_for(run, now) and self.nodes.total_free < smallest:
-                lowest = min((r.priority for r in self.running.values()), default=math.inf)
-                if run.priority <= lowest:
-                    return  # nothing fits and nothing behind it can preempt: the pass is over
+                continue
+            priorities, below = ranked
+            lower = bisect.bisect_left(priorities, run.priority)
+            if below[lower] + self.nodes.total_free >= run.job.gpus and self._preempt_for(run, now):
+                ranked = self._ranked()
+            elif lower == 0 and self.nodes.total_free < smallest:
+                return  # nothing fits and nothing behind it can preempt: the pass is over
+
+    def _ranked(self) -> tuple[list[float], list[int]]:
+        running = sorted(self.running.values(), key=lambda r: r.priority)
+        below = [0]
+        for victim in running:
+            below.append(below[-1] + victim.job.gpus)
+        return [victim.priority for victim in running], below
 
     def _preempt_for(self, run: _Run, now: float) -> bool:
         victims = sorted(

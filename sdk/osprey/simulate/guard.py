@@ -40,6 +40,7 @@ from osprey_control.guard import (
     realize,
     reservation_variants,
 )
+from osprey_control.metrics import guard_settings
 
 __all__ = ["SimulatedGuard"]
 
@@ -65,7 +66,8 @@ class SimulatedGuard:
         self.share_of = share_of
         self.native_value = native_value
         self.share_usage = share_usage
-        self.settings = settings or GuardSettings()
+        # The policy's spec.guard, merged as the collect step merges a pool's policies.
+        self.settings = settings or guard_settings([compiled]) or GuardSettings()
         self.previous: str | None = None
         self.signature: str | None = None
         self.evaluations = 0
