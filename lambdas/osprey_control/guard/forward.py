@@ -106,34 +106,38 @@ class ForwardOutcome:
 
 
 class _Nodes:
-    """Free GPUs per node, placed as the simulated cluster places (best fit; a gang takes whole free nodes)."""
+    """Free GPUs per node, placed as the simulated cluster places (best fit, lowest index on ties; a gang takes
+    the lowest-numbered whole free nodes). Nodes are bucketed by free GPUs, so a fit is O(node size)."""
 
     def __init__(self, capacity: int, node_gpus: int) -> None:
         self.size = max(1, min(node_gpus, capacity))
         count, rest = divmod(capacity, self.size)
         self.free = [self.size] * count + ([rest] if rest else [])
         self.total_free = capacity
+        self.by_free: list[set[int]] = [set() for _ in range(self.size + 1)]
+        for index, free in enumerate(self.free):
+            self.by_free[free].add(index)
+
+    def fits(self, gpus: int) -> bool:
+        if gpus > self.total_free:
+            return False
+        if gpus > self.size:
+            return len(self.by_free[self.size]) >= math.ceil(gpus / self.size)
+        return any(self.by_free[k] for k in range(gpus, self.size + 1))
 
     def place(self, gpus: int) -> list[tuple[int, int]] | None:
-        if gpus <= self.size:
-            best = -1
-            for index, free in enumerate(self.free):
-                if gpus <= free and (best < 0 or free < self.free[best]):
-                    best = index
-                    if free == gpus:
-                        break
-            if best < 0:
-                return None
-            return self._take([(best, gpus)])
-        whole = [index for index, free in enumerate(self.free) if free == self.size]
-        need = math.ceil(gpus / self.size)
-        if len(whole) < need:
+        if not self.fits(gpus):
             return None
-        return self._take([(index, self.size) for index in whole[:need]])
+        if gpus > self.size:
+            need = math.ceil(gpus / self.size)
+            return self._take([(index, self.size) for index in sorted(self.by_free[self.size])[:need]])
+        bucket = next(self.by_free[k] for k in range(gpus, self.size + 1) if self.by_free[k])
+        return self._take([(min(bucket), gpus)])
 
     def copy(self) -> _Nodes:
         twin = _Nodes.__new__(_Nodes)
         twin.size, twin.free, twin.total_free = self.size, list(self.free), self.total_free
+        twin.by_free = [set(bucket) for bucket in self.by_free]
         return twin
 
     def force(self, gpus: int) -> list[tuple[int, int]]:
@@ -151,16 +155,21 @@ class _Nodes:
                 gpus -= part
         return self._take(taken)
 
+    def _move(self, index: int, delta: int) -> None:
+        free = self.free[index]
+        self.by_free[free].discard(index)
+        self.free[index] = free + delta
+        self.by_free[free + delta].add(index)
+        self.total_free += delta
+
     def _take(self, parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
         for index, gpus in parts:
-            self.free[index] -= gpus
-            self.total_free -= gpus
+            self._move(index, -gpus)
         return parts
 
     def release(self, parts: list[tuple[int, int]]) -> None:
         for index, gpus in parts:
-            self.free[index] += gpus
-            self.total_free += gpus
+            self._move(index, gpus)
 
 
 @dataclass(slots=True, eq=False)
@@ -361,25 +370,25 @@ class _Forward:
             if parts is not None:
                 self._start(run, parts, now)
                 continue
-            priorities, below = ranked
+            priorities, below, victims = ranked
             lower = bisect.bisect_left(priorities, run.priority)
-            if below[lower] + self.nodes.total_free >= run.job.gpus and self._preempt_for(run, now):
+            if below[lower] + self.nodes.total_free >= run.job.gpus and self._preempt_for(
+                run, now, victims[:lower]
+            ):
                 ranked = self._ranked()
             elif lower == 0 and self.nodes.total_free < smallest:
                 return  # nothing fits and nothing behind it can preempt: the pass is over
 
-    def _ranked(self) -> tuple[list[float], list[int]]:
-        running = sorted(self.running.values(), key=lambda r: r.priority)
+    def _ranked(self) -> tuple[list[float], list[int], list[_Run]]:
+        """The running jobs in Kueue's victim order (lowest priority, then the most recently admitted), their
+        priorities and the GPUs of each prefix."""
+        running = sorted(self.running.values(), key=lambda r: (r.priority, -(r.started_s or 0.0), -r.index))
         below = [0]
         for victim in running:
             below.append(below[-1] + victim.job.gpus)
-        return [victim.priority for victim in running], below
+        return [victim.priority for victim in running], below, running
 
-    def _preempt_for(self, run: _Run, now: float) -> bool:
-        victims = sorted(
-            (r for r in self.running.values() if r.priority < run.priority),
-            key=lambda r: (r.priority, -(r.started_s or 0.0), -r.index),
-        )
+    def _preempt_for(self, run: _Run, now: float, victims: list[_Run]) -> bool:
         if not victims:
             return False
         trial = self.nodes.copy()
@@ -387,14 +396,14 @@ class _Forward:
         for victim in victims:
             trial.release(victim.parts)
             chosen.append(victim)
-            if run.job.gpus <= trial.total_free and _fits(trial, run.job.gpus):
+            if run.job.gpus <= trial.total_free and trial.fits(run.job.gpus):
                 break
         else:
             return False
         # Kueue keeps every victim that turns out not to be needed, most important first.
         for victim in sorted(chosen, key=lambda r: (-r.priority, r.started_s or 0.0, r.index)):
             trial._take(victim.parts)
-            if run.job.gpus <= trial.total_free and _fits(trial, run.job.gpus):
+            if run.job.gpus <= trial.total_free and trial.fits(run.job.gpus):
                 chosen.remove(victim)
             else:
                 trial.release(victim.parts)
@@ -479,15 +488,6 @@ class _Forward:
             # the highest priority goes first and across teams usage still decides.
             weighted *= 1.0 + _ORDER_MARGIN * (100.0 - min(100.0, max(0.0, head.priority))) / 100.0
         return weighted
-
-
-def _fits(nodes: _Nodes, gpus: int) -> bool:
-    """Whether ``gpus`` could be placed now, leaving ``nodes`` as they are."""
-    parts = nodes.place(gpus)
-    if parts is None:
-        return False
-    nodes.release(parts)
-    return True
 
 
 def _earliest(
