@@ -26,6 +26,7 @@ from osprey_control.guard import (
     NATIVE,
     NO_RESERVATION,
     NO_YIELD,
+    POLICY,
     GuardJob,
     GuardSettings,
     GuardVerdict,
@@ -40,7 +41,7 @@ from osprey_control.guard import (
     realize,
     reservation_variants,
 )
-from osprey_control.metrics import guard_settings
+from osprey_control.metrics import MAX_LOOKAHEAD_JOBS, guard_settings
 
 __all__ = ["SimulatedGuard"]
 
@@ -71,6 +72,7 @@ class SimulatedGuard:
         self.previous: str | None = None
         self.signature: str | None = None
         self.evaluations = 0
+        self.skipped = 0  # cycles the pool was too large to guard (osprey_control.metrics.MAX_LOOKAHEAD_JOBS)
         self.chosen: Counter[str] = Counter()
         self.last: GuardVerdict | None = None
 
@@ -129,6 +131,12 @@ class SimulatedGuard:
         self.signature = signature
         self.evaluations += 1
         arrivals = echo_arrivals(looks, window_s=self.settings.horizon_s)
+        if len(looks) + len(arrivals) > MAX_LOOKAHEAD_JOBS:
+            # As the collect step: a pool this large is not guarded (its cost), and keeps the policy's order.
+            self.skipped += 1
+            self.last = None
+            self.previous = POLICY
+            return metrics
         look_pool = LookPool(
             capacity,
             (*looks, *arrivals),
