@@ -183,6 +183,7 @@ _GUARD = "guard"
 # and ``osprey report``): the guard's verdict line already says the order, so they are not shown.
 _MACHINE_NOTES = frozenset({GUARD_ORDER_NOTE, GUARD_CYCLE_NOTE, GUARD_SIGNATURE_NOTE})
 _GUARDED = "guarded"
+_HELD = "held"
 
 
 def decision_notes(decision: Mapping[str, Any] | None, *, guard: bool = True) -> dict[str, str]:
@@ -212,6 +213,11 @@ def reason_text(decision: Mapping[str, Any]) -> str:
     reason = str(decision.get("reason") or "-")
     if reason == _GUARDED:
         return f"{_GUARDED}: the pool keeps its backend's native order this cycle; the rules above did not set it"
+    if reason == _HELD:
+        return (
+            f"{_HELD}: raised to the guard's floor, so that no queued job its native place protects it from "
+            "can preempt it"
+        )
     return reason
 
 

@@ -50,6 +50,7 @@ from osprey_control.backends.limits import (
     check_tags,
 )
 from osprey_control.backends.table import BACKEND_PACKAGES, appliers, driver_for
+from osprey_control.backends.write_order import write_phase
 
 __all__ = [
     "BACKEND_PACKAGES",
@@ -90,4 +91,5 @@ __all__ = [
     "prefilter",
     "required_text",
     "smallest",
+    "write_phase",
 ]

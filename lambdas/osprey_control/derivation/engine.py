@@ -33,7 +33,7 @@ __all__ = [
     "derive",
 ]
 
-Reason = Literal["derived", "damped", "deadband", "no-data", "guarded"]
+Reason = Literal["derived", "damped", "deadband", "no-data", "guarded", "held"]
 
 # Small ints instead of enum members on the hot path: enum attribute lookups cost more than the arithmetic.
 _LINEAR, _LOG, _INVERSE = 0, 1, 2
@@ -381,7 +381,17 @@ def derive(
 
     explanations.sort(key=lambda explanation: explanation.index)
     if base is None and not compiled.stages:
-        return Decision(compiled.name, job.job_id, prev, prev, None, None, "no-data", tuple(explanations))
+        applied, reason = _floored(job, prev, "no-data")
+        return Decision(compiled.name, job.job_id, applied, prev, None, None, reason, tuple(explanations))
     target = _clamp(running, 0.0, 100.0)
-    applied, reason = _damp(compiled, prev, target)
+    applied, reason = _floored(job, *_damp(compiled, prev, target))
     return Decision(compiled.name, job.job_id, applied, prev, target, base, reason, tuple(explanations))
+
+
+def _floored(job: JobMetrics, applied: int, reason: Reason) -> tuple[int, Reason]:
+    # The guard's floor (JobMetrics.priority_floor) is reached at once: damping it would leave the job below
+    # queued work for a few cycles, which on Kueue is exactly the preemption the floor is there to prevent.
+    if job.priority_floor is None:
+        return applied, reason
+    floor = int(_clamp(job.priority_floor, 0, 100))
+    return (floor, "held") if applied < floor else (applied, reason)

@@ -48,3 +48,7 @@ class JobMetrics:
     # The priority the pool's guard stood down to (the backend's native order, osprey_control.guard): set, the
     # engine writes it as it is, since the native order is only kept if every job is exactly at its value.
     pinned_priority: int | None = None
+    # The least priority the guard lets a running job have this cycle (osprey_control.guard, "no new
+    # preemption"): on a backend that preempts by priority, it keeps the job above the queued work its native
+    # place protects it from. Applied undamped, as a pin is; None: no floor.
+    priority_floor: int | None = None

@@ -13,6 +13,7 @@ from osprey_control.guard.candidates import (
     GuardJob,
     build_candidates,
     native_priority,
+    priority_floors,
     realize,
     reservation_variants,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "echo_arrivals",
     "native_priority",
     "pool_signature",
+    "priority_floors",
     "realize",
     "reservation_variants",
     "run_forward",

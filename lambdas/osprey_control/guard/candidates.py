@@ -14,6 +14,13 @@ Candidates (all in Osprey's 0..100 priorities, which every backend's mapping kee
 - ``policy-no-reservation`` (a policy that reads ``reservation``): the same with every job's reservation value
   neutral, i.e. the policy's other rules alone.
 
+On Kueue, which preempts by priority, every policy candidate adds **no new preemption**: a running job is held
+at least as high as any queued job (and any predicted arrival) whose native place is no higher than its own
+(:func:`priority_floors`), unless the reservation plan marks it as yielding. Kueue then preempts a running job
+only where its native classes would, or where the policy deliberately lets a young job yield to a reservation.
+Without it, a switch between two orders can preempt a job one way, and the next switch back the other way,
+each switch throwing away the victim's work since its last checkpoint (docs/guard.md, "No new preemption").
+
 The policy's priorities are predicted with the engine itself, without invoking custom rules (each answers
 its ``fallbackPriority``, as it does when its Lambda fails): the derive step then derives for real, with the
 chosen variant's reservation values, or writes the native priorities when the guard stood down.
@@ -21,7 +28,9 @@ chosen variant's reservation values, or writes the native priorities when the gu
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import math
+from bisect import bisect_right
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from osprey_control.derivation import (
@@ -30,6 +39,7 @@ from osprey_control.derivation import (
     JobMetrics,
     PoolJob,
     Reservation,
+    ReservationRole,
     derive,
     plan_reservations,
     reservation_of,
@@ -46,6 +56,7 @@ __all__ = [
     "GuardJob",
     "build_candidates",
     "native_priority",
+    "priority_floors",
     "realize",
     "reservation_variants",
 ]
@@ -82,6 +93,53 @@ def native_priority(model: Model | str, backend_value: float | None) -> int:
         share = max(0.0, min(backend_value, _KUEUE_MAX)) / _KUEUE_MAX
         return _UNIFORM_NATIVE + round(share * (100 - _UNIFORM_NATIVE))
     return max(0, min(100, round(backend_value / _SCHEDULING_PRIORITY_MAX * 100)))
+
+
+def priority_floors(
+    jobs: Sequence[GuardJob],
+    priority: Mapping[Hashable, float],
+    plan: Mapping[Hashable, Reservation] | None,
+    *,
+    arrival: tuple[float, int] | None = None,
+) -> dict[Hashable, float]:
+    """Each running job's floor under ``priority`` (module docstring, "no new preemption"): the highest
+    priority of a queued job whose native place is no higher than the running job's, where that is above the
+    running job's own; ``arrival`` (priority, native place) counts the predicted arrivals as queued work. A job
+    the plan marks as yielding gets none, nor does a job whose policy is not deployed (Osprey writes nothing
+    to it)."""
+    highest = _highest_queued(jobs, priority, arrival)
+    floors: dict[Hashable, float] = {}
+    for job in jobs:
+        key = job.look.key
+        if not job.look.running or job.policy is None:
+            continue
+        if plan is not None and reservation_of(plan, key).role is ReservationRole.YIELDS:
+            continue
+        floor = highest(job.native)
+        if floor is not None and floor > priority[key]:
+            floors[key] = floor
+    return floors
+
+
+def _highest_queued(
+    jobs: Sequence[GuardJob], priority: Mapping[Hashable, float], arrival: tuple[float, int] | None
+) -> Callable[[int], float | None]:
+    """native place -> the highest priority among the queued jobs whose native place is no higher (None:
+    no such job)."""
+    queued = sorted((job.native, priority[job.look.key]) for job in jobs if not job.look.running)
+    if arrival is not None:
+        queued.append((arrival[1], arrival[0]))
+        queued.sort()
+    natives = [native for native, _ in queued]
+    prefix: list[float] = []
+    for _, value in queued:
+        prefix.append(value if not prefix else max(prefix[-1], value))
+
+    def highest(native: int) -> float | None:
+        below = bisect_right(natives, native)
+        return prefix[below - 1] if below else None
+
+    return highest
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,15 +191,27 @@ def reservation_variants(
     return variants
 
 
-def build_candidates(
-    jobs: Sequence[GuardJob], variants: Mapping[str, Mapping[Hashable, Reservation]]
-) -> list[Candidate]:
-    """The pool's candidates: ``native``, then one per reservation variant (``{POLICY: plan, ...}``), or
-    ``policy`` alone, as each job's metrics stand, when the pool reads no reservation."""
+def _arrival(jobs: Sequence[GuardJob]) -> tuple[float, int]:
+    """A predicted arrival's priority (the policy's ``initialPriority``) and native place (unknown: the
+    commonest among the pool's jobs)."""
     initial = next((job.policy.initial_priority for job in jobs if job.policy is not None), _UNIFORM_NATIVE)
     natives = [job.native for job in jobs]
-    # A predicted arrival's native place is unknown: the commonest among the pool's jobs.
     usual = max(set(natives), key=natives.count) if natives else _UNIFORM_NATIVE
+    return float(initial), usual
+
+
+def build_candidates(
+    jobs: Sequence[GuardJob],
+    variants: Mapping[str, Mapping[Hashable, Reservation]],
+    *,
+    model: Model | str | None = None,
+) -> list[Candidate]:
+    """The pool's candidates: ``native``, then one per reservation variant (``{POLICY: plan, ...}``), or
+    ``policy`` alone, as each job's metrics stand, when the pool reads no reservation; on Kueue (``model``)
+    with each running job at its floor (:func:`priority_floors`)."""
+    held = model is not None and Model(model) is Model.KUEUE
+    arriving = _arrival(jobs)
+    initial, usual = arriving
     candidates = [Candidate(NATIVE, {job.look.key: float(job.native) for job in jobs}, float(usual))]
     plans: Mapping[str, Mapping[Hashable, Reservation] | None] = variants or {POLICY: None}
     for name, plan in plans.items():
@@ -153,6 +223,15 @@ def build_candidates(
             priority[job.look.key] = float(predicted)
             if not job.look.running and job.policy is not None:
                 once_running[job.look.key] = _once_running(job, predicted, plan is not None)
+        if held:
+            # A job that starts within the lookahead is held the same way from its next cycle on (against the
+            # queue as it stands now: the lookahead does not re-plan).
+            highest = _highest_queued(jobs, priority, arriving)
+            for job in jobs:
+                floor = highest(job.native) if job.look.key in once_running else None
+                if floor is not None:
+                    once_running[job.look.key] = max(once_running[job.look.key], floor)
+            priority.update(priority_floors(jobs, priority, plan, arrival=arriving))
         # A predicted arrival, once running, sits where the policy puts the pool's running jobs.
         lifted = sorted(priority[job.look.key] for job in jobs if job.look.running and job.policy is not None)
         arrival = lifted[len(lifted) // 2] if lifted else None
@@ -164,11 +243,21 @@ def realize(
     verdict: GuardVerdict,
     jobs: Sequence[GuardJob],
     variants: Mapping[str, Mapping[Hashable, Reservation]],
+    *,
+    model: Model | str | None = None,
 ) -> dict[Hashable, JobMetrics]:
     """Each job's metrics as its derivation must read them under ``verdict``: the chosen variant's reservation
-    values and notes, or, when the guard stood down, its native priority pinned; the verdict in its notes."""
+    values and notes, or, when the guard stood down, its native priority pinned; the verdict in its notes. On
+    Kueue (``model``), a running job under the policy's order gets its floor (:func:`priority_floors`)."""
     note = verdict.describe()
     plan = variants.get(verdict.chosen)
+    floors: dict[Hashable, float] = {}
+    if model is not None and Model(model) is Model.KUEUE and not verdict.stood_down:
+        predicted = {
+            job.look.key: float(_predicted(job, None if plan is None else reservation_of(plan, job.look.key)))
+            for job in jobs
+        }
+        floors = priority_floors(jobs, predicted, plan, arrival=_arrival(jobs))
     realized: dict[Hashable, JobMetrics] = {}
     for job in jobs:
         metrics = job.metrics
@@ -179,5 +268,12 @@ def realize(
             values[_RESERVATION] = reservation.value
             notes[RESERVATION_NOTE] = reservation.describe()
         pinned = job.native if verdict.stood_down else None
-        realized[job.look.key] = replace(metrics, job_values=values, notes=notes, pinned_priority=pinned)
+        floor = floors.get(job.look.key)
+        realized[job.look.key] = replace(
+            metrics,
+            job_values=values,
+            notes=notes,
+            pinned_priority=pinned,
+            priority_floor=None if floor is None else math.ceil(floor),
+        )
     return realized

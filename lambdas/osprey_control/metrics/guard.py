@@ -216,11 +216,11 @@ def _guard_pool(
             share_decay_s=SHARE_DECAY_S,
             share_usage=share_usage(members, now) if model in _SHARED else {},
         )
-        candidates = build_candidates(jobs, variants)
+        candidates = build_candidates(jobs, variants, model=model)
         previous = previous_order(members, recorded)
         verdict = choose_order(model, pool, candidates, previous=previous, settings=settings)
         note = verdict.describe()
-    realized: Mapping[Hashable, JobMetrics] = realize(verdict, jobs, variants)
+    realized: Mapping[Hashable, JobMetrics] = realize(verdict, jobs, variants, model=model)
     notes = {GUARD_NOTE: note, **stamp(verdict.chosen, now, signature)}
     updated: dict[JobKey, JobMetrics] = {}
     for record in members:

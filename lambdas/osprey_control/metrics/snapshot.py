@@ -35,6 +35,7 @@ def _job(metrics: JobMetrics) -> dict[str, Any]:
         "nodes": [[node.node_id, dict(node.values)] for node in metrics.nodes],
         "notes": dict(metrics.notes),
         **({} if metrics.pinned_priority is None else {"pin": metrics.pinned_priority}),
+        **({} if metrics.priority_floor is None else {"floor": metrics.priority_floor}),
     }
 
 
@@ -70,6 +71,7 @@ def decode(data: bytes) -> CollectionResult:
                 name=str(job["name"]),
                 notes={str(k): str(v) for k, v in job.get("notes", {}).items()},
                 pinned_priority=None if job.get("pin") is None else int(job["pin"]),
+                priority_floor=None if job.get("floor") is None else int(job["floor"]),
             )
         problems: dict[JobKey, list[CollectionProblem]] = {}
         for pk, entries in document["problems"].items():

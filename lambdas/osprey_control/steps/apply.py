@@ -44,6 +44,7 @@ from osprey_control.backends import (
     Outcome,
     PriorityChange,
     apply_all,
+    write_phase,
 )
 from osprey_control.registry import (
     Backend,
@@ -51,6 +52,7 @@ from osprey_control.registry import (
     FenceLostError,
     JobKey,
     JobRecord,
+    JobStatus,
     WriteIntents,
 )
 from osprey_control.steps.bounded_writes import BackendWrites, fitting
@@ -68,6 +70,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_HOLDS_GPUS = frozenset({JobStatus.STARTING, JobStatus.RUNNING})
 
 
 class RecordSource(Protocol):
@@ -174,22 +178,28 @@ def record_outcomes(
             report.unrecorded.append((result.job, message))
 
 
-def _oldest_change_first(change: PriorityChange) -> tuple[bool, datetime]:
-    changed = change.record.last_changed_at
-    return changed is not None, changed or datetime.min.replace(tzinfo=UTC)
+def _write_order(change: PriorityChange) -> tuple[int, bool, datetime]:
+    # The inversion-safe phases first (osprey_control.backends.write_order: no moment between two cycles
+    # preempts a job neither cycle's priorities would), then the oldest change first within each.
+    record = change.record
+    phase = write_phase(
+        holds_gpus=record.status in _HOLDS_GPUS, applied=record.applied_priority, priority=change.priority
+    )
+    changed = record.last_changed_at
+    return phase, changed is not None, changed or datetime.min.replace(tzinfo=UTC)
 
 
 def _work(
     changes: Sequence[PriorityChange], appliers: Iterable[Applier]
 ) -> tuple[list[PriorityChange], list[tuple[Applier, list[PriorityChange]]]]:
     """The changes without an applier, and each applier's calls: whole-cycle appliers first (Batch must see
-    all its jobs in one call), then the per-job ones in chunks, oldest change first."""
+    all its jobs in one call), then the per-job ones in chunks, in :func:`_write_order`."""
     by_backend: dict[Backend, Applier] = {}
     for applier in appliers:
         by_backend.update(dict.fromkeys(applier.backends, applier))
     unrouted: list[PriorityChange] = []
     routed: dict[int, tuple[Applier, list[PriorityChange]]] = {}
-    for change in sorted(changes, key=_oldest_change_first):
+    for change in sorted(changes, key=_write_order):
         owner = by_backend.get(change.record.backend)
         if owner is None:
             unrouted.append(change)

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from osprey.simulate.guard import SimulatedGuard
 from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey.simulate.telemetry import job_values, node_metrics
-from osprey_control.backends import PriorityChange, prefilter
+from osprey_control.backends import PriorityChange, prefilter, write_phase
 from osprey_control.contract import OspreyBlock
 from osprey_control.derivation import (
     RESERVATION_NOTE,
@@ -175,6 +175,15 @@ class OspreyControl:
             changes.append(change)
             owner[id(change)] = run
         todo, _unchanged = prefilter(changes, self._backends)
+        # The apply step's order (osprey_control.backends.write_order): the backend acts on each write as it
+        # lands, so the order decides what the moments between two cycles preempt.
+        todo.sort(
+            key=lambda change: write_phase(
+                holds_gpus=owner[id(change)].status in (Status.STARTING, Status.TRAINING),
+                applied=change.record.applied_priority,
+                priority=change.priority,
+            )
+        )
         to_write = []
         for change in todo:
             # The backend accepted the write: the registry now records it as applied.

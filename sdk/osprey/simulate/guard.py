@@ -144,7 +144,7 @@ class SimulatedGuard:
             share_usage=self.share_usage(now),
         )
         variants = self._variants(pool, capacity)
-        candidates = build_candidates(jobs, variants)
+        candidates = build_candidates(jobs, variants, model=self.model)
         verdict = choose_order(
             self.model, look_pool, candidates, previous=self.previous, settings=self.settings
         )
@@ -175,5 +175,5 @@ class SimulatedGuard:
             variants[NO_YIELD] = plan_reservations(pool, capacity, yield_fraction=0.0)
         elif verdict.chosen == NO_RESERVATION:
             variants[NO_RESERVATION] = {}
-        realized = realize(verdict, jobs, variants)
+        realized = realize(verdict, jobs, variants, model=self.model)
         return {index: realized.get(index, job_metrics) for index, job_metrics in metrics.items()}

@@ -1,0 +1,28 @@
+"""The order a cycle's priority writes land in, so that no moment between two cycles preempts a job that neither
+the old priorities nor the new ones would (docs/decisions.md, "Inversion-safe write order").
+
+A backend that preempts by priority (Kueue's ``LowerPriority``) acts on each write as it lands: the apply step
+PATCHes one Workload at a time, and a queued job raised before the running job it now ranks below is lifted can
+preempt that job in between, though the cycle's final priorities would not (bench/kueue_bench.py measures it on
+a real Kueue). A cycle that changes many priorities at once (the guard switching between the native order and
+the policy's) would then pay a wave of checkpoint losses for an order that, once written, preempts nothing.
+
+Writes are made in four phases: jobs that hold GPUs raised first, then queued jobs lowered, then queued jobs
+raised, then jobs that hold GPUs lowered. After the first two phases every queued job sits at the lower of its
+old and new priority and every running job at the higher of its two, so a queued job outranks a running one
+only where it did both before and after; after the third, only where it does after. Each intermediate state
+preempts nothing the final one would not. Backends that do not preempt by priority lose nothing by the order.
+"""
+
+from __future__ import annotations
+
+__all__ = ["write_phase"]
+
+
+def write_phase(*, holds_gpus: bool, applied: int | None, priority: int) -> int:
+    """The phase (0..3, lowest written first) of a write of ``priority`` over ``applied`` (None: nothing
+    applied yet, so the job sits at its native value and the write counts as a raise)."""
+    raised = applied is None or priority > applied
+    if holds_gpus:
+        return 0 if raised else 3
+    return 2 if raised else 1
