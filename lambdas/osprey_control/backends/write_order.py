@@ -12,6 +12,11 @@ raised, then jobs that hold GPUs lowered. After the first two phases every queue
 old and new priority and every running job at the higher of its two, so a queued job outranks a running one
 only where it did both before and after; after the third, only where it does after. Each intermediate state
 preempts nothing the final one would not. Backends that do not preempt by priority lose nothing by the order.
+
+A job Osprey has not written yet holds its native value (on Kueue its WorkloadPriorityClass value, which can sit
+above everything Osprey writes): its first write is a raise or a lowering from *that* (``held``), not always a
+raise. Counted as a raise, a just-admitted job of a high class lowered into the policy's band would land first,
+under queued jobs that then preempt it within the same cycle.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from __future__ import annotations
 __all__ = ["write_phase"]
 
 
-def write_phase(*, holds_gpus: bool, applied: int | None, priority: int) -> int:
-    """The phase (0..3, lowest written first) of a write of ``priority`` over ``applied`` (None: nothing
-    applied yet, so the job sits at its native value and the write counts as a raise)."""
-    raised = applied is None or priority > applied
+def write_phase(*, holds_gpus: bool, applied: int | None, priority: int, held: float | None = None) -> int:
+    """The phase (0..3, lowest written first) of a write of ``priority`` over ``applied``; where nothing was
+    applied yet, over ``held``, the native value the job holds in Osprey's terms (None: unknown, the write counts
+    as a raise)."""
+    current = applied if applied is not None else held
+    raised = current is None or priority > current
     if holds_gpus:
         return 0 if raised else 3
     return 2 if raised else 1

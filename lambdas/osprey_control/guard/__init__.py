@@ -16,6 +16,7 @@ from osprey_control.guard.candidates import (
     priority_floors,
     realize,
     reservation_variants,
+    unwritten_priority,
 )
 from osprey_control.guard.choose import (
     NATIVE,
@@ -55,4 +56,5 @@ __all__ = [
     "reservation_variants",
     "run_forward",
     "runtime_prior",
+    "unwritten_priority",
 ]

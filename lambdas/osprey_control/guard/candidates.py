@@ -16,7 +16,8 @@ Candidates (all in Osprey's 0..100 priorities, which every backend's mapping kee
 
 On Kueue, which preempts by priority, every policy candidate adds **no new preemption**: a running job is held
 at least as high as any queued job (and any predicted arrival) whose native place is no higher than its own
-(:func:`priority_floors`), unless the reservation plan marks it as yielding. Kueue then preempts a running job
+and at least as high as the class value an arrival of its own class holds until Osprey first writes it
+(:func:`unwritten_priority`), unless the reservation plan marks it as yielding. Kueue then preempts a running job
 only where its native classes would, or where the policy deliberately lets a young job yield to a reservation.
 Without it, a switch between two orders can preempt a job one way, and the next switch back the other way,
 each switch throwing away the victim's work since its last checkpoint (docs/guard.md, "No new preemption").
@@ -59,6 +60,7 @@ __all__ = [
     "priority_floors",
     "realize",
     "reservation_variants",
+    "unwritten_priority",
 ]
 
 # The key of a job's ``JobMetrics.notes`` (and its decision's ``inputs.notes``) that explains the guard's verdict.
@@ -95,6 +97,15 @@ def native_priority(model: Model | str, backend_value: float | None) -> int:
     return max(0, min(100, round(backend_value / _SCHEDULING_PRIORITY_MAX * 100)))
 
 
+def unwritten_priority(model: Model | str, backend_value: float | None) -> float | None:
+    """What a job Osprey has not written holds, in Osprey's 0..100 through the default mapping: on Kueue its
+    class value (so a new Workload of class 1000 sits at 100, above every running job the policy placed lower);
+    None elsewhere (Slurm's submit plugin and Batch's submitted priority start jobs inside Osprey's band)."""
+    if backend_value is None or Model(model) is not Model.KUEUE:
+        return None
+    return max(0.0, min(100.0, backend_value / _KUEUE_MAX * 100))
+
+
 def priority_floors(
     jobs: Sequence[GuardJob],
     priority: Mapping[Hashable, float],
@@ -104,8 +115,9 @@ def priority_floors(
 ) -> dict[Hashable, float]:
     """Each running job's floor under ``priority`` (module docstring, "no new preemption"): the highest
     priority of a queued job whose native place is no higher than the running job's, where that is above the
-    running job's own; ``arrival`` (priority, native place) counts the predicted arrivals as queued work. A job
-    the plan marks as yielding gets none, nor does a job whose policy is not deployed (Osprey writes nothing
+    running job's own; ``arrival`` (priority, native place) counts the predicted arrivals as queued work, and an
+    arrival of the job's own class holds that class's value until Osprey writes it (``GuardJob.unwritten``). A
+    job the plan marks as yielding gets none, nor does a job whose policy is not deployed (Osprey writes nothing
     to it)."""
     highest = _highest_queued(jobs, priority, arrival)
     floors: dict[Hashable, float] = {}
@@ -115,10 +127,17 @@ def priority_floors(
             continue
         if plan is not None and reservation_of(plan, key).role is ReservationRole.YIELDS:
             continue
-        floor = highest(job.native)
+        floor = _held_floor(highest, job)
         if floor is not None and floor > priority[key]:
             floors[key] = floor
     return floors
+
+
+def _held_floor(highest: Callable[[int], float | None], job: GuardJob) -> float | None:
+    """The higher of the queued work a job's native place protects it from and its own class's unwritten
+    value (None: neither)."""
+    values = [value for value in (highest(job.native), job.unwritten) if value is not None]
+    return max(values) if values else None
 
 
 def _highest_queued(
@@ -147,7 +166,8 @@ class GuardJob:
     """One job of the pool: how the lookahead sees it, and what its derivation reads this cycle.
 
     ``policy`` is None for a job whose policy is not deployed (it keeps ``previous`` in every candidate);
-    ``previous`` is its last derived priority (None: never derived).
+    ``previous`` is its last derived priority (None: never derived); ``unwritten`` what a job of its class holds
+    before Osprey first writes it (:func:`unwritten_priority`; None: inside Osprey's band).
     """
 
     look: LookJob
@@ -155,6 +175,7 @@ class GuardJob:
     policy: CompiledPolicy | None
     previous: int | None
     native: int
+    unwritten: float | None = None
 
 
 def _predicted(job: GuardJob, reservation: Reservation | None) -> int:
@@ -228,7 +249,7 @@ def build_candidates(
             # queue as it stands now: the lookahead does not re-plan).
             highest = _highest_queued(jobs, priority, arriving)
             for job in jobs:
-                floor = highest(job.native) if job.look.key in once_running else None
+                floor = _held_floor(highest, job) if job.look.key in once_running else None
                 if floor is not None:
                     once_running[job.look.key] = max(once_running[job.look.key], floor)
             priority.update(priority_floors(jobs, priority, plan, arrival=arriving))

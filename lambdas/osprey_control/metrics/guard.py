@@ -57,6 +57,7 @@ from osprey_control.guard import (
     native_priority,
     realize,
     reservation_variants,
+    unwritten_priority,
 )
 from osprey_control.metrics.collector import CollectionResult
 from osprey_control.metrics.guard_pool import (
@@ -178,6 +179,7 @@ def _guard_pool(
             compiled[record.key],
             previous_priority(record),
             native_priority(model, record.native_priority),
+            unwritten_priority(model, record.native_priority),
         )
         for record in sized
     ]

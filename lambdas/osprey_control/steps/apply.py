@@ -178,15 +178,28 @@ def record_outcomes(
             report.unrecorded.append((result.job, message))
 
 
-def _write_order(change: PriorityChange) -> tuple[int, bool, datetime]:
+def _write_order(change: PriorityChange, owner: Applier | None) -> tuple[int, bool, datetime]:
     # The inversion-safe phases first (osprey_control.backends.write_order: no moment between two cycles
     # preempts a job neither cycle's priorities would), then the oldest change first within each.
     record = change.record
     phase = write_phase(
-        holds_gpus=record.status in _HOLDS_GPUS, applied=record.applied_priority, priority=change.priority
+        holds_gpus=record.status in _HOLDS_GPUS,
+        applied=record.applied_priority,
+        priority=change.priority,
+        held=_unwritten(owner, record),
     )
     changed = record.last_changed_at
     return phase, changed is not None, changed or datetime.min.replace(tzinfo=UTC)
+
+
+def _unwritten(owner: Applier | None, record: JobRecord) -> float | None:
+    """What a job Osprey has not written holds, in Osprey's terms, where its applier can tell (the EKS applier
+    maps the Workload's class value back through its priority range)."""
+    read = getattr(owner, "unwritten_priority", None)
+    if record.applied_priority is not None or read is None:
+        return None
+    value = read(record)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _work(
@@ -199,7 +212,8 @@ def _work(
         by_backend.update(dict.fromkeys(applier.backends, applier))
     unrouted: list[PriorityChange] = []
     routed: dict[int, tuple[Applier, list[PriorityChange]]] = {}
-    for change in sorted(changes, key=_write_order):
+    ordered = sorted(changes, key=lambda change: _write_order(change, by_backend.get(change.record.backend)))
+    for change in ordered:
         owner = by_backend.get(change.record.backend)
         if owner is None:
             unrouted.append(change)

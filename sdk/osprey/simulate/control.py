@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from osprey.simulate.guard import SimulatedGuard
@@ -78,6 +79,9 @@ class OspreyControl:
         self.writes = 0
         # The production guard (osprey_control.guard), set by the layered scheduler that knows its backend model.
         self.guard: SimulatedGuard | None = None
+        # What a job Osprey has not written holds, in Osprey's terms (the apply step's write order reads it from
+        # the EKS applier): set by the layered scheduler whose backend holds a native priority.
+        self.unwritten: Callable[[JobRun], float | None] = lambda run: None
 
     def admit(self, run: JobRun) -> None:
         """A job was submitted: its ``prev`` is the policy's ``initialPriority`` (docs/design.md §4)."""
@@ -182,6 +186,7 @@ class OspreyControl:
                 holds_gpus=owner[id(change)].status in (Status.STARTING, Status.TRAINING),
                 applied=change.record.applied_priority,
                 priority=change.priority,
+                held=self.unwritten(owner[id(change)]),
             )
         )
         to_write = []

@@ -40,6 +40,7 @@ from osprey_control.guard import (
     pool_signature,
     realize,
     reservation_variants,
+    unwritten_priority,
 )
 from osprey_control.metrics import MAX_LOOKAHEAD_JOBS, guard_settings
 
@@ -116,6 +117,7 @@ class SimulatedGuard:
                 self.compiled,
                 run.priority,
                 native_priority(self.model, self.native_value(run)),
+                unwritten_priority(self.model, self.native_value(run)),
             )
             for run in active
         ]

@@ -134,6 +134,7 @@ class KueueOsprey(Layered, Kueue):
         super().__init__(preemption=preemption)
         self._layer(policy, cycle_s, seed, Backend.EKS, guard)
         self.priority_range = priority_range
+        self.control.unwritten = lambda run: priority_range.unmap(run.job.priority_class)
 
     def priority(self, run: JobRun) -> int:
         return self.written.get(run.index, run.job.priority_class)

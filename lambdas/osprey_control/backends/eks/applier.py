@@ -54,7 +54,7 @@ from osprey_control.backends.eks.resources import (
     workload_resource,
 )
 from osprey_control.errors import TransientError, is_transient
-from osprey_control.registry import Backend, JobKey, eks_job_id
+from osprey_control.registry import Backend, JobKey, JobRecord, eks_job_id
 from osprey_control.wiring import DERIVED_PRIORITY_ANNOTATION
 
 __all__ = ["DEFAULT_KUEUE_PRIORITY_RANGE", "EksApplier", "KueuePriorityRange"]
@@ -86,6 +86,11 @@ class KueuePriorityRange:
             raise ValueError(f"Osprey priority must be an integer 0..100, got {priority!r}")
         return self.low + (priority * (self.high - self.low) * 2 + 100) // 200
 
+    def unmap(self, value: float) -> float:
+        """The Osprey priority a Kueue value stands for (the inverse of :meth:`map`, not clamped: a class value
+        above ``high`` is above every priority Osprey writes)."""
+        return (value - self.low) * 100 / (self.high - self.low)
+
 
 DEFAULT_KUEUE_PRIORITY_RANGE = KueuePriorityRange()
 
@@ -113,6 +118,12 @@ class EksApplier:
         self._connect = connect
         self.priority_range = priority_range
         self.max_conflict_attempts = max_conflict_attempts
+
+    def unwritten_priority(self, record: JobRecord) -> float | None:
+        """What a Workload Osprey has not written holds, in Osprey's terms: its first observed priority (its
+        WorkloadPriorityClass value) through this range (None: not observed). The apply step's write order reads
+        it (:func:`osprey_control.backends.write_order.write_phase`)."""
+        return None if record.native_priority is None else self.priority_range.unmap(record.native_priority)
 
     def apply(self, changes: Sequence[PriorityChange]) -> ApplyReport:
         # The same unchanged/invalid rules as the AWS appliers, then per cluster.

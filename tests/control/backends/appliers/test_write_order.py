@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from osprey_control.backends import ApplyReport, ApplyResult, Outcome, PriorityChange
+from osprey_control.backends.eks import DEFAULT_KUEUE_PRIORITY_RANGE, EksApplier, KueuePriorityRange
 from osprey_control.backends.write_order import write_phase
 from osprey_control.contract import parse_block
 from osprey_control.registry import Backend, JobRecord, JobStatus
@@ -108,3 +109,40 @@ def test_no_moment_of_the_write_order_inverts_a_pair_neither_end_inverts(
             {j: current[j] for j in running}, {j: current[j] for j in current if j not in running}
         )
         assert now <= allowed
+
+
+class KueueOrderRecorder(OrderRecorder):
+    """Reads what an unwritten Workload holds the way the EKS applier does (its class value through the range)."""
+
+    unwritten_priority = EksApplier.unwritten_priority
+    priority_range = DEFAULT_KUEUE_PRIORITY_RANGE
+
+
+def test_a_just_admitted_job_of_a_high_class_lowered_into_the_band_is_written_last() -> None:
+    # Given a job of class 1000 admitted since the last cycle (Osprey never wrote it: Kueue holds 1000, Osprey's
+    # 100), to be lowered to 80, and a queued job to be lowered from 85 to 75
+    admitted = record("admitted-top", JobStatus.STARTING, 0, 80, changed_minutes_ago=30).model_copy(
+        update={"applied_priority": None, "native_priority": 1000}
+    )
+    queued = record("queued", JobStatus.PENDING, 85, 75, changed_minutes_ago=10)
+    applier = KueueOrderRecorder()
+    # When the apply step writes them
+    apply_cycle([{"shard": 0}], Registry([admitted, queued]), [applier], now=NOW)
+    # Then the running job's first write is a lowering from its class value, written after the queued job is
+    # lowered (written first, it would sit at 80 under the queued job's 85, which would preempt it)
+    assert applier.written == ["queued", "admitted-top"]
+
+
+def test_the_eks_applier_reads_an_unwritten_workload_at_its_class_value() -> None:
+    unwritten = record("new", JobStatus.PENDING, 0, 50, changed_minutes_ago=1).model_copy(
+        update={"applied_priority": None, "native_priority": 1000}
+    )
+    assert EksApplier().unwritten_priority(unwritten) == 100.0
+    assert EksApplier(priority_range=KueuePriorityRange(500, 1500)).unwritten_priority(unwritten) == 50.0
+    assert EksApplier().unwritten_priority(unwritten.model_copy(update={"native_priority": None})) is None
+
+
+@given(st.integers(0, 100), st.integers(-1000, 1000), st.integers(1, 5000))
+def test_unmap_inverts_map_within_its_rounding(priority: int, low: int, width: int) -> None:
+    band = KueuePriorityRange(low, low + width)
+    assert abs(band.unmap(band.map(priority)) - priority) <= 50 / width + 1e-9
