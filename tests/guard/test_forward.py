@@ -91,3 +91,30 @@ def test_lookahead_starts_every_job_when_the_simulated_backend_does(model, sched
     assert {key: round(value, 6) for key, value in predicted.items()} == {
         key: round(value, 6) for key, value in simulated.items()
     }
+
+
+@pytest.mark.parametrize(("lifted", "preempted"), [(None, 1), (90.0, 0)])
+def test_a_predicted_arrival_once_running_sits_where_the_order_puts_it(
+    lifted: float | None, preempted: int
+) -> None:
+    # Given 16 GPUs: a running job (8 GPUs, ends in 100 s, priority 100), a queued 16-GPU job at priority 60 that
+    # cannot fit yet, and a predicted arrival of 8 GPUs in 1 s at the arrivals' priority 50, which starts at once
+    pool = LookPool(
+        16,
+        (
+            LookJob("running", 8, True, 100.0),
+            LookJob("big", 16, False, 3600.0),
+            LookJob("arrival", 8, False, 3600.0, arrive_in_s=1.0),
+        ),
+    )
+    # When the order lifts a started arrival to 90 (or leaves it at 50) and the running job ends
+    outcome = run_forward(
+        "kueue",
+        pool,
+        {"running": 100.0, "big": 60.0},
+        horizon_s=600.0,
+        default_priority=50.0,
+        arrival_once_running=lifted,
+    )
+    # Then the big job preempts the arrival only where the arrival stayed below it
+    assert outcome.preemptions == preempted

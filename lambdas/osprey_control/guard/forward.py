@@ -538,5 +538,11 @@ def run_forward(
     if not horizon_s > 0:
         raise ValueError(f"horizon_s must be > 0 seconds, got {horizon_s}")
     return _Forward(
-        Model(model), pool, priority, default_priority, horizon_s, once_running=once_running
+        Model(model),
+        pool,
+        priority,
+        default_priority,
+        horizon_s,
+        once_running=once_running,
+        arrival_once_running=arrival_once_running,
     ).run()
