@@ -29,19 +29,52 @@ def _long_job_first() -> LookPool:
     return LookPool(8, tuple(jobs))
 
 
-def test_an_order_that_waits_much_less_and_keeps_every_gpu_busy_is_chosen():
+def test_an_order_that_puts_off_a_job_native_starts_now_is_refused_though_it_waits_less():
     # Given native Slurm (submission order: the 4-hour job first) and a policy that runs the short jobs first
     pool = _long_job_first()
     native = Candidate(NATIVE, {job.key: 50.0 for job in pool.jobs})
     shortest_first = Candidate("policy", {"long": 10.0, **{f"short-{n}": 90.0 for n in range(4)}})
     # When the guard evaluates both over six hours
     verdict = choose_order(Model.SLURM, pool, [native, shortest_first], settings=EXACT)
-    # Then it writes the policy's order: the short jobs wait minutes instead of four hours, the same GPU-hours
+    # Then the policy's order would wait far less with the same GPU-hours, but it starts the long job 40 minutes
+    # later than native does: a job native starts within the horizon is never put off, so the pool stands down
+    policy = verdict.score("policy")
+    assert policy.wait_s < 0.2 * verdict.score(NATIVE).wait_s
+    assert policy.goodput == pytest.approx(verdict.score(NATIVE).goodput)
+    assert verdict.stood_down
+    assert (policy.qualifies, policy.delayed) == (False, 1)
+    assert "policy would start 1 job later than native" in verdict.reason
+    assert "(would start 1 job later than native)" in verdict.describe()
+
+
+def _gang_at_the_head_of_a_share() -> LookPool:
+    # A SageMaker training queue on one 8-GPU node: a 4-GPU job runs for one more hour; queued in submission
+    # order: an 8-GPU gang of one hour, which blocks its share until it fits, then two 4-GPU 20-minute jobs.
+    return LookPool(
+        8,
+        (
+            LookJob("running", 4, True, HOUR, waited_s=600.0),
+            LookJob("gang", 8, False, HOUR, waited_s=900.0),
+            LookJob("small-0", 4, False, HOUR / 3, waited_s=600.0),
+            LookJob("small-1", 4, False, HOUR / 3, waited_s=540.0),
+        ),
+    )
+
+
+def test_an_order_that_starts_jobs_earlier_and_no_job_later_is_chosen():
+    # Given the queue's native order (the gang first: the small jobs wait behind it for two hours) and a policy
+    # that puts the small jobs first: they run on the free GPUs before the running job ends and the gang starts
+    pool = _gang_at_the_head_of_a_share()
+    native = Candidate(NATIVE, {job.key: 50.0 for job in pool.jobs})
+    small_first = Candidate("policy", {"running": 50.0, "gang": 50.0, "small-0": 90.0, "small-1": 90.0})
+    # When the guard evaluates both
+    verdict = choose_order(Model.SAGEMAKER_QUEUE, pool, [native, small_first], settings=EXACT)
+    # Then it writes the policy's order: the small jobs wait minutes, the gang starts when it would anyway
     assert verdict.chosen == "policy"
-    assert not verdict.stood_down
-    assert verdict.score("policy").wait_s < 0.2 * verdict.score(NATIVE).wait_s
-    assert verdict.score("policy").goodput == pytest.approx(verdict.score(NATIVE).goodput)
-    assert "waits least" in verdict.reason
+    policy = verdict.score("policy")
+    assert (policy.qualifies, policy.delayed) == (True, 0)
+    assert policy.wait_s < 0.5 * verdict.score(NATIVE).wait_s
+    assert "starts no job later than native" in verdict.reason
 
 
 def _gang_behind_a_running_job() -> LookPool:
@@ -92,13 +125,13 @@ def test_the_verdict_is_the_same_for_the_same_pool_whatever_the_candidate_order(
 
 def test_last_cycles_order_is_kept_while_it_loses_nothing():
     # Given a pool where the policy's order is only slightly better than another policy variant
-    pool = _long_job_first()
+    pool = _gang_at_the_head_of_a_share()
     native = Candidate(NATIVE, {job.key: 50.0 for job in pool.jobs})
-    best = Candidate("policy", {"long": 10.0, **{f"short-{n}": 90.0 - n for n in range(4)}})
-    variant = Candidate("policy-no-yield", {"long": 10.0, **{f"short-{n}": 90.0 + n for n in range(4)}})
+    best = Candidate("policy", {"running": 50.0, "gang": 50.0, "small-0": 91.0, "small-1": 90.0})
+    variant = Candidate("policy-no-yield", {"running": 50.0, "gang": 50.0, "small-0": 90.0, "small-1": 91.0})
     # When last cycle chose the variant
     verdict = choose_order(
-        Model.SLURM, pool, [native, best, variant], previous="policy-no-yield", settings=EXACT
+        Model.SAGEMAKER_QUEUE, pool, [native, best, variant], previous="policy-no-yield", settings=EXACT
     )
     # Then the variant stays (a switch would cost every job a priority change for nothing)
     assert verdict.chosen == "policy-no-yield"

@@ -13,7 +13,11 @@ The rule (docs/policies.md, "The guard"):
    candidate sees the same draws, and the draws depend only on the pool (its jobs' keys), so the verdict is
    deterministic for a given registry state.
 2. A candidate **qualifies** when, in every draw, its predicted goodput is at least the native order's less
-   ``goodput_tolerance`` (relative): it is predicted to lose no useful work in any draw.
+   ``goodput_tolerance`` (relative): it is predicted to lose no useful work in any draw; and it starts every job
+   the native order starts within the horizon no later than native does. A lookahead re-planned every cycle
+   otherwise puts off, cycle after cycle, the job the native order drains the pool for, each time for a gain
+   inside the horizon, until the drain lands where no lookahead saw it (docs/decisions.md, "No job later than
+   native").
 3. Among those, the one with the least *worst-draw* mean wait is chosen. The native order always qualifies, so
    when no other does, the guard **stands down** to it.
 4. Hysteresis: the order chosen last cycle stays while it qualifies and waits no more than ``switch_margin``
@@ -103,6 +107,8 @@ class CandidateScore:
     goodput: float  # the worst draw's predicted goodput
     qualifies: bool
     preemptions: int = 0  # the worst draw's
+    delayed: int = 0  # the worst draw's jobs that start later than under the native order
+    why: str = ""  # what keeps it from qualifying ("" when it does)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +117,8 @@ class CandidateScore:
             "goodput": round(self.goodput, 4),
             "qualifies": self.qualifies,
             "preemptions": self.preemptions,
+            "delayed": self.delayed,
+            "why": self.why,
         }
 
 
@@ -148,7 +156,7 @@ class GuardVerdict:
         """One line for ``osprey explain``: what was chosen, why, and every candidate's prediction."""
         scored = "; ".join(
             f"{s.name}: wait {s.wait_s / 60:.1f} min, goodput {s.goodput:.3f}"
-            + ("" if s.qualifies else " (would lose goodput)")
+            + ("" if s.qualifies else f" ({s.why})")
             for s in self.scores
         )
         verb = "stood down to the native order" if self.stood_down else f"chose {self.chosen}"
@@ -308,19 +316,19 @@ def choose_order(
         # In every draw: no less goodput than native, and a real gain in wait (else a reorder is churn); the
         # order chosen last cycle keeps its place with no loss of wait (hysteresis: no flapping at the bar).
         gain = 1.0 if name == previous else 1.0 - settings.min_wait_gain
-        qualifies = name == NATIVE or all(
-            run.goodput >= base.goodput * keep - 1e-12
-            and (run.mean_wait_s <= base.mean_wait_s * gain or run is base)
-            for run, base in zip(runs, native, strict=True)
-        )
+        pairs = list(zip(runs, native, strict=True))
+        delayed = max(_delayed(run, base) for run, base in pairs)
+        why = "" if name == NATIVE else _refusal(pairs, keep, gain, delayed)
         worst = max(runs, key=lambda run: run.mean_wait_s)
         scores.append(
             CandidateScore(
                 name,
                 worst.mean_wait_s,
                 min(run.goodput for run in runs),
-                qualifies,
+                not why,
                 max(run.preemptions for run in runs),
+                delayed,
+                why,
             )
         )
     chosen, reason = _pick(scores, previous, settings)
@@ -334,6 +342,25 @@ def choose_order(
         jobs=len(pool.jobs) - arrivals,
         arrivals=arrivals,
     )
+
+
+def _refusal(
+    pairs: Sequence[tuple[ForwardOutcome, ForwardOutcome]], keep: float, gain: float, delayed: int
+) -> str:
+    """Why a candidate does not qualify against native's outcomes in the same draws ("" when it does)."""
+    if any(run.goodput < base.goodput * keep - 1e-12 for run, base in pairs):
+        return "would lose goodput"
+    if delayed:
+        return f"would start {delayed} job{'s' if delayed > 1 else ''} later than native"
+    if any(run.mean_wait_s > base.mean_wait_s * gain and run is not base for run, base in pairs):
+        return "gains too little wait"
+    return ""
+
+
+def _delayed(run: ForwardOutcome, base: ForwardOutcome) -> int:
+    """How many jobs the native order (``base``) starts within the horizon that ``run`` starts later or not at
+    all (a second's tolerance: the same instant computed along two paths)."""
+    return sum(1 for key, start in base.starts.items() if run.starts.get(key, math.inf) > start + 1.0)
 
 
 def _order_signature(model: Model, pool: LookPool, candidate: Candidate) -> tuple[object, ...]:
@@ -366,10 +393,10 @@ def _pick(scores: Sequence[CandidateScore], previous: str | None, settings: Guar
             )
     if best.name != NATIVE:
         return best.name, (
-            f"waits least ({best.wait_s / 60:.1f} min against native {native.wait_s / 60:.1f} min) "
-            "and loses no goodput in any draw"
+            f"waits least ({best.wait_s / 60:.1f} min against native {native.wait_s / 60:.1f} min), "
+            "loses no goodput and starts no job later than native in any draw"
         )
-    losing = [score.name for score in scores if not score.qualifies]
-    if losing:
-        return NATIVE, f"{', '.join(losing)} would lose goodput in some draw; no other order waits less"
+    refused = [f"{score.name} {score.why}" for score in scores if not score.qualifies]
+    if refused:
+        return NATIVE, f"{'; '.join(refused)} in some draw; no other order waits less"
     return NATIVE, "no other order waits less"

@@ -6,7 +6,12 @@
   policy) puts the two small jobs on different nodes, and the 8-GPU job cannot start until the 2-hour job ends
   at 2 h: 4 GPUs idle at once, 8 after 30 min. The policy's order loses goodput: the guard stands down.
 - **whole**: 16 GPUs, nothing running; queued: a 16-GPU job of 5 h, then a 16-GPU job of 30 min. Either order
-  keeps every GPU busy; shortest first waits far less: the guard chooses the policy's order.
+  keeps every GPU busy and shortest first waits far less, but it starts the 5-hour job 30 minutes later than
+  native does: the guard refuses it ("no job later than native") and stands down.
+- **head_blocked** (a SageMaker training queue, one share): 16 GPUs; an 8-GPU job runs for one more hour;
+  queued, oldest first: a 16-GPU job of 1 h, which blocks the share until it fits, then an 8-GPU job of 30 min.
+  The native order leaves the short job behind the gang for two hours; shortest first runs it now on the free
+  GPUs, done before the gang can start at 1 h anyway: less wait, no job later: the guard chooses the policy.
 
 Every job's Workload was created at priority 100 (its WorkloadPriorityClass): all in the same native place.
 """
@@ -121,6 +126,18 @@ def whole(cluster: str = "gpu2", policy: str = "shortest") -> list[JobRecord]:
         job("a-long", gpus=16, hours=5, submitted_min_ago=20, cluster=cluster, policy=policy),
         job("b-short", gpus=16, hours=0.5, submitted_min_ago=10, cluster=cluster, policy=policy),
     ]
+
+
+def head_blocked(queue: str = "training") -> list[JobRecord]:
+    where: dict[str, Any] = {"cluster": queue, "backend": Backend.SAGEMAKER_QUEUED, "native": 50}
+    return [
+        job("a-running", gpus=8, hours=1.5, submitted_min_ago=40, running_for_min=30, **where),
+        job("b-gang", gpus=16, hours=1, submitted_min_ago=20, **where),
+        job("c-short", gpus=8, hours=0.5, submitted_min_ago=10, **where),
+    ]
+
+
+QUEUE_POOL = "arn:aws:batch:us-east-1:123456789012:job-queue/training"
 
 
 def collected(records: list[JobRecord], now: datetime = NOW) -> CollectionResult:

@@ -21,10 +21,12 @@ from osprey_control.wiring import GUARD_CYCLE_NOTE, GUARD_ORDER_NOTE
 from tests.control.metrics.guard_pools import (
     NATIVE,
     POLICY_TEXT,
+    QUEUE_POOL,
     Policies,
     collected,
     compiled,
     fragmenting,
+    head_blocked,
     job,
     whole,
 )
@@ -64,23 +66,43 @@ def test_a_pool_whose_policy_order_would_idle_gpus_stands_down_to_its_native_ord
 
 
 def test_a_pool_where_the_policy_order_qualifies_keeps_the_policys_priorities() -> None:
-    # Given the whole-node pool: either order keeps every GPU busy, shortest first waits far less
-    records = whole()
+    # Given the head-blocked queue: shortest first runs the short job on GPUs native leaves free behind the gang
+    records = head_blocked()
     result = collected(records)
     policies = Policies(compiled())
 
     # When the guard runs
     [pool] = add_guard(records, result, policies, now=NOW)
 
-    # Then it chose the policy's order: nothing pinned, and the short job derives above the long one
-    assert (pool.chosen, pool.stood_down) == ("policy", False)
+    # Then it chose the policy's order: nothing pinned, and the short job derives above the gang
+    assert (pool.backend, pool.pool, pool.chosen, pool.stood_down) == (
+        "sagemaker-queued",
+        QUEUE_POOL,
+        "policy",
+        False,
+    )
     derived = {r.name: derive(policies.get("shortest"), result.metrics[r.key], None) for r in records}
     assert all(result.metrics[r.key].pinned_priority is None for r in records)
-    assert (derived["b-short"].priority, derived["a-long"].priority) == (96, 58)
+    assert derived["c-short"].priority > derived["b-gang"].priority
     assert {decision.reason for decision in derived.values()} == {"derived"}
     note = result.metrics[records[0].key].notes[GUARD_NOTE]
     assert note.startswith("chose policy: waits least")
-    assert "loses no goodput in any draw" in note
+    assert "loses no goodput and starts no job later than native in any draw" in note
+
+
+def test_an_order_that_would_start_a_job_later_than_native_is_refused_and_says_so() -> None:
+    # Given the whole-node pool: shortest first waits far less but starts the 5-hour job 30 minutes later
+    records = whole()
+    result = collected(records)
+
+    # When the guard runs
+    [pool] = add_guard(records, result, Policies(compiled()), now=NOW)
+
+    # Then the pool stands down, and the job's notes say which rule refused the policy's order
+    assert (pool.chosen, pool.stood_down) == ("native", True)
+    note = result.metrics[records[0].key].notes[GUARD_NOTE]
+    assert "policy would start 1 job later than native" in note
+    assert "(would start 1 job later than native)" in note
 
 
 def test_the_guard_does_not_run_where_it_cannot_or_may_not_and_says_why() -> None:
@@ -135,7 +157,7 @@ def test_one_pools_failure_leaves_that_pool_as_it_was_and_the_others_guarded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given two pools, and a guard that fails for one of them
-    broken, healthy = fragmenting(cluster="broken"), whole()
+    broken, healthy = fragmenting(cluster="broken"), head_blocked()
     records = [*broken, *healthy]
     result = collected(records)
     before = {r.key: result.metrics[r.key] for r in broken}
@@ -156,13 +178,12 @@ def test_one_pools_failure_leaves_that_pool_as_it_was_and_the_others_guarded(
     assert verdicts["broken"].failed
     assert "lookahead exploded" in (verdicts["broken"].error or "")
     # And the other pool got its verdict
-    assert verdicts["gpu2"].chosen == "policy"
+    assert verdicts[QUEUE_POOL].chosen == "policy"
     points = {(p.name, p.dimensions["Backend"]): p.values for p in guard_metrics(list(verdicts.values()))}
-    assert points == {
-        ("GuardStoodDown", "eks"): (0.0,),
-        ("GuardEvaluations", "eks"): (1.0,),
-        ("GuardFailures", "eks"): (1.0,),
-    }
+    assert points[("GuardFailures", "eks")] == (1.0,)
+    assert points[("GuardEvaluations", "eks")] == (0.0,)
+    assert points[("GuardEvaluations", "sagemaker-queued")] == (1.0,)
+    assert points[("GuardStoodDown", "sagemaker-queued")] == (0.0,)
 
 
 def test_last_cycles_order_is_read_back_from_the_newest_recorded_decision() -> None:
@@ -175,13 +196,14 @@ def test_last_cycles_order_is_read_back_from_the_newest_recorded_decision() -> N
         text.format(name="shortest", extra="  reservation: {capacityGpus: 16}"), "p.yaml"
     )
     policies = Policies(compile_policy(document.policies[0].policy))
-    older, newer = whole()
+    _running, older, newer = head_blocked()
 
     def decided(record: JobRecord, order: str, at: str) -> JobRecord:
         notes = {GUARD_ORDER_NOTE: order, GUARD_CYCLE_NOTE: at}
         return record.model_copy(update={"last_decision": {"reason": "derived", "inputs": {"notes": notes}}})
 
     records = [
+        _running,
         decided(older, "native", "2026-12-02T11:00:00.000Z"),
         decided(newer, "policy-no-reservation", "2026-12-02T11:59:00.000Z"),
     ]
@@ -245,7 +267,7 @@ def test_a_pool_too_large_to_look_ahead_in_time_is_not_guarded(monkeypatch: pyte
 
 def test_pools_are_guarded_smallest_first_while_the_step_has_time() -> None:
     # Given two pools and a collect step with time for one pool only
-    small, large = whole(), fragmenting()
+    small, large = head_blocked(), fragmenting()
     records = [*large, *small]
     result = collected(records)
     budget = [True]
@@ -259,7 +281,7 @@ def test_pools_are_guarded_smallest_first_while_the_step_has_time() -> None:
 
     # Then the smaller pool got its verdict, and the other keeps the policy's order, saying why
     assert [(v.pool, v.chosen, v.skipped) for v in verdicts] == [
-        ("gpu2", "policy", None),
+        (QUEUE_POOL, "policy", None),
         ("gpu", None, "out of time"),
     ]
     assert result.metrics[large[0].key].notes[GUARD_NOTE] == (

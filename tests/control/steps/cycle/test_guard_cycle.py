@@ -165,11 +165,12 @@ def test_a_pool_the_policy_would_idle_is_written_back_to_its_native_order(
     assert {record.applied_priority for record in records.values()} == {NATIVE}
 
 
-def test_a_pool_where_the_policy_order_qualifies_gets_the_policys_priorities(
+def test_an_order_that_would_start_a_job_later_than_native_keeps_the_workloads_native(
     aws: dict[str, Any], fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
 ) -> None:
     fake, client = fake_k8s, k8s_client
-    # Given 16 GPUs, nothing running, and queued a 16-GPU job of 5 h, then a 16-GPU job of 30 min
+    # Given 16 GPUs, nothing running, and queued a 16-GPU job of 5 h, then a 16-GPU job of 30 min: shortest first
+    # waits far less, but starts the 5-hour job 30 minutes later than Kueue's own order does
     jobs = {
         "a-long": gpu_job(fake, "a-long", gpus=16, hours=5, submitted_min_ago=20),
         "b-short": gpu_job(fake, "b-short", gpus=16, hours=0.5, submitted_min_ago=10),
@@ -179,9 +180,32 @@ def test_a_pool_where_the_policy_order_qualifies_gets_the_policys_priorities(
     # When a cycle runs with the guard on
     report = _cycle(aws, client, token=1, now=NOW)
 
-    # Then the guard kept the policy's order: the short job first, on its Workload too
+    # Then the guard stood down, every Workload keeps its native place, and the decision says which rule refused
     [pool] = report.guard
-    assert (pool.chosen, pool.stood_down) == ("policy", False)
+    assert (pool.chosen, pool.stood_down) == ("native", True)
+    records = _records(aws)
+    native = DEFAULT_KUEUE_PRIORITY_RANGE.map(NATIVE)
+    assert {name: _workload_priority(fake, job) for name, job in jobs.items()} == dict.fromkeys(jobs, native)
+    note = (records["b-short"].last_decision or {})["inputs"]["notes"][GUARD_NOTE]
+    assert "policy would start 1 job later than native" in note
+
+
+def test_with_the_guard_off_the_policys_priorities_reach_the_workloads(
+    aws: dict[str, Any], fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
+) -> None:
+    fake, client = fake_k8s, k8s_client
+    # Given the same pool, and a policy that turns the guard off (spec.guard.enabled: false)
+    jobs = {
+        "a-long": gpu_job(fake, "a-long", gpus=16, hours=5, submitted_min_ago=20),
+        "b-short": gpu_job(fake, "b-short", gpus=16, hours=0.5, submitted_min_ago=10),
+    }
+    _deploy(aws["ssm"], CAPACITY + "\n  guard: {enabled: false}")
+
+    # When a cycle runs
+    report = _cycle(aws, client, token=1, now=NOW)
+
+    # Then no pool was guarded, and the policy's order is on the Workloads: the short job first
+    assert [(pool.chosen, pool.skipped) for pool in report.guard] == [(None, "disabled")]
     records = _records(aws)
     assert {name: (r.last_decision or {})["reason"] for name, r in records.items()} == dict.fromkeys(
         jobs, "derived"
@@ -190,5 +214,3 @@ def test_a_pool_where_the_policy_order_qualifies_gets_the_policys_priorities(
         "a-long": 580,
         "b-short": 960,
     }
-    note = (records["b-short"].last_decision or {})["inputs"]["notes"][GUARD_NOTE]
-    assert note.startswith("chose policy: waits least")
