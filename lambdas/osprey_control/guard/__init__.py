@@ -16,6 +16,7 @@ from osprey_control.guard.candidates import (
     priority_floors,
     realize,
     reservation_variants,
+    unguarded_floors,
     unwritten_priority,
 )
 from osprey_control.guard.choose import (
@@ -56,5 +57,6 @@ __all__ = [
     "reservation_variants",
     "run_forward",
     "runtime_prior",
+    "unguarded_floors",
     "unwritten_priority",
 ]

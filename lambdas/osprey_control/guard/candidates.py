@@ -60,6 +60,7 @@ __all__ = [
     "priority_floors",
     "realize",
     "reservation_variants",
+    "unguarded_floors",
     "unwritten_priority",
 ]
 
@@ -88,12 +89,11 @@ def native_priority(model: Model | str, backend_value: float | None) -> int:
     if backend_value is None or model in (Model.SLURM, Model.FAIRSHARE):
         return _UNIFORM_NATIVE
     if model is Model.KUEUE:
-        # In Osprey's upper half, in the classes' order: a Workload Osprey has not written yet still has its
-        # class value (at most 1000, i.e. 100 here), so it preempts a pinned job only where native Kueue would
-        # (a higher class), and the policy's own priorities (a new job at ``initialPriority``, running jobs
-        # lifted) can take over again without a wave of preemptions.
-        share = max(0.0, min(backend_value, _KUEUE_MAX)) / _KUEUE_MAX
-        return _UNIFORM_NATIVE + round(share * (100 - _UNIFORM_NATIVE))
+        # The class value itself (through the default range): what a Workload Osprey has not written holds, so a
+        # pinned job and a just-admitted one compare as native Kueue compares them. A pin in Osprey's upper half
+        # (above every class value below 1000) let a queued pinned job preempt a job admitted since the last
+        # cycle, still at its class value: a preemption native Kueue never makes (docs/decisions.md).
+        return round(max(0.0, min(100.0, backend_value / _KUEUE_MAX * 100)))
     return max(0, min(100, round(backend_value / _SCHEDULING_PRIORITY_MAX * 100)))
 
 
@@ -138,6 +138,17 @@ def _held_floor(highest: Callable[[int], float | None], job: GuardJob) -> float 
     value (None: neither)."""
     values = [value for value in (highest(job.native), job.unwritten) if value is not None]
     return max(values) if values else None
+
+
+def unguarded_floors(jobs: Sequence[GuardJob], model: Model | str) -> dict[Hashable, int]:
+    """On Kueue, the floors of the policy's order in a pool the guard does not run forward (too large for the
+    lookahead's time): no new preemption holds there too. The reservation plan is not read, so a job it lets
+    yield is held like the others (the pool gets no yield while it is not guarded)."""
+    if Model(model) is not Model.KUEUE:
+        return {}
+    predicted = {job.look.key: float(_predicted(job, None)) for job in jobs}
+    floors = priority_floors(jobs, predicted, None, arrival=_arrival(jobs))
+    return {key: math.ceil(value) for key, value in floors.items()}
 
 
 def _highest_queued(

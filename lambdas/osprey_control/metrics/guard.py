@@ -57,6 +57,7 @@ from osprey_control.guard import (
     native_priority,
     realize,
     reservation_variants,
+    unguarded_floors,
     unwritten_priority,
 )
 from osprey_control.metrics.collector import CollectionResult
@@ -190,7 +191,12 @@ def _guard_pool(
             f"not guarded: {len(looks)} jobs and {len(arrivals)} predicted arrivals, more than the "
             f"{MAX_LOOKAHEAD_JOBS} the lookahead runs within the collect step's time"
         )
-        return "too large", _noted(members, result, note)
+        floors = unguarded_floors(jobs, model)
+        noted = _noted(members, result, note)
+        return "too large", {
+            key: replace(metrics, priority_floor=floors[key]) if key in floors else metrics
+            for key, metrics in noted.items()
+        }
     reserving = pool_settings(deployed.values())
     variants: Mapping[str, Mapping[Hashable, Reservation]] = {}
     if reserving is not None:

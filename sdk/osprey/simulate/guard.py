@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import replace
 
 from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey_control.derivation import (
@@ -40,6 +41,7 @@ from osprey_control.guard import (
     pool_signature,
     realize,
     reservation_variants,
+    unguarded_floors,
     unwritten_priority,
 )
 from osprey_control.metrics import MAX_LOOKAHEAD_JOBS, guard_settings
@@ -134,11 +136,16 @@ class SimulatedGuard:
         self.evaluations += 1
         arrivals = echo_arrivals(looks, window_s=self.settings.horizon_s)
         if len(looks) + len(arrivals) > MAX_LOOKAHEAD_JOBS:
-            # As the collect step: a pool this large is not guarded (its cost), and keeps the policy's order.
+            # As the collect step: a pool this large is not guarded (its cost), and keeps the policy's order,
+            # held on Kueue so that it preempts nothing new.
             self.skipped += 1
             self.last = None
             self.previous = POLICY
-            return metrics
+            floors = unguarded_floors(jobs, self.model)
+            return {
+                index: replace(job_metrics, priority_floor=floors[index]) if index in floors else job_metrics
+                for index, job_metrics in metrics.items()
+            }
         look_pool = LookPool(
             capacity,
             (*looks, *arrivals),

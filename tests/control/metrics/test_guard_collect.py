@@ -263,6 +263,19 @@ def test_a_pool_too_large_to_look_ahead_in_time_is_not_guarded(monkeypatch: pyte
         "step's time"
     )
     assert all(result.metrics[r.key].pinned_priority is None for r in records)
+    # And on Kueue the running job is held above the queued work of its class, so the policy's order, though not
+    # looked ahead, preempts nothing native Kueue would not
+    policy = compiled()
+    by_name = _by_name(records)
+    floor = result.metrics[by_name["w-running"].key].priority_floor
+    queued = [
+        derive(policy, result.metrics[by_name[n].key], None).priority
+        for n in ("r-big", "p-short", "q-medium")
+    ]
+    assert floor is not None and floor >= max(queued)
+    assert all(
+        result.metrics[by_name[n].key].priority_floor is None for n in ("r-big", "p-short", "q-medium")
+    )
 
 
 def test_pools_are_guarded_smallest_first_while_the_step_has_time() -> None:
