@@ -272,7 +272,8 @@ def test_a_pool_too_large_to_look_ahead_in_time_is_not_guarded(monkeypatch: pyte
         derive(policy, result.metrics[by_name[n].key], None).priority
         for n in ("r-big", "p-short", "q-medium")
     ]
-    assert floor is not None and floor >= max(queued)
+    assert floor is not None
+    assert floor >= max(queued)
     assert all(
         result.metrics[by_name[n].key].priority_floor is None for n in ("r-big", "p-short", "q-medium")
     )
