@@ -165,16 +165,21 @@ def test_a_pool_the_policy_would_idle_is_written_back_to_its_native_order(
     assert {record.applied_priority for record in records.values()} == {NATIVE}
 
 
+def _long_then_short(fake: FakeKubernetes) -> dict[str, dict[str, Any]]:
+    """16 GPUs, nothing running; queued a 16-GPU job of 5 h, then a 16-GPU job of 30 min."""
+    return {
+        "a-long": gpu_job(fake, "a-long", gpus=16, hours=5, submitted_min_ago=20),
+        "b-short": gpu_job(fake, "b-short", gpus=16, hours=0.5, submitted_min_ago=10),
+    }
+
+
 def test_an_order_that_would_start_a_job_later_than_native_keeps_the_workloads_native(
     aws: dict[str, Any], fake_k8s: FakeKubernetes, k8s_client: KubernetesClient
 ) -> None:
     fake, client = fake_k8s, k8s_client
     # Given 16 GPUs, nothing running, and queued a 16-GPU job of 5 h, then a 16-GPU job of 30 min: shortest first
     # waits far less, but starts the 5-hour job 30 minutes later than Kueue's own order does
-    jobs = {
-        "a-long": gpu_job(fake, "a-long", gpus=16, hours=5, submitted_min_ago=20),
-        "b-short": gpu_job(fake, "b-short", gpus=16, hours=0.5, submitted_min_ago=10),
-    }
+    jobs = _long_then_short(fake)
     _deploy(aws["ssm"], CAPACITY)
 
     # When a cycle runs with the guard on
@@ -195,10 +200,7 @@ def test_with_the_guard_off_the_policys_priorities_reach_the_workloads(
 ) -> None:
     fake, client = fake_k8s, k8s_client
     # Given the same pool, and a policy that turns the guard off (spec.guard.enabled: false)
-    jobs = {
-        "a-long": gpu_job(fake, "a-long", gpus=16, hours=5, submitted_min_ago=20),
-        "b-short": gpu_job(fake, "b-short", gpus=16, hours=0.5, submitted_min_ago=10),
-    }
+    jobs = _long_then_short(fake)
     _deploy(aws["ssm"], CAPACITY + "\n  guard: {enabled: false}")
 
     # When a cycle runs
