@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import osprey.simulate.guard as simulated_guard
 from osprey.simulate import llm_workload, make_scheduler, simulate
 from osprey_control.guard import NATIVE, choose
 from tests.simulate.helpers import by_id, job, run, workload
@@ -41,3 +42,17 @@ def test_a_pinned_queued_job_does_not_preempt_a_higher_class_job_admitted_betwee
     # unwritten Workload as native Kueue does (a pin in Osprey's upper half outranked it, and preempted it)
     assert [r.preemptions for r in layered.runs] == [r.preemptions for r in native.runs] == [0, 0, 0]
     assert by_id(layered) == by_id(native)
+
+
+@pytest.mark.parametrize("pair", ["slurm", "sagemaker-queue", "kueue"])
+def test_a_pool_too_large_to_look_ahead_schedules_exactly_as_the_native_backend(pair, monkeypatch):
+    # Given a lookahead limit every pool of the workload exceeds
+    monkeypatch.setattr(simulated_guard, "MAX_LOOKAHEAD_JOBS", 1)
+    workload = llm_workload(seed=3, jobs=60, load=1.3)
+    # When the workload runs natively and with Osprey layered on the same backend
+    native = simulate(workload, pair)
+    layered = simulate(workload, make_scheduler(f"{pair}+osprey"))
+    # Then Osprey, unable to check any order, keeps the native one: every figure is the native one
+    assert layered.mean_wait_s == pytest.approx(native.mean_wait_s)
+    assert layered.idle_pct == pytest.approx(native.idle_pct)
+    assert layered.goodput == pytest.approx(native.goodput)

@@ -16,7 +16,6 @@ from osprey_control.guard.candidates import (
     priority_floors,
     realize,
     reservation_variants,
-    unguarded_floors,
     unwritten_priority,
 )
 from osprey_control.guard.choose import (
@@ -27,6 +26,7 @@ from osprey_control.guard.choose import (
     GuardVerdict,
     choose_order,
     echo_arrivals,
+    native_verdict,
     pool_signature,
     runtime_prior,
 )
@@ -51,12 +51,12 @@ __all__ = [
     "choose_order",
     "echo_arrivals",
     "native_priority",
+    "native_verdict",
     "pool_signature",
     "priority_floors",
     "realize",
     "reservation_variants",
     "run_forward",
     "runtime_prior",
-    "unguarded_floors",
     "unwritten_priority",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "GuardVerdict",
     "choose_order",
     "echo_arrivals",
+    "native_verdict",
     "pool_signature",
     "runtime_prior",
 ]
@@ -154,13 +155,21 @@ class GuardVerdict:
 
     def describe(self) -> str:
         """One line for ``osprey explain``: what was chosen, why, and every candidate's prediction."""
+        verb = "stood down to the native order" if self.stood_down else f"chose {self.chosen}"
+        if not self.scores:  # nothing was run forward (native_verdict)
+            return f"{verb}: {self.reason}"
         scored = "; ".join(
             f"{s.name}: wait {s.wait_s / 60:.1f} min, goodput {s.goodput:.3f}"
             + ("" if s.qualifies else f" ({s.why})")
             for s in self.scores
         )
-        verb = "stood down to the native order" if self.stood_down else f"chose {self.chosen}"
         return f"{verb}: {self.reason} [{scored}; {self.horizon_s / 3600:g} h ahead, {self.samples} draws]"
+
+
+def native_verdict(reason: str, *, jobs: int = 0, arrivals: int = 0) -> GuardVerdict:
+    """The native order for a pool no candidate was run forward for (``reason`` says why): an order that was
+    not looked ahead is not known to lose no goodput, so none qualifies and the guard stands down."""
+    return GuardVerdict(NATIVE, reason, (), 0.0, 0, jobs=jobs, arrivals=arrivals)
 
 
 def pool_signature(jobs: Sequence[LookJob]) -> str:

@@ -20,6 +20,10 @@ Which pools are guarded:
   ``notes["guard"]`` says why;
 - at least one of its jobs has a known size: with none, every candidate would predict the same.
 
+A pool too large for the lookahead's time (:data:`MAX_LOOKAHEAD_JOBS`), or one the step's time runs out before,
+is not looked ahead and **stands down** to its native order (``native_verdict``): an order not run forward is not
+known to lose no goodput. It counts as stood down in ``GuardStoodDown`` and ``osprey report``.
+
 Each job enters the lookahead as :mod:`osprey_control.metrics.guard_pool` builds it from the registry and this
 collection (a job of unknown size cannot be placed: left out of the lookahead, but pinned with its pool when
 the guard stands down, since the native order holds only if every job keeps its place), with the recent arrivals
@@ -55,9 +59,9 @@ from osprey_control.guard import (
     choose_order,
     echo_arrivals,
     native_priority,
+    native_verdict,
     realize,
     reservation_variants,
-    unguarded_floors,
     unwritten_priority,
 )
 from osprey_control.metrics.collector import CollectionResult
@@ -88,8 +92,8 @@ _SHARED = frozenset({Model.FAIRSHARE, Model.SAGEMAKER_QUEUE})
 # The lookahead's cost grows much faster than its jobs (measured on a 2-core machine, 3 draws, 3 candidates, a
 # random mix of 1..32-GPU jobs, half running: ~300 jobs and predicted arrivals at most 1.1 s per pool on any
 # model; ~400 up to 12 s on Slurm; ~1000 45 s), and the collect function has 60 s for the whole fleet. So a pool
-# with more than this many is not guarded (its jobs' notes say so), and no pool starts once the step's time
-# could not cover one more at that size (POOL_BOUND_MS, with room for a Lambda's slower CPU).
+# with more than this many is not looked ahead and stands down (its jobs' notes say so), and no pool starts once
+# the step's time could not cover one more at that size (POOL_BOUND_MS, with room for a Lambda's slower CPU).
 MAX_LOOKAHEAD_JOBS = 300
 POOL_BOUND_MS = 5000.0
 # The reason of a verdict that stands (its recorded text is kept as the job's note).
@@ -145,6 +149,28 @@ def _noted(members: Iterable[JobRecord], result: CollectionResult, note: str) ->
     }
 
 
+def _stood_down(
+    model: Model,
+    members: Iterable[JobRecord],
+    result: CollectionResult,
+    verdict: GuardVerdict,
+    stamped: Mapping[str, str] | None = None,
+) -> dict[JobKey, JobMetrics]:
+    """Every collected job of the pool pinned at its native priority, ``verdict`` (and ``stamped``, the order's
+    record for the next cycle's hysteresis) in its notes: no lookahead ran, so there is nothing else to
+    realize."""
+    notes = {GUARD_NOTE: verdict.describe(), **(stamped or {})}
+    return {
+        record.key: replace(
+            metrics,
+            notes={**metrics.notes, **notes},
+            pinned_priority=native_priority(model, record.native_priority),
+        )
+        for record in members
+        if (metrics := result.metrics.get(record.key)) is not None
+    }
+
+
 def _guard_pool(
     model: Model,
     members: Sequence[JobRecord],
@@ -187,16 +213,14 @@ def _guard_pool(
     looks = [job.look for job in jobs]
     arrivals = echo_arrivals(looks, window_s=settings.horizon_s)
     if len(looks) + len(arrivals) > MAX_LOOKAHEAD_JOBS:
-        note = (
-            f"not guarded: {len(looks)} jobs and {len(arrivals)} predicted arrivals, more than the "
+        # Not looked ahead, so no order is known to lose no goodput: the pool keeps its native order.
+        reason = (
+            f"not looked ahead: {len(looks)} jobs and {len(arrivals)} predicted arrivals, more than the "
             f"{MAX_LOOKAHEAD_JOBS} the lookahead runs within the collect step's time"
         )
-        floors = unguarded_floors(jobs, model)
-        noted = _noted(members, result, note)
-        return "too large", {
-            key: replace(metrics, priority_floor=floors[key]) if key in floors else metrics
-            for key, metrics in noted.items()
-        }
+        verdict = native_verdict(reason, jobs=len(looks), arrivals=len(arrivals))
+        signature = judged_signature(looks, deployed.values(), max(capacities), settings)
+        return verdict, _stood_down(model, members, result, verdict, stamp(NATIVE, now, signature))
     reserving = pool_settings(deployed.values())
     variants: Mapping[str, Mapping[Hashable, Reservation]] = {}
     if reserving is not None:
@@ -255,7 +279,8 @@ def add_guard(
     the pool's verdict makes its derivation read (module docstring). One entry per pool of a backend with a
     native order, smallest pools first (so a cycle short of time guards the most pools), then by backend and
     pool. ``allows(ms)``: whether work of up to ``ms`` may still start (the collect step's deadline; None: no
-    limit); a pool it refuses is not guarded this cycle and its jobs keep the policy's order."""
+    limit); a pool it refuses is not looked ahead this cycle and stands down to its native order, as a pool too
+    large for the lookahead does."""
     lookup = CompiledPolicies(policies)
     verdicts: list[PoolVerdict] = []
     pools = sorted(group_by_pool(records).items(), key=lambda item: (len(item[1]), item[0]))
@@ -264,9 +289,10 @@ def add_guard(
         if model is None:
             continue
         if allows is not None and not allows(POOL_BOUND_MS):
-            note = "not guarded this cycle: the collect step's time ran out before this pool"
-            result.metrics.update(_noted(members, result, note))
-            verdicts.append(PoolVerdict(backend, name, len(members), skipped="out of time"))
+            # Not looked ahead this cycle: as for a pool too large, it keeps its native order.
+            verdict = native_verdict("not looked ahead: the collect step's time ran out before this pool")
+            result.metrics.update(_stood_down(model, members, result, verdict))
+            verdicts.append(PoolVerdict(backend, name, len(members), verdict=verdict, skipped="out of time"))
             continue
         compiled = {record.key: lookup.of(record) for record in members}
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import replace
 
 from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey_control.derivation import (
@@ -27,7 +26,6 @@ from osprey_control.guard import (
     NATIVE,
     NO_RESERVATION,
     NO_YIELD,
-    POLICY,
     GuardJob,
     GuardSettings,
     GuardVerdict,
@@ -38,10 +36,10 @@ from osprey_control.guard import (
     choose_order,
     echo_arrivals,
     native_priority,
+    native_verdict,
     pool_signature,
     realize,
     reservation_variants,
-    unguarded_floors,
     unwritten_priority,
 )
 from osprey_control.metrics import MAX_LOOKAHEAD_JOBS, guard_settings
@@ -75,7 +73,7 @@ class SimulatedGuard:
         self.previous: str | None = None
         self.signature: str | None = None
         self.evaluations = 0
-        self.skipped = 0  # cycles the pool was too large to guard (osprey_control.metrics.MAX_LOOKAHEAD_JOBS)
+        self.skipped = 0  # cycles the pool was too large to look ahead (it stood down) (osprey_control.metrics.MAX_LOOKAHEAD_JOBS)
         self.chosen: Counter[str] = Counter()
         self.last: GuardVerdict | None = None
 
@@ -136,16 +134,17 @@ class SimulatedGuard:
         self.evaluations += 1
         arrivals = echo_arrivals(looks, window_s=self.settings.horizon_s)
         if len(looks) + len(arrivals) > MAX_LOOKAHEAD_JOBS:
-            # As the collect step: a pool this large is not guarded (its cost), and keeps the policy's order,
-            # held on Kueue so that it preempts nothing new.
+            # As the collect step: a pool this large is not looked ahead (its cost), and stands down.
             self.skipped += 1
-            self.last = None
-            self.previous = POLICY
-            floors = unguarded_floors(jobs, self.model)
-            return {
-                index: replace(job_metrics, priority_floor=floors[index]) if index in floors else job_metrics
-                for index, job_metrics in metrics.items()
-            }
+            verdict = native_verdict(
+                f"not looked ahead: more than {MAX_LOOKAHEAD_JOBS} jobs and predicted arrivals",
+                jobs=len(looks),
+                arrivals=len(arrivals),
+            )
+            self.previous = verdict.chosen
+            self.chosen[verdict.chosen] += 1
+            self.last = verdict
+            return self._realized(verdict, jobs, metrics, pool, capacity)
         look_pool = LookPool(
             capacity,
             (*looks, *arrivals),

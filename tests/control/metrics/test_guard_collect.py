@@ -249,34 +249,37 @@ def test_a_pool_of_jobs_of_unknown_size_is_not_guarded() -> None:
     assert all(result.metrics[r.key].pinned_priority is None for r in records)
 
 
-def test_a_pool_too_large_to_look_ahead_in_time_is_not_guarded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pool_too_large_to_look_ahead_in_time_stands_down_to_its_native_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Given a lookahead limit below the fragmenting pool's 4 jobs and their 4 echoed arrivals
     monkeypatch.setattr(guard_module, "MAX_LOOKAHEAD_JOBS", 7)
+
+    def no_lookahead(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the lookahead ran for a pool too large for it")
+
+    monkeypatch.setattr(guard_module, "choose_order", no_lookahead)
     records = fragmenting()
     result = collected(records)
+    policies = Policies(compiled())
     # When the guard runs
-    [pool] = add_guard(records, result, Policies(compiled()), now=NOW)
-    # Then the pool keeps the policy's order, and its jobs say why
-    assert pool.skipped == "too large"
+    [pool] = add_guard(records, result, policies, now=NOW)
+    # Then no order is run forward, so none is known to lose no goodput: the pool keeps its native order
+    assert (pool.chosen, pool.stood_down) == ("native", True)
+    assert {r.name: result.metrics[r.key].pinned_priority for r in records} == dict.fromkeys(
+        ("w-running", "r-big", "p-short", "q-medium"), NATIVE
+    )
+    short = _by_name(records)["p-short"]
+    decision = derive(policies.get("shortest"), result.metrics[short.key], None)
+    assert (decision.priority, decision.reason) == (NATIVE, "guarded")
+    # And its jobs say why, and the cycle counts the pool as stood down
     assert result.metrics[records[0].key].notes[GUARD_NOTE] == (
-        "not guarded: 4 jobs and 4 predicted arrivals, more than the 7 the lookahead runs within the collect "
-        "step's time"
+        "stood down to the native order: not looked ahead: 4 jobs and 4 predicted arrivals, more than the 7 "
+        "the lookahead runs within the collect step's time"
     )
-    assert all(result.metrics[r.key].pinned_priority is None for r in records)
-    # And on Kueue the running job is held above the queued work of its class, so the policy's order, though not
-    # looked ahead, preempts nothing native Kueue would not
-    policy = compiled()
-    by_name = _by_name(records)
-    floor = result.metrics[by_name["w-running"].key].priority_floor
-    queued = [
-        derive(policy, result.metrics[by_name[n].key], None).priority
-        for n in ("r-big", "p-short", "q-medium")
-    ]
-    assert floor is not None
-    assert floor >= max(queued)
-    assert all(
-        result.metrics[by_name[n].key].priority_floor is None for n in ("r-big", "p-short", "q-medium")
-    )
+    assert result.metrics[records[0].key].notes[GUARD_ORDER_NOTE] == "native"
+    stood = next(point for point in guard_metrics([pool]) if point.name == "GuardStoodDown")
+    assert stood.values == (1.0,)
 
 
 def test_pools_are_guarded_smallest_first_while_the_step_has_time() -> None:
@@ -293,15 +296,15 @@ def test_pools_are_guarded_smallest_first_while_the_step_has_time() -> None:
     # When the guard runs
     verdicts = add_guard(records, result, Policies(compiled()), now=NOW, allows=allows)
 
-    # Then the smaller pool got its verdict, and the other keeps the policy's order, saying why
+    # Then the smaller pool got its verdict, and the other, not looked ahead, keeps its native order, saying why
     assert [(v.pool, v.chosen, v.skipped) for v in verdicts] == [
         (QUEUE_POOL, "policy", None),
-        ("gpu", None, "out of time"),
+        ("gpu", "native", "out of time"),
     ]
     assert result.metrics[large[0].key].notes[GUARD_NOTE] == (
-        "not guarded this cycle: the collect step's time ran out before this pool"
+        "stood down to the native order: not looked ahead: the collect step's time ran out before this pool"
     )
-    assert all(result.metrics[r.key].pinned_priority is None for r in large)
+    assert all(result.metrics[r.key].pinned_priority == NATIVE for r in large)
 
 
 def _as_decided(records: list[JobRecord], result: Any) -> list[JobRecord]:
