@@ -6,12 +6,9 @@ on a cluster without the plugin."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from osprey.simulate import Simulator, Slurm, SlurmOsprey
-from osprey.simulate.slurm import _FreeGpus
 from osprey_control.backends.slurm.applier import DEFAULT_SLURM_PRIORITY_RANGE
 from tests.simulate.helpers import by_id, job, run, workload
 from tests.simulate.test_layered import SHORT_FIRST, make_policy
@@ -132,21 +129,6 @@ def test_osprey_writes_the_production_slurm_priority_and_slurm_orders_by_it() ->
     for r in sim.runs:
         assert r.priority is not None
         assert scheduler.priority(r) == DEFAULT_SLURM_PRIORITY_RANGE.map(r.priority)
-
-
-def test_backfill_profile_finds_the_first_window_and_keeps_reservations() -> None:
-    # Given 4 GPUs free now, 8 more at t=100 and 4 more at t=300 (an unlimited job never releases)
-    free = _FreeGpus(0.0, 4, [(100.0, 8), (300.0, 4), (math.inf, 16)])
-    assert free.earliest(4, 1000.0) == 0.0
-    assert free.earliest(12, 50.0) == 100.0
-    assert free.earliest(16, math.inf) == 300.0
-    assert free.earliest(17, 1.0) is None
-    # When 12 GPUs are reserved from 100 to 400, then 4 GPUs for 100 s still fit at 0, for 200 s only at 300
-    free.take(100.0, 300.0, 12)
-    assert free.earliest(4, 100.0) == 0.0
-    assert free.earliest(4, 200.0) == 300.0
-    assert free.earliest(8, 10.0) == 400.0
-    assert free.earliest(4, 10.0, after=0.0) == 300.0
 
 
 def test_a_new_job_starts_where_ospreys_submit_plugin_puts_it_and_without_it_waits_at_the_bottom() -> None:

@@ -33,6 +33,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from osprey_control.guard.free_profile import FreeProfile
+
 __all__ = ["ForwardOutcome", "LookJob", "LookPool", "Model", "run_forward"]
 
 
@@ -425,19 +427,15 @@ class _Forward:
             self._start(run, parts, now)
 
     def _backfill(self, pending: list[_Run], now: float) -> None:
-        releases = sorted(
-            (run.started_s + run.limit_s, run.job.gpus)
-            for run in self.running.values()
-            if run.started_s is not None and math.isfinite(run.limit_s)
+        profile = FreeProfile(
+            now,
+            self.nodes.total_free,
+            (
+                (run.started_s + run.limit_s, run.job.gpus)
+                for run in self.running.values()
+                if run.started_s is not None and math.isfinite(run.limit_s)
+            ),
         )
-        times = [now]
-        free = [self.nodes.total_free]
-        for end, gpus in releases:
-            at = max(end, now)
-            if at > times[-1]:
-                times.append(at)
-                free.append(free[-1])
-            free[-1] += gpus
         # From a job on, no later one smaller than the GPUs free now: none of them can start in this pass, and
         # the reservations they would take only matter to jobs behind them, which cannot start either.
         smallest_from = [0] * len(pending)
@@ -448,19 +446,19 @@ class _Forward:
         for position, run in enumerate(pending):
             if smallest_from[position] > self.nodes.total_free:
                 return
-            start = _earliest(times, free, run.job.gpus, run.limit_s)
+            start = profile.earliest(run.job.gpus, run.limit_s)
             if start is None:
                 continue
             if start <= now:
                 parts = self.nodes.place(run.job.gpus)
                 if parts is not None:
                     self._start(run, parts, now)
-                    _take(times, free, now, run.limit_s, run.job.gpus)
+                    profile.take(now, run.limit_s, run.job.gpus)
                     continue
-                start = _earliest(times, free, run.job.gpus, run.limit_s, after=now)
+                start = profile.earliest(run.job.gpus, run.limit_s, after=now)
                 if start is None:
                     continue
-            _take(times, free, start, run.limit_s, run.job.gpus)
+            profile.take(start, run.limit_s, run.job.gpus)
 
     def _shares(self, now: float) -> None:
         by_share: dict[str, list[_Run]] = {}
@@ -488,37 +486,6 @@ class _Forward:
             # the highest priority goes first and across teams usage still decides.
             weighted *= 1.0 + _ORDER_MARGIN * (100.0 - min(100.0, max(0.0, head.priority))) / 100.0
         return weighted
-
-
-def _earliest(
-    times: list[float], free: list[int], gpus: int, duration: float, *, after: float | None = None
-) -> float | None:
-    k = 0 if after is None else bisect.bisect_right(times, after)
-    while k < len(times):
-        end = times[k] + duration
-        j = k
-        while j < len(times) and times[j] < end and free[j] >= gpus:
-            j += 1
-        if j == len(times) or times[j] >= end:
-            return times[k]
-        k = j + 1
-    return None
-
-
-def _split(times: list[float], free: list[int], at: float) -> int:
-    k = bisect.bisect_right(times, at) - 1
-    if times[k] == at:
-        return k
-    times.insert(k + 1, at)
-    free.insert(k + 1, free[k])
-    return k + 1
-
-
-def _take(times: list[float], free: list[int], start: float, duration: float, gpus: int) -> None:
-    first = _split(times, free, start)
-    last = len(times) if math.isinf(duration) else _split(times, free, start + duration)
-    for k in range(first, last):
-        free[k] -= gpus
 
 
 def run_forward(

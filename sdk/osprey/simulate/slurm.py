@@ -40,9 +40,7 @@ multi-node job); the physical fit is checked when a job starts.
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections.abc import Iterable
 from typing import ClassVar
 
 from osprey.simulate.control import OspreyControl
@@ -51,6 +49,7 @@ from osprey.simulate.layered import Layered
 from osprey.simulate.sim import JobRun, Scheduler
 from osprey_control.backends.slurm import DEFAULT_SLURM_PRIORITY_RANGE, SlurmPriorityRange
 from osprey_control.guard import Model
+from osprey_control.guard.free_profile import FreeProfile
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import Backend
 
@@ -62,51 +61,6 @@ BF_MAX_JOB_TEST = 500
 NATIVE_PRIORITY = 1
 TIMEOUT = "timeout"
 PASS = "slurm-pass"
-
-
-class _FreeGpus:
-    """Free GPUs over time as backfill sees them: a step function from ``now`` on, raised as running jobs reach
-    their time limit and lowered by each reservation. ``times[k]`` starts the step with ``free[k]`` GPUs."""
-
-    def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]]) -> None:
-        self.times = [now]
-        self.free = [free]
-        for at, gpus in sorted(releases):
-            if math.isinf(at):
-                continue  # no time limit: never released as far as backfill knows
-            if at > self.times[-1]:
-                self.times.append(at)
-                self.free.append(self.free[-1])
-            self.free[-1] += gpus
-
-    def earliest(self, gpus: int, duration: float, *, after: float | None = None) -> float | None:
-        """The first time (later than ``after``, if given) from which ``gpus`` stay free for ``duration``, or
-        None when there is none."""
-        k = 0 if after is None else bisect.bisect_right(self.times, after)
-        while k < len(self.times):
-            start, end = self.times[k], self.times[k] + duration
-            j = k
-            while j < len(self.times) and self.times[j] < end and self.free[j] >= gpus:
-                j += 1
-            if j == len(self.times) or self.times[j] >= end:
-                return start
-            k = j + 1  # step j is short: no start at or before it can span it
-        return None
-
-    def _split(self, at: float) -> int:
-        """The index of the step starting at ``at`` (a new step when ``at`` falls inside one)."""
-        k = bisect.bisect_right(self.times, at) - 1
-        if self.times[k] == at:
-            return k
-        self.times.insert(k + 1, at)
-        self.free.insert(k + 1, self.free[k])
-        return k + 1
-
-    def take(self, start: float, duration: float, gpus: int) -> None:
-        first = self._split(start)
-        last = len(self.times) if math.isinf(duration) else self._split(start + duration)
-        for k in range(first, last):
-            self.free[k] -= gpus
 
 
 class Slurm(Scheduler):
@@ -180,7 +134,7 @@ class Slurm(Scheduler):
 
     def _backfill(self, pending: list[JobRun], now: float) -> None:
         sim = self.sim
-        free = _FreeGpus(
+        free = FreeProfile(
             now,
             sim.cluster.free_total,
             ((self._end_by_limit(run), run.job.gpus) for run in sim.running.values()),
