@@ -9,7 +9,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from osprey_control.guard.free_profile import FreeProfile
+from osprey_control.guard import FreeProfile
 
 
 def _scan(

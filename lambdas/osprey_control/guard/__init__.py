@@ -31,6 +31,7 @@ from osprey_control.guard.choose import (
     runtime_prior,
 )
 from osprey_control.guard.forward import ForwardOutcome, LookJob, LookPool, Model, run_forward
+from osprey_control.guard.free_profile import FreeProfile
 
 __all__ = [
     "GUARD_NOTE",
@@ -41,6 +42,7 @@ __all__ = [
     "Candidate",
     "CandidateScore",
     "ForwardOutcome",
+    "FreeProfile",
     "GuardJob",
     "GuardSettings",
     "GuardVerdict",

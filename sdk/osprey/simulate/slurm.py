@@ -48,8 +48,7 @@ from osprey.simulate.guard import SimulatedGuard
 from osprey.simulate.layered import Layered
 from osprey.simulate.sim import JobRun, Scheduler
 from osprey_control.backends.slurm import DEFAULT_SLURM_PRIORITY_RANGE, SlurmPriorityRange
-from osprey_control.guard import Model
-from osprey_control.guard.free_profile import FreeProfile
+from osprey_control.guard import FreeProfile, Model
 from osprey_control.policy import PriorityDerivationPolicy
 from osprey_control.registry import Backend
 
