@@ -145,7 +145,9 @@ def _keep_victim_order(
     Kueue picks (equal priorities: the most recently admitted first, which has the least work to lose). Without
     it a policy that ranks a long-running job low among its class makes a higher class's arrival preempt that job
     instead of a young one (a dev draw threw away 141 GPU-hours in one such preemption). A yielding job is left
-    out: the plan lets it be preempted."""
+    out: the plan lets it be preempted. Classes are compared by native place (Osprey's 0..100), so classes that
+    map to one place (every class from 1000 up; a Workload without a class and class 500) are held as one, which
+    only raises floors; a running job of unknown size is not in the lookahead and not compared."""
     chains: dict[int, list[GuardJob]] = {}
     for job in jobs:
         if not job.look.running:

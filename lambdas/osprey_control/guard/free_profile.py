@@ -40,7 +40,9 @@ class FreeProfile:
 
     def earliest(self, gpus: int, duration: float, *, after: float | None = None) -> float | None:
         """The first step start (later than ``after``, if given) from which ``gpus`` stay free for ``duration``,
-        or None when there is none."""
+        or None when there is none. A duration so small that adding it leaves the start unchanged in floating
+        point is treated as the positive window it is (the step must fit), not as an empty one; time limits are
+        whole seconds, so no backfill pass meets one."""
         times = self.times
         k = 0 if after is None else bisect.bisect_right(times, after)
         if k >= len(times):

@@ -96,6 +96,9 @@ _SHARED = frozenset({Model.FAIRSHARE, Model.SAGEMAKER_QUEUE})
 # the step's time could not cover one more at that size (POOL_BOUND_MS, with room for a Lambda's slower CPU).
 MAX_LOOKAHEAD_JOBS = 300
 POOL_BOUND_MS = 5000.0
+# The recorded signature of a stand-down without a lookahead: it matches no pool, so the next cycle judges the pool
+# afresh (a limit raised by a deploy, or time left, lets it look ahead at once).
+UNJUDGED = "unjudged"
 # The reason of a verdict that stands (its recorded text is kept as the job's note).
 STANDS = "the pool has not changed since this order was chosen"
 
@@ -177,8 +180,12 @@ def _guard_pool(
     compiled: Mapping[JobKey, CompiledPolicy | None],
     result: CollectionResult,
     now: datetime,
+    *,
+    in_time: bool = True,
 ) -> tuple[GuardVerdict | str, dict[JobKey, JobMetrics]]:
-    """The pool's verdict and each job's realized metrics, or why it is not guarded (and the notes saying so)."""
+    """The pool's verdict and each job's realized metrics, or why it is not guarded (and the notes saying so).
+    ``in_time`` False: the step has no time left to look the pool ahead, so a pool the guard is for stands
+    down."""
     deployed = {policy.name: policy for policy in compiled.values() if policy is not None}
     if not deployed:
         return "no deployed policy", {}
@@ -199,6 +206,11 @@ def _guard_pool(
         # Nothing to run forward: every candidate would predict the same, and a tie stands down.
         note = "not guarded: no job of this pool has a known GPU count, so no order can be predicted"
         return "sizes unknown", _noted(members, result, note)
+    if not in_time:
+        verdict = native_verdict(
+            "not looked ahead: the collect step's time ran out before this pool", jobs=len(sized)
+        )
+        return verdict, _stood_down(model, members, result, verdict, stamp(NATIVE, now, UNJUDGED))
     jobs = [
         GuardJob(
             look_job(record, metrics_of(record, result).job_values, now),
@@ -219,8 +231,7 @@ def _guard_pool(
             f"{MAX_LOOKAHEAD_JOBS} the lookahead runs within the collect step's time"
         )
         verdict = native_verdict(reason, jobs=len(looks), arrivals=len(arrivals))
-        signature = judged_signature(looks, deployed.values(), max(capacities), settings)
-        return verdict, _stood_down(model, members, result, verdict, stamp(NATIVE, now, signature))
+        return verdict, _stood_down(model, members, result, verdict, stamp(NATIVE, now, UNJUDGED))
     reserving = pool_settings(deployed.values())
     variants: Mapping[str, Mapping[Hashable, Reservation]] = {}
     if reserving is not None:
@@ -288,15 +299,11 @@ def add_guard(
         model = _MODELS.get(backend)
         if model is None:
             continue
-        if allows is not None and not allows(POOL_BOUND_MS):
-            # Not looked ahead this cycle: as for a pool too large, it keeps its native order.
-            verdict = native_verdict("not looked ahead: the collect step's time ran out before this pool")
-            result.metrics.update(_stood_down(model, members, result, verdict))
-            verdicts.append(PoolVerdict(backend, name, len(members), verdict=verdict, skipped="out of time"))
-            continue
+        # Out of time, a pool the guard is for is not looked ahead and, as a pool too large, stands down.
+        in_time = allows is None or allows(POOL_BOUND_MS)
         compiled = {record.key: lookup.of(record) for record in members}
         try:
-            outcome, updated = _guard_pool(model, members, compiled, result, now)
+            outcome, updated = _guard_pool(model, members, compiled, result, now, in_time=in_time)
         except Exception as error:
             # One pool's guard must never stop the cycle: its jobs keep the policy's order.
             logger.exception(
@@ -324,5 +331,6 @@ def add_guard(
                 "reason": outcome.reason,
             },
         )
-        verdicts.append(PoolVerdict(backend, name, len(members), verdict=outcome))
+        skipped = None if in_time else "out of time"
+        verdicts.append(PoolVerdict(backend, name, len(members), verdict=outcome, skipped=skipped))
     return verdicts

@@ -73,7 +73,8 @@ class SimulatedGuard:
         self.previous: str | None = None
         self.signature: str | None = None
         self.evaluations = 0
-        self.skipped = 0  # cycles the pool was too large to look ahead (it stood down) (osprey_control.metrics.MAX_LOOKAHEAD_JOBS)
+        # Cycles the pool was too large to look ahead (osprey_control.metrics.MAX_LOOKAHEAD_JOBS): it stood down.
+        self.skipped = 0
         self.chosen: Counter[str] = Counter()
         self.last: GuardVerdict | None = None
 

@@ -17,7 +17,7 @@ from osprey_control.metrics import add_guard, add_reservations
 from osprey_control.policy import load_policy_text
 from osprey_control.registry import Backend, JobRecord
 from osprey_control.telemetry import guard_metrics
-from osprey_control.wiring import GUARD_CYCLE_NOTE, GUARD_ORDER_NOTE
+from osprey_control.wiring import GUARD_CYCLE_NOTE, GUARD_ORDER_NOTE, GUARD_SIGNATURE_NOTE
 from tests.control.metrics.guard_pools import (
     NATIVE,
     POLICY_TEXT,
@@ -105,9 +105,11 @@ def test_an_order_that_would_start_a_job_later_than_native_is_refused_and_says_s
     assert "(would start 1 job later than native)" in note
 
 
-def test_the_guard_does_not_run_where_it_cannot_or_may_not_and_says_why() -> None:
+@pytest.mark.parametrize("out_of_time", [False, True])
+def test_the_guard_does_not_run_where_it_cannot_or_may_not_and_says_why(out_of_time: bool) -> None:
     # Given a pool whose policy declares no capacity, one whose policy disables the guard, and a SageMaker job
-    # (no priority of its own to stand down to)
+    # (no priority of its own to stand down to); with or without time left in the collect step (a pool the guard
+    # is not for is left alone either way: running out of time stands down only pools it would look ahead)
     unknown = whole(cluster="unknown-gpus", policy="no-capacity")
     disabled = whole(cluster="opted-out", policy="no-guard")
     direct = job("direct", gpus=8, hours=1, submitted_min_ago=5, backend=Backend.SAGEMAKER, native=None)
@@ -119,7 +121,9 @@ def test_the_guard_does_not_run_where_it_cannot_or_may_not_and_says_why() -> Non
     )
 
     # When the guard runs
-    verdicts = add_guard(records, result, policies, now=NOW)
+    verdicts = add_guard(
+        records, result, policies, now=NOW, allows=(lambda _: False) if out_of_time else None
+    )
 
     # Then neither pool is guarded, and each job's notes say what to do about it
     assert [(v.pool, v.skipped) for v in verdicts] == [
@@ -305,6 +309,10 @@ def test_pools_are_guarded_smallest_first_while_the_step_has_time() -> None:
         "stood down to the native order: not looked ahead: the collect step's time ran out before this pool"
     )
     assert all(result.metrics[r.key].pinned_priority == NATIVE for r in large)
+    # And the stand-down is recorded (osprey report counts it), under a signature no pool matches, so the next
+    # cycle looks the pool ahead if it has the time
+    notes = result.metrics[large[0].key].notes
+    assert (notes[GUARD_ORDER_NOTE], notes[GUARD_SIGNATURE_NOTE]) == ("native", guard_module.UNJUDGED)
 
 
 def _as_decided(records: list[JobRecord], result: Any) -> list[JobRecord]:
