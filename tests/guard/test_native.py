@@ -14,11 +14,15 @@ from tests.simulate.helpers import by_id, job, run, workload
 def test_an_always_stood_down_pool_schedules_exactly_as_the_native_backend(pair, monkeypatch):
     # Given a guard that stands down on every cycle
     monkeypatch.setattr(choose, "_pick", lambda scores, previous, settings: (NATIVE, "forced"))
+    # Then every figure is the native one: the pinned priorities keep the native order exactly
+    _assert_layered_runs_as_native(pair)
+
+
+def _assert_layered_runs_as_native(pair: str) -> None:
+    """The LLM workload natively and with Osprey layered on the same backend: every figure is native's."""
     workload = llm_workload(seed=3, jobs=60, load=1.3)
-    # When the workload runs natively and with Osprey layered on the same backend
     native = simulate(workload, pair)
     layered = simulate(workload, make_scheduler(f"{pair}+osprey"))
-    # Then every figure is the native one: the pinned priorities keep the native order exactly
     assert layered.mean_wait_s == pytest.approx(native.mean_wait_s)
     assert layered.idle_pct == pytest.approx(native.idle_pct)
     assert layered.goodput == pytest.approx(native.goodput)
@@ -48,11 +52,5 @@ def test_a_pinned_queued_job_does_not_preempt_a_higher_class_job_admitted_betwee
 def test_a_pool_too_large_to_look_ahead_schedules_exactly_as_the_native_backend(pair, monkeypatch):
     # Given a lookahead limit every pool of the workload exceeds
     monkeypatch.setattr(simulated_guard, "MAX_LOOKAHEAD_JOBS", 1)
-    workload = llm_workload(seed=3, jobs=60, load=1.3)
-    # When the workload runs natively and with Osprey layered on the same backend
-    native = simulate(workload, pair)
-    layered = simulate(workload, make_scheduler(f"{pair}+osprey"))
     # Then Osprey, unable to check any order, keeps the native one: every figure is the native one
-    assert layered.mean_wait_s == pytest.approx(native.mean_wait_s)
-    assert layered.idle_pct == pytest.approx(native.idle_pct)
-    assert layered.goodput == pytest.approx(native.goodput)
+    _assert_layered_runs_as_native(pair)
