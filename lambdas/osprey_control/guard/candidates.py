@@ -18,8 +18,9 @@ On Kueue, which preempts by priority, every policy candidate adds **no new preem
 at least as high as any queued job (and any predicted arrival) whose native place is no higher than its own
 and at least as high as the class value an arrival of its own class holds until Osprey first writes it
 (:func:`unwritten_priority`), and at least as high as every running job of its class admitted after it (so a
-preemption takes the victims native Kueue takes), unless the reservation plan marks it as yielding. Kueue then preempts a running job
-only where its native classes would, or where the policy deliberately lets a young job yield to a reservation.
+preemption takes the victims native Kueue takes), unless the reservation plan marks it as yielding. Kueue then
+preempts a running job only where its native classes would, or where the policy deliberately lets a young job
+yield to a reservation.
 Without it, a switch between two orders can preempt a job one way, and the next switch back the other way,
 each switch throwing away the victim's work since its last checkpoint (docs/guard.md, "No new preemption").
 

@@ -153,16 +153,12 @@ def _noted(members: Iterable[JobRecord], result: CollectionResult, note: str) ->
 
 
 def _stood_down(
-    model: Model,
-    members: Iterable[JobRecord],
-    result: CollectionResult,
-    verdict: GuardVerdict,
-    stamped: Mapping[str, str] | None = None,
+    model: Model, members: Iterable[JobRecord], result: CollectionResult, verdict: GuardVerdict, now: datetime
 ) -> dict[JobKey, JobMetrics]:
-    """Every collected job of the pool pinned at its native priority, ``verdict`` (and ``stamped``, the order's
-    record for the next cycle's hysteresis) in its notes: no lookahead ran, so there is nothing else to
-    realize."""
-    notes = {GUARD_NOTE: verdict.describe(), **(stamped or {})}
+    """Every collected job of the pool pinned at its native priority, with ``verdict`` in its notes and the
+    native order stamped under :data:`UNJUDGED` (for ``osprey report`` and the next cycle's hysteresis): no
+    lookahead ran, so there is nothing else to realize."""
+    notes = {GUARD_NOTE: verdict.describe(), **stamp(NATIVE, now, UNJUDGED)}
     return {
         record.key: replace(
             metrics,
@@ -210,7 +206,7 @@ def _guard_pool(
         verdict = native_verdict(
             "not looked ahead: the collect step's time ran out before this pool", jobs=len(sized)
         )
-        return verdict, _stood_down(model, members, result, verdict, stamp(NATIVE, now, UNJUDGED))
+        return verdict, _stood_down(model, members, result, verdict, now)
     jobs = [
         GuardJob(
             look_job(record, metrics_of(record, result).job_values, now),
@@ -231,7 +227,7 @@ def _guard_pool(
             f"{MAX_LOOKAHEAD_JOBS} the lookahead runs within the collect step's time"
         )
         verdict = native_verdict(reason, jobs=len(looks), arrivals=len(arrivals))
-        return verdict, _stood_down(model, members, result, verdict, stamp(NATIVE, now, UNJUDGED))
+        return verdict, _stood_down(model, members, result, verdict, now)
     reserving = pool_settings(deployed.values())
     variants: Mapping[str, Mapping[Hashable, Reservation]] = {}
     if reserving is not None:

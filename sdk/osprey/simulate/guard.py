@@ -142,21 +142,18 @@ class SimulatedGuard:
                 jobs=len(looks),
                 arrivals=len(arrivals),
             )
-            self.previous = verdict.chosen
-            self.chosen[verdict.chosen] += 1
-            self.last = verdict
-            return self._realized(verdict, jobs, metrics, pool, capacity)
-        look_pool = LookPool(
-            capacity,
-            (*looks, *arrivals),
-            node_gpus=sim.cluster.node_size,
-            share_usage=self.share_usage(now),
-        )
-        variants = self._variants(pool, capacity)
-        candidates = build_candidates(jobs, variants, model=self.model)
-        verdict = choose_order(
-            self.model, look_pool, candidates, previous=self.previous, settings=self.settings
-        )
+        else:
+            look_pool = LookPool(
+                capacity,
+                (*looks, *arrivals),
+                node_gpus=sim.cluster.node_size,
+                share_usage=self.share_usage(now),
+            )
+            variants = self._variants(pool, capacity)
+            candidates = build_candidates(jobs, variants, model=self.model)
+            verdict = choose_order(
+                self.model, look_pool, candidates, previous=self.previous, settings=self.settings
+            )
         self.previous = verdict.chosen
         self.chosen[verdict.chosen] += 1
         self.last = verdict
