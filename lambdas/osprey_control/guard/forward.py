@@ -29,11 +29,13 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from osprey_control.guard.free_profile import FreeProfile
+from osprey_control.guard.pool_state import Nodes, OrderKey, RunQueue, VictimOrder
 
 __all__ = ["ForwardOutcome", "LookJob", "LookPool", "Model", "run_forward"]
 
@@ -107,73 +109,6 @@ class ForwardOutcome:
     starts: Mapping[Hashable, float] = field(default_factory=dict)
 
 
-class _Nodes:
-    """Free GPUs per node, placed as the simulated cluster places (best fit, lowest index on ties; a gang takes
-    the lowest-numbered whole free nodes). Nodes are bucketed by free GPUs, so a fit is O(node size)."""
-
-    def __init__(self, capacity: int, node_gpus: int) -> None:
-        self.size = max(1, min(node_gpus, capacity))
-        count, rest = divmod(capacity, self.size)
-        self.free = [self.size] * count + ([rest] if rest else [])
-        self.total_free = capacity
-        self.by_free: list[set[int]] = [set() for _ in range(self.size + 1)]
-        for index, free in enumerate(self.free):
-            self.by_free[free].add(index)
-
-    def fits(self, gpus: int) -> bool:
-        if gpus > self.total_free:
-            return False
-        if gpus > self.size:
-            return len(self.by_free[self.size]) >= math.ceil(gpus / self.size)
-        return any(self.by_free[k] for k in range(gpus, self.size + 1))
-
-    def place(self, gpus: int) -> list[tuple[int, int]] | None:
-        if not self.fits(gpus):
-            return None
-        if gpus > self.size:
-            need = math.ceil(gpus / self.size)
-            return self._take([(index, self.size) for index in sorted(self.by_free[self.size])[:need]])
-        bucket = next(self.by_free[k] for k in range(gpus, self.size + 1) if self.by_free[k])
-        return self._take([(min(bucket), gpus)])
-
-    def copy(self) -> _Nodes:
-        twin = _Nodes.__new__(_Nodes)
-        twin.size, twin.free, twin.total_free = self.size, list(self.free), self.total_free
-        twin.by_free = [set(bucket) for bucket in self.by_free]
-        return twin
-
-    def force(self, gpus: int) -> list[tuple[int, int]]:
-        """A running job the lookahead found already placed: where it fits, else from any free GPUs."""
-        placed = self.place(gpus)
-        if placed is not None:
-            return placed
-        taken: list[tuple[int, int]] = []
-        for index, free in enumerate(self.free):
-            if gpus <= 0:
-                break
-            part = min(free, gpus)
-            if part:
-                taken.append((index, part))
-                gpus -= part
-        return self._take(taken)
-
-    def _move(self, index: int, delta: int) -> None:
-        free = self.free[index]
-        self.by_free[free].discard(index)
-        self.free[index] = free + delta
-        self.by_free[free + delta].add(index)
-        self.total_free += delta
-
-    def _take(self, parts: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        for index, gpus in parts:
-            self._move(index, -gpus)
-        return parts
-
-    def release(self, parts: list[tuple[int, int]]) -> None:
-        for index, gpus in parts:
-            self._move(index, gpus)
-
-
 @dataclass(slots=True, eq=False)
 class _Run:
     index: int
@@ -187,6 +122,8 @@ class _Run:
     parts: list[tuple[int, int]] = field(default_factory=list)
     version: int = 0
     wait_s: float | None = None
+    queue_key: OrderKey = (0.0, 0.0, 0)  # its place in the queue while queued
+    victim_key: OrderKey = (0.0, 0.0, 0)  # its place among Kueue's victims while running
 
 
 class _Forward:
@@ -207,8 +144,13 @@ class _Forward:
         self.once_running = once_running or {}
         self.pool = pool
         self.horizon = horizon
-        self.nodes = _Nodes(pool.capacity_gpus, pool.node_gpus)
+        self.nodes = Nodes(pool.capacity_gpus, pool.node_gpus)
         self.queue: dict[int, _Run] = {}
+        self.order: RunQueue[_Run] = RunQueue()
+        # Batch's fair share picks a share, then its first job: each share's queue in the same order.
+        self.share_order: dict[str, RunQueue[_Run]] = {}
+        self.queued_sizes: Counter[int] = Counter()
+        self.victims: VictimOrder[_Run] = VictimOrder()
         self.running: dict[int, _Run] = {}
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind 0 end / 1 arrival, index, version)
         self.busy = 0.0
@@ -229,13 +171,13 @@ class _Forward:
             if job.running:
                 run.started_s = -job.waited_s
                 run.parts = self.nodes.force(job.gpus)
-                self.running[index] = run
+                self._hold(run)
                 self._share_change(job.share, job.gpus, 0.0)
                 self._schedule_end(run, 0.0)
             elif job.arrive_in_s > 0:
                 heapq.heappush(self.events, (job.arrive_in_s, 1, index, 0))
             else:
-                self.queue[index] = run
+                self._enqueue(run)
 
     def _remaining(self, job: LookJob) -> float:
         if job.remaining_s is not None:
@@ -262,7 +204,7 @@ class _Forward:
                 if kind == 0:
                     self._finish(run, now)
                 else:
-                    self.queue[index] = run
+                    self._enqueue(run)
             self._pass(now)
         for run in self.running.values():
             self._account(run, self.horizon)
@@ -292,12 +234,40 @@ class _Forward:
     def _finish(self, run: _Run, now: float) -> None:
         self._account(run, now)
         self.nodes.release(run.parts)
-        del self.running[run.index]
+        self._unhold(run)
         self._share_change(run.job.share, -run.job.gpus, now)
         run.version += 1
 
-    def _start(self, run: _Run, parts: list[tuple[int, int]], now: float) -> None:
+    def _hold(self, run: _Run) -> None:
+        self.running[run.index] = run
+        if self.model is Model.KUEUE:
+            run.victim_key = (run.priority, -(run.started_s or 0.0), -run.index)
+            self.victims.add(run.victim_key, run, run.job.gpus)
+
+    def _unhold(self, run: _Run) -> None:
+        del self.running[run.index]
+        if self.model is Model.KUEUE:
+            self.victims.remove(run.victim_key)
+
+    def _enqueue(self, run: _Run) -> None:
+        self.queue[run.index] = run
+        run.queue_key = (-run.priority, run.submit_s, run.index)
+        self.order.add(run.queue_key, run)
+        if self.model in (Model.FAIRSHARE, Model.SAGEMAKER_QUEUE):
+            self.share_order.setdefault(run.job.share, RunQueue()).add(run.queue_key, run)
+        self.queued_sizes[run.job.gpus] += 1
+
+    def _dequeue(self, run: _Run) -> None:
         del self.queue[run.index]
+        self.order.remove(run.queue_key)
+        if self.model in (Model.FAIRSHARE, Model.SAGEMAKER_QUEUE):
+            self.share_order[run.job.share].remove(run.queue_key)
+        self.queued_sizes[run.job.gpus] -= 1
+        if not self.queued_sizes[run.job.gpus]:
+            del self.queued_sizes[run.job.gpus]
+
+    def _start(self, run: _Run, parts: list[tuple[int, int]], now: float) -> None:
+        self._dequeue(run)
         run.parts = parts
         run.started_s = now
         run.valid_s = now
@@ -306,7 +276,7 @@ class _Forward:
         if run.wait_s is None:
             run.wait_s = now - run.submit_s
             self.waits.append(run.wait_s)
-        self.running[run.index] = run
+        self._hold(run)
         self._share_change(run.job.share, run.job.gpus, now)
         self._schedule_end(run, now)
 
@@ -322,11 +292,11 @@ class _Forward:
         # What it did since its last checkpoint must be done again.
         run.remaining_s += (now - run.started_s - kept) - (now - run.valid_s)
         self.nodes.release(run.parts)
-        del self.running[run.index]
+        self._unhold(run)
         self._share_change(run.job.share, -run.job.gpus, now)
         run.version += 1
         run.started_s = None
-        self.queue[run.index] = run
+        self._enqueue(run)
         self.preemptions += 1
 
     # -- shares (Batch fair share) ---------------------------------------------------------------------
@@ -356,61 +326,65 @@ class _Forward:
         else:
             self._shares(now)
 
-    def _order(self) -> list[_Run]:
-        return sorted(self.queue.values(), key=lambda run: (-run.priority, run.submit_s, run.index))
-
     def _kueue(self, now: float) -> None:
-        smallest = min(run.job.gpus for run in self.queue.values())
+        smallest = min(self.queued_sizes)
         # Running jobs by priority with their GPUs summed: whether a queued job could preempt its way in is a
         # bisection, not a scan. A job started in this pass is never a victim later in it (the later jobs rank no
         # higher), so only a preemption makes it stale.
         ranked = self._ranked()
-        for run in self._order():
-            if run.index not in self.queue:
+        # The fewest GPUs a job of this pass could neither get nor preempt its way to. A later job ranks no
+        # higher, so it has no more victims, and a start since only took GPUs: one as large fails the same way
+        # and is not tried again. A preemption may free more than it needed, so it clears this.
+        refused = math.inf
+        for run in self.order.in_order():
+            gpus = run.job.gpus
+            if gpus >= refused or run.index not in self.queue:
                 continue
-            parts = self.nodes.place(run.job.gpus) if run.job.gpus <= self.nodes.total_free else None
+            parts = self.nodes.place(gpus) if gpus <= self.nodes.total_free else None
             if parts is not None:
                 self._start(run, parts, now)
                 continue
             priorities, below, victims = ranked
             lower = bisect.bisect_left(priorities, run.priority)
-            if below[lower] + self.nodes.total_free >= run.job.gpus and self._preempt_for(
-                run, now, victims[:lower]
-            ):
+            if below[lower] + self.nodes.total_free >= gpus and self._preempt_for(run, now, victims[:lower]):
                 ranked = self._ranked()
-            elif lower == 0 and self.nodes.total_free < smallest:
+                refused = math.inf
+                continue
+            if lower == 0 and self.nodes.total_free < smallest:
                 return  # nothing fits and nothing behind it can preempt: the pass is over
+            refused = gpus
+            if refused <= min(self.queued_sizes, default=0):
+                return  # every job still queued is at least as large as one refused
 
     def _ranked(self) -> tuple[list[float], list[int], list[_Run]]:
         """The running jobs in Kueue's victim order (lowest priority, then the most recently admitted), their
         priorities and the GPUs of each prefix."""
-        running = sorted(self.running.values(), key=lambda r: (r.priority, -(r.started_s or 0.0), -r.index))
-        below = [0]
-        for victim in running:
-            below.append(below[-1] + victim.job.gpus)
-        return [victim.priority for victim in running], below, running
+        return self.victims.snapshot()
 
     def _preempt_for(self, run: _Run, now: float, victims: list[_Run]) -> bool:
         if not victims:
             return False
-        trial = self.nodes.copy()
+        trial = self.nodes.trial()
+        gpus = run.job.gpus
         chosen: list[_Run] = []
         for victim in victims:
-            trial.release(victim.parts)
             chosen.append(victim)
-            if run.job.gpus <= trial.total_free and trial.fits(run.job.gpus):
+            if trial.release_fits(victim.parts, gpus):
                 break
         else:
             return False
-        # Kueue keeps every victim that turns out not to be needed, most important first.
-        for victim in sorted(chosen, key=lambda r: (-r.priority, r.started_s or 0.0, r.index)):
-            trial._take(victim.parts)
-            if run.job.gpus <= trial.total_free and trial.fits(run.job.gpus):
-                chosen.remove(victim)
+        # Kueue keeps every victim that turns out not to be needed, most important first: the chosen are a prefix
+        # of the victim order, so that is the prefix reversed.
+        kept: set[int] = set()
+        for victim in reversed(chosen):
+            trial.take(victim.parts)
+            if trial.fits(gpus):
+                kept.add(victim.index)
             else:
                 trial.release(victim.parts)
         for victim in chosen:
-            self._evict(victim, now)
+            if victim.index not in kept:
+                self._evict(victim, now)
         parts = self.nodes.place(run.job.gpus)
         if parts is None:  # cannot happen: the trial placed it on the same free GPUs
             return False
@@ -418,7 +392,7 @@ class _Forward:
         return True
 
     def _slurm(self, now: float) -> None:
-        pending = self._order()
+        pending = self.order.in_order()
         for position, run in enumerate(pending):
             parts = self.nodes.place(run.job.gpus) if run.job.gpus <= self.nodes.total_free else None
             if parts is None:
@@ -461,22 +435,22 @@ class _Forward:
             profile.take(start, run.limit_s, run.job.gpus)
 
     def _shares(self, now: float) -> None:
-        by_share: dict[str, list[_Run]] = {}
-        for run in self._order():
-            by_share.setdefault(run.job.share, []).append(run)
-        ready = [(self._share_key(share, runs[0], now), share) for share, runs in by_share.items()]
+        ready = [
+            (self._share_key(share, queue.first(), now), share)
+            for share, queue in self.share_order.items()
+            if queue
+        ]
         heapq.heapify(ready)
-        position = dict.fromkeys(by_share, 0)
         while ready and self.nodes.total_free > 0:
             _, share = heapq.heappop(ready)
-            run = by_share[share][position[share]]
+            queue = self.share_order[share]
+            run = queue.first()
             parts = self.nodes.place(run.job.gpus) if run.job.gpus <= self.nodes.total_free else None
             if parts is None:
                 continue  # the share's head does not fit: that share waits
             self._start(run, parts, now)
-            position[share] += 1
-            if position[share] < len(by_share[share]):
-                heapq.heappush(ready, (self._share_key(share, by_share[share][position[share]], now), share))
+            if queue:
+                heapq.heappush(ready, (self._share_key(share, queue.first(), now), share))
 
     def _share_key(self, share: str, head: _Run, now: float) -> float:
         weighted = self._share_usage(share, now) * self.pool.share_weights.get(share, 1.0)
