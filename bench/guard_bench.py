@@ -9,7 +9,9 @@ deriving every one of them with the default policy (the derive shards' engine wo
 cycle's jobs are usually split over several pools, each guarded alone.
 
 One line per model, machine-readable:
-``model=<m> guard_seconds=<S> derive_seconds=<S> ratio=<R> jobs=<J> budget_seconds=<collect timeout> within=<yes|no>``.
+``model=<m> guard_seconds=<S> derive_seconds=<S> ratio=<R> jobs=<J> limit=<the model's LOOKAHEAD_LIMITS>
+budget_seconds=<collect timeout> within=<yes|no>``. By default each model's pool is 10,000 jobs, or, on a model the
+collect step looks ahead only up to fewer jobs and predicted arrivals (Slurm), the most it does look ahead.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from osprey_control.guard import (
     native_priority,
     reservation_variants,
 )
+from osprey_control.metrics import LOOKAHEAD_LIMITS, pool_bound_ms
 from osprey_control.policy import load_policies
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +80,21 @@ def make_pool(jobs: int, model: Model, seed: int = 11) -> tuple[list[GuardJob], 
     return guard_jobs, pool, capacity
 
 
+def arrivals_of(jobs: list[GuardJob]) -> int:
+    """The predicted arrivals the guard adds to these jobs (what the lookahead limit counts with them)."""
+    return len(echo_arrivals([job.look for job in jobs], window_s=GuardSettings().horizon_s))
+
+
+def largest_looked_ahead(model: Model, target: int = 10_000) -> int:
+    """``target`` jobs, or fewer where the model looks ahead fewer: the most whose pool is within its limit."""
+    limit = LOOKAHEAD_LIMITS[model]
+    arrivals = arrivals_of(make_pool(target, model)[0])
+    size = target if target + arrivals <= limit else int(limit * target / (target + arrivals))
+    while size > 1 and size + arrivals_of(make_pool(size, model)[0]) > limit:
+        size -= 1
+    return size
+
+
 def guard_once(model: Model, jobs: list[GuardJob], pool: list[PoolJob], capacity: int) -> str:
     settings = GuardSettings()
     looks = [job.look for job in jobs]
@@ -88,14 +106,21 @@ def guard_once(model: Model, jobs: list[GuardJob], pool: list[PoolJob], capacity
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="jobs per pool (default: 10,000, or on a model looked ahead only up to fewer, as many as it is)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--models", default=",".join(model.value for model in Model))
     args = parser.parse_args(argv)
     policy = compile_policy(load_policies([POLICY_FILE])[0])
     for name in args.models.split(","):
         model = Model(name)
-        jobs, pool, capacity = make_pool(args.jobs, model)
+        size = args.jobs if args.jobs is not None else largest_looked_ahead(model)
+        jobs, pool, capacity = make_pool(size, model)
+        looked = len(jobs) + arrivals_of(jobs) <= LOOKAHEAD_LIMITS[model]
         guard_seconds = derive_seconds = float("inf")
         chosen = ""
         for _ in range(args.repeat):
@@ -111,11 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         print(
-            f"pool: {args.jobs} jobs, {capacity} GPUs, model {name}: chose {chosen}, peak {peak / 1e6:.1f} MB"
+            f"pool: {size} jobs and {arrivals_of(jobs)} echoed arrivals, {capacity} GPUs, model {name}: "
+            f"chose {chosen}, peak {peak / 1e6:.1f} MB; the collect step keeps "
+            f"{pool_bound_ms(model, size) / 1000:.1f} s for it and looks it ahead: {'yes' if looked else 'no'}"
         )
         print(
             f"model={name} guard_seconds={guard_seconds:.3f} derive_seconds={derive_seconds:.3f} "
-            f"ratio={guard_seconds / derive_seconds:.2f} jobs={args.jobs} budget_seconds={COLLECT_TIMEOUT_S:g} "
+            f"ratio={guard_seconds / derive_seconds:.2f} jobs={size} limit={LOOKAHEAD_LIMITS[model]} "
+            f"budget_seconds={COLLECT_TIMEOUT_S:g} "
             f"within={'yes' if guard_seconds < COLLECT_TIMEOUT_S / 2 else 'no'}",
             flush=True,
         )

@@ -63,6 +63,8 @@ __all__ = ["CONFIG_PARAMETER", "OspreyControlPlane"]
 # The cycle is an Express workflow: five minutes at most. The lease lasts as long, so a cycle the timeout cut
 # short (Finish never ran) holds it no longer than it could have run.
 CYCLE_TIMEOUT_SECONDS = EXPRESS_MAX_SECONDS
+# The collect function's memory: one vCPU, for the guard's lookahead (docs/performance.md, The guard).
+COLLECT_MEMORY_MB = 1769
 
 
 class OspreyControlPlane(Construct):
@@ -104,17 +106,24 @@ class OspreyControlPlane(Construct):
         }
 
         def function(
-            construct_id: str, module: str, description: str, *, timeout: int = 60, **extra: str
+            construct_id: str,
+            module: str,
+            description: str,
+            *,
+            timeout: int = 60,
+            memory_size: int = 512,
+            environment: Mapping[str, str] | None = None,
         ) -> OspreyFunction:
             made = OspreyFunction(
                 self,
                 construct_id,
                 handler_module=module,
                 description=description,
-                environment={**common, **extra},
+                environment={**common, **(environment or {})},
                 layer=layer,
                 code=code,
                 timeout_seconds=timeout,
+                memory_size=memory_size,
             )
             return made
 
@@ -124,7 +133,7 @@ class OspreyControlPlane(Construct):
             "Osprey: job and instance events → registry",
             timeout=60,
             # The policies' coScheduling decides which jobs are gangs.
-            **{
+            environment={
                 HISTORY_RETENTION_VARIABLE: str(config.history_retention_days),
                 POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
             },
@@ -134,7 +143,7 @@ class OspreyControlPlane(Construct):
             "lease",
             "Osprey: take the cycle lease",
             timeout=30,
-            **{LEASE_SECONDS_VARIABLE: str(CYCLE_TIMEOUT_SECONDS)},
+            environment={LEASE_SECONDS_VARIABLE: str(CYCLE_TIMEOUT_SECONDS)},
         )
         self.shards = function(
             "Shards",
@@ -147,7 +156,10 @@ class OspreyControlPlane(Construct):
             "collect",
             "Osprey: read the cycle's metrics once for every shard",
             timeout=60,
-            **{
+            # One whole vCPU (Lambda gives CPU in proportion to memory, a vCPU at 1,769 MB): the guard runs each
+            # pool forward here, and LOOKAHEAD_LIMITS (osprey_control.metrics.guard) was measured on one core.
+            memory_size=COLLECT_MEMORY_MB,
+            environment={
                 EVERY_N_CYCLES_VARIABLE: str(DEFAULT_EVERY_N_CYCLES),
                 POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
                 CYCLE_SECONDS_VARIABLE: str(config.cycle_interval_seconds),
@@ -162,7 +174,7 @@ class OspreyControlPlane(Construct):
             timeout=120,
             # Each job's CloudWatch series read on one cycle in N, reused from its last decision otherwise
             # (docs/metrics-and-actuation.md, Cadence); the cycle interval numbers the cycles.
-            **{
+            environment={
                 EVERY_N_CYCLES_VARIABLE: str(DEFAULT_EVERY_N_CYCLES),
                 POLICY_PREFIX_VARIABLE: POLICY_PREFIX,
                 ALLOWED_RULE_PREFIX_VARIABLE: config.allowed_rule_prefix,
@@ -177,7 +189,7 @@ class OspreyControlPlane(Construct):
             "apply",
             "Osprey: apply changed priorities to the backends",
             timeout=120,
-            **{CONFIG_PARAMETER_VARIABLE: CONFIG_PARAMETER},
+            environment={CONFIG_PARAMETER_VARIABLE: CONFIG_PARAMETER},
         )
         self.finish = function("Finish", "finish", "Osprey: cycle metrics and lease release", timeout=30)
         self.gangs = GangWatch(

@@ -7,6 +7,7 @@ import pytest
 import osprey.simulate.guard as simulated_guard
 from osprey.simulate import llm_workload, make_scheduler, simulate
 from osprey_control.guard import NATIVE, choose
+from osprey_control.metrics import LOOKAHEAD_LIMITS
 from tests.simulate.helpers import by_id, job, run, workload
 
 
@@ -51,6 +52,6 @@ def test_a_pinned_queued_job_does_not_preempt_a_higher_class_job_admitted_betwee
 @pytest.mark.parametrize("pair", ["slurm", "sagemaker-queue", "kueue"])
 def test_a_pool_too_large_to_look_ahead_schedules_exactly_as_the_native_backend(pair, monkeypatch):
     # Given a lookahead limit every pool of the workload exceeds
-    monkeypatch.setattr(simulated_guard, "MAX_LOOKAHEAD_JOBS", 1)
+    monkeypatch.setattr(simulated_guard, "LOOKAHEAD_LIMITS", dict.fromkeys(LOOKAHEAD_LIMITS, 1))
     # Then Osprey, unable to check any order, keeps the native one: every figure is the native one
     _assert_layered_runs_as_native(pair)

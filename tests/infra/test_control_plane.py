@@ -15,6 +15,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from osprey_control.guard import Model
+from osprey_control.metrics import pool_bound_ms
 from osprey_infra.config import CONTEXT_KEYS, ConfigError, ControlPlaneConfig
 from osprey_infra.stack import OspreyStack
 from tests.conftest import REPO_ROOT
@@ -208,6 +210,20 @@ def test_the_cycle_is_an_express_workflow_that_fits_its_five_minutes_and_the_gan
     }
     for step in ("lease", "shards", "collect", "derive", "apply", "plan", "finish"):
         assert timeouts[step] <= 120, (step, timeouts[step])
+
+
+def test_the_collect_function_has_the_whole_vcpu_the_guards_lookahead_limits_were_measured_on(
+    template: Template,
+) -> None:
+    # Given the function that runs the guard (Lambda gives one vCPU at 1,769 MB, a fraction below it)
+    (collect,) = [
+        function
+        for function in template.find_resources("AWS::Lambda::Function").values()
+        if function["Properties"].get("Handler") == "osprey_handlers.collect.handler"
+    ]
+    # Then it has that vCPU, and a 10,000-job Kueue pool fits its time (osprey_control.metrics.guard)
+    assert collect["Properties"]["MemorySize"] >= 1769
+    assert pool_bound_ms(Model.KUEUE, 10_000) < 1000 * collect["Properties"]["Timeout"]
 
 
 def test_a_cycle_cut_short_by_its_timeout_holds_the_lease_no_longer_than_the_timeout(

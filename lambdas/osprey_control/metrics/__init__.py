@@ -18,7 +18,13 @@ from osprey_control.metrics.collector import (
     fetch_latest,
     fetch_points,
 )
-from osprey_control.metrics.guard import MAX_LOOKAHEAD_JOBS, PoolVerdict, add_guard, guard_settings
+from osprey_control.metrics.guard import (
+    LOOKAHEAD_LIMITS,
+    PoolVerdict,
+    add_guard,
+    guard_settings,
+    pool_bound_ms,
+)
 from osprey_control.metrics.job_level import job_values
 from osprey_control.metrics.needs import metrics_needed, needs_from_policies
 from osprey_control.metrics.queries import (
@@ -36,7 +42,7 @@ from osprey_control.metrics.snapshot import SnapshotError, decode, encode, split
 __all__ = [
     "DEFAULT_EVERY_N_CYCLES",
     "EVERY_N_CYCLES_VARIABLE",
-    "MAX_LOOKAHEAD_JOBS",
+    "LOOKAHEAD_LIMITS",
     "MAX_QUERIES_PER_CALL",
     "QUERY_ID_PATTERN",
     "CollectionProblem",
@@ -62,6 +68,7 @@ __all__ = [
     "metric_data_query",
     "metrics_needed",
     "needs_from_policies",
+    "pool_bound_ms",
     "pool_of",
     "split_by",
     "turn_of",

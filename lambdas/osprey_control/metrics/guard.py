@@ -20,7 +20,7 @@ Which pools are guarded:
   ``notes["guard"]`` says why;
 - at least one of its jobs has a known size: with none, every candidate would predict the same.
 
-A pool too large for the lookahead's time (:data:`MAX_LOOKAHEAD_JOBS`), or one the step's time runs out before,
+A pool too large for the lookahead's time (:data:`LOOKAHEAD_LIMITS`, per model), or one the step's time runs out before,
 is not looked ahead and **stands down** to its native order (``native_verdict``): an order not run forward is not
 known to lose no goodput. It counts as stood down in ``GuardStoodDown`` and ``osprey report``.
 
@@ -77,7 +77,7 @@ from osprey_control.metrics.guard_record import judged_signature, last_verdict, 
 from osprey_control.metrics.reservation import CompiledPolicies, group_by_pool, pool_jobs
 from osprey_control.registry import Backend, JobKey, JobRecord
 
-__all__ = ["MAX_LOOKAHEAD_JOBS", "PoolVerdict", "add_guard", "guard_settings"]
+__all__ = ["LOOKAHEAD_LIMITS", "PoolVerdict", "add_guard", "guard_settings", "pool_bound_ms"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,18 +89,38 @@ _MODELS: Mapping[str, Model] = {
     Backend.SAGEMAKER_QUEUED.value: Model.SAGEMAKER_QUEUE,
 }
 _SHARED = frozenset({Model.FAIRSHARE, Model.SAGEMAKER_QUEUE})
-# The lookahead's cost grows much faster than its jobs (measured on a 2-core machine, 3 draws, 3 candidates, a
-# random mix of 1..32-GPU jobs, half running: ~300 jobs and predicted arrivals at most 1.1 s per pool on any
-# model; ~400 up to 12 s on Slurm; ~1000 45 s), and the collect function has 60 s for the whole fleet. So a pool
-# with more than this many is not looked ahead and stands down (its jobs' notes say so), and no pool starts once
-# the step's time could not cover one more at that size (POOL_BOUND_MS, with room for a Lambda's slower CPU).
-MAX_LOOKAHEAD_JOBS = 300
+# The most jobs and predicted arrivals a pool may have and still be looked ahead, per model, and what each costs
+# at most: bench/guard_bench.py's deliberately hard pool (nearly every queued job blocked) on one core of the
+# 2-core development machine, 2026-12-07, 10,000 jobs and ~1,700 echoed arrivals: Kueue 23 s, Batch and the
+# SageMaker queue 4 s; Slurm's backfill, whose cost grows with the square of the pool, 8 s at 300 and 26 s at 500.
+# The collect function has one vCPU (1,769 MB, infra/osprey_infra/control_plane.py) and 60 s for the whole
+# fleet; a pool over its limit is not looked ahead and stands down (its jobs' notes say so), and no pool starts
+# once the step's time could not cover it at twice the measured cost per job (pool_bound_ms: room for a Lambda's
+# slower CPU), nor less than POOL_BOUND_MS.
+LOOKAHEAD_LIMITS: Mapping[Model, int] = {
+    Model.KUEUE: 12_000,
+    Model.FAIRSHARE: 12_000,
+    Model.SAGEMAKER_QUEUE: 12_000,
+    Model.SLURM: 300,
+}
+_MS_PER_JOB: Mapping[Model, float] = {
+    Model.KUEUE: 4.0,
+    Model.FAIRSHARE: 0.7,
+    Model.SAGEMAKER_QUEUE: 0.7,
+    Model.SLURM: 54.0,
+}
 POOL_BOUND_MS = 5000.0
 # The recorded signature of a stand-down without a lookahead: it matches no pool, so the next cycle judges the pool
 # afresh (a limit raised by a deploy, or time left, lets it look ahead at once).
 UNJUDGED = "unjudged"
 # The reason of a verdict that stands (its recorded text is kept as the job's note).
 STANDS = "the pool has not changed since this order was chosen"
+
+
+def pool_bound_ms(model: Model, jobs: int) -> float:
+    """The time the collect step keeps for looking one pool of ``jobs`` ahead under ``model`` (a bound, not a
+    forecast: twice the cost per job measured on the development machine, and at least POOL_BOUND_MS)."""
+    return max(POOL_BOUND_MS, _MS_PER_JOB[model] * min(jobs, LOOKAHEAD_LIMITS[model]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,11 +240,11 @@ def _guard_pool(
     ]
     looks = [job.look for job in jobs]
     arrivals = echo_arrivals(looks, window_s=settings.horizon_s)
-    if len(looks) + len(arrivals) > MAX_LOOKAHEAD_JOBS:
+    if len(looks) + len(arrivals) > LOOKAHEAD_LIMITS[model]:
         # Not looked ahead, so no order is known to lose no goodput: the pool keeps its native order.
         reason = (
             f"not looked ahead: {len(looks)} jobs and {len(arrivals)} predicted arrivals, more than the "
-            f"{MAX_LOOKAHEAD_JOBS} the lookahead runs within the collect step's time"
+            f"{LOOKAHEAD_LIMITS[model]} the lookahead runs on {model.value} within the collect step's time"
         )
         verdict = native_verdict(reason, jobs=len(looks), arrivals=len(arrivals))
         return verdict, _stood_down(model, members, result, verdict, now)
@@ -296,7 +316,7 @@ def add_guard(
         if model is None:
             continue
         # Out of time, a pool the guard is for is not looked ahead and, as a pool too large, stands down.
-        in_time = allows is None or allows(POOL_BOUND_MS)
+        in_time = allows is None or allows(pool_bound_ms(model, len(members)))
         compiled = {record.key: lookup.of(record) for record in members}
         try:
             outcome, updated = _guard_pool(model, members, compiled, result, now, in_time=in_time)

@@ -42,7 +42,7 @@ from osprey_control.guard import (
     reservation_variants,
     unwritten_priority,
 )
-from osprey_control.metrics import MAX_LOOKAHEAD_JOBS, guard_settings
+from osprey_control.metrics import LOOKAHEAD_LIMITS, guard_settings
 
 __all__ = ["SimulatedGuard"]
 
@@ -73,7 +73,7 @@ class SimulatedGuard:
         self.previous: str | None = None
         self.signature: str | None = None
         self.evaluations = 0
-        # Cycles the pool was too large to look ahead (osprey_control.metrics.MAX_LOOKAHEAD_JOBS): it stood down.
+        # Cycles the pool was too large to look ahead (osprey_control.metrics.LOOKAHEAD_LIMITS): it stood down.
         self.skipped = 0
         self.chosen: Counter[str] = Counter()
         self.last: GuardVerdict | None = None
@@ -134,11 +134,12 @@ class SimulatedGuard:
         self.signature = signature
         self.evaluations += 1
         arrivals = echo_arrivals(looks, window_s=self.settings.horizon_s)
-        if len(looks) + len(arrivals) > MAX_LOOKAHEAD_JOBS:
+        limit = LOOKAHEAD_LIMITS[self.model]
+        if len(looks) + len(arrivals) > limit:
             # As the collect step: a pool this large is not looked ahead (its cost), and stands down.
             self.skipped += 1
             verdict = native_verdict(
-                f"not looked ahead: more than {MAX_LOOKAHEAD_JOBS} jobs and predicted arrivals",
+                f"not looked ahead: more than {limit} jobs and predicted arrivals",
                 jobs=len(looks),
                 arrivals=len(arrivals),
             )

@@ -12,8 +12,8 @@ import pytest
 
 import osprey_control.metrics.guard as guard_module
 from osprey_control.derivation import compile_policy, derive
-from osprey_control.guard import GUARD_NOTE, choose_order
-from osprey_control.metrics import add_guard, add_reservations
+from osprey_control.guard import GUARD_NOTE, Model, choose_order
+from osprey_control.metrics import add_guard, add_reservations, pool_bound_ms
 from osprey_control.policy import load_policy_text
 from osprey_control.registry import Backend, JobRecord
 from osprey_control.telemetry import guard_metrics
@@ -257,7 +257,7 @@ def test_a_pool_too_large_to_look_ahead_in_time_stands_down_to_its_native_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given a lookahead limit below the fragmenting pool's 4 jobs and their 4 echoed arrivals
-    monkeypatch.setattr(guard_module, "MAX_LOOKAHEAD_JOBS", 7)
+    monkeypatch.setattr(guard_module, "LOOKAHEAD_LIMITS", dict.fromkeys(guard_module.LOOKAHEAD_LIMITS, 7))
 
     def no_lookahead(*_: Any, **__: Any) -> Any:
         raise AssertionError("the lookahead ran for a pool too large for it")
@@ -279,7 +279,7 @@ def test_a_pool_too_large_to_look_ahead_in_time_stands_down_to_its_native_order(
     # And its jobs say why, and the cycle counts the pool as stood down
     assert result.metrics[records[0].key].notes[GUARD_NOTE] == (
         "stood down to the native order: not looked ahead: 4 jobs and 4 predicted arrivals, more than the 7 "
-        "the lookahead runs within the collect step's time"
+        "the lookahead runs on kueue within the collect step's time"
     )
     assert result.metrics[records[0].key].notes[GUARD_ORDER_NOTE] == "native"
     stood = next(point for point in guard_metrics([pool]) if point.name == "GuardStoodDown")
@@ -313,6 +313,28 @@ def test_pools_are_guarded_smallest_first_while_the_step_has_time() -> None:
     # cycle looks the pool ahead if it has the time
     notes = result.metrics[large[0].key].notes
     assert (notes[GUARD_ORDER_NOTE], notes[GUARD_SIGNATURE_NOTE]) == ("native", guard_module.UNJUDGED)
+
+
+def test_the_time_kept_for_a_pool_is_what_its_model_costs_at_its_size() -> None:
+    # Given two pools and a collect step that records the time each pool asks for
+    small, large = head_blocked(), fragmenting()
+    records = [*large, *small]
+    asked: list[float] = []
+
+    def allows(needed_ms: float) -> bool:
+        asked.append(needed_ms)
+        return True
+
+    # When the guard runs
+    verdicts = add_guard(records, collected(records), Policies(compiled()), now=NOW, allows=allows)
+    # Then each pool asked for its model's bound at its size, smallest pool first (a SageMaker queue, then EKS)
+    assert [v.jobs for v in verdicts] == [3, 4]
+    assert asked == [pool_bound_ms(Model.SAGEMAKER_QUEUE, 3), pool_bound_ms(Model.KUEUE, 4)]
+    # And the bound grows with the pool past the floor, faster on Slurm's backfill than on Kueue, and a pool at the
+    # limit Kueue is looked ahead at (10,000 jobs and their echoed arrivals) fits the collect step's 60 s
+    assert pool_bound_ms(Model.KUEUE, 2) == guard_module.POOL_BOUND_MS
+    assert pool_bound_ms(Model.SLURM, 300) > pool_bound_ms(Model.KUEUE, 300)
+    assert pool_bound_ms(Model.KUEUE, 12_000) < 60_000 > pool_bound_ms(Model.SLURM, 300)
 
 
 def _as_decided(records: list[JobRecord], result: Any) -> list[JobRecord]:
