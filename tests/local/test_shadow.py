@@ -45,6 +45,15 @@ def _on_backend(state: LocalState) -> dict[str, Any]:
     return {item["job"]: item["onBackend"] for item in read_decisions(state)}
 
 
+def _job_rows(output: str) -> list[dict[str, Any]]:
+    """`osprey jobs --json`'s one-line list. The gang watches run on in the background in this process, so
+    their log and metric lines can land in the same output, before or after it (each on a line of its own)."""
+    lists = [line for line in output.splitlines() if line.startswith("[")]
+    assert len(lists) == 1, output
+    rows: list[dict[str, Any]] = json.loads(lists[0])
+    return rows
+
+
 def _cycle(runner: CliRunner) -> dict[str, Any]:
     result = runner.invoke(app, ["local", "cycle", "--json"])
     assert result.exit_code == 0, result.output
@@ -80,7 +89,7 @@ def test_shadow_cycles_write_nothing_to_any_backend_and_record_everything(local:
         outcomes = {line["outcome"] for line in registry.events.apply_events(record.key)}
         assert outcomes == {"shadow"}, record.name
     # ... and `osprey jobs` (which finds the running local by itself) marks every derived job shadow
-    rows = json.loads(runner.invoke(app, ["jobs", "--json"]).stdout)
+    rows = _job_rows(runner.invoke(app, ["jobs", "--json"]).stdout)
     assert {row["apply"] for row in rows if row["priority"] is not None} == {"shadow"}
 
     # When the deployment's config is switched to enforce (a `cdk deploy -c osprey:mode=enforce` changes only
