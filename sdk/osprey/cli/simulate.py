@@ -19,12 +19,11 @@ record's end and where the cluster's size came from; ``--json`` adds ``history``
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich import box
@@ -32,108 +31,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from osprey.cli.errors import usage_exit
-from osprey.cli.target import EndpointOption, ProfileOption, RegionOption, ShardsOption, TableOption
-from osprey.simulate import (
-    LAYERED_PAIRS,
-    SCHEDULERS,
-    TRACE_DIR,
-    Result,
-    SimulationError,
-    Workload,
-    family_workload,
-    homogeneous_nodes,
-    llm_workload,
-    read_alibaba,
-    read_job_csv,
-    seed_workload,
-    simulate,
+from osprey.cli.simulate_workload import (
+    build_workload,
+    fail,
+    parse_schedulers,
+    usage,
+    with_tenants,
 )
+from osprey.cli.target import EndpointOption, ProfileOption, RegionOption, ShardsOption, TableOption
+from osprey.simulate import LAYERED_PAIRS, SCHEDULERS, Result, SimulationError, simulate
 from osprey.simulate.history import FORMATS
 from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 
 __all__: list[str] = []
-
-WORKLOADS = ("alibaba", "llm", "seed", "family:SEED")
-FAMILY_PREFIX = "family:"
-DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}
-
-
-def fail(message: str) -> NoReturn:
-    """The command ran and could not finish (a workload or record it could not use): exit 1."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
-
-
-def usage(message: str) -> NoReturn:
-    """The command line is wrong (an option's value, options that exclude each other): exit 2 (docs/cli.md)."""
-    raise usage_exit([message])
-
-
-def parse_schedulers(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SCHEDULERS]
-    if unknown or not names:
-        usage(
-            f"--schedulers: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(SCHEDULERS)}"
-        )
-    return list(dict.fromkeys(names))
-
-
-def _family(workload: str, gpus: int | None) -> Workload:
-    """``family:SEED``: one draw of the workload family (its cluster is part of the draw, so no --gpus)."""
-    text = workload.removeprefix(FAMILY_PREFIX)
-    # Digits only: int() would also take "+5", " 5" and "1_000", which then name the same draw as "5".
-    if not re.fullmatch(r"-?[0-9]+", text):
-        usage(
-            f"--workload: {workload!r}: the family seed must be a whole number (family:SEED, e.g. family:1000); "
-            f"allowed: {', '.join(WORKLOADS)} or an existing .csv file"
-        )
-    if gpus is not None:
-        usage(f"--gpus: {workload} draws its own cluster (32-2,048 GPUs); leave --gpus out")
-    return family_workload(int(text))
-
-
-def build_workload(
-    workload: str, gpus: int | None, seed: int, jobs: int, load: float, limit: int | None
-) -> Workload:
-    """The workload a ``--workload`` value names; exits 1 naming the flag on bad input."""
-    if gpus is not None and gpus < 1:
-        usage(f"--gpus: must be a positive number of GPUs, got {gpus}")
-    try:
-        if workload == "alibaba":
-            if gpus is not None and gpus < 8:
-                usage("--gpus: the Alibaba trace has 8-GPU tasks; give at least 8 GPUs")
-            if not (TRACE_DIR / "alibaba_openb2023_gpu_replay.csv").is_file():
-                fail(f"--workload alibaba: the trace is not in {TRACE_DIR}")
-            built = read_alibaba(gpus=gpus, seed=seed, limit=limit)
-        elif workload == "llm":
-            if jobs < 1:
-                usage(f"--jobs: must be at least 1, got {jobs}")
-            if not 0 < load <= 10:
-                usage(f"--load: must be in (0, 10], got {load}")
-            built = llm_workload(seed=seed, jobs=jobs, gpus=gpus or DEFAULT_GPUS["llm"], load=load)
-        elif workload == "seed":
-            built = seed_workload(gpus or DEFAULT_GPUS["seed"])
-        elif workload.startswith(FAMILY_PREFIX):
-            built = _family(workload, gpus)
-        else:
-            path = Path(workload)
-            if path.suffix.lower() != ".csv" or not path.is_file():
-                usage(
-                    f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)} or an existing .csv file"
-                )
-            built = read_job_csv(path, homogeneous_nodes(gpus or DEFAULT_GPUS["file"]))
-    except SimulationError as error:
-        fail(f"--workload: {error}")
-    except OSError as error:
-        fail(f"--workload: cannot read {workload}: {error}")
-    try:
-        built.validate()
-    except SimulationError as error:
-        # A job that cannot fit is the cluster's size (--gpus); anything else is the workload's own.
-        fail(f"{'--gpus' if 'nodes' in str(error) else '--workload'}: {error}")
-    return built
 
 
 def _load_policy(path: Path) -> PriorityDerivationPolicy:
@@ -314,6 +224,15 @@ def simulate_command(
     plot_dir: Annotated[
         Path | None, typer.Option("--plot", help="Write PNG plots into this directory.")
     ] = None,
+    tenants_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--tenants",
+            metavar="FILE.yaml",
+            help="Teams sharing the cluster (quota, borrowing and lending limits, fairShareWeight): fairness is "
+            "measured against the quotas and Batch fair share weighs teams by them (docs/multi-tenant.md).",
+        ),
+    ] = None,
     table: TableOption = None,
     shards: ShardsOption = None,
     profile: ProfileOption = None,
@@ -330,6 +249,8 @@ def simulate_command(
         usage(f"--history: cannot read {history}: no such file (or 'registry' for Osprey's own)")
     if history is not None and workload is not None:
         usage("--history: replays a record instead of --workload; give one of them")
+    if history is not None and tenants_file is not None:
+        usage("--tenants: only with --workload (a --history record's teams have no quotas to read)")
     if history is None and seeds is not None:
         usage("--seeds: only with --history (--seed picks the one seed of a --workload run)")
     seeds = 5 if seeds is None else seeds
@@ -354,6 +275,8 @@ def simulate_command(
     built = build_workload(workload, gpus, seed, jobs, load, limit)
     if not built.jobs:
         fail(f"--workload: {workload} has no jobs")
+    if tenants_file is not None:
+        built = with_tenants(built, tenants_file)
     err = Console(stderr=True)
     results: list[Result] = []
     with Progress(

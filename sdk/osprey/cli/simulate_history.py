@@ -16,7 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from osprey.cli.errors import guarded
-from osprey.cli.simulate import fail, render_table, usage, write_plots
+from osprey.cli.simulate import render_table, write_plots
+from osprey.cli.simulate_workload import fail, usage
 from osprey.cli.target import resolve_target
 from osprey.simulate import SimulationError
 from osprey.simulate.history import (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from osprey.simulate.cluster import SimulatedCluster
-from osprey.simulate.sim import JobRun, Scheduler, Status
+from osprey.simulate.sim import JobRun, Scheduler, Simulator, Status
 
 __all__ = ["FairShare", "Fifo", "NoGang", "Oracle", "OracleBackfill"]
 
@@ -71,6 +71,7 @@ class FairShare(Scheduler):
     def __init__(self, share_decay_s: float = 3600.0, weight_factors: dict[str, float] | None = None) -> None:
         self.share_decay_s = share_decay_s
         self.weight_factors = dict(weight_factors or {})
+        self.team_weight_factors: dict[str, float] = {}  # from the tenants file, once bound
         self._shares: dict[str, ShareUsage] = {}
 
     def _share(self, name: str) -> ShareUsage:
@@ -83,9 +84,16 @@ class FairShare(Scheduler):
         """The job's share identifier."""
         return run.job.share
 
+    def bind(self, sim: Simulator) -> None:
+        super().bind(sim)
+        tenants = sim.workload.tenants
+        self.team_weight_factors = {} if tenants is None else tenants.weight_factors()
+
     def weight_of(self, share: str) -> float:
-        """The share's ``weightFactor`` (1.0 for a share the policy has no entry for)."""
-        return self.weight_factors.get(share, 1.0)
+        """The share's ``weightFactor``: the policy's entry, else its team's from the tenants file
+        (``1 / fairShareWeight``), else 1.0."""
+        factor = self.weight_factors.get(share)
+        return factor if factor is not None else self.team_weight_factors.get(share, 1.0)
 
     def tiebreak(self, share: str, head: JobRun) -> tuple[float, ...] | str:
         """Order between shares of equal weighted usage (Batch documents none; here the identifier)."""

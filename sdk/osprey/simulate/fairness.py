@@ -8,9 +8,15 @@ so it is never the unit here.
 **Entitlement.** At every instant the cluster's GPUs are divided among the teams that have work (queued,
 backing off or running) by max-min fair water-filling with equal weights, each team capped at its demand
 (the GPUs its queued and running jobs ask for): a team asking for less than an equal split gets what it
-asks for and the rest is split again among the others. Equal weights because no modelled scheduler
-promises teams anything else (Batch's default ``weightFactor`` is 1.0 for every share; Kueue and Slurm have
-no team quota in these models).
+asks for and the rest is split again among the others. Equal weights because, without a tenants file, no
+modelled scheduler promises teams anything else (Batch's default ``weightFactor`` is 1.0 for every share;
+Kueue and Slurm have no team quota in these models). With a tenants file (``--tenants``) the entitlement is
+what was configured instead: each team's quota while it has work, plus a ``fairShareWeight``-proportional part
+of what the others leave idle (:func:`osprey.simulate.tenants.entitlement`).
+
+**Reclaim wait** (tenants only). A job that, when submitted, fits in its team's unused quota (its GPUs at most
+the team's ``nominalGpus`` minus what the team holds) is owed its GPUs at once: the time from its submission
+to its first admission is its reclaim wait, and ``p95_reclaim_s`` is the 95th percentile per team.
 
 **Counted periods.** A team's entitled and received (allocated) GPU-time accrue only while it has queued
 work (a job queued or backing off after an eviction): a team whose every job started at once was never
@@ -27,6 +33,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from osprey.simulate.tenants import Tenants, entitlement
 
 __all__ = ["TeamAccount", "jain", "water_fill"]
 
@@ -64,6 +72,7 @@ class TeamAccount:
     """
 
     total_gpus: int
+    tenants: Tenants | None = None
     queued_jobs: dict[str, int] = field(default_factory=dict)
     demand_gpus: dict[str, int] = field(default_factory=dict)
     allocated_gpus: dict[str, int] = field(default_factory=dict)
@@ -72,6 +81,9 @@ class TeamAccount:
     received_gpu_s: dict[str, float] = field(default_factory=dict)
     # Allocated GPU-time in the measurement window, whether queued or not.
     window_allocated_gpu_s: dict[str, float] = field(default_factory=dict)
+    # Tenants only: each owed job's submission time until it is admitted, and the reclaim waits per team.
+    owed_since: dict[int, tuple[str, float]] = field(default_factory=dict)
+    reclaim_waits_s: dict[str, list[float]] = field(default_factory=dict)
     _entitlement: dict[str, float] | None = field(default=None, repr=False)
 
     def demand(self, team: str, gpus: int) -> None:
@@ -82,6 +94,23 @@ class TeamAccount:
         else:
             self.demand_gpus.pop(team, None)
         self._entitlement = None  # only the demands move the water level
+
+    def submitted(self, key: int, team: str, gpus: int, now: float) -> None:
+        """A job (``key``) of ``team`` asking for ``gpus`` was submitted at ``now``: with tenants, start its
+        reclaim clock when it fits in the team's unused quota."""
+        if self.tenants is None:
+            return
+        self.reclaim_waits_s.setdefault(team, [])
+        tenant = self.tenants.by_name.get(team)
+        if tenant is not None and gpus <= tenant.nominal_gpus - self.allocated_gpus.get(team, 0):
+            self.owed_since[key] = (team, now)
+
+    def admitted(self, key: int, now: float) -> None:
+        """The job ``key`` got every GPU it asked for at ``now`` (only its first admission stops the clock)."""
+        owed = self.owed_since.pop(key, None)
+        if owed is not None:
+            team, since = owed
+            self.reclaim_waits_s.setdefault(team, []).append(now - since)
 
     def queued(self, team: str, jobs: int) -> None:
         """A job of ``team`` entered (1) or left (-1) the queue (backing off counts as queued)."""
@@ -98,7 +127,10 @@ class TeamAccount:
     def entitlement(self) -> dict[str, float]:
         """The current water-filled split of the cluster among the teams with work."""
         if self._entitlement is None:
-            self._entitlement = water_fill(float(self.total_gpus), self.demand_gpus)
+            if self.tenants is None:
+                self._entitlement = water_fill(float(self.total_gpus), self.demand_gpus)
+            else:
+                self._entitlement = entitlement(float(self.total_gpus), self.tenants, self.demand_gpus)
         return self._entitlement
 
     def advance(self, seconds: float, window_seconds: float) -> None:
@@ -106,7 +138,9 @@ class TeamAccount:
         if self.queued_jobs:
             split = self.entitlement()
             for team in self.queued_jobs:
-                self.entitled_gpu_s[team] = self.entitled_gpu_s.get(team, 0.0) + split[team] * seconds
+                self.entitled_gpu_s[team] = (
+                    self.entitled_gpu_s.get(team, 0.0) + split.get(team, 0.0) * seconds
+                )
                 held = self.allocated_gpus.get(team, 0) * seconds
                 self.received_gpu_s[team] = self.received_gpu_s.get(team, 0.0) + held
         if window_seconds > 0:

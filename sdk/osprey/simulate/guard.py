@@ -60,6 +60,7 @@ class SimulatedGuard:
         share_of: Callable[[JobRun], str] = lambda run: run.job.share,
         native_value: Callable[[JobRun], float | None] = lambda run: None,
         share_usage: Callable[[float], dict[str, float]] = lambda now: {},
+        share_weights: Callable[[], Mapping[str, float]] = dict,
         settings: GuardSettings | None = None,
     ) -> None:
         self.compiled = compiled
@@ -68,6 +69,8 @@ class SimulatedGuard:
         self.share_of = share_of
         self.native_value = native_value
         self.share_usage = share_usage
+        # Each share's Batch weightFactor (the tenants file's teams), as the scheduler applies it.
+        self.share_weights = share_weights
         # The policy's spec.guard, merged as the collect step merges a pool's policies.
         self.settings = settings or guard_settings([compiled]) or GuardSettings()
         self.previous: str | None = None
@@ -149,6 +152,7 @@ class SimulatedGuard:
                 (*looks, *arrivals),
                 node_gpus=sim.cluster.node_size,
                 share_usage=self.share_usage(now),
+                share_weights=self.share_weights(),
             )
             variants = self._variants(pool, capacity)
             candidates = build_candidates(jobs, variants, model=self.model)

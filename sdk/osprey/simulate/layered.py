@@ -202,7 +202,11 @@ class FairShareOsprey(_FairShareLayered):
 
     def make_guard(self, control: OspreyControl) -> SimulatedGuard:
         return SimulatedGuard(
-            control.compiled, Model.FAIRSHARE, capacity=self._capacity, share_usage=self._team_usage
+            control.compiled,
+            Model.FAIRSHARE,
+            capacity=self._capacity,
+            share_usage=self._team_usage,
+            share_weights=lambda: self.team_weight_factors,
         )
 
     def _team_usage(self, now: float) -> dict[str, float]:
@@ -235,7 +239,7 @@ class FairShareOsprey(_FairShareLayered):
             owned = parse_team_share(share)
             assert owned is not None  # share_of built it
             states.append(TeamShareState(owned, usage, max(queued) if queued else None))
-        weights = fold_weights(states)
+        weights = fold_weights(states, self.team_weight_factors)
         if weights != {share: self.weight_factors.get(share) for share in weights}:
             self.weight_factors.update(weights)
             self.sim.mark_changed()
@@ -270,6 +274,7 @@ class SageMakerQueueOsprey(SageMakerQueue, _FairShareLayered):
             capacity=self._capacity,
             native_value=lambda run: float(SageMakerQueue.scheduling_priority(self, run)),
             share_usage=lambda now: {share: state.usage(now) for share, state in self._shares.items()},
+            share_weights=lambda: self.team_weight_factors,
         )
 
     def write(self, run: JobRun) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from osprey.simulate.fairness import TeamAccount
+from osprey.simulate.tenants import Tenants
 
 __all__ = ["Ledger", "Sample"]
 
@@ -31,6 +32,7 @@ class Ledger:
     total_gpus: int
     start_s: float
     horizon_s: float
+    tenants: Tenants | None = None
     now_s: float = 0.0
     # Current state, kept up to date by the simulator.
     allocated: int = 0
@@ -55,7 +57,7 @@ class Ledger:
 
     def __post_init__(self) -> None:
         self.now_s = self.start_s
-        self.teams = TeamAccount(self.total_gpus)
+        self.teams = TeamAccount(self.total_gpus, self.tenants)
 
     @property
     def window_end_s(self) -> float:

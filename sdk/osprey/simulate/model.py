@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from osprey.simulate.tenants import Tenants
 
 __all__ = ["Job", "SimulationError", "StartupModel", "Workload"]
 
@@ -87,7 +91,8 @@ class Workload:
     """Jobs (sorted by submit time) on a cluster of nodes (GPUs per node).
 
     ``horizon_s``: the window idle % and goodput are measured over, from the first submission: the arrival
-    window, or the ideal makespan (all GPU-time packed perfectly) when that is longer.
+    window, or the ideal makespan (all GPU-time packed perfectly) when that is longer. ``tenants``: the teams'
+    quotas and weights when the cluster is shared (``--tenants``, :mod:`osprey.simulate.tenants`).
     """
 
     name: str
@@ -95,6 +100,7 @@ class Workload:
     node_gpus: tuple[int, ...]
     startup: StartupModel = field(default_factory=StartupModel)
     notes: tuple[str, ...] = ()
+    tenants: Tenants | None = None
 
     @property
     def total_gpus(self) -> int:

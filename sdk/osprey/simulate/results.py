@@ -29,14 +29,16 @@ def _mean(values: Sequence[float]) -> float:
 @dataclass(frozen=True, slots=True)
 class TeamFigures:
     """One team (its share identifier, ``Job.share``): mean queueing delay of its finished jobs, GPU-hours
-    allocated to it in the measurement window, and received / entitled GPU-time while it had queued work
-    (None when it never had; see :mod:`osprey.simulate.fairness`)."""
+    allocated to it in the measurement window, received / entitled GPU-time while it had queued work
+    (None when it never had; see :mod:`osprey.simulate.fairness`) and, with tenants, the 95th percentile reclaim
+    wait of its jobs that fitted in its unused quota when submitted (None without tenants or such jobs)."""
 
     team: str
     jobs: int
     mean_wait_s: float
     gpu_hours: float
     service_ratio: float | None
+    p95_reclaim_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +46,7 @@ class TeamFigures:
             "gpu_hours": round(self.gpu_hours, 3),
             "jobs": self.jobs,
             "service_ratio": None if self.service_ratio is None else round(self.service_ratio, 4),
+            "p95_reclaim_s": None if self.p95_reclaim_s is None else round(self.p95_reclaim_s, 3),
         }
 
 
@@ -57,7 +60,8 @@ class Result:
     cluster's GPU-time in the measurement window. Goodput: utilization-weighted useful training GPU-time in
     the window over the window's GPU-time (0..1; preempted work that was thrown away does not count).
     Fairness: Jain's index over teams of GPU-time received / entitled while the team had queued work
-    (:mod:`osprey.simulate.fairness`); ``teams`` gives each team's figures, sorted by name.
+    (:mod:`osprey.simulate.fairness`), entitled by an equal split or, with tenants, by the configured quotas
+    (``entitlement``: ``equal`` or ``quota``); ``teams`` gives each team's figures, sorted by name.
     """
 
     scheduler: str
@@ -78,6 +82,7 @@ class Result:
     gpus: int
     horizon_s: float
     fairness: float = 1.0
+    entitlement: str = "equal"
     teams: tuple[TeamFigures, ...] = ()
     waits_s: tuple[float, ...] = field(repr=False, default=())
     samples: tuple[Sample, ...] = field(repr=False, default=())
@@ -106,6 +111,7 @@ class Result:
             "makespan_s": round(self.makespan_s, 3),
             "horizon_s": round(self.horizon_s, 3),
             "fairness": round(self.fairness, 4),
+            "entitlement": self.entitlement,
             "teams": {figures.team: figures.to_dict() for figures in self.teams},
         }
 
@@ -121,6 +127,7 @@ def team_figures(sim: Simulator) -> tuple[TeamFigures, ...]:
         if run.status in (Status.DONE, Status.FAILED):
             waits[team].append(run.queued_s)
     account = sim.ledger.teams
+    reclaims = account.reclaim_waits_s
     return tuple(
         TeamFigures(
             team=team,
@@ -128,6 +135,7 @@ def team_figures(sim: Simulator) -> tuple[TeamFigures, ...]:
             mean_wait_s=_mean(waits[team]),
             gpu_hours=account.window_allocated_gpu_s.get(team, 0.0) / 3600.0,
             service_ratio=account.service_ratio(team),
+            p95_reclaim_s=percentile(reclaims[team], 0.95) if reclaims.get(team) else None,
         )
         for team in sorted(waits)
     )
@@ -165,6 +173,7 @@ def summarize(sim: Simulator, *, derives_priorities: bool) -> Result:
         gpus=sim.workload.total_gpus,
         horizon_s=ledger.horizon_s,
         fairness=ledger.teams.fairness,
+        entitlement="equal" if sim.workload.tenants is None else "quota",
         teams=team_figures(sim),
         waits_s=waits,
         samples=tuple(ledger.samples),

@@ -119,10 +119,12 @@ class Scheduler:
 class Simulator:
     def __init__(self, workload: Workload, scheduler: Scheduler, *, seed: int = 0) -> None:
         workload.validate()
+        if workload.tenants is not None:
+            workload.tenants.check(workload)
         self.workload = workload
         self.seed = seed
         self.cluster = SimulatedCluster(workload.node_gpus)
-        self.ledger = Ledger(workload.total_gpus, workload.start_s, workload.horizon_s)
+        self.ledger = Ledger(workload.total_gpus, workload.start_s, workload.horizon_s, workload.tenants)
         node = self.cluster.node_size
         self.runs = [
             JobRun(i, job, job.workers(node), job.worker_gpus(node)) for i, job in enumerate(workload.jobs)
@@ -196,6 +198,7 @@ class Simulator:
         if kind == _Kind.ARRIVE:
             self._arrived += 1
             self.ledger.teams.demand(run.job.share, run.job.gpus)
+            self.ledger.teams.submitted(run.index, run.job.share, run.job.gpus, now)
             self._enqueue(run, now)
             self.scheduler.on_arrival(run, now)
         elif kind == _Kind.TRAIN:
@@ -314,6 +317,7 @@ class Simulator:
         run.status = Status.STARTING
         run.allocated_s = now
         run.attempt += 1
+        self.ledger.teams.admitted(run.index, now)
         self.running[run.index] = run
         delays = self.workload.startup.delays(self.seed, run.job.job_id, run.attempt, run.workers)
         run.ready_at = [placed + delay for placed, delay in zip(run.placed_at, delays, strict=True)]
