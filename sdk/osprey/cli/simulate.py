@@ -39,7 +39,16 @@ from osprey.cli.simulate_workload import (
     with_tenants,
 )
 from osprey.cli.target import EndpointOption, ProfileOption, RegionOption, ShardsOption, TableOption
-from osprey.simulate import LAYERED_PAIRS, SCHEDULERS, Result, SimulationError, simulate
+from osprey.simulate import (
+    LAYERED_PAIRS,
+    SCHEDULERS,
+    TENANT_PAIRS,
+    TENANT_SCHEDULERS,
+    Result,
+    SimulationError,
+    Workload,
+    simulate,
+)
 from osprey.simulate.history import FORMATS
 from osprey_control.policy import PriorityDerivationPolicy, load_policy_files
 
@@ -104,9 +113,36 @@ def losses(result: Result, native: Result) -> list[str]:
     ]
 
 
+def print_results(results: list[Result], built: Workload, *, as_json: bool) -> None:
+    """One JSON object per scheduler, or the table with the workload's notes (and, with tenants, the reclaim
+    waits) under it."""
+    if as_json:
+        for result in results:
+            typer.echo(json.dumps(result.to_dict(), sort_keys=True))
+        return
+    render_table(results, Console(width=None if sys.stdout.isatty() else 200))
+    for note in built.notes:
+        typer.echo(note)
+    if built.tenants is not None:
+        for line in reclaim_lines(results):
+            typer.echo(line)
+
+
+def reclaim_lines(results: list[Result]) -> list[str]:
+    """Per scheduler, each team's p95 reclaim wait (docs/multi-tenant.md), under a tenants table."""
+    lines = ["p95 reclaim wait per team (min; jobs that fitted in their team's unused quota when submitted):"]
+    for result in results:
+        cells = [
+            f"{team.team} {'-' if team.p95_reclaim_s is None else f'{team.p95_reclaim_s / 60:.1f}'}"
+            for team in result.teams
+        ]
+        lines.append(f"  {result.scheduler}: {', '.join(cells)}")
+    return lines
+
+
 def render_table(results: list[Result], console: Console) -> None:
     by_name = {r.scheduler: r for r in results}
-    natives = {layered: by_name.get(native) for native, layered in LAYERED_PAIRS}
+    natives = {layered: by_name.get(native) for native, layered in (*LAYERED_PAIRS, *TENANT_PAIRS)}
     table = Table(
         title=f"{results[0].workload} on {results[0].gpus} GPUs ({results[0].jobs} jobs)"
         + ("; ratios: <backend>+osprey against <backend>" if any(natives.values()) else ""),
@@ -201,7 +237,7 @@ def simulate_command(
         str | None,
         typer.Option(
             "--schedulers",
-            help=f"Comma-separated: {','.join(SCHEDULERS)}.",
+            help=f"Comma-separated: {','.join(SCHEDULERS)}; with --tenants also {','.join(TENANT_SCHEDULERS)}.",
             show_default="every one; --history: the record's scheduler and its +osprey",
         ),
     ] = None,
@@ -240,7 +276,7 @@ def simulate_command(
     endpoint_url: EndpointOption = None,
 ) -> None:
     """Simulate a workload under several schedulers (the +osprey ones run the real engine) and compare."""
-    names = parse_schedulers(schedulers) if schedulers is not None else None
+    names = parse_schedulers(schedulers, tenants=tenants_file is not None) if schedulers is not None else None
     if cycle is not None and not 1 <= cycle <= 86400:
         usage(f"--cycle: must be between 1 and 86400 seconds, got {cycle}")
     if limit is not None and limit < 1:
@@ -270,7 +306,7 @@ def simulate_command(
 
         simulate_history(history, names, gpus, seed_list, policy, cycle, as_json, plot_dir, target)
         return
-    names = names or list(SCHEDULERS)
+    names = names or [*SCHEDULERS, *(TENANT_SCHEDULERS if tenants_file is not None else ())]
     workload = workload or "llm"
     built = build_workload(workload, gpus, seed, jobs, load, limit)
     if not built.jobs:
@@ -310,12 +346,6 @@ def simulate_command(
             except SimulationError as error:
                 fail(f"--schedulers {name}: {error}")
             progress.update(task, completed=len(built.jobs))
-    if as_json:
-        for result in results:
-            typer.echo(json.dumps(result.to_dict(), sort_keys=True))
-    else:
-        render_table(results, Console(width=None if sys.stdout.isatty() else 200))
-        for note in built.notes:
-            typer.echo(note)
+    print_results(results, built, as_json=as_json)
     if plot_dir is not None:
         write_plots(results, plot_dir, f"{built.name} on {built.total_gpus} GPUs")

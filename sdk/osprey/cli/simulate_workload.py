@@ -13,6 +13,7 @@ import typer
 from osprey.cli.errors import usage_exit
 from osprey.simulate import (
     SCHEDULERS,
+    TENANT_SCHEDULERS,
     TRACE_DIR,
     SimulationError,
     Workload,
@@ -43,12 +44,18 @@ def usage(message: str) -> NoReturn:
     raise usage_exit([message])
 
 
-def parse_schedulers(text: str) -> list[str]:
+def parse_schedulers(text: str, *, tenants: bool = False) -> list[str]:
+    """The ``--schedulers`` names; the shared-cluster ones only with a tenants file (``tenants``)."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SCHEDULERS]
+    allowed = (*SCHEDULERS, *TENANT_SCHEDULERS)
+    unknown = [name for name in names if name not in allowed]
     if unknown or not names:
+        usage(f"--schedulers: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(allowed)}")
+    needing = [name for name in names if name in TENANT_SCHEDULERS]
+    if needing and not tenants:
         usage(
-            f"--schedulers: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(SCHEDULERS)}"
+            f"--schedulers: {', '.join(needing)} model teams with quotas: give --tenants FILE.yaml "
+            "(docs/multi-tenant.md)"
         )
     return list(dict.fromkeys(names))
 

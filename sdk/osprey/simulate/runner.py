@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 
 from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle, OracleBackfill
+from osprey.simulate.cohort import KueueCohort, KueueCohortOsprey
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import (
     FairShareOsprey,
@@ -29,6 +30,8 @@ __all__ = [
     "DEFAULT_POLICY",
     "LAYERED_PAIRS",
     "SCHEDULERS",
+    "TENANT_PAIRS",
+    "TENANT_SCHEDULERS",
     "load_default_policy",
     "make_scheduler",
     "simulate",
@@ -57,6 +60,9 @@ LAYERED_PAIRS = (
     ("sagemaker-queue", "sagemaker-queue+osprey"),
     ("slurm", "slurm+osprey"),
 )
+# Schedulers of a shared cluster: they need the teams' quotas (a tenants file, docs/multi-tenant.md).
+TENANT_SCHEDULERS = ("kueue-cohort", "kueue-cohort+osprey")
+TENANT_PAIRS = (("kueue-cohort", "kueue-cohort+osprey"),)
 DEFAULT_POLICY = shipped_policy_file(DEFAULT_POLICY_NAME)
 
 
@@ -88,6 +94,8 @@ def make_scheduler(
         return SageMakerQueue()
     if name == "slurm":
         return Slurm()
+    if name == "kueue-cohort":
+        return KueueCohort(preemption=preemption)
     chosen = policy or load_default_policy()
     if name == "kueue+osprey":
         return KueueOsprey(chosen, cycle_s=cycle_s, seed=seed, preemption=preemption)
@@ -97,7 +105,12 @@ def make_scheduler(
         return SageMakerQueueOsprey(chosen, cycle_s=cycle_s, seed=seed)
     if name == "slurm+osprey":
         return SlurmOsprey(chosen, cycle_s=cycle_s, seed=seed)
-    raise SimulationError(f"unknown scheduler {name!r}; allowed: {', '.join(SCHEDULERS)}")
+    if name == "kueue-cohort+osprey":
+        return KueueCohortOsprey(chosen, cycle_s=cycle_s, seed=seed, preemption=preemption)
+    raise SimulationError(
+        f"unknown scheduler {name!r}; allowed: {', '.join(SCHEDULERS)}, and with tenants "
+        f"{', '.join(TENANT_SCHEDULERS)}"
+    )
 
 
 def simulate(

@@ -10,6 +10,10 @@ A tenants file names every team a workload's ``share`` column uses::
         lendingLimitGpus: 16     # most of its unused quota others may use (absent: all of it)
         fairShareWeight: 2       # its weight when idle GPUs are shared out (default 1)
         priorityClasses: [high, default]   # optional: the classes the team submits with
+        # kueue-cohort only, the team's ClusterQueue preemption (defaults below):
+        withinClusterQueue: LowerPriority   # Never | LowerPriority
+        reclaimWithinCohort: Any            # Never | LowerPriority | Any
+        borrowWithinCohort: Never           # Never | LowerPriority
 
 The same numbers mean the same thing to every scheduler that has a team mechanism: the Batch fair-share
 schedulers (``fairshare``, ``sagemaker-queue`` and their ``+osprey``) give each team the ``weightFactor``
@@ -38,7 +42,18 @@ _FIELDS = (
     "lendingLimitGpus",
     "fairShareWeight",
     "priorityClasses",
+    "withinClusterQueue",
+    "reclaimWithinCohort",
+    "borrowWithinCohort",
 )
+# Each ClusterQueue preemption field, its allowed values, and the default here. Kueue's API defaults all three
+# to Never; a quota a team cannot reclaim is no guarantee, so a shared cluster sets reclaim (as HyperPod task
+# governance does for a team's lent quota) and preemption by priority inside a team.
+_PREEMPTION = {
+    "withinClusterQueue": (("Never", "LowerPriority"), "LowerPriority"),
+    "reclaimWithinCohort": (("Never", "LowerPriority", "Any"), "Any"),
+    "borrowWithinCohort": (("Never", "LowerPriority"), "Never"),
+}
 
 
 class TenantsError(SimulationError):
@@ -55,6 +70,9 @@ class Tenant:
     lending_limit_gpus: int | None = None  # None: all of its unused quota may be lent
     fair_share_weight: float = 1.0
     priority_classes: tuple[str, ...] = ()
+    within_cluster_queue: str = "LowerPriority"
+    reclaim_within_cohort: str = "Any"
+    borrow_within_cohort: str = "Never"
 
     @property
     def ceiling_gpus(self) -> float:
@@ -136,6 +154,12 @@ def _tenant(entry: object, where: str) -> Tenant:
         raise TenantsError(f"{where}.priorityClasses: must be a list of class names, got {classes!r}")
     nominal = _whole(entry, "nominalGpus", where, required=True)
     assert nominal is not None
+    preemption: dict[str, str] = {}
+    for key, (allowed, default) in _PREEMPTION.items():
+        value = entry.get(key, default)
+        if value not in allowed:
+            raise TenantsError(f"{where}.{key}: must be one of {', '.join(allowed)}, got {value!r}")
+        preemption[key] = value
     return Tenant(
         name=name,
         nominal_gpus=nominal,
@@ -143,6 +167,9 @@ def _tenant(entry: object, where: str) -> Tenant:
         lending_limit_gpus=_whole(entry, "lendingLimitGpus", where, required=False),
         fair_share_weight=float(weight),
         priority_classes=tuple(classes),
+        within_cluster_queue=preemption["withinClusterQueue"],
+        reclaim_within_cohort=preemption["reclaimWithinCohort"],
+        borrow_within_cohort=preemption["borrowWithinCohort"],
     )
 
 
