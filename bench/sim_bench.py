@@ -165,10 +165,16 @@ def _wait_gap(layered: float, native: float, oracle: float) -> tuple[bool, str]:
     return closed >= GAP_SHARE * gap, detail
 
 
-def goals(label: str, measured: dict[str, dict[str, float]]) -> Iterable[Goal]:
+def goals(
+    label: str,
+    measured: dict[str, dict[str, float]],
+    *,
+    pairs: Sequence[tuple[str, str]] = LAYERED_PAIRS,
+    oracle_name: str = "oracle",
+) -> Iterable[Goal]:
     """Every goal for every (native, layered) pair measured on one workload (the seed's case: its own)."""
-    oracle = measured.get("oracle")
-    for native_name, layered_name in LAYERED_PAIRS:
+    oracle = measured.get(oracle_name)
+    for native_name, layered_name in pairs:
         native, layered = measured.get(native_name), measured.get(layered_name)
         if native is None or layered is None:
             continue

@@ -153,3 +153,33 @@ def test_the_cli_runs_the_cohort_with_osprey_and_refuses_it_without_tenants(tmp_
         "teams[0].reclaimWithinCohort: must be one of Never, LowerPriority, Any, got 'Sometimes'"
         in result.output
     )
+
+
+def test_a_job_its_team_can_never_hold_is_an_error_before_the_run() -> None:
+    scenario = workload(job("a1", 0, 16, 100, share="a"))
+    with pytest.raises(
+        SimulationError, match=r"job a1 asks for 16 GPUs, more than team 'a' can ever hold .*\(12:"
+    ):
+        _shared(scenario, Tenant("a", 8, borrowing_limit_gpus=4), Tenant("b", 8))
+
+
+def test_the_cohort_oracle_keeps_the_quotas_and_runs_the_least_gpu_time_first() -> None:
+    # Given a fills its quota with a long job and queues a long and a short one; b is idle
+    scenario = workload(
+        job("a-first", 0, 8, 1000, share="a"),
+        job("a-long", 1, 8, 5000, share="a"),
+        job("a-short", 2, 8, 100, share="a"),
+        job("b1", 50, 8, 1000, share="b"),
+    )
+    runs = {
+        r.job.job_id: r
+        for r in run(
+            replace(scenario, tenants=Tenants((Tenant("a", 8), Tenant("b", 8)))), "oracle-cohort"
+        ).runs
+    }
+    # Then a-long borrows b's idle quota at once (the only job waiting then), b1 reclaims it at 50 s, and
+    # once a-first ends a-short goes before the preempted a-long: least remaining GPU-time first
+    assert runs["a-long"].preemptions == 1
+    assert runs["b1"].queued_s == pytest.approx(0.0)
+    assert runs["a-short"].queued_s == pytest.approx(1000.0 - 2.0)
+    assert runs["a-long"].first_train_s == pytest.approx(1.0)

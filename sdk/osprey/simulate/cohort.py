@@ -29,6 +29,7 @@ workload binds at once and victims free their GPUs at once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -39,7 +40,7 @@ from osprey.simulate.model import SimulationError
 from osprey.simulate.sim import JobRun, Simulator, Status
 from osprey.simulate.tenants import Tenant
 
-__all__ = ["KueueCohort", "KueueCohortOsprey"]
+__all__ = ["CohortOracle", "KueueCohort", "KueueCohortOsprey"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ class _Victim:
 
 class KueueCohort(Kueue):
     name: ClassVar[str] = "kueue-cohort"
+    # Whether a team's workload may preempt the team's own lower-priority ones (withinClusterQueue).
+    preempts_within_team: ClassVar[bool] = True
 
     def bind(self, sim: Simulator) -> None:
         super().bind(sim)
@@ -62,6 +65,16 @@ class KueueCohort(Kueue):
             )
         self.teams: dict[str, Tenant] = tenants.by_name
         self.usage: dict[str, int] = dict.fromkeys(self.teams, 0)
+        # Kueue never admits a workload larger than its team can ever hold (it stays pending for good): the
+        # tenants file and the workload disagree, so say so before running.
+        for job in sim.workload.jobs:
+            ceiling = self._available(job.share)
+            if job.gpus > ceiling:
+                raise SimulationError(
+                    f"{self.name}: job {job.job_id} asks for {job.gpus} GPUs, more than team {job.share!r} can "
+                    f"ever hold in the cohort ({ceiling}: its quota, what the others lend and its "
+                    "borrowingLimitGpus); raise the team's quota or limits in the tenants file"
+                )
 
     # -- quota ---------------------------------------------------------------------------------------------
     def _guaranteed(self, team: Tenant) -> int:
@@ -139,7 +152,7 @@ class KueueCohort(Kueue):
                 )
                 reclaim.append(_Victim(other, without_borrowing))
         same: list[_Victim] = []
-        if config.within_cluster_queue != "Never":
+        if self.preempts_within_team and config.within_cluster_queue != "Never":
             same = [
                 _Victim(other, False)
                 for other in self.sim.running.values()
@@ -219,3 +232,21 @@ class KueueCohortOsprey(KueueOsprey, KueueCohort):
     over the whole cluster, which is what production's guard does today (it knows no cohort)."""
 
     name: ClassVar[str] = "kueue-cohort+osprey"
+
+
+class CohortOracle(KueueCohort):
+    """The wait goal's reference on a shared cluster: the cohort's quotas, borrowing and reclaim exactly as
+    ``kueue-cohort``, with perfect knowledge ordering every queue and the heads across teams by least remaining
+    GPU-time (:class:`~osprey.simulate.baselines.Oracle`'s order). Like that oracle it does not preempt by order
+    (that would throw work away); it reclaims a lent quota, which a guarantee needs."""
+
+    name: ClassVar[str] = "oracle-cohort"
+    preempts_within_team: ClassVar[bool] = False
+
+    def _order(self, run: JobRun) -> tuple[int, float, str, int]:
+        return (math.ceil(run.job.gpus * run.remaining_s), run.job.submit_s, "", run.index)
+
+    def on_allocated(self, run: JobRun, now: float) -> None:
+        # No waitForPodsReady timer: a reference does not evict a job for starting slowly.
+        self.admitted_gpus += run.job.gpus
+        self.usage[run.job.share] += run.job.gpus

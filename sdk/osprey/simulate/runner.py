@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 
 from osprey.simulate.baselines import FairShare, Fifo, NoGang, Oracle, OracleBackfill
-from osprey.simulate.cohort import KueueCohort, KueueCohortOsprey
+from osprey.simulate.cohort import CohortOracle, KueueCohort, KueueCohortOsprey
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import (
     FairShareOsprey,
@@ -61,7 +61,7 @@ LAYERED_PAIRS = (
     ("slurm", "slurm+osprey"),
 )
 # Schedulers of a shared cluster: they need the teams' quotas (a tenants file, docs/multi-tenant.md).
-TENANT_SCHEDULERS = ("kueue-cohort", "kueue-cohort+osprey")
+TENANT_SCHEDULERS = ("kueue-cohort", "kueue-cohort+osprey", "oracle-cohort")
 TENANT_PAIRS = (("kueue-cohort", "kueue-cohort+osprey"),)
 DEFAULT_POLICY = shipped_policy_file(DEFAULT_POLICY_NAME)
 
@@ -96,6 +96,8 @@ def make_scheduler(
         return Slurm()
     if name == "kueue-cohort":
         return KueueCohort(preemption=preemption)
+    if name == "oracle-cohort":
+        return CohortOracle()
     chosen = policy or load_default_policy()
     if name == "kueue+osprey":
         return KueueOsprey(chosen, cycle_s=cycle_s, seed=seed, preemption=preemption)
