@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python bench/kueue_bench.py`` (the etcd, kube-apiserver and Kueue manager ``.ci/k8s`` builds;
 options ``--jobs``, ``--nodes``, ``--min-duration``/``--max-duration``, ``--interval``, ``--seed``,
-``--compression``). It prints::
+``--compression``, ``--tenants``). It prints::
 
     scheduler=kueue mean_wait_s=<x> makespan_s=<x>
     scheduler=kueue+osprey mean_wait_s=<x> makespan_s=<x>
@@ -28,6 +28,13 @@ the same offsets (``bench/kueue_driver.py``: the Jobs, the driver that plays pod
 - ``kueue+osprey``: Osprey's loop every ``--interval`` seconds: the real derivation engine on the shipped
   ``default-policy`` with its time ranges divided by ``--compression`` (as slurm_bench), the production
   reservation plan, and the real EKS applier patching each Workload's ``spec.priority``.
+
+With ``--tenants FILE.yaml`` (``bench/data/tenants-kueue-bench.yaml`` with ``--nodes 12``) the two runs are
+``kueue-cohort`` and ``kueue-cohort+osprey`` instead: one ClusterQueue per team in a cohort (quotas, borrowing and
+lending limits, preemption as the file sets them), each job submitted by the teams in turn, and the simulated side
+runs the ``kueue-cohort`` models (``osprey.simulate.cohort``) with the same teams. A file the model refuses (quotas
+beyond the cluster, a job its team can never hold, which a real Kueue would leave pending for good) exits 2 before
+anything starts.
 
 Wait is the driver's first sight of a Workload's admission minus its Job's submission; makespan is the last
 ``Finished`` minus the first submission. The simulated side runs the ``kueue``/``kueue+osprey`` models on a
@@ -55,17 +62,19 @@ from tests.k8s.cluster import METRICS_CERT_DIR, LocalKubernetes, find_binaries  
 
 from bench.fidelity import Run as FidelityRun  # noqa: E402
 from bench.fidelity import fidelity_line  # noqa: E402
-from bench.kueue_driver import NODE_GPUS, Driver, KueueOspreyLoop, Tracked, make_queue, submit  # noqa: E402
+from bench.kueue_driver import Driver, KueueOspreyLoop, Tracked  # noqa: E402
+from bench.kueue_queues import NODE_GPUS, make_cohort, make_queue, submit  # noqa: E402
 from bench.slurm_bench import Job, compressed_policy, workload  # noqa: E402
 from osprey.simulate.kueue import Kueue  # noqa: E402
 from osprey.simulate.model import Job as SimJob  # noqa: E402
-from osprey.simulate.model import Workload  # noqa: E402
+from osprey.simulate.model import SimulationError, Workload  # noqa: E402
 from osprey.simulate.runner import make_scheduler  # noqa: E402
 from osprey.simulate.sim import Simulator  # noqa: E402
+from osprey.simulate.tenants import Tenants, load_tenants  # noqa: E402
 from osprey_control.derivation import compile_policy  # noqa: E402
 from osprey_control.policy import PriorityDerivationPolicy  # noqa: E402
 
-__all__ = ["main", "missing_requirements", "simulated_jobs"]
+__all__ = ["main", "missing_requirements", "simulated_jobs", "team_of"]
 
 
 def missing_requirements() -> str | None:
@@ -78,10 +87,15 @@ def missing_requirements() -> str | None:
     return None
 
 
-def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
-    """The bench's submissions as the simulator's jobs: whole 8-GPU nodes, the same offsets and durations; the
-    user's estimate is the declared runtime, which the simulated control plane reads where the real loop reads
-    ``expected_runtime`` (both until the job reports progress)."""
+def team_of(job: Job, tenants: Tenants | None) -> str:
+    """The team a bench job is submitted by: the tenants file's teams in turn (``default`` without one)."""
+    return "default" if tenants is None else tenants.teams[job.index % len(tenants.teams)].name
+
+
+def simulated_jobs(jobs: list[Job], tenants: Tenants | None = None) -> list[SimJob]:
+    """The bench's submissions as the simulator's jobs: whole 8-GPU nodes, the same offsets, durations and teams;
+    the user's estimate is the declared runtime, which the simulated control plane reads where the real loop
+    reads ``expected_runtime`` (both until the job reports progress)."""
     return [
         SimJob(
             job_id=f"bench-{job.index}",
@@ -89,9 +103,16 @@ def simulated_jobs(jobs: list[Job]) -> list[SimJob]:
             gpus=job.nodes * NODE_GPUS,
             duration_s=job.duration_s,
             declared_runtime_s=float(job.estimate_s),
+            share=team_of(job, tenants),
         )
         for job in jobs
     ]
+
+
+def bench_workload(model: str, jobs: list[Job], nodes: int, tenants: Tenants | None) -> Workload:
+    return Workload(
+        f"{model} fidelity", tuple(simulated_jobs(jobs, tenants)), (NODE_GPUS,) * nodes, tenants=tenants
+    )
 
 
 def simulated_starts(
@@ -102,6 +123,7 @@ def simulated_starts(
     *,
     policy: PriorityDerivationPolicy,
     cycle_s: float,
+    tenants: Tenants | None = None,
 ) -> FidelityRun:
     """The simulator's ``model`` on the bench's submissions, ordering its queue with the real run's Workload
     creation seconds and UIDs (``stamps``): Kueue breaks ties within a second by UID, which no model can
@@ -109,9 +131,7 @@ def simulated_starts(
     scheduler = make_scheduler(model, policy=policy, cycle_s=cycle_s)
     assert isinstance(scheduler, Kueue)
     scheduler.workload_stamps = dict(stamps)
-    sim = Simulator(
-        Workload(f"{model} fidelity", tuple(simulated_jobs(jobs)), (NODE_GPUS,) * nodes), scheduler
-    )
+    sim = Simulator(bench_workload(model, jobs, nodes, tenants), scheduler)
     sim.run(None)
     started = {run.job.job_id: run.intervals[0].start_s for run in sim.runs if run.intervals}
     return FidelityRun({run.job.job_id: run.job.submit_s for run in sim.runs}, started)
@@ -131,16 +151,26 @@ def _handoff_s(tracked: list[Tracked]) -> float:
 
 
 def run(
-    name: str, jobs: list[Job], k8s: LocalKubernetes, nodes: int, args: argparse.Namespace
+    name: str,
+    jobs: list[Job],
+    k8s: LocalKubernetes,
+    nodes: int,
+    args: argparse.Namespace,
+    *,
+    tenants: Tenants | None = None,
 ) -> dict[str, Any]:
     client = k8s.client()
     namespace = f"bench-{secrets.token_hex(3)}"
     k8s.apply_namespace(namespace)
-    queue = make_queue(client, namespace, nodes * NODE_GPUS)
+    if tenants is None:
+        queue = make_queue(client, namespace, nodes * NODE_GPUS)
+        queues = {"default": queue}
+    else:
+        queues = make_cohort(client, namespace, tenants)
     began = time.time()
     driver = Driver(client, namespace, began)
     loop = None
-    if name == "kueue+osprey":
+    if name.endswith("+osprey"):
         compiled = compile_policy(compressed_policy(args.compression))
         loop = KueueOspreyLoop(client, driver, compiled, args.interval, nodes * NODE_GPUS)
     stop = threading.Event()
@@ -159,7 +189,9 @@ def run(
             delay = began + job.offset_s - time.time()
             if delay > 0:
                 time.sleep(delay)
-            created = submit(client, namespace, queue, f"bench-{job.index}", job.nodes)
+            created = submit(
+                client, namespace, queues[team_of(job, tenants)], f"bench-{job.index}", job.nodes
+            )
             driver.add(Tracked(f"bench-{job.index}", created["metadata"]["uid"], job.nodes, job.duration_s,
                                job.estimate_s, time.time() - began))  # fmt: skip
         deadline = time.time() + 3600
@@ -205,7 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between Osprey cycles")
     parser.add_argument("--compression", type=float, default=240.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--schedulers", default="kueue,kueue+osprey", help=argparse.SUPPRESS)  # tracing one
+    parser.add_argument(
+        "--tenants",
+        type=Path,
+        default=None,
+        help="teams sharing the cluster (docs/multi-tenant.md): a Kueue cohort, ClusterQueue per team; jobs go to "
+        "the teams in turn",
+    )
+    parser.add_argument("--schedulers", default=None, help=argparse.SUPPRESS)  # tracing one
     parser.add_argument("--trace", action="store_true", help="also print each job's real and simulated start")
     args = parser.parse_args(argv)
     if args.nodes < 8:
@@ -214,15 +253,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             "durations must satisfy 0 < --min-duration <= --max-duration < 300 (waitForPodsReady's 5 min)"
         )
+    jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
+    tenants = None
+    if args.tenants is not None:
+        try:
+            tenants = load_tenants(args.tenants)
+            # What the model refuses (quotas beyond the cluster, a job its team can never hold) the real Kueue
+            # would leave pending for good: refuse it before starting anything.
+            Simulator(bench_workload("check", jobs, args.nodes, tenants), make_scheduler("kueue-cohort"))
+        except SimulationError as error:
+            parser.error(f"--tenants {args.tenants}: {error}")
     reason = missing_requirements()
     if reason:
         print(f"error: a real Kueue cannot run here: {reason}", file=sys.stderr)
         return 1
-    jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
+    names = args.schedulers or ("kueue-cohort,kueue-cohort+osprey" if tenants else "kueue,kueue+osprey")
     results = []
     with LocalKubernetes(find_binaries()) as k8s:
-        for name in args.schedulers.split(","):
-            results.append(run(name, jobs, k8s, args.nodes, args))
+        for name in names.split(","):
+            results.append(run(name, jobs, k8s, args.nodes, args, tenants=tenants))
     for result in results:
         print(f"scheduler={result['scheduler']} mean_wait_s={result['mean_wait_s']:.1f} "
               f"makespan_s={result['makespan_s']:.1f}")  # fmt: skip
@@ -231,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {result['scheduler']} evictions: {result['evicted_by']}")
     base, layered = results[0], results[-1]
     print(
-        f"ratio kueue+osprey/kueue mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
+        f"ratio {layered['scheduler']}/{base['scheduler']} "
+        f"mean_wait={layered['mean_wait_s'] / max(base['mean_wait_s'], 1e-9):.2f} "
         f"makespan={layered['makespan_s'] / max(base['makespan_s'], 1e-9):.2f} "
         f"(osprey cycles={layered['cycles']} priority_writes={layered['writes']} "
         f"preemptions={layered['preemptions']}; jobs={args.jobs} nodes={args.nodes})"
@@ -252,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         model = result["scheduler"]
         simulated = simulated_starts(
-            model, jobs, args.nodes, result["stamps"], policy=policy, cycle_s=args.interval
+            model, jobs, args.nodes, result["stamps"], policy=policy, cycle_s=args.interval, tenants=tenants
         )
         print(fidelity_line(model, result["run"], simulated))
         if args.trace:

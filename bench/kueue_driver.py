@@ -1,12 +1,6 @@
-"""The real-Kueue half of ``bench/kueue_bench.py``: the bench's queues and jobs on a real API server, the
-driver that plays kubelet and training script, and Osprey's loop writing Workload priorities.
+"""The real-Kueue half of ``bench/kueue_bench.py``: the driver that plays kubelet and training script, and
+Osprey's loop writing Workload priorities (the queues and jobs it drives: ``bench/kueue_queues.py``).
 
-- :func:`make_queue`: a ResourceFlavor, a ClusterQueue with a nominal quota of ``nvidia.com/gpu`` (BestEffortFIFO,
-  ``withinClusterQueue: LowerPriority``: the setup docs/eks.md asks for) and a LocalQueue, in a namespace of
-  the run's own, so the two runs of one bench never share a queue.
-- :func:`submit`: a suspended ``batch/v1`` Job opted in to Osprey, one pod per 8-GPU node, each pod asking
-  ``nvidia.com/gpu: 8``. Kueue's own Job integration makes its Workload (priority 0: no priority class), admits
-  it on quota and unsuspends the Job; nothing runs it (no kubelet, no Job controller).
 - :class:`Driver`: polls the Workloads; on an admission it marks the Job's pods active and ready
   (``status.active`` = ``status.ready`` = its pods, through the Job's status subresource: what Kueue's Job
   integration reads for ``PodsReady``; the API server refuses more ready pods than active ones), so
@@ -34,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.kueue_queues import GPU, KUEUE, NODE_GPUS
 from bench.periodic import PeriodicLoop
 from osprey_control.backends import PriorityChange
 from osprey_control.backends.eks import ConflictError, EksApplier, KubernetesApiError, KubernetesClient
@@ -58,11 +53,8 @@ from osprey_control.derivation import (
 from osprey_control.policy import Metric
 from osprey_control.registry import Backend, JobRecord, JobStatus
 
-__all__ = ["GPU", "NODE_GPUS", "Driver", "KueueOspreyLoop", "Tracked", "make_queue", "submit"]
+__all__ = ["GPU", "NODE_GPUS", "Driver", "KueueOspreyLoop", "Tracked"]
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
-GPU = "nvidia.com/gpu"
-NODE_GPUS = 8
 CLUSTER = "bench"
 _NODE_PROFILE = {
     "gpu_utilization": 80.0,
@@ -96,52 +88,6 @@ class Tracked:
     @property
     def gpus(self) -> int:
         return self.nodes * NODE_GPUS
-
-
-def make_queue(client: KubernetesClient, namespace: str, quota_gpus: int) -> str:
-    """The run's flavor, ClusterQueue and LocalQueue (named after ``namespace``); returns the LocalQueue."""
-    name = f"cq-{namespace}"
-    client.request(
-        "POST",
-        f"/apis/{KUEUE}/resourceflavors",
-        body={"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"gpu-{namespace}"}},
-    )
-    client.request("POST", f"/apis/{KUEUE}/clusterqueues", body={
-        "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {},
-            "queueingStrategy": "BestEffortFIFO",
-            "preemption": {"withinClusterQueue": "LowerPriority"},
-            "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                {"name": f"gpu-{namespace}", "resources": [{"name": GPU, "nominalQuota": str(quota_gpus)}]}]}],
-        },
-    })  # fmt: skip
-    client.request("POST", f"/apis/{KUEUE}/namespaces/{namespace}/localqueues", body={
-        "apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "bench"},
-        "spec": {"clusterQueue": name},
-    })  # fmt: skip
-    # A Workload created before Kueue has the queues Active is parked as inadmissible until some other
-    # Workload of the queue finishes (the first jobs of a run then wait for nothing): wait for both.
-    paths = (f"/apis/{KUEUE}/clusterqueues/{name}", f"/apis/{KUEUE}/namespaces/{namespace}/localqueues/bench")
-    deadline = time.monotonic() + 30
-    while not all(_conditions(client.get(path)).get("Active") == "True" for path in paths):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"Kueue did not report {name} and its LocalQueue Active within 30 s")
-        time.sleep(0.1)
-    return "bench"
-
-
-def submit(client: KubernetesClient, namespace: str, queue: str, name: str, nodes: int) -> dict[str, Any]:
-    """A suspended Job in ``queue``: ``nodes`` pods of 8 GPUs each, opted in to Osprey."""
-    gpus = {GPU: str(NODE_GPUS)}
-    return client.request("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body={
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "labels": {"osprey.aws/enabled": "true", "kueue.x-k8s.io/queue-name": queue}},
-        "spec": {"suspend": True, "parallelism": nodes, "completions": nodes, "template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "train", "image": "train:latest",
-                            "resources": {"requests": gpus, "limits": gpus}}]}}},
-    })  # fmt: skip
 
 
 def _conditions(obj: Mapping[str, Any]) -> dict[str, str]:

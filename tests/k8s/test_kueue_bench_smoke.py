@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 from bench.kueue_bench import main, missing_requirements
 
 from tests.k8s.conftest import REQUIRE_VARIABLE
+
+TENANTS = Path(__file__).resolve().parents[2] / "bench" / "data" / "tenants-kueue-bench.yaml"
 
 
 def test_the_kueue_bench_prints_results_ratio_and_fidelity(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,3 +41,29 @@ def test_the_kueue_bench_prints_results_ratio_and_fidelity(capsys: pytest.Captur
         ), out
     # And the driver's pods were accepted by the API server (waitForPodsReady saw them ready)
     assert "refused status.ready" not in out, out
+
+
+def test_the_kueue_bench_runs_a_cohort_from_a_tenants_file(capsys: pytest.CaptureFixture[str]) -> None:
+    reason = missing_requirements()
+    if reason and os.environ.get(REQUIRE_VARIABLE) == "1":
+        pytest.fail(f"{REQUIRE_VARIABLE}=1 but a real Kueue cannot run here: {reason}", pytrace=False)
+    if reason:
+        pytest.skip(f"real Kueue unavailable: {reason}")
+    # When the bench runs 6 short jobs on the cohort of bench/data/tenants-kueue-bench.yaml (three teams, 12 nodes)
+    argv = ["--jobs", "6", "--min-duration", "1", "--max-duration", "3", "--interval", "1", "--nodes", "12",
+            "--tenants", str(TENANTS)]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # Then the cohort's two runs have their lines, and the cohort model its fidelity against the real Kueue
+    for name in ("kueue-cohort", "kueue-cohort\\+osprey"):
+        assert re.search(rf"^scheduler={name} mean_wait_s=[\d.]+ makespan_s=[\d.]+$", out, re.M), out
+        assert re.search(rf"^fidelity scheduler={name} order_tau=-?[\d.]+ wait_ratio=[\d.]+ ", out, re.M), out
+    assert re.search(r"^ratio kueue-cohort\+osprey/kueue-cohort mean_wait=[\d.]+ ", out, re.M), out
+
+
+def test_a_tenants_file_the_cohort_cannot_run_is_refused_before_kueue_starts(tmp_path: Path) -> None:
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text("teams:\n  - name: a\n    nominalGpus: 8\n    borrowingLimitGpus: 0\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--tenants", str(tenants)])
+    assert exit_info.value.code == 2
