@@ -212,10 +212,12 @@ def _backfill_report(pair: tuple[str, str], draws: Mapping[str, Measured], worst
     return f"; against {ORACLE_BACKFILL} (report only): {met}/{len(results)} draws{worst_part}"
 
 
-def family_goals(draws: Mapping[str, Measured], pairs: Iterable[tuple[str, str]]) -> list[FamilyGoal]:
+def family_goals(
+    draws: Mapping[str, Measured], pairs: Iterable[tuple[str, str]], *, oracle_name: str = ORACLE
+) -> list[FamilyGoal]:
     """Every family goal of every pair measured on at least one draw (``draws``: draw name -> its results,
     in the order the draws were run). A draw without both of a pair's schedulers does not count for it, a
-    draw without ``oracle`` not for ``wait-gap``."""
+    draw without ``oracle_name`` (the wait goal's reference) not for ``wait-gap``."""
     out = []
     for native_name, layered_name in pairs:
         pair = f"{native_name}->{layered_name}"
@@ -225,7 +227,7 @@ def family_goals(draws: Mapping[str, Measured], pairs: Iterable[tuple[str, str]]
                 native, layered = measured.get(native_name), measured.get(layered_name)
                 if native is None or layered is None:
                     continue
-                oracle = measured[ORACLE]["mean_wait_s"] if ORACLE in measured else None
+                oracle = measured[oracle_name]["mean_wait_s"] if oracle_name in measured else None
                 checked = _check(goal, native, layered, oracle)
                 if checked is not None:
                     checks.append(DrawCheck(draw, *checked))

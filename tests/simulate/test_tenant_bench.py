@@ -32,15 +32,25 @@ def test_the_bench_prints_every_scheduler_and_every_goal(
     tenants = tmp_path / "tenants.yaml"
     tenants.write_text(TENANTS + "\n")
     argv = ["--tenants", str(tenants), "--seeds", "0", "--jobs", "40", "--gpus", "64", "--processes", "1"]
-    assert main(argv) == 0
+    assert main([*argv, "--family-seeds", "5003"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     schedulers = [LINE.fullmatch(line) for line in lines if line.startswith("scheduler=")]
     assert all(schedulers), lines
-    assert len(schedulers) == 2 * (2 * len(PAIRS) + 1)  # two loads; three pairs and the cohort oracle
+    assert len(schedulers) == 3 * (
+        2 * len(PAIRS) + 1
+    )  # two loads and a draw; three pairs and the cohort oracle
     goals = [line for line in lines if line.startswith("goal=")]
     assert all(GOAL.fullmatch(line) for line in goals), goals
     assert len(goals) == 2 * 7 * len(PAIRS)
     assert re.fullmatch(r"goals met=\d+/42 total_seconds=\d+\.\d", lines[-1])
+    # ... and the family draw, shared by quotas drawn for its teams: its schedulers, then each pair's six goals
+    # and reclaim over the draws
+    draw = [m for m in schedulers if m and m.group(2) == "family-5003-tenants"]
+    assert len(draw) == 2 * len(PAIRS) + 1
+    family = [line for line in lines if line.startswith("family pair=")]
+    assert len(family) == 7 * len(PAIRS)
+    assert all(re.fullmatch(r"family pair=\S+ goal=\S+ met=[01]/1 worst=family-5003-tenants .+: (met|MISSED)", line)
+               for line in family), family  # fmt: skip
 
 
 def _result(scheduler: str, reclaim_s: float | None) -> Result:

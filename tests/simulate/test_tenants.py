@@ -18,8 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from osprey.cli.main import app
+from osprey.simulate import family_workload
 from osprey.simulate.results import summarize
-from osprey.simulate.tenants import Tenant, Tenants, TenantsError, entitlement, parse_tenants
+from osprey.simulate.tenant_draw import draw_tenants
+from osprey.simulate.tenants import Tenant, Tenants, TenantsError, ceiling_gpus, entitlement, parse_tenants
 from tests.simulate.helpers import job, run, workload
 
 runner = CliRunner()
@@ -187,3 +189,27 @@ def test_the_cli_reads_a_tenants_file_and_names_the_field_of_a_bad_one(tmp_path:
     result = runner.invoke(app, [*args, "--tenants", str(tenants)])
     assert result.exit_code == 1
     assert "job b1: its team (share) 'b' is not in the tenants file (teams: a)" in result.output
+
+
+@pytest.mark.parametrize("seed", range(5000, 5012))
+def test_drawn_quotas_fill_the_cluster_and_fit_every_job(seed: int) -> None:
+    # Given a family draw and quotas drawn for its teams
+    scenario = family_workload(seed)
+    tenants = draw_tenants(scenario, seed)
+    # Then the same seed draws the same quotas, every team of the workload has one, they fill the cluster, and
+    # a cohort of them can hold each team's largest job (no job left pending for good)
+    assert draw_tenants(scenario, seed) == tenants
+    assert {team.name for team in tenants.teams} == {drawn.share for drawn in scenario.jobs}
+    assert tenants.nominal_gpus == scenario.total_gpus
+    for drawn in scenario.jobs:
+        assert drawn.gpus <= ceiling_gpus(tenants, drawn.share), drawn.job_id
+    tenants.check(scenario)
+
+
+def test_the_cli_draws_quotas_for_the_workloads_teams() -> None:
+    args = ["simulate", "--workload", "seed", "--schedulers", "kueue-cohort", "--tenants", "drawn", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    [row] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert row["entitlement"] == "quota"
+    assert set(row["teams"]) == {"team-a", "team-b", "team-c"}

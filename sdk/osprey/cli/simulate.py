@@ -264,9 +264,10 @@ def simulate_command(
         Path | None,
         typer.Option(
             "--tenants",
-            metavar="FILE.yaml",
+            metavar="FILE.yaml|drawn",
             help="Teams sharing the cluster (quota, borrowing and lending limits, fairShareWeight): fairness is "
-            "measured against the quotas and Batch fair share weighs teams by them (docs/multi-tenant.md).",
+            "measured against the quotas and Batch fair share weighs teams by them; 'drawn': quotas drawn for "
+            "the workload's teams from --seed (docs/multi-tenant.md).",
         ),
     ] = None,
     table: TableOption = None,
@@ -312,7 +313,7 @@ def simulate_command(
     if not built.jobs:
         fail(f"--workload: {workload} has no jobs")
     if tenants_file is not None:
-        built = with_tenants(built, tenants_file)
+        built = with_tenants(built, tenants_file, seed)
     err = Console(stderr=True)
     results: list[Result] = []
     with Progress(

@@ -24,10 +24,12 @@ from osprey.simulate import (
     read_job_csv,
     seed_workload,
 )
+from osprey.simulate.tenant_draw import draw_tenants
 from osprey.simulate.tenants import TenantsError, load_tenants
 
 __all__ = ["build_workload", "fail", "parse_schedulers", "usage", "with_tenants"]
 
+DRAWN = "drawn"  # --tenants drawn: quotas drawn for the workload's teams
 WORKLOADS = ("alibaba", "llm", "seed", "family:SEED")
 FAMILY_PREFIX = "family:"
 DEFAULT_GPUS = {"llm": 1024, "seed": 64, "file": 64}
@@ -116,10 +118,12 @@ def build_workload(
     return built
 
 
-def with_tenants(built: Workload, path: Path) -> Workload:
-    """``built`` shared by the teams of the tenants file at ``path``; exits 1 naming the field on bad input."""
+def with_tenants(built: Workload, path: Path, seed: int) -> Workload:
+    """``built`` shared by the teams of the tenants file at ``path``, or by quotas drawn for its teams from
+    ``seed`` when ``path`` is ``drawn`` (:mod:`osprey.simulate.tenant_draw`); exits 1 naming the field on bad
+    input."""
     try:
-        tenants = load_tenants(path)
+        tenants = draw_tenants(built, seed) if str(path) == DRAWN else load_tenants(path)
         tenants.check(built)
     except TenantsError as error:
         fail(f"--tenants {path}: {error}")

@@ -38,7 +38,7 @@ from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import KueueOsprey
 from osprey.simulate.model import SimulationError
 from osprey.simulate.sim import JobRun, Simulator, Status
-from osprey.simulate.tenants import Tenant
+from osprey.simulate.tenants import Tenant, ceiling_gpus, guaranteed_gpus
 
 __all__ = ["CohortOracle", "KueueCohort", "KueueCohortOsprey"]
 
@@ -68,7 +68,7 @@ class KueueCohort(Kueue):
         # Kueue never admits a workload larger than its team can ever hold (it stays pending for good): the
         # tenants file and the workload disagree, so say so before running.
         for job in sim.workload.jobs:
-            ceiling = self._available(job.share)
+            ceiling = ceiling_gpus(tenants, job.share)
             if job.gpus > ceiling:
                 raise SimulationError(
                     f"{self.name}: job {job.job_id} asks for {job.gpus} GPUs, more than team {job.share!r} can "
@@ -77,18 +77,15 @@ class KueueCohort(Kueue):
                 )
 
     # -- quota ---------------------------------------------------------------------------------------------
-    def _guaranteed(self, team: Tenant) -> int:
-        return 0 if team.lending_limit_gpus is None else max(0, team.nominal_gpus - team.lending_limit_gpus)
-
     def _cohort_left(self) -> int:
-        lent = sum(team.nominal_gpus - self._guaranteed(team) for team in self.teams.values())
-        used = sum(max(0, self.usage[name] - self._guaranteed(team)) for name, team in self.teams.items())
+        lent = sum(team.nominal_gpus - guaranteed_gpus(team) for team in self.teams.values())
+        used = sum(max(0, self.usage[name] - guaranteed_gpus(team)) for name, team in self.teams.items())
         return lent - used
 
     def _available(self, name: str) -> int:
         """What team ``name`` can still be admitted with (Kueue's ``available``)."""
         team = self.teams[name]
-        guaranteed = self._guaranteed(team)
+        guaranteed = guaranteed_gpus(team)
         local = max(0, guaranteed - self.usage[name])
         from_cohort = self._cohort_left()
         if team.borrowing_limit_gpus is not None:

@@ -33,7 +33,16 @@ import yaml
 
 from osprey.simulate.model import SimulationError, Workload
 
-__all__ = ["Tenant", "Tenants", "TenantsError", "entitlement", "load_tenants", "parse_tenants"]
+__all__ = [
+    "Tenant",
+    "Tenants",
+    "TenantsError",
+    "ceiling_gpus",
+    "entitlement",
+    "guaranteed_gpus",
+    "load_tenants",
+    "parse_tenants",
+]
 
 _FIELDS = (
     "name",
@@ -198,6 +207,22 @@ def load_tenants(path: Path) -> Tenants:
     except yaml.YAMLError as error:
         raise TenantsError(f"{path} is not YAML: {error}") from error
     return parse_tenants(document)
+
+
+def guaranteed_gpus(team: Tenant) -> int:
+    """The part of a team's quota it never lends (Kueue: ``nominalQuota - lendingLimit``, 0 without a limit)."""
+    return 0 if team.lending_limit_gpus is None else max(0, team.nominal_gpus - team.lending_limit_gpus)
+
+
+def ceiling_gpus(tenants: Tenants, name: str) -> int:
+    """The most team ``name`` can ever hold in a Kueue cohort of these teams (everyone else idle): its guaranteed
+    part plus what the cohort holds, capped by its lent part plus its borrowing limit."""
+    team = tenants.by_name[name]
+    guaranteed = guaranteed_gpus(team)
+    cohort = sum(other.nominal_gpus - guaranteed_gpus(other) for other in tenants.teams)
+    if team.borrowing_limit_gpus is not None:
+        cohort = min(cohort, team.nominal_gpus - guaranteed + team.borrowing_limit_gpus)
+    return guaranteed + cohort
 
 
 def entitlement(capacity: float, tenants: Tenants, demands: Mapping[str, float]) -> dict[str, float]:
