@@ -19,12 +19,17 @@ from tests.k8s.conftest import REQUIRE_VARIABLE
 TENANTS = Path(__file__).resolve().parents[2] / "bench" / "data" / "tenants-kueue-bench.yaml"
 
 
-def test_the_kueue_bench_prints_results_ratio_and_fidelity(capsys: pytest.CaptureFixture[str]) -> None:
+def _require_kueue() -> None:
+    """Skip where a real Kueue cannot run, or fail when CI requires one (as the ``k8s`` fixture does)."""
     reason = missing_requirements()
     if reason and os.environ.get(REQUIRE_VARIABLE) == "1":
         pytest.fail(f"{REQUIRE_VARIABLE}=1 but a real Kueue cannot run here: {reason}", pytrace=False)
     if reason:
         pytest.skip(f"real Kueue unavailable: {reason}")
+
+
+def test_the_kueue_bench_prints_results_ratio_and_fidelity(capsys: pytest.CaptureFixture[str]) -> None:
+    _require_kueue()
     # When the bench runs 5 short jobs on 8 nodes, with and without Osprey
     assert main(["--jobs", "5", "--min-duration", "1", "--max-duration", "3", "--interval", "1"]) == 0
     out = capsys.readouterr().out
@@ -44,11 +49,7 @@ def test_the_kueue_bench_prints_results_ratio_and_fidelity(capsys: pytest.Captur
 
 
 def test_the_kueue_bench_runs_a_cohort_from_a_tenants_file(capsys: pytest.CaptureFixture[str]) -> None:
-    reason = missing_requirements()
-    if reason and os.environ.get(REQUIRE_VARIABLE) == "1":
-        pytest.fail(f"{REQUIRE_VARIABLE}=1 but a real Kueue cannot run here: {reason}", pytrace=False)
-    if reason:
-        pytest.skip(f"real Kueue unavailable: {reason}")
+    _require_kueue()
     # When the bench runs 6 short jobs on the cohort of bench/data/tenants-kueue-bench.yaml (three teams, 12 nodes)
     argv = ["--jobs", "6", "--min-duration", "1", "--max-duration", "3", "--interval", "1", "--nodes", "12",
             "--tenants", str(TENANTS)]  # fmt: skip
