@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import secrets
 import signal
 import statistics
@@ -75,6 +76,9 @@ from osprey_control.derivation import compile_policy  # noqa: E402
 from osprey_control.policy import PriorityDerivationPolicy  # noqa: E402
 
 __all__ = ["main", "missing_requirements", "simulated_jobs", "team_of"]
+
+# An RFC 1123 label, at most 40 characters: the run's namespace suffix still fits the 63 of a ClusterQueue name.
+KUBERNETES_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 
 
 def missing_requirements() -> str | None:
@@ -228,6 +232,23 @@ def run(
     }
 
 
+def _checked_tenants(parser: argparse.ArgumentParser, path: Path, jobs: list[Job], nodes: int) -> Tenants:
+    """The tenants file, refused (exit 2) where the model refuses it (quotas beyond the cluster, a job its team
+    can never hold, which the real Kueue would leave pending for good) or a team name Kubernetes cannot take."""
+    try:
+        tenants = load_tenants(path)
+        Simulator(bench_workload("check", jobs, nodes, tenants), make_scheduler("kueue-cohort"))
+    except SimulationError as error:
+        parser.error(f"--tenants {path}: {error}")
+    unnamed = [team.name for team in tenants.teams if not KUBERNETES_NAME.fullmatch(team.name)]
+    if unnamed:
+        parser.error(
+            f"--tenants {path}: team {unnamed[0]!r} names a ClusterQueue and a LocalQueue here, so it must be a "
+            "Kubernetes name (lower-case letters, digits and '-', starting and ending alphanumeric)"
+        )
+    return tenants
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=30)
@@ -254,15 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             "durations must satisfy 0 < --min-duration <= --max-duration < 300 (waitForPodsReady's 5 min)"
         )
     jobs = workload(args.jobs, args.min_duration, args.max_duration, args.seed)
-    tenants = None
-    if args.tenants is not None:
-        try:
-            tenants = load_tenants(args.tenants)
-            # What the model refuses (quotas beyond the cluster, a job its team can never hold) the real Kueue
-            # would leave pending for good: refuse it before starting anything.
-            Simulator(bench_workload("check", jobs, args.nodes, tenants), make_scheduler("kueue-cohort"))
-        except SimulationError as error:
-            parser.error(f"--tenants {args.tenants}: {error}")
+    tenants = None if args.tenants is None else _checked_tenants(parser, args.tenants, jobs, args.nodes)
     reason = missing_requirements()
     if reason:
         print(f"error: a real Kueue cannot run here: {reason}", file=sys.stderr)

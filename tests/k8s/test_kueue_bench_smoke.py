@@ -68,3 +68,15 @@ def test_a_tenants_file_the_cohort_cannot_run_is_refused_before_kueue_starts(tmp
     with pytest.raises(SystemExit) as exit_info:
         main(["--tenants", str(tenants)])
     assert exit_info.value.code == 2
+
+
+def test_a_team_name_kubernetes_cannot_take_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by review: the team names the run's ClusterQueue and LocalQueue, which Kubernetes names must be
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text("teams:\n  - name: Team_A\n    nominalGpus: 64\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--tenants", str(tenants)])
+    assert exit_info.value.code == 2
+    assert "team 'Team_A' names a ClusterQueue and a LocalQueue here" in capsys.readouterr().err

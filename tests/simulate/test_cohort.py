@@ -183,3 +183,30 @@ def test_the_cohort_oracle_keeps_the_quotas_and_runs_the_least_gpu_time_first() 
     assert runs["b1"].queued_s == pytest.approx(0.0)
     assert runs["a-short"].queued_s == pytest.approx(1000.0 - 2.0)
     assert runs["a-long"].first_train_s == pytest.approx(1.0)
+
+
+def test_a_job_larger_than_its_quota_preempts_nothing_without_borrow_within_cohort() -> None:
+    # Given a's low-priority job holds a's 8 GPUs and b is idle; a's 16-GPU job (beyond a's quota) arrives,
+    # higher in priority (found by review: Kueue gives it NoFit, flavorassigner.go, so it preempts no one)
+    scenario = workload(
+        job("a1", 0, 8, 1000, share="a", priority_class=0),
+        job("a2", 10, 16, 1000, share="a", priority_class=10),
+    )
+    runs = {r.job.job_id: r for r in _shared(scenario, Tenant("a", 8), Tenant("b", 8)).runs}
+    # Then a1 runs on and a2 waits for it
+    assert runs["a1"].preemptions == 0
+    assert runs["a2"].queued_s == pytest.approx(1000.0 - 10.0)
+
+
+def test_a_job_whose_quota_fits_but_not_the_free_nodes_waits_without_preempting() -> None:
+    # Given a's quota of 16 holds two 6-GPU jobs, one on each 8-GPU node (2 GPUs free on each), and a 4-GPU job
+    # of a at a higher priority (found by review: Kueue admits on quota alone; here it waits for a node to free
+    # up, evicting no one)
+    scenario = workload(
+        job("a1", 0, 6, 1000, share="a", priority_class=0),
+        job("a2", 0, 6, 2000, share="a", priority_class=0),
+        job("a3", 10, 4, 1000, share="a", priority_class=10),
+    )
+    runs = {r.job.job_id: r for r in _shared(scenario, Tenant("a", 16)).runs}
+    assert [runs[name].preemptions for name in ("a1", "a2")] == [0, 0]
+    assert runs["a3"].queued_s == pytest.approx(1000.0 - 10.0)

@@ -57,6 +57,15 @@ def _teams(*teams: dict[str, Any]) -> dict[str, Any]:
             "teams[1].name: 'a' is given",
         ),
         ({"teams": []}, "teams: must be a non-empty list"),
+        # found by review: Kueue's webhook refuses a lendingLimit above the nominal quota; a YAML number as a name
+        (
+            _teams({"name": "a", "nominalGpus": 8, "lendingLimitGpus": 9}),
+            "teams[0].lendingLimitGpus: 9 is more than the team's nominalGpus (8)",
+        ),
+        (
+            _teams({"name": 123, "nominalGpus": 8}),
+            "teams[0].name: must be a non-empty string (quote it in YAML), got 123",
+        ),
         ({"tenants": []}, "one key, teams"),
     ],
 )
@@ -213,3 +222,29 @@ def test_the_cli_draws_quotas_for_the_workloads_teams() -> None:
     [row] = [json.loads(line) for line in result.stdout.splitlines()]
     assert row["entitlement"] == "quota"
     assert set(row["teams"]) == {"team-a", "team-b", "team-c"}
+
+
+def test_a_file_that_is_not_text_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    # Found by review: a file that is not UTF-8 escaped as an unexpected error
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_bytes(b"teams:\n  - name: \xff\n")
+    result = runner.invoke(
+        app, ["simulate", "--workload", "seed", "--schedulers", "fifo", "--tenants", str(tenants)]
+    )
+    assert result.exit_code == 1
+    assert f"--tenants {tenants}: {tenants} is not UTF-8 text" in result.output
+
+
+def test_a_job_its_team_can_never_hold_is_refused_before_any_scheduler_runs(tmp_path: Path) -> None:
+    # Found by review: the cohort's check ran only when its turn came, after the other schedulers had run
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,submit_time_s,num_gpus,duration_s,share\na1,0,16,500,a\n")
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text("teams:\n  - name: a\n    nominalGpus: 8\n    borrowingLimitGpus: 0\n")
+    args = ["simulate", "--workload", str(jobs), "--gpus", "16", "--tenants", str(tenants), "--json"]
+    result = runner.invoke(app, [*args, "--schedulers", "fifo,kueue-cohort"])
+    assert result.exit_code == 1
+    assert "job a1 asks for 16 GPUs, more than team 'a' can ever hold in the cohort (8:" in result.output
+    assert '"scheduler"' not in result.stdout  # fifo never ran
+    # ... while the schedulers without a cohort run it
+    assert runner.invoke(app, [*args, "--schedulers", "fifo"]).exit_code == 0

@@ -313,7 +313,7 @@ def simulate_command(
     if not built.jobs:
         fail(f"--workload: {workload} has no jobs")
     if tenants_file is not None:
-        built = with_tenants(built, tenants_file, seed)
+        built = with_tenants(built, tenants_file, seed, names)
     err = Console(stderr=True)
     results: list[Result] = []
     with Progress(

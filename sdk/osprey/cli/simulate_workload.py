@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
@@ -24,8 +25,9 @@ from osprey.simulate import (
     read_job_csv,
     seed_workload,
 )
+from osprey.simulate.cohort import check_cohort
 from osprey.simulate.tenant_draw import draw_tenants
-from osprey.simulate.tenants import TenantsError, load_tenants
+from osprey.simulate.tenants import load_tenants
 
 __all__ = ["build_workload", "fail", "parse_schedulers", "usage", "with_tenants"]
 
@@ -118,13 +120,15 @@ def build_workload(
     return built
 
 
-def with_tenants(built: Workload, path: Path, seed: int) -> Workload:
+def with_tenants(built: Workload, path: Path, seed: int, schedulers: Sequence[str]) -> Workload:
     """``built`` shared by the teams of the tenants file at ``path``, or by quotas drawn for its teams from
     ``seed`` when ``path`` is ``drawn`` (:mod:`osprey.simulate.tenant_draw`); exits 1 naming the field on bad
-    input."""
+    input, and, when ``schedulers`` include a cohort, on a job its team could never hold, before anything runs."""
     try:
         tenants = draw_tenants(built, seed) if str(path) == DRAWN else load_tenants(path)
         tenants.check(built)
-    except TenantsError as error:
+        if any(name in TENANT_SCHEDULERS for name in schedulers):
+            check_cohort(tenants, built)
+    except SimulationError as error:
         fail(f"--tenants {path}: {error}")
     return replace(built, tenants=tenants)

@@ -19,11 +19,16 @@ What is modelled, with the v0.17.0 source it follows:
   ``Never``) and ``borrowWithinCohort`` (``Never``, or ``LowerPriority``: reclaim even while borrowing).
   Candidates from other teams come first, lower priority first, then the most recently admitted; a candidate
   whose team has fallen back within its quota is skipped; once the workload fits, victims are put back, last
-  removed first, while it still fits. Reclaim without borrowing is only for a team within its quota.
+  removed first, while it still fits. Reclaim without borrowing is only for a team within its quota, and a
+  workload larger than its team's quota preempts nothing unless ``borrowWithinCohort`` allows it (the flavor
+  assigner's ``NoFit``, ``flavorassigner.go``). Preemption is for quota only: a workload whose quota is free but
+  whose GPUs are not all on free nodes waits (Kueue would admit it and leave its pods pending).
 
 Left out, and said so in docs/multi-tenant.md: Kueue's fair sharing (``fairSharing``, DRS ordering and its
-preemption strategies), hierarchical cohorts, and the rule that a pass skips a second admission that needs
-preemption in a cohort already changed in that pass. As in :class:`~osprey.simulate.kueue.Kueue`, an admitted
+preemption strategies), hierarchical cohorts, the rule that a pass skips a second admission that needs
+preemption in a cohort already changed in that pass, and ``borrowAfterPreemptions`` in the head order (a head
+that would stop borrowing once it preempted is sorted as borrowing here). A preemptor is admitted in the pass its
+victims leave (the real Kueue admits it a cycle later, once they are gone). As in :class:`~osprey.simulate.kueue.Kueue`, an admitted
 workload binds at once and victims free their GPUs at once.
 """
 
@@ -36,11 +41,11 @@ from typing import ClassVar
 
 from osprey.simulate.kueue import Kueue
 from osprey.simulate.layered import KueueOsprey
-from osprey.simulate.model import SimulationError
+from osprey.simulate.model import SimulationError, Workload
 from osprey.simulate.sim import JobRun, Simulator, Status
-from osprey.simulate.tenants import Tenant, ceiling_gpus, guaranteed_gpus
+from osprey.simulate.tenants import Tenant, Tenants, ceiling_gpus, guaranteed_gpus
 
-__all__ = ["CohortOracle", "KueueCohort", "KueueCohortOsprey"]
+__all__ = ["CohortOracle", "KueueCohort", "KueueCohortOsprey", "check_cohort"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,19 @@ class _Victim:
     run: JobRun
     # Reclaim from a team that may not be taken from while the preemptor borrows (ReclaimWithoutBorrowing).
     only_without_borrowing: bool
+
+
+def check_cohort(tenants: Tenants, workload: Workload, scheduler: str = "kueue-cohort") -> None:
+    """Raise :class:`SimulationError` for a job larger than its team can ever hold in a cohort of ``tenants``:
+    Kueue would leave it pending for good, so the tenants file and the workload disagree."""
+    for job in workload.jobs:
+        ceiling = ceiling_gpus(tenants, job.share)
+        if job.gpus > ceiling:
+            raise SimulationError(
+                f"{scheduler}: job {job.job_id} asks for {job.gpus} GPUs, more than team {job.share!r} can ever "
+                f"hold in the cohort ({ceiling}: its quota, what the others lend and its borrowingLimitGpus); "
+                "raise the team's quota or limits in the tenants file"
+            )
 
 
 class KueueCohort(Kueue):
@@ -65,16 +83,7 @@ class KueueCohort(Kueue):
             )
         self.teams: dict[str, Tenant] = tenants.by_name
         self.usage: dict[str, int] = dict.fromkeys(self.teams, 0)
-        # Kueue never admits a workload larger than its team can ever hold (it stays pending for good): the
-        # tenants file and the workload disagree, so say so before running.
-        for job in sim.workload.jobs:
-            ceiling = ceiling_gpus(tenants, job.share)
-            if job.gpus > ceiling:
-                raise SimulationError(
-                    f"{self.name}: job {job.job_id} asks for {job.gpus} GPUs, more than team {job.share!r} can "
-                    f"ever hold in the cohort ({ceiling}: its quota, what the others lend and its "
-                    "borrowingLimitGpus); raise the team's quota or limits in the tenants file"
-                )
+        check_cohort(tenants, sim.workload, self.name)
 
     # -- quota ---------------------------------------------------------------------------------------------
     def _cohort_left(self) -> int:
@@ -94,11 +103,14 @@ class KueueCohort(Kueue):
             from_cohort = min(from_cohort, stored - used_in_cohort + team.borrowing_limit_gpus)
         return local + from_cohort
 
-    def _fits(self, run: JobRun, *, borrowing: bool) -> bool:
+    def _quota_fits(self, run: JobRun, *, borrowing: bool) -> bool:
         name, gpus = run.job.share, run.job.gpus
         if not borrowing and self.usage[name] + gpus > self.teams[name].nominal_gpus:
             return False
-        return gpus <= self._available(name) and self.sim.cluster.fits(gpus)
+        return gpus <= self._available(name)
+
+    def _fits(self, run: JobRun, *, borrowing: bool) -> bool:
+        return self._quota_fits(run, borrowing=borrowing) and self.sim.cluster.fits(run.job.gpus)
 
     def _borrows(self, run: JobRun) -> bool:
         return self.usage[run.job.share] + run.job.gpus > self.teams[run.job.share].nominal_gpus
@@ -129,12 +141,16 @@ class KueueCohort(Kueue):
                     continue
                 if self._fits(run, borrowing=True):
                     self.sim.allocate(run, now)
-                elif self.preemption:
+                elif self.preemption and not self._quota_fits(run, borrowing=True):
+                    # Kueue preempts for quota only: a workload whose quota is free but whose nodes are not
+                    # would be admitted and wait for them (pods pending); here it waits unadmitted.
                     self._preempt_for(run, now)
 
     def _preempt_for(self, run: JobRun, now: float) -> None:
         name = run.job.share
         config = self.teams[name]
+        if run.job.gpus > config.nominal_gpus and config.borrow_within_cohort == "Never":
+            return  # larger than its quota, it could only fit by borrowing: Kueue's flavor assigner says NoFit
         wanted = self.priority(run)
         within_quota = self.usage[name] + run.job.gpus <= config.nominal_gpus  # a hierarchical advantage
         reclaim: list[_Victim] = []

@@ -153,8 +153,10 @@ def _tenant(entry: object, where: str) -> Tenant:
     if unknown:
         raise TenantsError(f"{where}.{unknown[0]}: unknown field; allowed: {', '.join(_FIELDS)}")
     name = entry.get("name")
-    if not isinstance(name, str) or not name.strip():
+    if name is None:
         raise TenantsError(f"{where}.name: required, the team's share identifier (a non-empty string)")
+    if not isinstance(name, str) or not name.strip():
+        raise TenantsError(f"{where}.name: must be a non-empty string (quote it in YAML), got {name!r}")
     weight = entry.get("fairShareWeight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight < math.inf:
         raise TenantsError(f"{where}.fairShareWeight: must be a number > 0, got {weight!r}")
@@ -163,6 +165,12 @@ def _tenant(entry: object, where: str) -> Tenant:
         raise TenantsError(f"{where}.priorityClasses: must be a list of class names, got {classes!r}")
     nominal = _whole(entry, "nominalGpus", where, required=True)
     assert nominal is not None
+    lending = _whole(entry, "lendingLimitGpus", where, required=False)
+    if lending is not None and lending > nominal:
+        raise TenantsError(
+            f"{where}.lendingLimitGpus: {lending} is more than the team's nominalGpus ({nominal}); a team lends at "
+            "most its own quota (Kueue refuses a larger lendingLimit)"
+        )
     preemption: dict[str, str] = {}
     for key, (allowed, default) in _PREEMPTION.items():
         value = entry.get(key, default)
@@ -173,7 +181,7 @@ def _tenant(entry: object, where: str) -> Tenant:
         name=name,
         nominal_gpus=nominal,
         borrowing_limit_gpus=_whole(entry, "borrowingLimitGpus", where, required=False),
-        lending_limit_gpus=_whole(entry, "lendingLimitGpus", where, required=False),
+        lending_limit_gpus=lending,
         fair_share_weight=float(weight),
         priority_classes=tuple(classes),
         within_cluster_queue=preemption["withinClusterQueue"],
@@ -204,6 +212,8 @@ def load_tenants(path: Path) -> Tenants:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise TenantsError(f"cannot read {path}: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise TenantsError(f"{path} is not UTF-8 text: {error.reason} at byte {error.start}") from error
     except yaml.YAMLError as error:
         raise TenantsError(f"{path} is not YAML: {error}") from error
     return parse_tenants(document)
