@@ -66,6 +66,7 @@ from bench.fidelity import fidelity_line  # noqa: E402
 from bench.kueue_driver import Driver, KueueOspreyLoop, Tracked  # noqa: E402
 from bench.kueue_queues import NODE_GPUS, make_cohort, make_queue, submit  # noqa: E402
 from bench.slurm_bench import Job, compressed_policy, workload  # noqa: E402
+from osprey.simulate.cohort import check_cohort  # noqa: E402
 from osprey.simulate.kueue import Kueue  # noqa: E402
 from osprey.simulate.model import Job as SimJob  # noqa: E402
 from osprey.simulate.model import SimulationError, Workload  # noqa: E402
@@ -237,7 +238,9 @@ def _checked_tenants(parser: argparse.ArgumentParser, path: Path, jobs: list[Job
     can never hold, which the real Kueue would leave pending for good) or a team name Kubernetes cannot take."""
     try:
         tenants = load_tenants(path)
-        Simulator(bench_workload("check", jobs, nodes, tenants), make_scheduler("kueue-cohort"))
+        workload = bench_workload("check", jobs, nodes, tenants)
+        tenants.check(workload)
+        check_cohort(tenants, workload)
     except SimulationError as error:
         parser.error(f"--tenants {path}: {error}")
     unnamed = [team.name for team in tenants.teams if not KUBERNETES_NAME.fullmatch(team.name)]

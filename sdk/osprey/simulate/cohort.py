@@ -35,7 +35,7 @@ workload binds at once and victims free their GPUs at once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -81,7 +81,7 @@ class KueueCohort(Kueue):
                 f"{self.name} needs the teams' quotas: give a tenants file (--tenants FILE.yaml, "
                 "docs/multi-tenant.md)"
             )
-        self.teams: dict[str, Tenant] = tenants.by_name
+        self.teams: Mapping[str, Tenant] = tenants.by_name
         self.usage: dict[str, int] = dict.fromkeys(self.teams, 0)
         check_cohort(tenants, sim.workload, self.name)
 
@@ -104,10 +104,9 @@ class KueueCohort(Kueue):
         return local + from_cohort
 
     def _quota_fits(self, run: JobRun, *, borrowing: bool) -> bool:
-        name, gpus = run.job.share, run.job.gpus
-        if not borrowing and self.usage[name] + gpus > self.teams[name].nominal_gpus:
+        if not borrowing and self._borrows(run):
             return False
-        return gpus <= self._available(name)
+        return run.job.gpus <= self._available(run.job.share)
 
     def _fits(self, run: JobRun, *, borrowing: bool) -> bool:
         return self._quota_fits(run, borrowing=borrowing) and self.sim.cluster.fits(run.job.gpus)
@@ -152,7 +151,7 @@ class KueueCohort(Kueue):
         if run.job.gpus > config.nominal_gpus and config.borrow_within_cohort == "Never":
             return  # larger than its quota, it could only fit by borrowing: Kueue's flavor assigner says NoFit
         wanted = self.priority(run)
-        within_quota = self.usage[name] + run.job.gpus <= config.nominal_gpus  # a hierarchical advantage
+        within_quota = not self._borrows(run)  # a hierarchical advantage
         reclaim: list[_Victim] = []
         if config.reclaim_within_cohort != "Never":
             for other in self.sim.running.values():

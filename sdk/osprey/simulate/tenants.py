@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +84,9 @@ class Tenant:
     borrow_within_cohort: str = "Never"
 
     @property
-    def ceiling_gpus(self) -> float:
-        """The most the team may hold at once: its quota plus what it may borrow."""
+    def quota_and_borrowing_gpus(self) -> float:
+        """The most its limits let the team hold at once: its quota plus what it may borrow (see also
+        :func:`ceiling_gpus`, which also counts what the other teams lend)."""
         if self.borrowing_limit_gpus is None:
             return math.inf
         return float(self.nominal_gpus + self.borrowing_limit_gpus)
@@ -101,14 +102,18 @@ class Tenants:
     """Every team of a shared cluster, by name."""
 
     teams: tuple[Tenant, ...]
+    # Built once: the simulator looks teams up at every arrival and every change of demand.
+    _by_name: Mapping[str, Tenant] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.teams:
             raise TenantsError("teams: give at least one team")
+        # A plain dict (read-only by its type): a mappingproxy would not pickle to the benches' worker processes.
+        object.__setattr__(self, "_by_name", {team.name: team for team in self.teams})
 
     @property
-    def by_name(self) -> dict[str, Tenant]:
-        return {team.name: team for team in self.teams}
+    def by_name(self) -> Mapping[str, Tenant]:
+        return self._by_name
 
     @property
     def nominal_gpus(self) -> int:
@@ -253,11 +258,8 @@ def entitlement(capacity: float, tenants: Tenants, demands: Mapping[str, float])
             given[name] = base
         unused = team.nominal_gpus - base
         lendable += unused if team.lending_limit_gpus is None else min(unused, team.lending_limit_gpus)
-    wanting = {
-        name: min(float(demands[name]), teams[name].ceiling_gpus) - given[name]
-        for name in given
-        if min(float(demands[name]), teams[name].ceiling_gpus) > given[name]
-    }
+    caps = {name: min(float(demands[name]), teams[name].quota_and_borrowing_gpus) for name in given}
+    wanting = {name: caps[name] - given[name] for name in given if caps[name] > given[name]}
     _weighted_fill(lendable, wanting, {name: teams[name].fair_share_weight for name in wanting}, given)
     return given
 
